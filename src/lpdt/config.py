@@ -1,0 +1,426 @@
+"""Typed run configuration: defaults, YAML loading, ``key=value`` overrides, validation and run id.
+
+A run config is a tree of dataclasses. ``load_config`` merges (in order) the defaults, a YAML
+file and ``--set`` overrides, then validates every value. Any problem raises ``ConfigError``
+with one line that names the key and the allowed values; the CLI turns it into exit code 2.
+
+Override keys are dotted paths (``partition.skew=0.9``). A leaf name that is unique in the whole
+tree may be used alone (``skew=0.9``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A bad configuration key or value (the message is a single line)."""
+
+
+# Registry-backed choices are resolved lazily (the registries fill up on import).
+def _dataset_names() -> list[str]:
+    from lpdt.data import DATASETS
+
+    return DATASETS.names()
+
+
+def _model_names() -> list[str]:
+    from lpdt.models import MODELS
+
+    return MODELS.names()
+
+
+def _topology_names() -> list[str]:
+    from lpdt.decentral.topology import TOPOLOGIES
+
+    return TOPOLOGIES.names()
+
+
+def _algorithm_names() -> list[str]:
+    from lpdt.decentral.algorithms import ALGORITHMS
+
+    return ALGORITHMS.names()
+
+
+def _choices(fn) -> dict[str, Any]:
+    return {"choices": fn}
+
+
+@dataclass
+class DataConfig:
+    dataset: str = field(default="cifar10", metadata=_choices(_dataset_names))
+    stand_in_for: str | None = None  # set when `dataset` stands in for a paper dataset (recorded)
+    root: str | None = None  # None: $LPDT_DATA_ROOT, else ./data
+    download: bool = False
+    train_subset: int | None = None  # keep this many training samples (class-balanced), None = all
+    test_subset: int | None = None  # evaluate on this many test samples (class-balanced)
+    augment: bool = True
+    max_length: int = 128  # text datasets: tokens per example
+    per_class: int | None = None  # text stand-ins: examples per class (None = dataset default)
+
+
+@dataclass
+class PartitionConfig:
+    kind: Literal["skew", "dirichlet"] = "skew"
+    skew: float = 0.0
+    alpha: float = 1.0  # dirichlet concentration
+    seed: int = 1234
+
+
+@dataclass
+class ModelConfig:
+    name: str = field(default="resnet20", metadata=_choices(_model_names))
+    norm: Literal["batchnorm", "groupnorm", "evonorm", "rangeen", "rangebn"] = "evonorm"
+    groups: int = 8  # EvoNorm / Range-EvoNorm groups (the reference's 8)
+    gn_groups: int = 2  # GroupNorm groups (the reference trainer's 2)
+    range_estimator: Literal["chunked", "paper"] = "chunked"
+    range_act: Literal["hardsigmoid", "sigmoid"] = "hardsigmoid"  # full-precision Range-EvoNorm
+    pretrained: bool = True  # text models: load pretrained weights
+
+
+@dataclass
+class PrecisionConfig:
+    mode: Literal["fp32", "int8"] = "fp32"
+    weight_bits: int = 8
+    act_bits: int = 8
+    grad_bits: int = 8
+    act_rounding: Literal["stochastic", "nearest"] = "stochastic"  # reference: stochastic (bug)
+    gossip_ranges: bool = True  # activation ranges travel with the model (reference §5.5)
+
+
+@dataclass
+class TopologyConfig:
+    name: str = field(default="directed_ring", metadata=_choices(_topology_names))
+    nodes: int = 8
+    rows: int | None = None  # torus shape; None = most square factorisation
+
+
+@dataclass
+class CompressionConfig:
+    name: Literal["none", "topk", "randomk"] = "none"
+    ratio: float = 0.0  # fraction dropped per tensor: 0.99 keeps 1 %
+
+
+@dataclass
+class AlgorithmConfig:
+    name: str = field(default="choco", metadata=_choices(_algorithm_names))
+    consensus_lr: float | None = None  # the reference's eta; None: 1.0 uncompressed, 0.01 compressed
+    compression: CompressionConfig = field(default_factory=CompressionConfig)
+
+
+@dataclass
+class OptimConfig:
+    name: Literal["sgd", "adam"] = "sgd"
+    lr: float = 0.1
+    momentum: float = 0.9
+    nesterov: bool = True
+    weight_decay: float = 1e-4
+    qgm: bool = False  # Quasi-Global Momentum (reference §8.3); SGD only
+    betas: tuple[float, float] = (0.9, 0.9)  # adam
+    eps: float = 1e-8  # adam
+
+
+@dataclass
+class ScheduleConfig:
+    warmup_epochs: int = 1  # epochs at lr * warmup_factor (the reference's epoch 0)
+    warmup_factor: float = 0.1
+    milestones: list[int] = field(default_factory=lambda: [100, 150])
+    gamma: float = 0.1
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 200
+    batch_size: int = 256  # total over nodes; per node = batch_size // nodes (reference)
+    final_gossip_rounds: int = 51
+    eval_every: int = 1  # evaluate every k epochs (the last epoch always)
+    eval_batch_size: int = 256
+    max_iters_per_epoch: int | None = None  # cap (for tests / quick scale), None = full epoch
+
+
+@dataclass
+class TrackingConfig:
+    mlflow: bool = False
+    uri: str = "sqlite:///results/mlflow.db"
+    experiment: str = "lpdt"
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunConfig:
+    name: str | None = None
+    seed: int = 1234
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: int | None = None  # torch intra-op threads; None = torch default
+    data: DataConfig = field(default_factory=DataConfig)
+    partition: PartitionConfig = field(default_factory=PartitionConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    topology: TopologyConfig = field(default_factory=TopologyConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+
+    # -- derived values -------------------------------------------------------------------
+    @property
+    def consensus_lr(self) -> float:
+        if self.algorithm.consensus_lr is not None:
+            return self.algorithm.consensus_lr
+        return 1.0 if self.algorithm.compression.name == "none" else 0.01
+
+    @property
+    def per_node_batch(self) -> int:
+        return max(1, self.train.batch_size // self.topology.nodes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(dataclasses.asdict(self))
+
+    def run_id(self) -> str:
+        """A stable short hash of the resolved config (tracking fields excluded)."""
+        d = self.to_dict()
+        d.pop("tracking", None)
+        d.pop("name", None)
+        blob = json.dumps(d, sort_keys=True, default=str).encode()
+        return hashlib.sha1(blob).hexdigest()[:12]
+
+
+# ----------------------------------------------------------------------------------------------
+# Loading, overrides, validation
+# ----------------------------------------------------------------------------------------------
+
+
+def _to_plain(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _to_plain(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_to_plain(v) for v in obj]
+    return obj
+
+
+def _leaf_paths(cls: type, prefix: str = "") -> dict[str, str]:
+    """Map every dotted leaf path of a config dataclass to itself."""
+    out: dict[str, str] = {}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        path = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(hints[f.name]):
+            out.update(_leaf_paths(hints[f.name], path + "."))
+        else:
+            out[path] = path
+    return out
+
+
+def resolve_key(key: str) -> str:
+    """Turn an override key (dotted path or unique leaf name) into a dotted path."""
+    paths = _leaf_paths(RunConfig)
+    if key in paths:
+        return key
+    sections = {p.rsplit(".", 1)[0] for p in paths if "." in p}
+    if key in sections:
+        return key
+    matches = [p for p in paths if p.rsplit(".", 1)[-1] == key]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise ConfigError(f"config key {key!r} is ambiguous; use one of: {', '.join(matches)}")
+    raise ConfigError(f"unknown config key {key!r}; allowed keys: {', '.join(sorted(paths))}")
+
+
+def parse_value(text: str) -> Any:
+    """Parse an override value with YAML rules (``0.9`` -> float, ``true`` -> bool, ``[1,2]``)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"config key {'.'.join(parts[:-1])!r} is not a section")
+    node[parts[-1]] = value
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (types.UnionType, typing.Union):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if tp is type(None):
+        return "null"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(path: str, value: Any, tp: Any, f: dataclasses.Field | None) -> Any:
+    """Check (and gently coerce) ``value`` against type ``tp``; raise ConfigError otherwise."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    bad = ConfigError(f"config key {path!r}: invalid value {value!r}; expected {_type_name(tp)}")
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(path, value, a, f)
+            except ConfigError:
+                pass
+        raise bad
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(
+                f"config key {path!r}: invalid value {value!r}; allowed: "
+                + ", ".join(str(a) for a in args)
+            )
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise bad
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise bad
+        if f is not None and "choices" in f.metadata:
+            choices = f.metadata["choices"]()
+            if value not in choices:
+                raise ConfigError(
+                    f"config key {path!r}: invalid value {value!r}; allowed: {', '.join(choices)}"
+                )
+        return value
+    if origin is list:
+        if not isinstance(value, list | tuple):
+            raise bad
+        return [_coerce(f"{path}[{i}]", v, args[0], None) for i, v in enumerate(value)]
+    if origin is tuple:
+        if not isinstance(value, list | tuple) or len(value) != len(args):
+            raise bad
+        return tuple(_coerce(f"{path}[{i}]", v, a, None) for i, (v, a) in enumerate(zip(value, args)))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise bad
+        return {str(k): str(v) for k, v in value.items()}
+    raise bad
+
+
+def _build(cls: type, tree: dict[str, Any], prefix: str = "") -> Any:
+    if not isinstance(tree, dict):
+        raise ConfigError(f"config section {prefix.rstrip('.') or '<root>'!r} must be a mapping")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in tree:
+        if key not in fields:
+            raise ConfigError(
+                f"unknown config key {prefix + str(key)!r}; allowed here: {', '.join(fields)}"
+            )
+    kwargs = {}
+    for name, f in fields.items():
+        if name not in tree:
+            continue
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = _build(tp, tree[name], f"{prefix}{name}.")
+        else:
+            kwargs[name] = _coerce(prefix + name, tree[name], tp, f)
+    return cls(**kwargs)
+
+
+def _check_ranges(cfg: RunConfig) -> None:
+    def need(cond: bool, key: str, msg: str) -> None:
+        if not cond:
+            raise ConfigError(f"config key {key!r}: {msg}")
+
+    need(0.0 <= cfg.partition.skew <= 1.0, "partition.skew", "must be in [0, 1]")
+    need(cfg.partition.alpha > 0, "partition.alpha", "must be > 0")
+    need(cfg.topology.nodes >= 1, "topology.nodes", "must be >= 1")
+    c = cfg.algorithm.compression
+    need(0.0 <= c.ratio < 1.0, "algorithm.compression.ratio", "must be in [0, 1)")
+    if cfg.algorithm.consensus_lr is not None:
+        need(0 < cfg.algorithm.consensus_lr <= 1, "algorithm.consensus_lr", "must be in (0, 1]")
+    for k in ("weight_bits", "act_bits", "grad_bits"):
+        need(getattr(cfg.precision, k) in (4, 8, 16, 32), f"precision.{k}", "allowed: 4, 8, 16, 32")
+    need(cfg.optim.lr > 0, "optim.lr", "must be > 0")
+    need(0 <= cfg.optim.momentum < 1, "optim.momentum", "must be in [0, 1)")
+    need(not (cfg.optim.qgm and cfg.optim.name != "sgd"), "optim.qgm", "requires optim.name: sgd")
+    need(cfg.train.epochs >= 1, "train.epochs", "must be >= 1")
+    need(cfg.train.batch_size >= cfg.topology.nodes, "train.batch_size", "must be >= topology.nodes")
+    need(cfg.train.final_gossip_rounds >= 0, "train.final_gossip_rounds", "must be >= 0")
+    need(cfg.train.eval_every >= 1, "train.eval_every", "must be >= 1")
+    need(cfg.model.groups >= 1, "model.groups", "must be >= 1")
+    for k in ("train_subset", "test_subset"):
+        v = getattr(cfg.data, k)
+        need(v is None or v >= 1, f"data.{k}", "must be >= 1 or null")
+
+
+def config_from_dict(tree: dict[str, Any]) -> RunConfig:
+    cfg = _build(RunConfig, tree)
+    _check_ranges(cfg)
+    return cfg
+
+
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None
+) -> RunConfig:
+    """Defaults <- YAML file <- overrides (``["a.b=1", ...]`` or ``{"a.b": 1}``)."""
+    tree: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {e}".replace("\n", " ")) from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {str(p)!r} must contain a mapping")
+        tree = _merge(tree, loaded)
+    items: list[tuple[str, Any]]
+    if isinstance(overrides, dict):
+        items = list(overrides.items())
+    else:
+        items = []
+        for o in overrides or []:
+            if "=" not in o:
+                raise ConfigError(f"override {o!r} must look like key=value")
+            k, v = o.split("=", 1)
+            items.append((k.strip(), parse_value(v)))
+    for k, v in items:
+        set_path(tree, resolve_key(k), v)
+    return config_from_dict(tree)
+
+
+def dump_config(cfg: RunConfig) -> str:
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)
