@@ -113,7 +113,9 @@ class CompressionConfig:
 @dataclass
 class AlgorithmConfig:
     name: str = field(default="choco", metadata=_choices(_algorithm_names))
-    consensus_lr: float | None = None  # the reference's eta; None: 1.0 uncompressed, 0.01 compressed
+    consensus_lr: float | None = (
+        None  # the reference's eta; None: 1.0 uncompressed, 0.01 compressed
+    )
     compression: CompressionConfig = field(default_factory=CompressionConfig)
 
 
@@ -328,7 +330,9 @@ def _coerce(path: str, value: Any, tp: Any, f: dataclasses.Field | None) -> Any:
     if origin is tuple:
         if not isinstance(value, list | tuple) or len(value) != len(args):
             raise bad
-        return tuple(_coerce(f"{path}[{i}]", v, a, None) for i, (v, a) in enumerate(zip(value, args)))
+        return tuple(
+            _coerce(f"{path}[{i}]", v, a, None) for i, (v, a) in enumerate(zip(value, args))
+        )
     if origin is dict:
         if not isinstance(value, dict):
             raise bad
@@ -376,7 +380,9 @@ def _check_ranges(cfg: RunConfig) -> None:
     need(0 <= cfg.optim.momentum < 1, "optim.momentum", "must be in [0, 1)")
     need(not (cfg.optim.qgm and cfg.optim.name != "sgd"), "optim.qgm", "requires optim.name: sgd")
     need(cfg.train.epochs >= 1, "train.epochs", "must be >= 1")
-    need(cfg.train.batch_size >= cfg.topology.nodes, "train.batch_size", "must be >= topology.nodes")
+    need(
+        cfg.train.batch_size >= cfg.topology.nodes, "train.batch_size", "must be >= topology.nodes"
+    )
     need(cfg.train.final_gossip_rounds >= 0, "train.final_gossip_rounds", "must be >= 0")
     need(cfg.train.eval_every >= 1, "train.eval_every", "must be >= 1")
     need(cfg.model.groups >= 1, "model.groups", "must be >= 1")
@@ -403,7 +409,9 @@ def load_config(
         try:
             loaded = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as e:
-            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {e}".replace("\n", " ")) from None
+            raise ConfigError(
+                f"config file {str(p)!r} is not valid YAML: {e}".replace("\n", " ")
+            ) from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {str(p)!r} must contain a mapping")
         tree = _merge(tree, loaded)

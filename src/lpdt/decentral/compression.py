@@ -99,7 +99,9 @@ class LayerwiseCompressor:
                     continue
                 sel = block.abs().topk(k, dim=-1, sorted=False).indices  # [n, T, k], int64: exact
             else:  # randomk: k distinct random entries per (node, tensor)
-                scores = torch.rand(block.shape, generator=self.generator, device="cpu").to(x.device)
+                scores = torch.rand(block.shape, generator=self.generator, device="cpu").to(
+                    x.device
+                )
                 sel = scores.topk(k, dim=-1, sorted=False).indices
             flat_cols = cols.unsqueeze(0).expand(n, -1, -1).gather(-1, sel)  # [n, T, k]
             vals = block.gather(-1, sel)

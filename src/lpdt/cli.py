@@ -1,0 +1,107 @@
+"""``lpdt``: train | cost | partition | topology | report | ui.
+
+Each subcommand lives in the package of its concern and exposes ``add_arguments(parser)`` and
+``run(args) -> int``; they are imported lazily so that ``lpdt --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from pathlib import Path
+
+from lpdt.config import ConfigError
+
+# subcommand -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train": ("lpdt.cli", "run one experiment from a config file"),
+    "cost": ("lpdt.cost.cli", "operation counts, energy, memory and communication volume"),
+    "partition": ("lpdt.data.cli", "per-node class histograms of the skew partitioner"),
+    "topology": ("lpdt.decentral.topology", "mixing matrix and spectral gap of a graph"),
+    "report": ("lpdt.report.cli", "tables, figures, claims check and the PDF report"),
+    "ui": ("lpdt.tracking", "open the MLflow UI on the results store"),
+}
+
+
+# --- lpdt train --------------------------------------------------------------------------------
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", "-c", default=None, help="run config YAML (default: built-ins)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value (dotted key or unique leaf name, e.g. skew=0.9); repeatable",
+    )
+    p.add_argument("--out", default=None, help="output directory (default: results/runs/<run_id>)")
+    p.add_argument("--resume", action="store_true", help="continue from the last epoch checkpoint")
+    p.add_argument("--force", action="store_true", help="run again even if already complete")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    from lpdt.config import dump_config, load_config
+
+    cfg = load_config(args.config, args.overrides)
+    if args.print_config:
+        print(dump_config(cfg), end="")
+        return 0
+    from lpdt.train import train
+
+    out = Path(args.out) if args.out else Path("results/runs") / cfg.run_id()
+    metrics = train(cfg, out, resume=args.resume, force=args.force)
+    print(f"results: {out}/metrics.json (status {metrics['status']}, run_id {metrics['run_id']})")
+    if cfg.tracking.mlflow:
+        print(f"MLflow: experiment {cfg.tracking.experiment!r} at {cfg.tracking.uri} (lpdt ui)")
+    return 0 if metrics["status"] == "ok" else 3
+
+
+# --- entry point -------------------------------------------------------------------------------
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    parser = argparse.ArgumentParser(
+        prog="lpdt",
+        description="Low precision decentralized training: experiments, cost model and report.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subs = {name: sub.add_parser(name, help=help_, description=help_)
+            for name, (_, help_) in COMMANDS.items()}  # fmt: skip
+    return parser, subs
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    argv = sys.argv[1:] if argv is None else argv
+    parser, subs = build_parser()
+    # Only the chosen subcommand's module is imported (and only it adds its arguments).
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command in COMMANDS:
+        module = importlib.import_module(COMMANDS[command][0])
+        module.add_arguments(subs[command])
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(module.run(args) or 0)
+    except ConfigError as e:
+        print(f"lpdt {args.command}: config error: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, KeyError, FileNotFoundError, RuntimeError) as e:
+        # User-facing errors (bad names, missing datasets, ...) as one line; LPDT_DEBUG=1 shows
+        # the traceback.
+        if os.environ.get("LPDT_DEBUG"):
+            raise
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"lpdt {args.command}: error: {msg} (LPDT_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

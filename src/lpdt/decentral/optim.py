@@ -1,0 +1,100 @@
+"""Local optimizers acting on all nodes at once (rows of the flat ``[n, P_train]`` numerator).
+
+As in the reference (§8), the gradient is taken at the de-biased model z/w but the step is applied
+to the push-sum numerator z, and weight decay acts on z.
+
+- ``SGD``: torch's SGD semantics (dampening 0): d = g + wd*z; buf = mu*buf + d (buf = d on the
+  first step); step = d + mu*buf (Nesterov) or buf.
+- ``QGM``: Quasi-Global Momentum (Lin et al. 2021, reference §8.3). The step uses a Nesterov-form
+  direction built from the QGM buffer m; after gossip, ``after_gossip`` folds the consensus
+  correction into m so that m tracks EMA_mu((z_t - z_{t+1}) / lr).
+- ``Adam``: torch's Adam (L2 weight decay added to the gradient), used for the NLP runs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from lpdt.config import OptimConfig
+
+
+class LocalOptimizer:
+    def step(self, z: torch.Tensor, g: torch.Tensor, lr: float) -> None:
+        raise NotImplementedError
+
+    def after_gossip(self, delta: torch.Tensor, w: torch.Tensor, lr: float) -> None:
+        """Called with the consensus correction added to z (only QGM uses it)."""
+
+    def state_dict(self) -> dict:
+        return {k: v for k, v in vars(self).items() if isinstance(v, torch.Tensor | int | float)}
+
+    def load_state_dict(self, d: dict) -> None:
+        for k, v in d.items():
+            cur = getattr(self, k)
+            if isinstance(cur, torch.Tensor):
+                cur.copy_(v)
+            else:
+                setattr(self, k, v)
+
+
+class SGD(LocalOptimizer):
+    def __init__(self, z: torch.Tensor, momentum: float, nesterov: bool, weight_decay: float):
+        self.mu, self.nesterov, self.wd = momentum, nesterov, weight_decay
+        self.buf = torch.zeros_like(z)
+        self.steps = 0
+
+    def step(self, z, g, lr):
+        d = g.add(z, alpha=self.wd) if self.wd else g.clone()
+        if self.mu:
+            if self.steps == 0:
+                self.buf.copy_(d)
+            else:
+                self.buf.mul_(self.mu).add_(d)
+            d = d.add_(self.buf, alpha=self.mu) if self.nesterov else self.buf
+        z.add_(d, alpha=-lr)
+        self.steps += 1
+
+
+class QGM(LocalOptimizer):
+    def __init__(self, z: torch.Tensor, momentum: float, weight_decay: float):
+        self.mu, self.wd = momentum, weight_decay
+        self.m = torch.zeros_like(z)
+
+    def step(self, z, g, lr):
+        gt = g.add(z, alpha=self.wd)  # g~ = g + wd z
+        b = self.m.mul(self.mu).add_(gt)  # b = mu m + g~
+        d = gt.add_(b, alpha=self.mu)  # d = g~ + mu b  (Nesterov form)
+        self.m.mul_(self.mu).add_(d, alpha=1 - self.mu)
+        z.add_(d, alpha=-lr)
+
+    def after_gossip(self, delta, w, lr):
+        # m <- m + (mu - 1) * delta / (lr * w): the gossip displacement joins the momentum.
+        self.m.add_(delta / (lr * w[:, None]), alpha=self.mu - 1)
+
+
+class Adam(LocalOptimizer):
+    def __init__(self, z, betas: tuple[float, float], eps: float, weight_decay: float):
+        self.b1, self.b2 = betas
+        self.eps, self.wd = eps, weight_decay
+        self.m = torch.zeros_like(z)
+        self.v = torch.zeros_like(z)
+        self.steps = 0
+
+    def step(self, z, g, lr):
+        self.steps += 1
+        if self.wd:
+            g = g.add(z, alpha=self.wd)
+        self.m.mul_(self.b1).add_(g, alpha=1 - self.b1)
+        self.v.mul_(self.b2).addcmul_(g, g, value=1 - self.b2)
+        c1 = 1 - self.b1**self.steps
+        c2 = 1 - self.b2**self.steps
+        denom = (self.v / c2).sqrt_().add_(self.eps)
+        z.addcdiv_(self.m, denom, value=-lr / c1)
+
+
+def make_optimizer(cfg: OptimConfig, z: torch.Tensor) -> LocalOptimizer:
+    if cfg.name == "adam":
+        return Adam(z, cfg.betas, cfg.eps, cfg.weight_decay)
+    if cfg.qgm:
+        return QGM(z, cfg.momentum, cfg.weight_decay)
+    return SGD(z, cfg.momentum, cfg.nesterov, cfg.weight_decay)

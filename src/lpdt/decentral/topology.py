@@ -1,0 +1,200 @@
+"""Communication graphs as column-stochastic mixing matrices.
+
+Convention (reference §2.3): ``W[i, j]`` is the weight node i applies to the message it receives
+from node j (``j -> i`` is an edge); every sender splits its mass ``1/(out_degree + 1)`` over
+itself and its out-peers, so each *column* sums to 1. Self-loops are always included.
+
+Graphs:
+- ``directed_ring``: the paper's ring, node i sends to i+1 only (W = (I + P)/2).
+- ``ring``: undirected ring, weights 1/3.
+- ``torus``: a true r x c 2-D torus (4 x 4 for 16 nodes), weight 1/(d+1) over distinct neighbours.
+- ``code_grid``: the reference code's circulant C_n(1, 4) with 4 peers and weight 1/5, duplicate
+  edges counted (for n = 8, r+4 == r-4 so that peer gets 2/5), for fidelity with the code.
+- ``complete``: everybody talks to everybody (exact averaging in one round).
+- ``exponential``: directed exponential graph, i sends to i + 2^k for 2^k < n.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lpdt.registry import Registry
+
+TOPOLOGIES: Registry[Callable[..., list[list[int]]]] = Registry("topology")
+
+
+def _check_n(n: int, minimum: int = 1) -> None:
+    if not isinstance(n, int) or n < minimum:
+        raise ValueError(f"number of nodes must be an integer >= {minimum}, got {n!r}")
+
+
+@TOPOLOGIES.register("directed_ring")
+def directed_ring(n: int, **_: object) -> list[list[int]]:
+    """Out-peers of each node: i -> i+1."""
+    _check_n(n)
+    return [[(i + 1) % n] if n > 1 else [] for i in range(n)]
+
+
+@TOPOLOGIES.register("ring")
+def ring(n: int, **_: object) -> list[list[int]]:
+    _check_n(n)
+    return [sorted({(i + 1) % n, (i - 1) % n} - {i}) for i in range(n)]
+
+
+def torus_shape(n: int, rows: int | None = None) -> tuple[int, int]:
+    """The r x c shape: ``rows`` if given, else the most square factorisation (r <= c)."""
+    if rows is None:
+        rows = max(r for r in range(1, int(math.isqrt(n)) + 1) if n % r == 0)
+    if rows < 1 or n % rows:
+        raise ValueError(f"torus: {n} nodes cannot be arranged in {rows} rows")
+    return rows, n // rows
+
+
+@TOPOLOGIES.register("torus")
+def torus(n: int, rows: int | None = None, **_: object) -> list[list[int]]:
+    """True 2-D torus: (r, c) talks to (r +- 1, c) and (r, c +- 1), distinct neighbours only."""
+    _check_n(n)
+    r_, c_ = torus_shape(n, rows)
+    out = []
+    for i in range(n):
+        r, c = divmod(i, c_)
+        peers = {
+            ((r + 1) % r_) * c_ + c,
+            ((r - 1) % r_) * c_ + c,
+            r * c_ + (c + 1) % c_,
+            r * c_ + (c - 1) % c_,
+        }
+        out.append(sorted(peers - {i}))
+    return out
+
+
+@TOPOLOGIES.register("code_grid")
+def code_grid(n: int, **_: object) -> list[list[int]]:
+    """The reference's GridGraph with 4 peers: C_n(1, 4), duplicates kept (a multigraph)."""
+    _check_n(n, 2)
+    return [[(i + 1) % n, (i - 1) % n, (i + 4) % n, (i - 4) % n] for i in range(n)]
+
+
+@TOPOLOGIES.register("complete")
+def complete(n: int, **_: object) -> list[list[int]]:
+    _check_n(n)
+    return [[j for j in range(n) if j != i] for i in range(n)]
+
+
+@TOPOLOGIES.register("exponential")
+def exponential(n: int, **_: object) -> list[list[int]]:
+    """Directed exponential graph: i -> i + 2^k (mod n) for every 2^k < n."""
+    _check_n(n)
+    hops = [2**k for k in range(max(0, math.ceil(math.log2(n)))) if 2**k < n]
+    return [sorted({(i + h) % n for h in hops} - {i}) for i in range(n)]
+
+
+def out_peers(name: str, n: int, rows: int | None = None) -> list[list[int]]:
+    return TOPOLOGIES.get(name)(n, rows=rows)
+
+
+def matrix_from_peers(peers: list[list[int]]) -> torch.Tensor:
+    """Column-stochastic W: sender j gives 1/(len(peers[j]) + 1) to itself and to each out-peer."""
+    n = len(peers)
+    w = torch.zeros(n, n, dtype=torch.float64)
+    for j, outs in enumerate(peers):
+        a = 1.0 / (len(outs) + 1)
+        w[j, j] += a
+        for i in outs:
+            w[i, j] += a  # duplicates accumulate (code_grid with n = 8)
+    check_strongly_connected(w)
+    return w
+
+
+def mixing_matrix(name: str, n: int, rows: int | None = None) -> torch.Tensor:
+    """The float64 column-stochastic mixing matrix of topology ``name`` on ``n`` nodes."""
+    return matrix_from_peers(out_peers(name, n, rows))
+
+
+def check_strongly_connected(w: torch.Tensor) -> None:
+    """Raise ValueError if the directed graph with edges j -> i where W[i, j] > 0 is not strongly connected."""
+    adj = (w.abs() > 0).numpy()
+    n = adj.shape[0]
+
+    def reach(a: np.ndarray) -> int:
+        seen = {0}
+        stack = [0]
+        while stack:
+            j = stack.pop()
+            for i in np.nonzero(a[:, j])[0]:
+                if int(i) not in seen:
+                    seen.add(int(i))
+                    stack.append(int(i))
+        return len(seen)
+
+    if reach(adj) != n or reach(adj.T) != n:
+        raise ValueError("the communication graph is not strongly connected")
+
+
+def spectral_gap(w: torch.Tensor) -> float:
+    """1 - (second largest eigenvalue modulus) of W."""
+    ev = np.sort(np.abs(np.linalg.eigvals(np.asarray(w, dtype=np.float64))))[::-1]
+    return float(1.0 - (ev[1] if len(ev) > 1 else 0.0))
+
+
+def out_degrees(w: torch.Tensor) -> list[int]:
+    """Number of distinct out-peers of each node (messages sent per round)."""
+    adj = w.abs() > 0
+    adj.fill_diagonal_(False)
+    return adj.sum(0).tolist()
+
+
+def describe(name: str, n: int, rows: int | None = None) -> dict:
+    """A JSON-friendly description (for Figure 3 and the CLI)."""
+    peers = out_peers(name, n, rows)
+    w = matrix_from_peers(peers)
+    d: dict = {
+        "name": name,
+        "nodes": n,
+        "W": w.tolist(),
+        "edges": sorted({(j, i) for j, outs in enumerate(peers) for i in outs}),
+        "directed": name in ("directed_ring", "exponential"),
+        "spectral_gap": spectral_gap(w),
+        "second_eigenvalue_modulus": 1.0 - spectral_gap(w),
+        "out_peers": peers,
+    }
+    if name == "torus":
+        r, c = torus_shape(n, rows)
+        d["positions"] = [[i % c, -(i // c)] for i in range(n)]
+    else:
+        d["positions"] = [
+            [math.cos(2 * math.pi * i / n), math.sin(2 * math.pi * i / n)] for i in range(n)
+        ]
+    return d
+
+
+# --- `lpdt topology` -------------------------------------------------------------------------
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--name", default="directed_ring", help=f"one of: {', '.join(TOPOLOGIES)}")
+    p.add_argument("--nodes", type=int, default=8)
+    p.add_argument("--rows", type=int, default=None, help="torus rows (default: most square)")
+    p.add_argument("--json", default=None, help="write the description to this JSON file")
+
+
+def run(args: argparse.Namespace) -> int:
+    d = describe(args.name, args.nodes, args.rows)
+    print(
+        f"{d['name']} on {d['nodes']} nodes: spectral gap {d['spectral_gap']:.4f} "
+        f"(second eigenvalue modulus {d['second_eigenvalue_modulus']:.4f})"
+    )
+    for j, outs in enumerate(d["out_peers"]):
+        print(f"  node {j:>2} -> {outs}")
+    if args.json:
+        from lpdt.io import write_json_atomic
+
+        write_json_atomic(Path(args.json), d)
+        print(f"wrote {args.json}")
+    return 0

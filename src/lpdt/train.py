@@ -1,0 +1,420 @@
+"""One decentralized training run, readable top to bottom.
+
+Every iteration, all n nodes (reference §3.1):
+  1. compute a gradient at their de-biased model z_i / w_i on a local mini-batch,
+  2. take a local optimizer step on the push-sum numerator z_i,
+  3. compress and gossip: z <- z + delta (``lpdt.decentral.algorithms``), w mixed likewise.
+After the last epoch, ``final_gossip_rounds`` gossip-only rounds run (no SGD; forward passes in
+train mode keep BatchNorm / 8-bit range statistics current, as the reference does), and every
+node's model, plus the exact average model, is evaluated on the test set.
+
+Outputs (``docs/architecture.md``): ``config.yaml``, ``history.csv``, ``metrics.json`` (written
+last, atomically) and, while running, ``checkpoint.pt`` (removed once the run is complete).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import platform
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import lpdt
+from lpdt.config import RunConfig, dump_config
+from lpdt.data import Dataset, load_dataset
+from lpdt.data.sampler import NodeSampler
+from lpdt.decentral.algorithms import make_algorithm
+from lpdt.decentral.compression import LayerwiseCompressor
+from lpdt.decentral.optim import make_optimizer
+from lpdt.decentral.state import NodeState
+from lpdt.decentral.topology import mixing_matrix, out_peers
+from lpdt.io import torch_save_atomic, write_json_atomic, write_text_atomic
+from lpdt.models import build_model
+
+HISTORY_FIELDS = [
+    "epoch", "lr", "train_loss", "acc_node_mean", "acc_node_min", "acc_node_max",
+    "acc_avg_model", "consensus_distance", "bytes_per_node", "wall_s",
+]  # fmt: skip
+
+Log = Callable[[str], None]
+
+
+def _print(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# ----------------------------------------------------------------------------------------------
+# Small pieces
+# ----------------------------------------------------------------------------------------------
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device: cuda was requested but CUDA is not available")
+    return torch.device(name)
+
+
+def lr_at(cfg: RunConfig, epoch: int) -> float:
+    """Warm-up epochs at ``lr * warmup_factor``, then multi-step decay (reference §8.4)."""
+    s = cfg.schedule
+    if epoch < s.warmup_epochs:
+        return cfg.optim.lr * s.warmup_factor
+    return cfg.optim.lr * s.gamma ** sum(epoch >= m for m in s.milestones)
+
+
+def partition_indices(labels: np.ndarray, cfg: RunConfig) -> list[np.ndarray]:
+    from lpdt.data.partition import dirichlet_partition, skew_partition
+
+    p, n = cfg.partition, cfg.topology.nodes
+    if p.kind == "dirichlet":
+        return dirichlet_partition(labels, n, p.alpha, seed=p.seed)
+    return skew_partition(labels, n, p.skew, seed=p.seed)
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, data: Dataset, device: torch.device, batch: int) -> float:
+    """Top-1 accuracy (%) of one model on the whole test split."""
+    model.eval()
+    labels = data.labels("test")
+    correct = 0
+    for start in range(0, len(labels), batch):
+        idx = torch.arange(start, min(start + batch, len(labels)))
+        x, y = data.batch("test", idx)
+        correct += int((model(x.to(device)).argmax(1) == y.to(device)).sum())
+    return 100.0 * correct / len(labels)
+
+
+# ----------------------------------------------------------------------------------------------
+# The run
+# ----------------------------------------------------------------------------------------------
+
+
+class Run:
+    """Everything one training run holds; ``train()`` below drives it."""
+
+    def __init__(self, cfg: RunConfig, log: Log = _print) -> None:
+        self.cfg, self.log = cfg, log
+        self.device = resolve_device(cfg.device)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+
+        # Data: one partition and one sampler per node; test data is shared by all nodes.
+        self.data = load_dataset(cfg.data)
+        n = cfg.topology.nodes
+        parts = partition_indices(self.data.labels("train"), cfg)
+        self.samplers = [
+            NodeSampler(p, cfg.per_node_batch, seed=cfg.seed * 1000 + i)
+            for i, p in enumerate(parts)
+        ]
+        self.aug_gen = torch.Generator().manual_seed(cfg.seed + 1)
+        self.iters = max(s.batches_per_pass for s in self.samplers)
+        if cfg.train.max_iters_per_epoch:
+            self.iters = min(self.iters, cfg.train.max_iters_per_epoch)
+
+        # Model: identical initial weights on every node (the seed is the same everywhere).
+        torch.manual_seed(cfg.seed)
+        info = self.data.info
+        model = build_model(cfg, info.num_classes, info.input_shape)
+        self.state = NodeState(model, n, self.device)
+        self.w = torch.ones(n, device=self.device)  # push-sum weights
+
+        # Communication: graph, compressor, gossip algorithm, local optimizer.
+        self.peers = out_peers(cfg.topology.name, n, cfg.topology.rows)
+        comp = cfg.algorithm.compression
+        self.compressor = LayerwiseCompressor(
+            [(s.offset, s.numel) for s in self.state.segments],
+            comp.name,
+            comp.ratio,
+            generator=torch.Generator().manual_seed(cfg.seed + 2),
+        )
+        w_matrix = mixing_matrix(cfg.topology.name, n, cfg.topology.rows)
+        self.algo = make_algorithm(
+            cfg.algorithm.name, w_matrix, self.compressor, cfg.consensus_lr, self.state.x
+        )
+        self.opt = make_optimizer(cfg.optim, self.state.x[:, : self.state.p_train])
+        self.msg_bytes = self.compressor.message_bytes()
+        self.msgs_per_round = float(np.mean([len(p) for p in self.peers]))  # per node
+
+        # Progress counters (all saved in checkpoints).
+        self.epoch = 0  # epochs completed
+        self.bytes_train = 0.0
+        self.bytes_final = 0.0
+        self.train_s = 0.0
+        self.samples = 0
+        self.iterations = 0
+        self.history: list[dict] = []
+
+    # -- one iteration -----------------------------------------------------------------------
+    def local_gradients(self) -> torch.Tensor:
+        """Forward/backward on every node at z/w; gradients land in ``state.grad``."""
+        st, cfg = self.state, self.cfg
+        st.grad.zero_()
+        st.x.div_(self.w[:, None])  # de-bias: the gradient is taken at z / w
+        losses = []
+        for i, model in enumerate(st.models):
+            x, y = self.data.batch(
+                "train", self.samplers[i].next(), augment=cfg.data.augment, generator=self.aug_gen
+            )
+            loss = F.cross_entropy(model(x.to(self.device)), y.to(self.device))
+            loss.backward()
+            losses.append(loss.detach())
+            self.samples += len(y)
+        st.x.mul_(self.w[:, None])  # back to the numerator
+        return torch.stack(losses)
+
+    def gossip(self, lr: float) -> None:
+        delta = self.algo.delta(self.state.x, self.w)
+        self.state.x.add_(delta)
+        self.opt.after_gossip(delta[:, : self.state.p_train], self.w, lr)
+
+    def train_epoch(self, lr: float) -> float:
+        """One epoch; returns the mean training loss, NaN if training diverged."""
+        self.state.train()
+        total = torch.zeros(())
+        t0 = time.perf_counter()
+        report_every = max(1, self.iters // 5) if self.iters >= 50 else 0
+        for it in range(self.iters):
+            losses = self.local_gradients()
+            if not torch.isfinite(losses).all():
+                return math.nan
+            self.opt.step(self.state.x[:, : self.state.p_train], self.state.grad, lr)
+            self.gossip(lr)
+            self.bytes_train += self.msg_bytes * self.msgs_per_round
+            self.iterations += 1
+            total += losses.mean().cpu()
+            if report_every and (it + 1) % report_every == 0 and it + 1 < self.iters:
+                el = time.perf_counter() - t0
+                self.log(f"  iter {it + 1}/{self.iters}  loss {float(total) / (it + 1):.4f}  "
+                         f"{el / (it + 1):.3f} s/iter")  # fmt: skip
+        self.train_s += time.perf_counter() - t0
+        if not torch.isfinite(self.state.x).all():
+            return math.nan
+        return float(total) / self.iters
+
+    @torch.no_grad()
+    def final_gossip(self) -> None:
+        """Gossip-only rounds (reference §9.2): forwards in train mode, no SGD step."""
+        self.state.train()
+        for _ in range(self.cfg.train.final_gossip_rounds):
+            self.state.x.div_(self.w[:, None])
+            for i, model in enumerate(self.state.models):
+                x, _ = self.data.batch("train", self.samplers[i].next(), augment=self.cfg.data.augment,
+                                       generator=self.aug_gen)  # fmt: skip
+                model(x.to(self.device))
+            self.state.x.mul_(self.w[:, None])
+            self.gossip(lr=1.0)  # lr only scales QGM's buffer, which is no longer used
+            self.bytes_final += self.msg_bytes * self.msgs_per_round
+
+    def evaluate_all(self) -> dict[str, float]:
+        """Accuracy of every node's model and of the exact average model, and consensus distance."""
+        st, bs = self.state, self.cfg.train.eval_batch_size
+        with torch.no_grad():
+            st.x.div_(self.w[:, None])
+        try:
+            accs = [evaluate(m, self.data, self.device, bs) for m in st.models]
+        finally:
+            with torch.no_grad():
+                st.x.mul_(self.w[:, None])
+        avg = evaluate(st.average_model(self.w), self.data, self.device, bs)
+        return {
+            "acc_node_mean": float(np.mean(accs)),
+            "acc_node_min": float(np.min(accs)),
+            "acc_node_max": float(np.max(accs)),
+            "acc_avg_model": avg,
+            "consensus_distance": st.consensus_distance(self.w),
+        }
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def checkpoint(self) -> dict:
+        st = self.state
+        return {
+            "epoch": self.epoch,
+            "x": st.x,
+            "w": self.w,
+            "local_buffers": [st.local_buffers(i) for i in range(st.nodes)],
+            "opt": self.opt.state_dict(),
+            "algo": self.algo.state_dict(),
+            "samplers": [s.state_dict() for s in self.samplers],
+            "aug_gen": self.aug_gen.get_state(),
+            "comp_gen": self.compressor.generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "counters": {
+                k: getattr(self, k) for k in ("bytes_train", "train_s", "samples", "iterations")
+            },  # fmt: skip
+            "history": self.history,
+        }
+
+    def restore(self, ck: dict) -> None:
+        st = self.state
+        with torch.no_grad():
+            st.x.copy_(ck["x"])
+            self.w.copy_(ck["w"])
+            for i, bufs in enumerate(ck["local_buffers"]):
+                mine = st.local_buffers(i)
+                for k, v in bufs.items():
+                    mine[k].copy_(v)
+        self.opt.load_state_dict(ck["opt"])
+        self.algo.load_state_dict(ck["algo"])
+        for s, d in zip(self.samplers, ck["samplers"]):
+            s.load_state_dict(d)
+        self.aug_gen.set_state(ck["aug_gen"])
+        self.compressor.generator.set_state(ck["comp_gen"])
+        torch.set_rng_state(ck["torch_rng"])
+        for k, v in ck["counters"].items():
+            setattr(self, k, v)
+        self.history = ck["history"]
+        self.epoch = ck["epoch"]
+
+
+def _history_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    wr = csv.DictWriter(buf, fieldnames=HISTORY_FIELDS, extrasaction="ignore")
+    wr.writeheader()
+    wr.writerows(rows)
+    return buf.getvalue()
+
+
+def train(
+    cfg: RunConfig,
+    out_dir: str | Path,
+    resume: bool = False,
+    force: bool = False,
+    log: Log = _print,
+) -> dict:
+    """Run (or resume, or skip if complete) one experiment; returns the metrics dict."""
+    out = Path(out_dir)
+    metrics_path, ck_path = out / "metrics.json", out / "checkpoint.pt"
+    if metrics_path.exists() and not force:
+        log(f"{out}: already complete (use --force to run it again)")
+        return json.loads(metrics_path.read_text())
+    if force:
+        metrics_path.unlink(missing_ok=True)
+        ck_path.unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / "config.yaml", dump_config(cfg))
+
+    run = Run(cfg, log)
+    st = run.state
+    info = run.data.info
+    if resume and ck_path.exists():
+        run.restore(torch.load(ck_path, map_location=run.device, weights_only=False))
+        log(f"resumed from {ck_path} after epoch {run.epoch}")
+    elif ck_path.exists():
+        log(f"note: {ck_path} exists; starting from scratch (pass --resume to continue it)")
+    log(f"run {cfg.run_id()}: {cfg.model.name} ({cfg.precision.mode}, {st.p_train:,} params) on "
+        f"{info.name}{' (stand-in for ' + str(info.stand_in_for) + ')' if info.stand_in else ''}, "
+        f"{cfg.topology.nodes} nodes {cfg.topology.name}, {cfg.algorithm.name} "
+        f"{cfg.algorithm.compression.name} {cfg.algorithm.compression.ratio}, skew "
+        f"{cfg.partition.skew}, {run.iters} it/epoch x {cfg.train.epochs} epochs, "
+        f"device {run.device}")  # fmt: skip
+
+    status = "ok"
+    t_start = time.perf_counter()
+    while run.epoch < cfg.train.epochs:
+        epoch = run.epoch
+        lr = lr_at(cfg, epoch)
+        loss = run.train_epoch(lr)
+        row = {"epoch": epoch, "lr": lr, "train_loss": loss}
+        if math.isnan(loss):
+            status = "diverged"
+            run.history.append(row)
+            log(f"epoch {epoch}: training diverged (non-finite loss or weights); stopping")
+            break
+        last = epoch == cfg.train.epochs - 1
+        if (epoch + 1) % cfg.train.eval_every == 0 and not last:
+            row.update(run.evaluate_all())
+        row.update(bytes_per_node=run.bytes_train, wall_s=time.perf_counter() - t_start)
+        run.history.append(row)
+        run.epoch += 1
+        log(_epoch_line(row, cfg.train.epochs))
+        if not last:
+            torch_save_atomic(ck_path, run.checkpoint())
+
+    final: dict = {}
+    if status == "ok":
+        run.final_gossip()
+        final = run.evaluate_all()
+        final["train_loss"] = run.history[-1]["train_loss"]
+        run.history.append({"epoch": "final", **final,
+                            "bytes_per_node": run.bytes_train + run.bytes_final,
+                            "wall_s": time.perf_counter() - t_start})  # fmt: skip
+        log(f"final (after {cfg.train.final_gossip_rounds} gossip rounds): node accuracy "
+            f"{final['acc_node_mean']:.2f} % (min {final['acc_node_min']:.2f}, max "
+            f"{final['acc_node_max']:.2f}), average model {final['acc_avg_model']:.2f} %")  # fmt: skip
+
+    total_bytes = run.bytes_train + run.bytes_final
+    metrics = {
+        "run_id": cfg.run_id(),
+        "name": cfg.name,
+        "status": status,
+        "config": cfg.to_dict(),
+        "dataset": {
+            "name": info.name,
+            "source": info.source,
+            "stand_in": info.stand_in,
+            "stand_in_for": info.stand_in_for,
+            "num_classes": info.num_classes,
+            "train_samples": int(sum(len(s.indices) for s in run.samplers)),
+            "test_samples": int(len(run.data.labels("test"))),
+        },
+        "model": {"name": cfg.model.name, "params": st.p_train, "gossiped": st.p_total},
+        "final": final,
+        "communication": {
+            "bytes_per_message": run.msg_bytes,
+            "messages_per_node": run.msgs_per_round
+            * (run.iterations + cfg.train.final_gossip_rounds),
+            "bytes_per_node": total_bytes,
+            "bytes_per_node_train": run.bytes_train,
+            "gb_per_node": total_bytes / 1e9,
+            "gb_per_node_train": run.bytes_train / 1e9,
+            "gb_per_node_8bit_analytic": total_bytes / 4e9,
+        },
+        "time": {
+            "train_s": run.train_s,
+            "total_s": time.perf_counter() - t_start,
+            "images_per_s": run.samples / run.train_s if run.train_s else None,
+            "s_per_iter": run.train_s / run.iterations if run.iterations else None,
+            "iterations": run.iterations,
+        },
+        "epochs_completed": run.epoch,
+        "iters_per_epoch": run.iters,
+        "history": run.history,
+        "device": str(run.device),
+        "versions": {
+            "lpdt": lpdt.__version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
+    }
+    write_text_atomic(out / "history.csv", _history_csv(run.history))
+    write_json_atomic(metrics_path, metrics)  # last: its presence means "complete"
+    ck_path.unlink(missing_ok=True)
+    if cfg.tracking.mlflow:
+        from lpdt.tracking import log_run
+
+        log_run(out, cfg.tracking.uri, cfg.tracking.experiment, cfg.tracking.tags)
+    log(f"wrote {metrics_path}")
+    return metrics
+
+
+def _epoch_line(row: dict, epochs: int) -> str:
+    s = f"epoch {row['epoch'] + 1}/{epochs}  lr {row['lr']:.4g}  loss {row['train_loss']:.4f}"
+    if "acc_node_mean" in row:
+        s += (f"  acc {row['acc_node_mean']:.2f} % (min {row['acc_node_min']:.2f}, max "
+              f"{row['acc_node_max']:.2f})  avg-model {row['acc_avg_model']:.2f} %  "
+              f"consensus {row['consensus_distance']:.3g}")  # fmt: skip
+    return s + f"  [{row['wall_s']:.1f} s]"

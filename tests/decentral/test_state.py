@@ -1,0 +1,74 @@
+"""The flat node state: replicas are views into one [n, P] tensor."""
+
+import torch
+from torch import nn
+
+from lpdt.decentral.state import NodeState
+
+
+class Ranged(nn.Module):
+    """A layer with a gossiped buffer and a local one (like an 8-bit range observer + BN stats)."""
+
+    gossip_buffers = ("running_max",)
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.register_buffer("running_max", torch.zeros(1))
+        self.register_buffer("local_count", torch.zeros(1))
+
+    def forward(self, x):
+        if self.training:
+            self.running_max.mul_(0.5).add_(0.5 * x.detach().max())
+            self.local_count.add_(1)
+        return self.lin(x)
+
+
+def make():
+    torch.manual_seed(0)
+    return nn.Sequential(Ranged(), nn.BatchNorm1d(3))
+
+
+def test_layout_identical_init_and_views():
+    st = NodeState(make(), 3)
+    assert st.p_train == 4 * 3 + 3 + 3 + 3  # linear + BN affine
+    assert st.p_total == st.p_train + 1  # + the gossiped range
+    assert [s.trainable for s in st.segments][-1] is False
+    assert torch.equal(st.x[0], st.x[1]) and torch.equal(st.x[1], st.x[2])
+    # writing into x changes the model, and vice versa
+    st.x[1, 0] = 42.0
+    assert st.models[1][0].lin.weight.view(-1)[0] == 42.0
+    assert st.models[0][0].lin.weight.view(-1)[0] != 42.0
+
+
+def test_gradients_land_in_flat_grad_and_buffers_update_in_x():
+    st = NodeState(make(), 2)
+    st.train()
+    x = torch.randn(8, 4)
+    st.models[1](x).sum().backward()
+    assert st.grad[0].abs().sum() == 0
+    assert st.grad[1].abs().sum() > 0
+    assert torch.equal(st.grad[1, :12].view(3, 4), st.models[1][0].lin.weight.grad)
+    assert st.x[1, -1] == 0.5 * x.max()  # the gossiped buffer is row 1's last entry
+    assert st.x[0, -1] == 0.0
+    # BatchNorm running statistics stay local
+    local = st.local_buffers(1)
+    assert "1.running_mean" in local and "0.local_count" in local
+    assert "0.running_max" not in local
+
+
+def test_average_model_and_consensus_distance():
+    st = NodeState(make(), 4)
+    torch.manual_seed(1)
+    st.x.add_(torch.randn_like(st.x))
+    w = torch.ones(4)
+    avg = st.average_model(w)
+    flat = torch.cat([p.detach().reshape(-1) for p in avg.parameters()])
+    assert torch.allclose(flat, st.x[:, : st.p_train].mean(0), atol=1e-6)
+    xs = st.x[:, : st.p_train]
+    expected = float(((xs - xs.mean(0)) ** 2).sum(1).mean())
+    assert abs(st.consensus_distance(w) - expected) < 1e-5
+    # averaging the models does not touch the node state
+    before = st.x.clone()
+    next(avg.parameters()).data.add_(1.0)
+    assert torch.equal(st.x, before)

@@ -1,0 +1,78 @@
+import math
+
+import pytest
+import torch
+
+from lpdt.decentral.topology import (
+    TOPOLOGIES,
+    check_strongly_connected,
+    describe,
+    matrix_from_peers,
+    mixing_matrix,
+    out_degrees,
+    spectral_gap,
+    torus_shape,
+)
+
+
+@pytest.mark.parametrize("name", TOPOLOGIES.names())
+@pytest.mark.parametrize("n", [8, 16])
+def test_column_stochastic_with_self_loops(name, n):
+    w = mixing_matrix(name, n)
+    assert torch.allclose(w.sum(0), torch.ones(n, dtype=w.dtype))
+    assert (torch.diagonal(w) > 0).all()
+    assert (w >= 0).all()
+
+
+def test_directed_ring_matches_paper():
+    w = mixing_matrix("directed_ring", 8)
+    # node i sends to i+1 with weight 1/2 and keeps 1/2
+    for i in range(8):
+        assert w[i, i] == 0.5 and w[(i + 1) % 8, i] == 0.5
+    assert out_degrees(w) == [1] * 8
+    assert spectral_gap(w) == pytest.approx(1 - math.cos(math.pi / 8), abs=1e-9)
+    assert 1 - spectral_gap(mixing_matrix("directed_ring", 16)) == pytest.approx(
+        math.cos(math.pi / 16), abs=1e-9
+    )
+
+
+def test_true_torus_differs_from_code_grid():
+    t = mixing_matrix("torus", 16)
+    g = mixing_matrix("code_grid", 16)
+    assert torus_shape(16) == (4, 4)
+    # node 3 = (row 0, col 3): true torus wraps within the row to node 0; C_16(1,4) goes to 4
+    assert t[0, 3] > 0 and t[4, 3] == 0
+    assert g[4, 3] > 0 and g[0, 3] == 0
+    assert torch.allclose(t, t.T)  # undirected, weights 1/5
+    assert t[1, 0] == pytest.approx(0.2)
+
+
+def test_code_grid_duplicates_on_8_nodes():
+    w = mixing_matrix("code_grid", 8)
+    assert w[4, 0] == pytest.approx(2 / 5)  # r+4 == r-4: the same peer gets two edges
+
+
+def test_complete_graph_has_unit_gap_and_ring_gaps_order():
+    assert spectral_gap(mixing_matrix("complete", 8)) == pytest.approx(1.0)
+    gaps = [spectral_gap(mixing_matrix(k, 16)) for k in ("directed_ring", "ring", "torus")]
+    assert gaps[0] < gaps[1] < gaps[2]
+
+
+def test_not_strongly_connected_is_rejected():
+    with pytest.raises(ValueError, match="strongly connected"):
+        matrix_from_peers([[1], [0], [3], [2]])  # two separate 2-cycles
+    with pytest.raises(ValueError, match="strongly connected"):
+        check_strongly_connected(torch.eye(3, dtype=torch.float64))
+
+
+def test_bad_torus_shape_and_unknown_name():
+    with pytest.raises(ValueError, match="rows"):
+        mixing_matrix("torus", 16, rows=3)
+    with pytest.raises(KeyError, match="unknown topology"):
+        mixing_matrix("star", 8)
+
+
+def test_describe_is_json_friendly():
+    d = describe("directed_ring", 8)
+    assert d["edges"][0] == (0, 1) and len(d["edges"]) == 8
+    assert d["spectral_gap"] == pytest.approx(1 - math.cos(math.pi / 8))
