@@ -21,6 +21,11 @@ def load_dataset(cfg) -> Dataset:
 
 
 # Readers register themselves on import.
-from lpdt.data import synthetic  # noqa: E402,F401
+from lpdt.data import (  # noqa: E402,F401
+    imagenette,
+    images,
+    synthetic,
+    text,
+)
 
 __all__ = ["DATASETS", "Dataset", "DatasetError", "DatasetInfo", "TensorDataset", "load_dataset"]

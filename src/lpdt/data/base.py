@@ -8,8 +8,10 @@ augmentation runs on whole batches, which keeps the loader far cheaper than a tr
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -84,3 +86,66 @@ class TensorDataset(Dataset):
         if self._transform is not None:
             x = self._transform(x, augment and split == "train", generator)
         return x, self._y[split][idx]
+
+
+# --- helpers shared by every reader (image and text) -------------------------------------------
+
+
+def dataset_info(
+    cfg,
+    name: str,
+    source: str,
+    num_classes: int,
+    input_shape: tuple[int, ...],
+    input_kind: str = "image",
+    stand_in: bool = False,
+    stand_in_for: str | None = None,
+) -> DatasetInfo:
+    """Build a ``DatasetInfo`` that records stand-in status from the dataset *and* the config.
+
+    A dataset that is itself a stand-in passes ``stand_in=True, stand_in_for=...``; a real dataset
+    named in the config as standing in for another (``data.stand_in_for: cifar10``) becomes a
+    stand-in too, so no substitution goes unrecorded.
+    """
+    cfg_for = getattr(cfg, "stand_in_for", None)
+    if cfg_for:
+        stand_in, stand_in_for = True, cfg_for
+    return DatasetInfo(
+        name=name,
+        source=source,
+        stand_in=bool(stand_in),
+        stand_in_for=stand_in_for,
+        num_classes=num_classes,
+        input_kind=input_kind,
+        input_shape=tuple(input_shape),
+    )
+
+
+def data_root(cfg) -> Path:
+    """The data root: ``cfg.root``, else ``$LPDT_DATA_ROOT``, else ``./data``."""
+    root = getattr(cfg, "root", None) or os.environ.get("LPDT_DATA_ROOT") or "./data"
+    return Path(root).expanduser()
+
+
+def balanced_subset(labels: np.ndarray, k: int | None) -> np.ndarray:
+    """Indices of a class-balanced, deterministic subset of ``k`` samples (all when ``k`` is None).
+
+    Takes the first samples of each class in file order (no randomness, so the subset does not
+    depend on any seed), round-robin over the classes: ``k // C`` per class, the remainder to the
+    lowest class ids, and a class that runs out leaves its share to the others. Indices come back
+    in file order.
+    """
+    labels = np.asarray(labels)
+    n = len(labels)
+    if k is None or k >= n:
+        return np.arange(n, dtype=np.int64)
+    if k < 1:
+        raise ValueError(f"a subset must keep at least 1 sample, got {k}")
+    order = np.argsort(labels, kind="stable")
+    sorted_labels = labels[order]
+    starts = np.searchsorted(sorted_labels, sorted_labels, side="left")
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - starts  # position of each sample within its class
+    # Order samples by (rank within class, class) and keep the first k.
+    pick = np.lexsort((labels, rank))[: int(k)]
+    return np.sort(pick).astype(np.int64)

@@ -1,0 +1,91 @@
+"""``lpdt partition``: per-node class histograms of the skew partitioner (the paper's Figure 2).
+
+Labels come from the dataset itself, or, with ``--class-sizes cifar10|imagenette``, from the
+paper's exact class counts (reference §1.1) without reading any data: that is what Figure 2 needs
+offline. Nothing is synthesised silently: without data and without ``--class-sizes`` it fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from lpdt.data.partition import class_histograms, skew_partition
+
+# The reference's hard-coded class sizes (reference §1.1).
+PAPER_CLASS_SIZES: dict[str, list[int]] = {
+    "cifar10": [5000] * 10,
+    "imagenette": [963, 955, 993, 858, 941, 956, 961, 931, 951, 960],
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", default="cifar10", help="dataset to read labels from")
+    parser.add_argument(
+        "--class-sizes",
+        choices=sorted(PAPER_CLASS_SIZES),
+        default=None,
+        help="use the paper's exact class counts instead of reading the dataset",
+    )
+    parser.add_argument("--nodes", type=int, default=8)
+    parser.add_argument("--skew", type=float, nargs="+", default=[0.0, 0.4, 0.8, 0.9])
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument(
+        "--data-root", default=None, help="data root (default $LPDT_DATA_ROOT or ./data)"
+    )
+    parser.add_argument("--json", default=None, help="write the histograms to this JSON file")
+
+
+def _labels(args) -> tuple[str, np.ndarray]:
+    if args.class_sizes:
+        sizes = PAPER_CLASS_SIZES[args.class_sizes]
+        return args.class_sizes, np.repeat(np.arange(len(sizes)), sizes)
+    from lpdt.config import DataConfig
+    from lpdt.data import load_dataset
+
+    ds = load_dataset(DataConfig(dataset=args.dataset, root=args.data_root))
+    return args.dataset, ds.labels("train")
+
+
+def _table(hist: np.ndarray) -> str:
+    width = max(6, len(str(int(hist.max(initial=0)))) + 1)
+    head = "node " + "".join(f"{'c' + str(c):>{width}}" for c in range(hist.shape[1])) + "   total"
+    rows = [
+        f"{r:>4} " + "".join(f"{v:>{width}}" for v in row) + f"{int(row.sum()):>8}"
+        for r, row in enumerate(hist)
+    ]
+    return "\n".join([head, *rows])
+
+
+def run(args) -> int:
+    from lpdt.data.base import DatasetError
+
+    try:
+        name, labels = _labels(args)
+        num_classes = int(labels.max()) + 1
+        result: dict = {"dataset": name, "nodes": args.nodes, "seed": args.seed, "skews": {}}
+        for s in args.skew:
+            parts = skew_partition(labels, args.nodes, s, seed=args.seed)
+            hist = class_histograms(labels, parts, num_classes)
+            result["skews"][str(s)] = hist.tolist()
+            unused = len(labels) - int(hist.sum())
+            print(
+                f"{name}: {args.nodes} nodes, skew {s}, seed {args.seed} ({unused} samples unused)"
+            )
+            print(_table(hist))
+            print()
+    except (ValueError, DatasetError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(result, indent=1))
+        tmp.replace(path)
+        print(f"wrote {path}")
+    return 0

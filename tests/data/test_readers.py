@@ -1,0 +1,217 @@
+"""Readers on tiny files written in each real on-disk format, plus transforms and subsets."""
+
+import gzip
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from lpdt.config import DataConfig
+from lpdt.data import DatasetError, images, load_dataset
+from lpdt.data.base import balanced_subset, data_root
+from lpdt.data.transforms import random_crop_flip
+
+
+def write_cifar10(root: Path, per_batch=20) -> Path:
+    folder = root / "cifar-10-batches-py"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        d = {
+            b"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
+            b"labels": [i % 10 for i in range(per_batch)],
+        }
+        with open(folder / name, "wb") as f:
+            pickle.dump(d, f)
+    return folder
+
+
+def write_cifar100(root: Path, n=200) -> Path:
+    folder = root / "cifar-100-python"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in ("train", "test"):
+        d = {
+            b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+            b"fine_labels": [i % 100 for i in range(n)],
+            b"coarse_labels": [i % 20 for i in range(n)],
+        }
+        with open(folder / name, "wb") as f:
+            pickle.dump(d, f)
+    return folder
+
+
+def write_idx(path: Path, arr: np.ndarray, magic: int) -> None:
+    header = magic.to_bytes(4, "big") + b"".join(d.to_bytes(4, "big") for d in arr.shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + arr.astype(np.uint8).tobytes())
+
+
+def write_fmnist(root: Path, n=50) -> Path:
+    folder = root / "FashionMNIST" / "raw"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for split in ("train", "t10k"):
+        write_idx(folder / f"{split}-images-idx3-ubyte.gz", rng.integers(0, 256, (n, 28, 28)), 2051)
+        write_idx(folder / f"{split}-labels-idx1-ubyte.gz", np.arange(n) % 10, 2049)
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def no_debian(monkeypatch, tmp_path):
+    monkeypatch.setattr(images, "DEBIAN_FASHION_MNIST", tmp_path / "no-debian")
+    monkeypatch.delenv("LPDT_DATA_ROOT", raising=False)
+
+
+def test_cifar10_reads_pickles(tmp_path):
+    folder = write_cifar10(tmp_path)
+    ds = load_dataset(DataConfig(dataset="cifar10", root=str(tmp_path)))
+    assert len(ds) == 100 and len(ds.labels("test")) == 20
+    assert ds.info.source == str(folder) and not ds.info.stand_in
+    with open(folder / "data_batch_1", "rb") as f:
+        raw = pickle.load(f, encoding="bytes")[b"data"][3].reshape(3, 32, 32)
+    x, y = ds.batch("train", torch.tensor([3]))
+    expect = (
+        torch.from_numpy(raw).float() / 255 - torch.tensor(images.CIFAR10_MEAN).view(3, 1, 1)
+    ) / (torch.tensor(images.CIFAR10_STD).view(3, 1, 1))
+    torch.testing.assert_close(x[0], expect)
+    assert y.tolist() == [3]
+    # The folder itself is accepted as root.
+    assert len(load_dataset(DataConfig(dataset="cifar10", root=str(folder)))) == 100
+
+
+def test_cifar100_fine_labels(tmp_path):
+    write_cifar100(tmp_path)
+    ds = load_dataset(DataConfig(dataset="cifar100", root=str(tmp_path)))
+    assert ds.info.num_classes == 100 and ds.labels("train").max() == 99
+
+
+def test_missing_dataset_names_layout(tmp_path):
+    with pytest.raises(DatasetError, match="cifar-10-batches-py.*data.download"):
+        load_dataset(DataConfig(dataset="cifar10", root=str(tmp_path)))
+    with pytest.raises(DatasetError, match="FashionMNIST"):
+        load_dataset(DataConfig(dataset="fashion_mnist", root=str(tmp_path)))
+    with pytest.raises(DatasetError, match="imagenette2"):
+        load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path)))
+
+
+def test_corrupt_cifar_names_file(tmp_path):
+    folder = write_cifar10(tmp_path)
+    data = (folder / "data_batch_2").read_bytes()
+    (folder / "data_batch_2").write_bytes(data[: len(data) // 2])
+    with pytest.raises(DatasetError, match="data_batch_2"):
+        load_dataset(DataConfig(dataset="cifar10", root=str(tmp_path)))
+
+
+def test_fashion_mnist_idx(tmp_path):
+    write_fmnist(tmp_path)
+    ds = load_dataset(
+        DataConfig(dataset="fashion_mnist", root=str(tmp_path), stand_in_for="cifar10")
+    )
+    assert ds.info.stand_in and ds.info.stand_in_for == "cifar10"
+    assert ds.info.input_shape == (3, 32, 32)
+    x, _ = ds.batch("test", torch.arange(4))
+    assert x.shape == (4, 3, 32, 32) and x.dtype == torch.float32
+    border = (0 - images.FASHION_MNIST_MEAN[0]) / images.FASHION_MNIST_STD[0]
+    assert torch.allclose(x[:, :, :2, :], torch.tensor(border))  # 2-px zero padding
+    assert torch.equal(x[:, 0], x[:, 2])  # grey repeated to 3 channels
+
+
+@pytest.mark.parametrize("corruption", ["magic", "truncate"])
+def test_corrupt_idx(tmp_path, corruption):
+    folder = write_fmnist(tmp_path)
+    path = folder / "train-images-idx3-ubyte.gz"
+    raw = gzip.decompress(path.read_bytes())
+    raw = (b"\x00\x00\x08\x01" + raw[4:]) if corruption == "magic" else raw[:-100]
+    path.write_bytes(gzip.compress(raw))
+    with pytest.raises(DatasetError, match="train-images-idx3-ubyte.gz"):
+        load_dataset(DataConfig(dataset="fashion_mnist", root=str(tmp_path)))
+
+
+def test_subsets_class_balanced(tmp_path):
+    write_cifar10(tmp_path)
+    ds = load_dataset(
+        DataConfig(dataset="cifar10", root=str(tmp_path), train_subset=30, test_subset=10)
+    )
+    assert np.bincount(ds.labels("train")).tolist() == [3] * 10
+    assert np.bincount(ds.labels("test")).tolist() == [1] * 10
+    assert balanced_subset(np.array([0, 0, 0, 1, 2, 2]), 5).tolist() == [0, 1, 3, 4, 5]
+
+
+def test_root_resolution(monkeypatch, tmp_path):
+    assert data_root(DataConfig(root=str(tmp_path))) == tmp_path
+    monkeypatch.setenv("LPDT_DATA_ROOT", str(tmp_path / "env"))
+    assert data_root(DataConfig()) == tmp_path / "env"
+    monkeypatch.delenv("LPDT_DATA_ROOT")
+    assert data_root(DataConfig()) == Path("./data")
+
+
+def test_augmentation_changes_pixels_and_is_reproducible():
+    x = torch.randint(0, 256, (16, 3, 32, 32), dtype=torch.uint8)
+    a = random_crop_flip(x, 4, torch.Generator().manual_seed(5))
+    b = random_crop_flip(x, 4, torch.Generator().manual_seed(5))
+    c = random_crop_flip(x, 4, torch.Generator().manual_seed(6))
+    assert a.shape == x.shape and a.dtype == torch.uint8
+    assert torch.equal(a, b) and not torch.equal(a, c) and not torch.equal(a, x)
+
+
+def test_augmentation_is_crop_of_padded_or_flipped():
+    x = torch.randint(1, 256, (64, 1, 8, 8), dtype=torch.uint8)
+    out = random_crop_flip(x, 2, torch.Generator().manual_seed(0))
+    pad = torch.nn.functional.pad(x, (2, 2, 2, 2))
+    for i in range(len(x)):
+        crops = [pad[i, :, r : r + 8, c : c + 8] for r in range(5) for c in range(5)]
+        assert any(torch.equal(out[i], cr) or torch.equal(out[i], cr.flip(-1)) for cr in crops)
+    flipped = sum(not torch.equal(out[i], pad[i, :, 2:10, 2:10]) for i in range(len(x)))
+    assert flipped > 40
+
+
+def write_imagenette(root: Path, layout="imagenette2-160") -> Path:
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 4), ("val", 2)):
+        for wnid in ("n02102040", "n01440764", "n03000684"):
+            d = root / layout / split / wnid
+            d.mkdir(parents=True)
+            for i in range(n):
+                arr = rng.integers(0, 256, (40, 60, 3), dtype=np.uint8)
+                Image.fromarray(arr).save(d / f"img_{i}.JPEG")
+    return root / layout
+
+
+@pytest.mark.parametrize("layout", ["imagenette2-160", "imagenette"])
+def test_imagenette_folder(tmp_path, layout):
+    folder = write_imagenette(tmp_path, layout)
+    ds = load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path)))
+    assert ds.info.source == str(folder) and ds.info.input_shape == (3, 224, 224)
+    assert ds.classes == ["n01440764", "n02102040", "n03000684"]  # sorted, ImageFolder order
+    assert np.bincount(ds.labels("train")).tolist() == [4, 4, 4]
+    x, y = ds.batch("test", torch.tensor([0, 5]))
+    assert x.shape == (2, 3, 224, 224) and y.tolist() == [0, 2]
+    a, _ = ds.batch("train", torch.arange(3), True, torch.Generator().manual_seed(1))
+    b, _ = ds.batch("train", torch.arange(3), True, torch.Generator().manual_seed(1))
+    c, _ = ds.batch("train", torch.arange(3), False)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_imagenette_subset(tmp_path):
+    write_imagenette(tmp_path)
+    ds = load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path), train_subset=6))
+    assert np.bincount(ds.labels("train")).tolist() == [2, 2, 2]
+
+
+REAL = Path("/usr/share/datasets/fashion-mnist")
+
+
+@pytest.mark.skipif(not REAL.exists(), reason="dataset-fashion-mnist not installed")
+def test_real_debian_fashion_mnist(monkeypatch, tmp_path):
+    monkeypatch.setattr(images, "DEBIAN_FASHION_MNIST", REAL)
+    ds = load_dataset(DataConfig(dataset="fashion_mnist", root=str(tmp_path), test_subset=1000))
+    assert len(ds) == 60000 and ds.info.source == str(REAL)
+    assert np.bincount(ds.labels("train")).tolist() == [6000] * 10
+    assert np.bincount(ds.labels("test")).tolist() == [100] * 10
+    x, _ = ds.batch("train", torch.arange(60000))
+    assert abs(float(x.mean())) < 1e-3 and abs(float(x.std()) - 1) < 1e-3  # documented constants

@@ -1,0 +1,277 @@
+"""Tests of the simulated 8-bit scheme (reference §5, §6.3, §6.5)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lpdt.config import ModelConfig, PrecisionConfig
+from lpdt.layers import Add
+from lpdt.layers.norms import NORM_MODULES, chunked_mean_range, range_constant_chunked
+from lpdt.layers.quant import (
+    QAdd,
+    QConv2d,
+    QLinear,
+    QRangeBatchNormAct2d,
+    QRangeEvoNorm,
+    QuantSpec,
+    convert_to_int8,
+    gossip_buffer_names,
+    quantize,
+)
+from lpdt.models import MODELS
+
+
+def _t(v: float) -> torch.Tensor:
+    return torch.tensor([v])
+
+
+def test_quantizer_levels_and_nearest_error():
+    x = torch.linspace(-1.3, 2.1, 10001)
+    lo, hi = _t(-1.3), _t(2.1)
+    for bits in (4, 8):
+        q = quantize(x, lo, hi, bits, stochastic=False)
+        assert q.unique().numel() == 2**bits
+        step = 3.4 / (2**bits - 1)
+        assert (q - x).abs().max() <= step / 2 + 1e-5
+        assert q.min() >= -1.3 - 1e-6 and q.max() <= 2.1 + 1e-6
+
+
+def test_quantizer_stochastic_unbiased_and_identity_at_32():
+    torch.manual_seed(0)
+    x = torch.rand(50) * 2 - 1
+    draws = torch.stack([quantize(x, _t(-1.0), _t(1.0), 4, True) for _ in range(4000)])
+    step = 2 / 15
+    # std of one draw <= step/2: the mean over 4000 draws is within ~5 sigma
+    assert (draws.mean(0) - x).abs().max() < 5 * (step / 2) / 4000**0.5
+    assert torch.equal(quantize(x, _t(-1.0), _t(1.0), 32, True), x)
+
+
+def _spec(**kw) -> QuantSpec:
+    return QuantSpec(**kw)
+
+
+def test_conv_input_grad_quantised_weight_grad_fp32():
+    torch.manual_seed(0)
+    conv = QConv2d(3, 4, 3, padding=1, bias=False, spec=_spec(act_stochastic=False))
+    conv.eval()
+    conv.quantize_input.running_min.fill_(-4.0)
+    conv.quantize_input.running_max.fill_(4.0)
+    x = torch.randn(2, 3, 6, 6, requires_grad=True)
+    y = conv(x)
+    g = torch.randn_like(y)
+    y.backward(g)
+    xq = quantize(x.detach(), _t(-4.0), _t(4.0), 8, False)
+    wq = quantize(conv.weight.detach(), conv.weight.min(), conv.weight.max(), 8, False)
+    gw = torch.nn.grad.conv2d_weight(xq, conv.weight.shape, g, padding=1)
+    assert torch.allclose(conv.weight.grad, gw, atol=1e-4)  # fp32 g, quantised input
+    gx_fp = torch.nn.grad.conv2d_input(x.shape, wq, g, padding=1)
+    assert not torch.allclose(x.grad, gx_fp, atol=1e-6)  # input grad used a quantised g
+    assert torch.allclose(x.grad, gx_fp, atol=0.05 * g.abs().max().item())
+
+
+def test_linear_grad_levels_and_fp32_weight_grad():
+    torch.manual_seed(0)
+    lin = QLinear(64, 300, bias=True, spec=_spec(act_stochastic=False))
+    lin.eval()  # fixed running range -> deterministic input quantisation
+    lin.quantize_input.running_min.fill_(-3.0)
+    lin.quantize_input.running_max.fill_(3.0)
+    eye = QLinear(300, 300, bias=False, spec=_spec(act_stochastic=False, weight_bits=32))
+    eye.weight.data.copy_(torch.eye(300))
+    eye.eval()
+    eye.quantize_input.running_min.fill_(-100.0)
+    eye.quantize_input.running_max.fill_(100.0)
+    x = torch.randn(16, 64)
+    h = lin(x)
+    h.retain_grad()
+    out = eye(h)
+    g = torch.randn_like(out)
+    out.backward(g)
+    # gradient reaching the previous layer (through an identity weight) takes <= 256 values
+    assert h.grad.unique().numel() <= 256
+    assert h.grad.unique().numel() > 16
+    # weight gradient is the fp32 gradient from the quantised forward input: g^T x_q
+    xq = quantize(x, _t(-3.0), _t(3.0), 8, False)
+    assert torch.allclose(lin.weight.grad, h.grad.t() @ xq, atol=1e-5)
+    assert torch.allclose(lin.bias.grad, h.grad.sum(0), atol=1e-5)
+    # and the weight grad of the identity layer uses the fp32 g (not quantised)
+    assert torch.allclose(eye.weight.grad, g.t() @ eye.quantize_input(h.detach()), atol=1e-4)
+
+
+def test_conv_matches_fp32_conv_at_32_bits():
+    torch.manual_seed(0)
+    spec = _spec(weight_bits=32, act_bits=32, grad_bits=32)
+    q = QConv2d(3, 5, 3, stride=2, padding=1, bias=True, spec=spec)
+    ref = nn.Conv2d(3, 5, 3, stride=2, padding=1, bias=True)
+    ref.load_state_dict({k: v for k, v in q.state_dict().items() if k in ("weight", "bias")})
+    x1 = torch.randn(2, 3, 9, 9, requires_grad=True)
+    x2 = x1.detach().clone().requires_grad_(True)
+    q(x1).square().sum().backward()
+    ref(x2).square().sum().backward()
+    assert torch.allclose(x1.grad, x2.grad, atol=1e-5)
+    assert torch.allclose(q.weight.grad, ref.weight.grad, atol=1e-4)
+    assert torch.allclose(q.bias.grad, ref.bias.grad, atol=1e-4)
+
+
+def test_running_range_update_rule_in_place():
+    q = QLinear(4, 2, spec=_spec())
+    buf = q.quantize_input.running_min
+    x = torch.tensor([[0.0, 1.0, 2.0, 3.0], [-2.0, 0.0, 1.0, 5.0]])
+    q.quantize_input.running_min.fill_(1.0)
+    q.quantize_input.running_max.fill_(1.0)
+    q(x)
+    assert q.quantize_input.running_min is buf  # updated in place
+    assert torch.allclose(buf, _t(0.1 * 1.0 + 0.9 * (-1.0)))
+    assert torch.allclose(q.quantize_input.running_max, _t(0.1 * 1.0 + 0.9 * 4.0))
+
+
+def test_range_evonorm_formula_at_32_bits():
+    torch.manual_seed(0)
+    spec = _spec(weight_bits=32, act_bits=32, grad_bits=32)
+    m = QRangeEvoNorm(16, groups=4, spec=spec)
+    with torch.no_grad():
+        m.weight.uniform_(0.5, 1.5)
+        m.bias.normal_()
+        m.v.uniform_(0.5, 1.5)
+    x = torch.randn(3, 16, 8, 8)
+    # direct evaluation: S = (16/4)*64/16 = 16 elements per chunk
+    xg = x.reshape(3, 4, 16, 16)
+    rbar = (xg.amax(-1) - xg.amin(-1)).mean(-1)
+    kappa = 0.5 * 0.35 * (1 + (torch.pi * torch.log(torch.tensor(4.0))) ** 0.5)
+    kappa = kappa / (2 * torch.log(torch.tensor(16.0))) ** 0.5
+    s = 1 / (rbar * kappa + 1e-5)
+    h = torch.clamp(x * m.v / 6 + 0.5, 0, 1)
+    ref = (x * h) * s.repeat_interleave(4, 1)[:, :, None, None] * m.weight + m.bias
+    assert torch.allclose(m(x), ref, atol=1e-5)
+
+
+def test_range_evonorm_8bit_quantises_scale_and_params():
+    torch.manual_seed(0)
+    m = QRangeEvoNorm(16, groups=4, spec=_spec(act_stochastic=False))
+    m.eval()
+    m.quantize_input.running_min.fill_(-4.0)
+    m.quantize_input.running_max.fill_(4.0)
+    with torch.no_grad():
+        m.weight.uniform_(0.5, 1.5)
+        m.v.uniform_(0.5, 1.5)
+    x = torch.randn(3, 16, 8, 8)
+
+    def q(t):  # independent per-tensor nearest quantiser
+        lo, hi = t.min(), t.max()
+        d = (hi - lo) / 255
+        return torch.round((t - lo) / d) * d + lo
+
+    xq = torch.round((x.clamp(-4, 4) + 4) / (8 / 255)) * (8 / 255) - 4
+    rbar, s_ = chunked_mean_range(xq.reshape(3, 4, -1), 16)
+    s = q(1 / (rbar * range_constant_chunked(s_) + 1e-5))
+    n = xq * torch.clamp(xq * q(m.v) / 6 + 0.5, 0, 1)
+    ref = n * s.repeat_interleave(4, 1)[:, :, None, None] * q(m.weight) + m.bias
+    assert torch.allclose(m(x), ref, atol=1e-4)
+
+
+def test_range_batchnorm_formula_and_running_rule():
+    torch.manual_seed(0)
+    spec = _spec(weight_bits=32, act_bits=32, grad_bits=32)
+    m = QRangeBatchNormAct2d(4, act=True, spec=spec)
+    x = torch.randn(8, 4, 4, 4) * 3 + 1
+    y = m(x)
+    xc = x.transpose(0, 1).reshape(4, 16, 8)
+    rbar = (xc.amax(-1) - xc.amin(-1)).mean(-1)
+    s = 1 / (rbar * range_constant_chunked(8) + 1e-5)
+    mu = x.mean((0, 2, 3))
+    ref = F.relu((x - mu[:, None, None]) * s[:, None, None])
+    assert torch.allclose(y, ref, atol=1e-5)
+    assert torch.allclose(m.running_mean, 0.9 * mu, atol=1e-6)
+    assert torch.allclose(m.running_scale, 0.1 + 0.9 * s, atol=1e-4)
+
+
+def test_qadd_quantises_operands_and_gradient():
+    a = torch.randn(4, 3, 5, 5, requires_grad=True)
+    b = torch.randn(4, 3, 5, 5, requires_grad=True)
+    add = QAdd(_spec(act_stochastic=False))
+    out = add(a, b)
+    assert out.detach().unique().numel() <= 256 * 256
+    out.backward(torch.randn_like(out))
+    assert a.grad.unique().numel() <= 256 and torch.equal(a.grad, b.grad)
+
+
+def _count(model: nn.Module, types) -> int:
+    return sum(isinstance(m, types) for m in model.modules())
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "resnet20",
+        pytest.param("resnet54", marks=pytest.mark.slow),
+        pytest.param("resnet18", marks=pytest.mark.slow),
+        pytest.param("vgg11", marks=pytest.mark.slow),
+    ],
+)
+@pytest.mark.parametrize("norm", ["evonorm", "batchnorm", "rangebn"])
+def test_convert_replaces_everything(name: str, norm: str):
+    mcfg = ModelConfig(name=name, norm=norm)
+    shape = (3, 64, 64) if name == "resnet18" else (3, 32, 32)
+    fp = MODELS.get(name)(mcfg, 10, shape)
+    q = convert_to_int8(fp, PrecisionConfig(mode="int8"), mcfg)
+    assert _count(q, QConv2d) == _count(fp, nn.Conv2d) > 0
+    assert _count(q, QLinear) == _count(fp, nn.Linear) > 0
+    assert _count(q, QAdd) == _count(fp, Add)
+    qnorm = QRangeBatchNormAct2d if norm == "rangebn" else QRangeEvoNorm
+    assert _count(q, qnorm) == _count(fp, NORM_MODULES) > 0
+    assert _count(q, NORM_MODULES) == 0
+    assert not any(type(m) in (nn.Conv2d, nn.Linear) for m in q.modules())
+    relus = _count(q, nn.ReLU)
+    if norm == "rangebn" or name == "vgg11":
+        assert relus == _count(fp, nn.ReLU)  # VGG classifier ReLU; RangeBN nets keep theirs
+    else:
+        assert relus == 0  # Range-EvoNorm carries its gate: no ReLU after the adds
+    y = q(torch.randn(2, *shape))
+    assert y.shape == (2, 10) and torch.isfinite(y).all()
+
+
+def test_convert_linear_only_and_gossip_switch():
+    model = nn.Sequential(nn.Conv2d(1, 2, 3), nn.Flatten(), nn.Linear(8, 4), nn.Linear(4, 2))
+    q = convert_to_int8(model, PrecisionConfig(mode="int8"), None, linear_only=True)
+    assert _count(q, QLinear) == 2 and _count(q, QConv2d) == 0 and _count(q, nn.Conv2d) == 1
+    assert len(gossip_buffer_names(q)) == 4
+    q2 = convert_to_int8(
+        model, PrecisionConfig(mode="int8", gossip_ranges=False), None, linear_only=True
+    )
+    assert gossip_buffer_names(q2) == []
+    with pytest.raises(ValueError, match="allowed"):
+        convert_to_int8(model, PrecisionConfig(weight_bits=3), None, linear_only=True)
+
+
+def test_deepcopy_and_flat_views_train_and_eval():
+    mcfg = ModelConfig(name="resnet20", norm="evonorm")
+    q = convert_to_int8(MODELS.get("resnet20")(mcfg, 10, (3, 32, 32)), PrecisionConfig(), mcfg)
+    q = copy.deepcopy(q)
+    names = gossip_buffer_names(q)
+    # reference §7.1: 273,258 trainable parameters + 122 range scalars for LP ResNet-20
+    assert sum(p.numel() for p in q.parameters()) == 273_258
+    assert sum(q.get_buffer(n).numel() for n in names) == 122
+    tensors = [p for p in q.parameters()] + [q.get_buffer(n) for n in names]
+    flat = torch.cat([t.detach().flatten() for t in tensors])
+    off = 0
+    for p in q.parameters():
+        p.data = flat[off : off + p.numel()].view_as(p)
+        off += p.numel()
+    for n in names:
+        mod_name, b = n.rsplit(".", 1)
+        mod = q.get_submodule(mod_name)
+        buf = getattr(mod, b)
+        setattr(mod, b, flat[off : off + buf.numel()].view_as(buf))
+        off += buf.numel()
+    before = flat[-len(names) :].clone()
+    x = torch.randn(4, 3, 32, 32)
+    q.train()
+    q(x).sum().backward()
+    assert not torch.equal(flat[-len(names) :], before)  # running ranges updated inside flat
+    q.eval()
+    with torch.no_grad():
+        assert torch.isfinite(q(x)).all()
