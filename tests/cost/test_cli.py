@@ -1,0 +1,47 @@
+import json
+
+import pytest
+
+from lpdt.cli import main
+
+
+def test_cost_model_json(capsys):
+    rc = main(["cost", "model", "--model", "resnet20", "--norm", "rangeen", "--precision", "int8",
+               "--batch", "32", "--json"])  # fmt: skip
+    assert rc == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["params"] == 273_258 and d["precision"] == "int8"
+    assert d["training"]["memory_mib"] == pytest.approx(35.15, abs=0.01)
+    assert "quant_act" in d["training"]["by_layer_type"]
+
+
+def test_cost_model_text_and_energy_override(capsys):
+    assert main(["cost", "model", "--model", "resnet20", "--energy", "fp32_mult=0"]) == 0
+    out = capsys.readouterr().out
+    assert "Conv" in out and "memory, training" in out and "overridden" in out
+
+
+def test_cost_comm_json(capsys, tmp_path):
+    out = tmp_path / "comm.json"
+    rc = main(["cost", "comm", "--model", "resnet20", "--norm", "evonorm", "--nodes", "16",
+               "--topology", "directed_ring", "--compression", "0.99", "--epochs", "200",
+               "--train-size", "50000", "--batch", "256", "--json", str(out)])  # fmt: skip
+    assert rc == 0
+    d = json.loads(out.read_text())
+    assert d["kept"] == 2767 and f"{d['gb_per_node']:.3f}" == "0.651"
+
+
+@pytest.mark.parametrize(
+    "argv, msg",
+    [
+        (["cost", "model", "--model", "nope"], "unknown model"),
+        (["cost", "comm", "--topology", "hexagon"], "unknown topology"),
+        (["cost", "model", "--energy", "fp32_add"], "KEY=PJ"),
+        (["cost", "model", "--input-shape", "3,x,32"], "input-shape"),
+        (["cost"], "choose a cost subcommand"),
+    ],
+)
+def test_user_errors_are_one_line(capsys, argv, msg):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert msg in err and err.count("\n") == 1
