@@ -1,0 +1,1 @@
+"""Tables, figures, claims check and the PDF report from the run records (``lpdt report``)."""

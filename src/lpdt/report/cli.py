@@ -1,0 +1,65 @@
+"""``lpdt report``: tables, figures, claims check and the PDF from the run records.
+
+lpdt report [--manifest results/manifest.json] [--cost results/cost]
+            [--analysis results/analysis] [--paper config/paper_results.csv]
+            [--tables results/tables] [--figures results/figures]
+            [--claims results/claims.json] [--pdf reports/report.pdf]
+            [--only tables|figures|claims|pdf]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+ONLY = ("tables", "figures", "claims", "pdf")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--manifest", default="results/manifest.json", help="workflow manifest")
+    p.add_argument("--cost", default="results/cost", help="`lpdt cost all` output directory")
+    p.add_argument("--analysis", default="results/analysis",
+                   help="partition*.json (Figure 2) and topology*.json (Figure 3)")  # fmt: skip
+    p.add_argument("--paper", default="config/paper_results.csv", help="the paper's numbers")
+    p.add_argument("--tables", default="results/tables", help="output directory for tables")
+    p.add_argument("--figures", default="results/figures", help="output directory for figures")
+    p.add_argument("--claims", default="results/claims.json", help="claims check output (+ .md)")
+    p.add_argument("--pdf", default="reports/report.pdf", help="the PDF report")
+    p.add_argument("--only", choices=ONLY, default=None,
+                   help="produce only this part (pdf also needs the figures; it draws them if absent)")  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    from lpdt.report.aggregate import aggregate, run_counts
+    from lpdt.report.claims import check_claims, write_claims
+    from lpdt.report.figures import write_figures
+    from lpdt.report.paper import load_paper
+    from lpdt.report.pdf import build_pdf
+    from lpdt.report.tables import build_tables, write_tables
+
+    df, manifest = aggregate(args.manifest)
+    paper = load_paper(args.paper)
+    cost, analysis = Path(args.cost), Path(args.analysis)
+    tables_dir, figures_dir = Path(args.tables), Path(args.figures)
+    scale = str(manifest.get("scale", "?"))
+    c = run_counts(df)
+    print(f"{args.manifest}: scale {scale}, {c['total']} runs ({c['ok']} ok, {c['diverged']} diverged, "
+          f"{c['missing']} missing)")  # fmt: skip
+    want = set(ONLY) if args.only is None else {args.only}
+    tables = build_tables(df, paper, cost, scale)
+    claims = check_claims(df, paper, cost)
+    if "tables" in want:
+        for path in write_tables(tables, tables_dir):
+            print(f"wrote {path}")
+    if "figures" in want or ("pdf" in want and not all(
+            (figures_dir / f"fig{i}.png").exists() for i in range(1, 8))):  # fmt: skip
+        for path in write_figures(df, paper, cost, analysis, figures_dir):
+            print(f"wrote {path}")
+    if "claims" in want:
+        for path in write_claims(claims, Path(args.claims)):
+            print(f"wrote {path}")
+    if "pdf" in want:
+        out = build_pdf(Path(args.pdf), df=df, manifest=manifest, tables=tables, claims=claims,
+                        figures_dir=figures_dir)  # fmt: skip
+        print(f"wrote {out}")
+    return 0

@@ -1,0 +1,128 @@
+"""A small fake results tree in the documented formats (docs/architecture.md, docs/report.md)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+PAPER_CSV = Path(__file__).resolve().parents[2] / "config" / "paper_results.csv"
+
+
+def _metrics(acc: float, status: str = "ok", stand_in: bool = True, epochs: int = 3) -> dict:
+    hist = [{"epoch": e, "lr": 0.1, "train_loss": 2.0 - e * 0.1, "acc_node_mean": acc - 5 + e,
+             "acc_avg_model": acc - 4 + e} for e in range(epochs)]  # fmt: skip
+    final = {} if status != "ok" else {"acc_node_mean": acc, "acc_node_min": acc - 1,
+                                        "acc_node_max": acc + 1, "acc_avg_model": acc + 0.5,
+                                        "consensus_distance": 0.1, "train_loss": 1.0}  # fmt: skip
+    return {
+        "run_id": "x", "status": status, "final": final,
+        "dataset": {"name": "fashion_mnist" if stand_in else "cifar10", "source": "test",
+                    "stand_in": stand_in, "stand_in_for": "cifar10" if stand_in else None},
+        "model": {"name": "resnet20", "params": 1000},
+        "communication": {"gb_per_node": 1.0}, "epochs_completed": epochs,
+        "history": hist, "versions": {"lpdt": "0.1.0", "torch": "2.x", "python": "3.11"},
+    }  # fmt: skip
+
+
+# (study, coords, accuracy or "diverged" / "missing")
+BASE = {"dataset": "cifar10", "model": "resnet20", "topology": "directed_ring", "nodes": 8}
+RUNS = [
+    ("table2", {"dataset": "cifar10", "model": "resnet20", "nodes": 1, "topology": "directed_ring",
+                "algorithm": "choco", "compression": 0, "skew": 0.0, "precision": "fp32"}, 90.0),
+    ("table2", {"dataset": "cifar10", "model": "resnet20", "nodes": 1, "topology": "directed_ring",
+                "algorithm": "choco", "compression": 0, "skew": 0.0, "precision": "int8"}, "diverged"),
+    *[("table3", BASE | {"compression": c, "skew": s, "algorithm": a, "precision": p},
+       80.0 + (1.0 if a == "choco" else 0) - (0.5 if p == "int8" else 0) - 5 * s - c / 99)
+      for c in (0, 99) for s in (0.0, 0.8) for a in ("deepsqueeze", "choco") for p in ("fp32", "int8")],
+    ("table3", BASE | {"compression": 0, "skew": 0.4, "algorithm": "choco", "precision": "fp32"}, "missing"),
+    ("table4", BASE | {"algorithm": "choco", "qgm": True, "compression": 0, "skew": 0.8, "precision": "fp32"}, 77.5),
+    ("fig1", BASE | {"skew": 0.8, "algorithm": "choco", "compression": 0, "precision": "fp32", "norm": "batchnorm"}, 70.0),
+    ("fig1", BASE | {"skew": 0.8, "algorithm": "choco", "compression": 0, "precision": "fp32", "norm": "evonorm"}, 76.0),
+]  # fmt: skip
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> dict[str, Path]:
+    return make_tree(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def shared_tree(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One tree for the tests that only read the report outputs (the pipeline takes seconds)."""
+    return make_tree(tmp_path_factory.mktemp("tree"))
+
+
+def make_tree(root: Path) -> dict[str, Path]:
+    studies: dict = {}
+    for i, (study, coords, acc) in enumerate(RUNS):
+        rid = f"run{i:02d}"
+        d = root / "results" / "runs" / rid
+        if acc != "missing":
+            d.mkdir(parents=True)
+            m = _metrics(85.0, "diverged") if acc == "diverged" else _metrics(float(acc))
+            (d / "metrics.json").write_text(json.dumps(m))
+        studies.setdefault(study, {"kind": "grid", "runs": []})["runs"].append(
+            {"run_id": rid, "dir": f"results/runs/{rid}", "coords": coords}
+        )
+    studies["fig4"] = {"kind": "grid", "same_as": "table3", "runs": studies["table3"]["runs"]}
+    manifest = root / "results" / "manifest.json"
+    manifest.write_text(json.dumps({"scale": "testscale", "studies": studies}))
+    cost = root / "results" / "cost"
+    cost.mkdir(parents=True)
+    write_cost(cost)
+    an = root / "results" / "analysis"
+    an.mkdir(parents=True)
+    (an / "partition.json").write_text(json.dumps(
+        {"dataset": "cifar10", "nodes": 4, "seed": 1,
+         "skews": {"0.0": [[5, 5, 5]] * 4, "0.8": [[12, 2, 1], [1, 12, 2], [2, 1, 12], [5, 5, 5]]}}))  # fmt: skip
+    ring = {"name": "directed_ring", "nodes": 4, "W": [[0.5, 0, 0, 0.5], [0.5, 0.5, 0, 0], [0, 0.5, 0.5, 0],
+            [0, 0, 0.5, 0.5]], "edges": [[0, 1], [1, 2], [2, 3], [3, 0]], "spectral_gap": 0.29}  # fmt: skip
+    (an / "topology_ring.json").write_text(json.dumps(ring))
+    torus = {"name": "torus", "nodes": 4, "W": [[0.25] * 4] * 4, "spectral_gap": 1.0,
+             "edges": [[a, b] for a in range(4) for b in range(4) if a != b],
+             "positions": [[0, 0], [1, 0], [0, -1], [1, -1]]}  # fmt: skip
+    (an / "topology_torus.json").write_text(json.dumps(torus))
+    return {"root": root, "manifest": manifest, "cost": cost, "analysis": an, "paper": PAPER_CSV}
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def write_cost(
+    cost: Path, comm_ratio: float = 4.0, energy_eff: float = 19.9, mem_eff: float = 3.6
+) -> None:
+    _write(cost / "table3_data.csv", [{"model": "resnet20", "reading": "paper configuration",
+           "topology": "directed_ring", "nodes": 8, "compression": 0.0, "gb_fp32": 42.85,
+           "gb_fp32_paper": 42.85, "gb_int8": 42.85 / comm_ratio, "gb_int8_paper": 10.71,
+           "agrees_printed": True}])  # fmt: skip
+    rows = []
+    for phase in ("training", "inference"):
+        for model in ("resnet20", "vgg11"):
+            for norm in ("rangebn", "rangeen"):
+                me = mem_eff if model.startswith("resnet") else 1.3
+                rows.append({"model": model, "norm": norm, "phase": phase, "batch": 32,
+                             "memory_fp32_mib": 100.0, "memory_int8_mib": 100.0 / me, "memory_efficiency": me,
+                             "energy_fp32_mj": 20.0, "energy_int8_mj": 20.0 / energy_eff,
+                             "energy_efficiency": energy_eff})  # fmt: skip
+    _write(cost / "table10.csv", rows)
+    for n in (7, 9):
+        _write(cost / f"table{n}.csv", [
+            {"model": "resnet20", "batch": 32, "norm": norm, "precision": p, "layer_type": t, "label": lbl,
+             "layers": 21, "additions": 1e9, "multiplications": 2e9, "energy_mj": 5.0 if p == "fp32" else 0.25,
+             "energy_share": 0.5}
+            for norm in ("rangebn", "rangeen") for p in ("fp32", "int8")
+            for t, lbl in (("conv", "Conv"), ("total", "Total"))])  # fmt: skip
+    _write(cost / "fig7_memory.csv", [
+        {"model": "resnet20", "norm": "rangeen", "precision": p, "batch": 32, "kind": k, "mib": v, "share": 0.5}
+        for p in ("fp32", "int8") for k, v in (("activations", 80.0 if p == "fp32" else 20.0), ("weights", 1.0))])  # fmt: skip
+    _write(cost / "fig7_compute.csv", [
+        {"mode": "training", "model": "resnet20", "batch": 32, "norm": "rangeen", "precision": p,
+         "layer_type": "conv", "label": "Conv", "layers": 21, "additions": 1, "multiplications": 1,
+         "energy_mj": 18.0 if p == "fp32" else 0.9, "energy_share": 1.0} for p in ("fp32", "int8")])  # fmt: skip

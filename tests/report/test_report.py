@@ -1,0 +1,251 @@
+"""lpdt.report on a fake results tree: tables, figures, claims, PDF; each check can fail."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lpdt.report import cli
+from lpdt.report.aggregate import KEYS, aggregate, run_counts
+from lpdt.report.claims import HELD, NO_DATA, NOT_HELD, accuracy_claims, cost_claims
+from lpdt.report.paper import load_paper
+from tests.report.conftest import PAPER_CSV, write_cost
+
+COST_PAPER = Path(__file__).resolve().parents[2] / "src" / "lpdt" / "cost" / "paper_table10.csv"
+
+
+def _args(tree: dict, out: Path, only: str | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    return p.parse_args([
+        "--manifest", str(tree["manifest"]), "--cost", str(tree["cost"]), "--analysis", str(tree["analysis"]),
+        "--paper", str(tree["paper"]), "--tables", str(out / "tables"), "--figures", str(out / "figures"),
+        "--claims", str(out / "claims.json"), "--pdf", str(out / "report.pdf"),
+        *(["--only", only] if only else [])])  # fmt: skip
+
+
+# --- the paper's numbers ---------------------------------------------------------------------
+
+
+def test_paper_results_cover_the_tables() -> None:
+    p = load_paper(PAPER_CSV)
+    acc = p[p["metric"] == "acc"]
+    # Table 2: 7 rows x FP/LP; Table 3: 7 blocks x 3 skews x 4 variants; Table 4: 2 x 4 x 2;
+    # Table 5: 8 rows x 2; Table 6: 2 datasets x 2 comp x 3 skews x 4 variants.
+    assert acc.groupby("table").size().to_dict() == {2: 14, 3: 84, 4: 16, 5: 16, 6: 48}
+    one = acc[(acc["table"] == 3) & (acc["model"] == "resnet54") & (acc["nodes"] == 16)
+              & (acc["skew"] == 0.4) & (acc["algorithm"] == "deepsqueeze") & (acc["precision"] == "fp32")]  # fmt: skip
+    assert one["value"].tolist() == [90.23]
+    assert (acc[acc["table"] == 4]["qgm"]).all() and not acc[acc["table"] == 3]["qgm"].any()
+
+
+def test_table10_agrees_with_cost_package_copy() -> None:
+    """Two transcriptions of Table 10 (ours here, the cost model's) must agree."""
+    if not COST_PAPER.exists():
+        pytest.skip("cost package's copy of Table 10 not present")
+    p = load_paper(PAPER_CSV)
+    p = p[p["table"] == 10]
+    c = pd.read_csv(COST_PAPER, comment="#")
+    assert len(p) == 72
+    for _, r in c.iterrows():
+        for prec in ("fp32", "int8"):
+            for met, col in (("memory_mib", f"memory_{prec}"), ("energy_mj", f"energy_{prec}")):
+                mine = p[(p["model"] == r["model"]) & (p["norm"] == r["norm"]) & (p["phase"] == r["phase"])
+                         & (p["metric"] == met) & (p["precision"] == prec)]["value"]  # fmt: skip
+                assert mine.tolist() == [pytest.approx(float(r[col]))], (
+                    r["model"],
+                    r["norm"],
+                    met,
+                    prec,
+                )
+
+
+# --- aggregation -----------------------------------------------------------------------------
+
+
+def test_aggregate_statuses_and_stand_ins(tree: dict) -> None:
+    df, manifest = aggregate(tree["manifest"])
+    assert manifest["scale"] == "testscale"
+    assert run_counts(df) == {"ok": 20, "diverged": 1, "missing": 1, "total": 22}
+    assert df[df["status"] != "ok"]["acc"].isna().all()
+    ok = df[df["status"] == "ok"]
+    assert ok["acc"].notna().all()
+    assert (ok["stand_in"] == "fashion_mnist standing in for cifar10").all()
+    assert set(KEYS) <= set(df.columns)
+
+
+def test_missing_manifest_is_a_clear_error(tmp_path: Path) -> None:
+    from lpdt.cli import main
+
+    assert (
+        main(["report", "--manifest", str(tmp_path / "nope.json"), "--paper", str(PAPER_CSV)]) == 2
+    )
+
+
+# --- tables ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def report_out(shared_tree: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("out")
+    assert cli.run(_args(shared_tree, out)) == 0
+    return out
+
+
+def _cell(t: pd.DataFrame, **kw: object) -> pd.Series:
+    sel = t
+    for k, v in kw.items():
+        sel = sel[sel[k] == v]
+    assert len(sel) == 1, kw
+    return sel.iloc[0]
+
+
+def test_tables_side_by_side(report_out: Path) -> None:
+    for n in (2, 3, 4, 5, 6, 7, 9, 10):
+        for ext in ("csv", "md", "tex"):
+            assert (report_out / "tables" / f"table{n}.{ext}").stat().st_size > 0
+    t3 = pd.read_csv(report_out / "tables" / "table3.csv")
+    base = dict(model="resnet20", topology="directed_ring", nodes=8, compression=0)
+    c = _cell(t3, **base, skew=0.0, algorithm="choco", precision="fp32")
+    assert c["ours"] == pytest.approx(81.0) and c["paper"] == pytest.approx(90.96)
+    assert c["diff"] == pytest.approx(81.0 - 90.96) and c["status"] == "ok"
+    assert _cell(t3, **base, skew=0.4, algorithm="choco", precision="fp32")["status"] == "missing"
+    nr = _cell(t3, **base, skew=0.4, algorithm="deepsqueeze", precision="fp32")
+    assert nr["status"] == "not run at this scale" and nr["paper"] == pytest.approx(90.36)
+    assert math.isnan(nr["ours"])
+    t2 = pd.read_csv(report_out / "tables" / "table2.csv")
+    assert _cell(t2, dataset="cifar10", model="resnet20", precision="int8")["status"] == "diverged"
+    md = (report_out / "tables" / "table3.md").read_text()
+    assert "STAND-IN: fashion_mnist standing in for cifar10" in md
+    assert "81.00 / 90.96 (-9.96)" in md and "not run / 90.36" in md
+    assert "missing / 90.37" in md
+    tex = (report_out / "tables" / "table3.tex").read_text()
+    assert r"\begin{tabular}" in tex and "fashion\\_mnist" in tex
+    t10 = (report_out / "tables" / "table10.md").read_text()
+    assert "100.00 / 170.60" in t10  # our fake memory beside the paper's
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+
+def test_figures_written(report_out: Path) -> None:
+    for i in range(1, 8):
+        for ext in ("pdf", "png"):
+            assert (report_out / "figures" / f"fig{i}.{ext}").stat().st_size > 1000
+
+
+def test_partial_inputs_degrade(tree: dict, tmp_path: Path) -> None:
+    """No cost CSVs, no analyses: every output is still written (with 'missing' notes)."""
+    shutil.rmtree(tree["cost"])
+    shutil.rmtree(tree["analysis"])
+    out = tmp_path / "o"
+    assert cli.run(_args(tree, out)) == 0
+    assert "not found" in (out / "tables" / "table10.md").read_text()
+    assert all((out / "figures" / f"fig{i}.png").exists() for i in range(1, 8))
+    claims = {
+        c["id"]: c["verdict"] for c in json.loads((out / "claims.json").read_text())["claims"]
+    }
+    assert claims["energy_20x"] == NO_DATA
+
+
+# --- claims ----------------------------------------------------------------------------------
+
+
+def _cells(rows: list[dict]) -> pd.DataFrame:
+    base = {k: None for k in KEYS} | {"dataset": "cifar10", "model": "resnet20", "topology": "directed_ring",
+                                      "nodes": 8, "qgm": False, "compression": 0, "skew": 0.0}  # fmt: skip
+    return pd.DataFrame([base | r for r in rows])
+
+
+def _grid(lp_gap_dense: float, lp_gap_comp: float, choco_minus_ds: float, skew_drop: float,
+          qgm_gain: float) -> pd.DataFrame:  # fmt: skip
+    rows = []
+    for c in (0, 99):
+        for s in (0.0, 0.9):
+            for a in ("deepsqueeze", "choco"):
+                for p in ("fp32", "int8"):
+                    acc = 80.0 - skew_drop * s + (choco_minus_ds if a == "choco" else 0)
+                    acc -= (lp_gap_dense if c == 0 else lp_gap_comp) if p == "int8" else 0
+                    rows.append({"study": "table3", "compression": c, "skew": s, "algorithm": a,
+                                 "precision": p, "acc": acc})  # fmt: skip
+    base = 80.0 - skew_drop * 0.9 + choco_minus_ds
+    rows.append({"study": "table4", "qgm": True, "compression": 0, "skew": 0.9, "algorithm": "choco",
+                 "precision": "fp32", "acc": base + qgm_gain})  # fmt: skip
+    return _cells(rows)
+
+
+def test_claims_hold_on_constructed_data() -> None:
+    r = accuracy_claims(
+        _grid(lp_gap_dense=0.5, lp_gap_comp=1.5, choco_minus_ds=0.3, skew_drop=5, qgm_gain=1)
+    )
+    for k in ("lp_close_to_fp_dense", "lp_loss_compressed", "choco_beats_ds", "acc_falls_with_skew",
+              "qgm_helps_high_skew"):  # fmt: skip
+        assert r[k]["verdict"] == HELD, (k, r[k])
+    assert r["lp_close_to_fp_dense"]["mean_fp_minus_lp"] == pytest.approx(0.5)
+    assert r["lp_gain_high_skew"]["verdict"] == NOT_HELD  # LP is 0.5 below FP at skew 0.9
+
+
+def test_claims_fail_on_constructed_data() -> None:
+    r = accuracy_claims(_grid(lp_gap_dense=1.5, lp_gap_comp=3.0, choco_minus_ds=-0.3, skew_drop=-2,
+                              qgm_gain=-1))  # fmt: skip
+    for k in ("lp_close_to_fp_dense", "lp_loss_compressed", "choco_beats_ds", "acc_falls_with_skew",
+              "qgm_helps_high_skew"):  # fmt: skip
+        assert r[k]["verdict"] == NOT_HELD, (k, r[k])
+    gain = accuracy_claims(
+        _grid(lp_gap_dense=-0.4, lp_gap_comp=1, choco_minus_ds=0, skew_drop=1, qgm_gain=0)
+    )
+    assert gain["lp_gain_high_skew"]["verdict"] == HELD
+    assert gain["qgm_helps_high_skew"]["verdict"] == NOT_HELD  # 0 is no improvement
+
+
+def test_claims_without_data() -> None:
+    r = accuracy_claims(_cells([{"study": "table3", "precision": "fp32", "algorithm": "choco", "acc": 80.0},
+                                {"study": "table3", "precision": "int8", "algorithm": "choco",
+                                 "acc": float("nan")}]))  # fmt: skip
+    assert {v["verdict"] for v in r.values()} == {NO_DATA}
+
+
+@pytest.mark.parametrize(
+    ("kw", "claim", "verdict"),
+    [({}, "comm_4x", HELD), ({"comm_ratio": 2.0}, "comm_4x", NOT_HELD),
+     ({}, "energy_20x", HELD), ({"energy_eff": 10.0}, "energy_20x", NOT_HELD),
+     ({}, "memory_3_5x_resnet", HELD), ({"mem_eff": 1.3}, "memory_3_5x_resnet", NOT_HELD)],
+)  # fmt: skip
+def test_cost_claims(tmp_path: Path, kw: dict, claim: str, verdict: str) -> None:
+    write_cost(tmp_path, **kw)
+    assert cost_claims(tmp_path)[claim]["verdict"] == verdict
+
+
+def test_claims_file(report_out: Path) -> None:
+    d = json.loads((report_out / "claims.json").read_text())
+    ids = {c["id"]: c for c in d["claims"]}
+    assert ids["choco_beats_ds"]["verdict"] == HELD  # Choco is +1 in the fake tree
+    assert ids["lp_close_to_fp_dense"]["numbers"]["mean_fp_minus_lp"] == pytest.approx(0.5)
+    assert sum(d["counts"].values()) == len(d["claims"])
+    assert (report_out / "claims.md").read_text().count("\n") == len(d["claims"]) + 2
+
+
+# --- PDF -------------------------------------------------------------------------------------
+
+
+def test_pdf(report_out: Path) -> None:
+    pdf = report_out / "report.pdf"
+    assert pdf.read_bytes()[:4] == b"%PDF"
+    if not shutil.which("pdftotext") or not shutil.which("pdfinfo"):
+        pytest.skip("poppler-utils not installed")
+    info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True).stdout
+    pages = int(next(line.split()[-1] for line in info.splitlines() if line.startswith("Pages:")))
+    assert pages >= 8
+    text = subprocess.run(
+        ["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True
+    ).stdout
+    for s in ("testscale", "STAND-IN", "fashion_mnist standing in for cifar10", "Claims check",
+              "Table 10", "Figure 7", "1 diverged", "1 missing", "Where our numbers differ"):  # fmt: skip
+        assert s in text, s
