@@ -406,7 +406,10 @@ def train(
     if cfg.tracking.mlflow:
         from lpdt.tracking import log_run
 
-        log_run(out, cfg.tracking.uri, cfg.tracking.experiment, cfg.tracking.tags)
+        try:
+            log_run(out, cfg.tracking.uri, cfg.tracking.experiment, cfg.tracking.tags)
+        except Exception as e:  # the run's files are complete; tracking is a convenience
+            log(f"warning: could not log to MLflow at {cfg.tracking.uri}: {e}")
     log(f"wrote {metrics_path}")
     return metrics
 

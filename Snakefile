@@ -1,0 +1,33 @@
+# lpdt: the paper's experiment grid -> training runs -> tables, figures, report.
+#
+#   snakemake --cores all                        # quick scale (default, offline, ~1 h on 2 cores)
+#   snakemake --cores all --config scale=paper   # the paper's protocol
+#   snakemake --cores 2 --config scale=smoke     # the whole DAG in minutes (tests)
+#   snakemake --workflow-profile profiles/slurm --config scale=paper tracking_uri=http://host:5000
+#
+# See docs/workflow.md. Studies: config/studies.yaml; scales: config/scales/*.yaml.
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/mlflow.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/analysis.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        REPORT_PDF,
+        MANIFEST,
+        mlflow_targets(),
+    default_target: True

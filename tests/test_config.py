@@ -1,0 +1,55 @@
+import pytest
+
+from lpdt.config import ConfigError, load_config, resolve_key
+
+
+def test_defaults_and_derived_values():
+    cfg = load_config()
+    assert cfg.topology.nodes == 8 and cfg.per_node_batch == 32
+    assert cfg.consensus_lr == 1.0
+    cfg = load_config(None, ["algorithm.compression.name=topk", "ratio=0.99"])
+    assert cfg.consensus_lr == 0.01  # the reference's eta with compression
+    assert load_config(None, ["consensus_lr=0.5"]).consensus_lr == 0.5
+
+
+def test_leaf_aliases_and_yaml_values(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("partition:\n  skew: 0.4\ntrain:\n  epochs: 3\n")
+    cfg = load_config(p, ["skew=0.9", "milestones=[2, 4]", "qgm=true"])
+    assert cfg.partition.skew == 0.9 and cfg.train.epochs == 3
+    assert cfg.schedule.milestones == [2, 4] and cfg.optim.qgm is True
+    assert resolve_key("skew") == "partition.skew"
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("foo=1", "unknown config key 'foo'"),
+    ("skew=1.5", "'partition.skew': must be in [0, 1]"),
+    ("epochs=two", "'train.epochs'"),
+    ("precision.mode=int4", "allowed: fp32, int8"),
+    ("model.name=resnet999", "'model.name'"),
+    ("name=x=y", None),  # values may contain '='
+    ("weight_bits=7", "allowed: 4, 8, 16, 32"),
+])  # fmt: skip
+def test_bad_values_are_one_line_errors(override, needle):
+    if needle is None:
+        assert load_config(None, [override]).name == "x=y"
+        return
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [override])
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_unknown_key_in_file_and_missing_file(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("topology:\n  nodez: 8\n")
+    with pytest.raises(ConfigError, match="topology.nodez"):
+        load_config(p)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_run_id_is_stable_and_ignores_tracking():
+    a = load_config(None, ["skew=0.4"])
+    b = load_config(None, ["skew=0.4", "tracking.mlflow=true", "name=foo"])
+    c = load_config(None, ["skew=0.8"])
+    assert a.run_id() == b.run_id() != c.run_id()

@@ -1,0 +1,198 @@
+"""MLflow tracking: store init, idempotent logging, 16 concurrent writers on one SQLite store."""
+
+import csv
+import json
+import multiprocessing as mp
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lpdt import tracking
+
+EPOCHS = 3
+
+
+def fake_run_dir(root, i: int, status: str = "ok"):
+    """A finished run directory as `lpdt train` writes it (docs/architecture.md)."""
+    d = root / f"run{i:02d}"
+    d.mkdir(parents=True)
+    config = {"data": {"dataset": "synthetic"}, "partition": {"skew": i / 20}, "seed": i}
+    history = [
+        {"epoch": e, "lr": 0.1, "train_loss": 2.0 - e / 10 - i / 100, "acc_node_mean": 10 + e + i,
+         "acc_avg_model": "" if e == 0 else 11 + e + i, "bytes_per_node": 1000 * (e + 1)}
+        for e in range(EPOCHS)
+    ]  # fmt: skip
+    final = {"acc_node_mean": 50.0 + i, "acc_avg_model": 51.0 + i, "consensus_distance": 0.1}
+    history.append({"epoch": "final", **final})
+    with (d / "history.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=sorted({k for r in history for k in r}))
+        w.writeheader()
+        w.writerows(history)
+    (d / "config.yaml").write_text(yaml.safe_dump(config))
+    metrics = {
+        "run_id": f"rid{i:02d}", "name": None, "status": status, "config": config,
+        "dataset": {"name": "fashion_mnist", "stand_in": True, "stand_in_for": "cifar10"},
+        "model": {"name": "tiny_cnn", "params": 1234}, "final": final,
+        "communication": {"gb_per_node": 0.5}, "time": {"train_s": 3.0},
+        "epochs_completed": EPOCHS,
+    }  # fmt: skip
+    (d / "metrics.json").write_text(json.dumps(metrics))
+    return d
+
+
+@pytest.fixture(scope="session")
+def template_db(tmp_path_factory) -> Path:
+    """One initialised store per session (creating the schema takes seconds); tests copy it."""
+    path = tmp_path_factory.mktemp("template") / "mlflow.db"
+    tracking.init_store(f"sqlite:///{path}", "lpdt")
+    return path
+
+
+def fresh_store(template_db: Path, directory: Path) -> str:
+    # absolute URIs: MLflow caches one store per URI string, so a relative URI would keep
+    # pointing at the first test's directory
+    (directory / "results").mkdir(parents=True, exist_ok=True)
+    shutil.copy(template_db, directory / "results" / "mlflow.db")
+    return f"sqlite:///{directory}/results/mlflow.db"
+
+
+@pytest.fixture()
+def store(tmp_path, monkeypatch, template_db):
+    monkeypatch.chdir(tmp_path)
+    return fresh_store(template_db, tmp_path)
+
+
+def _logged(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(uri)
+    exp = c.get_experiment_by_name("lpdt")
+    return c, c.search_runs([exp.experiment_id], max_results=1000)
+
+
+def test_init_store_is_idempotent(store):
+    assert tracking.init_store(store, "lpdt") == tracking.init_store(store, "lpdt")
+    assert (tracking.sqlite_path(store)).is_file()
+
+
+def test_log_run_logs_params_metrics_tags_artifacts_once(store, tmp_path):
+    d = fake_run_dir(tmp_path / "runs", 3)
+    mid = tracking.log_run(d, store, "lpdt", {"studies": "table3", "scale": "smoke"})
+    c, runs = _logged(store)
+    assert [r.info.run_id for r in runs] == [mid]
+    r = runs[0]
+    assert r.data.params["partition.skew"] == str(3 / 20)
+    assert r.data.tags["lpdt_run_id"] == "rid03" and r.data.tags["studies"] == "table3"
+    assert r.data.tags["stand_in"] == "true" and r.data.tags["stand_in_for"] == "cifar10"
+    assert r.data.metrics["final.acc_node_mean"] == 53.0
+    steps = [m.step for m in c.get_metric_history(mid, "acc_node_mean")]
+    assert sorted(steps) == list(range(EPOCHS))
+    # the empty (not evaluated) cell of epoch 0 is skipped, not logged as NaN
+    assert [m.step for m in c.get_metric_history(mid, "acc_avg_model")] == [1, 2]
+    arts = {a.path for a in c.list_artifacts(mid)}
+    assert {"metrics.json", "history.csv", "config.yaml"} <= arts
+    assert r.info.status == "FINISHED"
+    # idempotent: a second call logs nothing new but refreshes tags
+    again = tracking.log_run(d, store, "lpdt", {"studies": "fig4,table3", "scale": "smoke"})
+    c, runs = _logged(store)
+    assert again == mid and len(runs) == 1 and runs[0].data.tags["studies"] == "fig4,table3"
+
+
+def test_partially_logged_run_is_replaced(store, tmp_path):
+    d = fake_run_dir(tmp_path / "runs", 1)
+    c, _ = _logged(store)
+    exp = c.get_experiment_by_name("lpdt")
+    c.create_run(exp.experiment_id, tags={"lpdt_run_id": "rid01"})  # no lpdt_logged tag
+    mid = tracking.log_run(d, store, "lpdt")
+    _, runs = _logged(store)
+    assert [r.info.run_id for r in runs] == [mid]
+    assert tracking.find_run(store, "lpdt", "rid01") == mid
+
+
+def test_diverged_run_is_marked_failed(store, tmp_path):
+    d = fake_run_dir(tmp_path / "runs", 2, status="diverged")
+    tracking.log_run(d, store, "lpdt")
+    _, runs = _logged(store)
+    assert runs[0].info.status == "FAILED" and runs[0].data.tags["status"] == "diverged"
+
+
+def test_missing_metrics_is_a_clear_error(store, tmp_path):
+    with pytest.raises(tracking.TrackingError, match="metrics.json does not exist"):
+        tracking.log_run(tmp_path / "nope", store, "lpdt")
+
+
+def test_retry_backs_off_on_lock_only():
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise RuntimeError("(sqlite3.OperationalError) database is locked")
+        return "ok"
+
+    assert tracking.with_retry(flaky, base_s=0.001) == "ok" and len(calls) == 3
+    with pytest.raises(ValueError):
+        tracking.with_retry(lambda: (_ for _ in ()).throw(ValueError("other")), base_s=0.001)
+
+
+def _worker(args):
+    uri, d = args
+    return tracking.log_run(d, uri, "lpdt", {"studies": "concurrency"})
+
+
+def test_16_concurrent_writers_lose_nothing(template_db, tmp_path):
+    """16 processes log at once into one pre-initialised SQLite store (as 16 training jobs do)."""
+    uri = fresh_store(template_db, tmp_path)  # no client for it in this process before the fork
+    dirs = [fake_run_dir(tmp_path / "runs", i) for i in range(16)]
+    # fork: the children share the already imported MLflow, which keeps the test fast
+    with mp.get_context("fork").Pool(16) as pool:
+        ids = pool.map(_worker, [(uri, str(d)) for d in dirs])
+    assert len(set(ids)) == 16
+    c, runs = _logged(uri)
+    assert len(runs) == 16
+    by_rid = {r.data.tags["lpdt_run_id"]: r for r in runs}
+    assert sorted(by_rid) == [f"rid{i:02d}" for i in range(16)]
+    for i in range(16):
+        r = by_rid[f"rid{i:02d}"]
+        assert r.data.tags["lpdt_logged"] == "true"
+        assert r.data.metrics["final.acc_node_mean"] == 50.0 + i
+        assert len(c.get_metric_history(r.info.run_id, "train_loss")) == EPOCHS
+        assert len(r.data.params) == 3
+
+
+def test_sync_manifest_logs_missing_runs_and_tags_studies(store, tmp_path):
+    d1, d2 = fake_run_dir(tmp_path / "runs", 1), fake_run_dir(tmp_path / "runs", 2)
+    tracking.log_run(d1, store, "lpdt", {"studies": "table3"})
+    manifest = {"scale": "quick", "studies": {
+        "table3": {"kind": "grid", "runs": [{"run_id": "rid01", "dir": str(d1), "coords": {}}]},
+        "fig4": {"kind": "grid", "runs": [{"run_id": "rid01", "dir": str(d1), "coords": {}},
+                                          {"run_id": "rid02", "dir": str(d2), "coords": {}},
+                                          {"run_id": "rid09", "dir": "absent", "coords": {}}]},
+    }}  # fmt: skip
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    out = tracking.sync_manifest(tmp_path / "manifest.json", store, "lpdt")
+    assert sorted(out) == ["rid01", "rid02"]
+    _, runs = _logged(store)
+    tags = {r.data.tags["lpdt_run_id"]: r.data.tags for r in runs}
+    assert tags["rid01"]["studies"] == "fig4,table3" and tags["rid02"]["studies"] == "fig4"
+    assert tags["rid01"]["scale"] == "quick"
+
+
+def test_ui_without_store_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(tracking.TrackingError, match="no MLflow store"):
+        tracking.ui("sqlite:///results/mlflow.db")
+
+
+def test_command_line_init_log_sync_write_receipts(store, tmp_path):
+    d = fake_run_dir(tmp_path / "runs", 4)
+    assert tracking.main(["init", "--uri", store, "--out", str(tmp_path / "init.json")]) == 0
+    assert json.loads((tmp_path / "init.json").read_text())["experiment"] == "lpdt"
+    out = tmp_path / "log.json"
+    argv = ["log", str(d), "--uri", store, "--tag", "scale=smoke", "--out", str(out)]
+    assert tracking.main(argv) == 0
+    mid = json.loads(out.read_text())["mlflow_run_id"]
+    assert tracking.find_run(store, "lpdt", "rid04") == mid
+    assert tracking.main(["log", str(tmp_path / "missing"), "--uri", store]) == 2

@@ -1,0 +1,164 @@
+"""Grid expansion (workflow/scripts/grid.py): overlays, axes, run sharing, the paper's grid."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "workflow" / "scripts"))
+import grid  # noqa: E402
+
+# A small spec on generated data, so that every run config resolves with the built-in registries.
+SPEC = {
+    "defaults": {"device": "cpu", "data": {"dataset": "synthetic"}, "train": {"epochs": 1}},
+    "coordinates": {
+        "model": "model.name",
+        "norm": "model.norm",
+        "skew": "partition.skew",
+        "compression": {
+            "0": {"algorithm": {"compression": {"name": "none", "ratio": 0.0}}},
+            "99": {"algorithm": {"compression": {"name": "topk", "ratio": 0.99}}},
+        },
+        "precision": {
+            "fp32": {"precision": {"mode": "fp32"}},
+            "int8": {"precision": {"mode": "int8"}, "model": {"norm": "rangeen"}},
+        },
+    },  # fmt: skip
+    "studies": {
+        "tab": {
+            "kind": "grid",
+            "fixed": {"model": "tiny_cnn"},
+            "grid": {"compression": [0, 99], "skew": [0.0, 0.8], "precision": ["fp32"]},
+        },
+        "fig": {"kind": "grid", "same_as": "tab"},
+        "norms": {
+            "kind": "grid",
+            "fixed": {"model": "tiny_cnn", "compression": 0, "skew": 0.8},
+            "blocks": {
+                "fp": {"fixed": {"precision": "fp32"}, "grid": {"norm": ["batchnorm", "evonorm"]}},
+                "lp": {"fixed": {"precision": "int8", "norm": "evonorm"}},
+            },
+        },
+        "parts": {
+            "kind": "partition",
+            "class_sizes": "cifar10",
+            "nodes": 8,
+            "skews": [0.0],
+            "out": "partition.json",
+        },
+    },  # fmt: skip
+}
+
+
+def test_deep_merge_merges_mappings_replaces_lists_and_null_deletes():
+    base = {"a": {"b": 1, "c": [1, 2]}, "d": {"e": 1}, "f": "key.path"}
+    over = {"a": {"c": [3], "x": 0}, "d": None, "f": {"v": {}}}
+    assert grid.deep_merge(base, over) == {"a": {"b": 1, "c": [3], "x": 0}, "f": {"v": {}}}
+    assert base["a"]["c"] == [1, 2]  # inputs untouched
+
+
+def test_grid_points_product_and_zipped_axes():
+    pts = grid.grid_points({"a": [1, 2], "b+c": [[3, 4], [5, 6]]})
+    assert pts == [{"a": 1, "b": 3, "c": 4}, {"a": 1, "b": 5, "c": 6},
+                   {"a": 2, "b": 3, "c": 4}, {"a": 2, "b": 5, "c": 6}]  # fmt: skip
+    assert grid.grid_points({}) == [{}]
+    with pytest.raises(grid.GridError, match="b\\+c"):
+        grid.grid_points({"b+c": [[1, 2, 3]]})
+
+
+def test_fragment_key_or_table_and_clear_errors():
+    c = SPEC["coordinates"]
+    assert grid.fragment(c, "skew", 0.4) == {"partition": {"skew": 0.4}}
+    assert grid.fragment(c, "compression", 99)["algorithm"]["compression"]["ratio"] == 0.99
+    with pytest.raises(grid.GridError, match="no value 50"):
+        grid.fragment(c, "compression", 50)
+    with pytest.raises(grid.GridError, match="unknown coordinate 'nodez'"):
+        grid.fragment(c, "nodez", 8)
+
+
+def test_expand_shares_runs_and_same_as_copies_them():
+    runs = grid.expand(SPEC)
+    tab = [r for r in runs.values() if "tab" in r.studies]
+    assert len(tab) == 4
+    assert all(r.studies["fig"] == r.studies["tab"] for r in tab)
+    # norms/fp/evonorm at 0 %, skew 0.8 is the very same config as tab's (0, 0.8) cell
+    shared = [r for r in runs.values() if {"tab", "norms"} <= set(r.studies)]
+    assert len(shared) == 1 and shared[0].config["partition"]["skew"] == 0.8
+    assert len(runs) == 4 + 3 - 1
+    assert all(len(r.run_id) == 12 for r in runs.values())
+
+
+def test_coordinates_apply_in_declared_order():
+    # precision comes after norm in `coordinates`, so int8 forces Range-EvoNorm
+    runs = grid.expand(SPEC)
+    lp = [r for r in runs.values() if r.config["precision"]["mode"] == "int8"]
+    assert len(lp) == 1 and lp[0].config["model"]["norm"] == "rangeen"
+
+
+def test_manifest_lists_runs_per_study_with_coords():
+    runs = grid.expand(SPEC)
+    m = grid.manifest(runs, SPEC, "smoke", "results/runs")
+    assert m["scale"] == "smoke" and set(m["studies"]) == {"tab", "fig", "norms"}
+    entry = m["studies"]["tab"]["runs"][0]
+    assert entry["dir"] == f"results/runs/{entry['run_id']}"
+    assert entry["coords"] == {"model": "tiny_cnn", "compression": 0, "skew": 0.0,
+                               "precision": "fp32"}  # fmt: skip
+    assert len(m["studies"]["norms"]["runs"]) == 3
+
+
+def test_invalid_run_config_names_study_block_and_key():
+    bad = grid.deep_merge(SPEC, {"studies": {"tab": {"config": {"train": {"epoch": 3}}}}})
+    with pytest.raises(grid.GridError, match="study 'tab', block 'main'.*'train.epoch'"):
+        grid.expand(bad)
+
+
+def test_write_if_changed_keeps_mtime(tmp_path):
+    p = tmp_path / "a" / "c.yaml"
+    assert grid.write_if_changed(p, "x: 1\n")
+    t = p.stat().st_mtime_ns
+    assert not grid.write_if_changed(p, "x: 1\n") and p.stat().st_mtime_ns == t
+    assert grid.write_if_changed(p, "x: 2\n") and p.read_text() == "x: 2\n"
+
+
+def test_samples_per_run():
+    cfg = {"topology": {"nodes": 8}, "data": {"dataset": "x", "train_subset": 3200},
+           "train": {"batch_size": 256, "epochs": 4, "max_iters_per_epoch": None}}  # fmt: skip
+    assert grid.samples_per_run(cfg) == 13 * 32 * 8 * 4  # ceil(400 / 32) iterations
+    cfg["train"]["max_iters_per_epoch"] = 5
+    assert grid.samples_per_run(cfg) == 5 * 32 * 8 * 4
+
+
+def _cells(spec: dict, study: str) -> int:
+    s = spec["studies"][study]
+    return sum(len(grid.grid_points(b.get("grid") or {})) for b in grid.blocks_of(s).values())
+
+
+def test_paper_grid_matches_reference_13():
+    """Cells per study in the paper scale, as reference §13 counts them."""
+    spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/paper.yaml")
+    counts = {
+        s: _cells(spec, s) for s in ("table2", "table3", "table4", "table5", "table6", "fig1")
+    }
+    # Table 3 is the superset: {R20, R54} x ring {8, 16} x {0, 99} x 4 skews x 4 variants
+    # + VGG-11 x {torus16, ring16} x {0, 99} x 4 skews x 4 variants
+    assert counts == {"table2": 14, "table3": 128 + 64, "table4": 16, "table5": 16,
+                      "table6": 48, "fig1": 5}  # fmt: skip
+    for fig, table in (("fig4", "table3"), ("fig5", "table4"), ("fig6", "table5")):
+        assert spec["studies"][fig]["same_as"] == table
+
+
+@pytest.mark.parametrize("scale", ["smoke", "quick", "paper"])
+def test_every_scale_overlay_merges_into_a_valid_spec(scale):
+    import jsonschema
+
+    overlay = yaml.safe_load((REPO / f"config/scales/{scale}.yaml").read_text())
+    jsonschema.validate(
+        overlay, yaml.safe_load((REPO / "workflow/schemas/scale.schema.yaml").read_text())
+    )
+    spec = grid.load(REPO / "config/studies.yaml", REPO / f"config/scales/{scale}.yaml")
+    schema = yaml.safe_load((REPO / "workflow/schemas/studies.schema.yaml").read_text())
+    jsonschema.validate(spec, schema)
+    for s in ("table2", "table3", "table4", "table5", "table6", "fig1"):
+        assert _cells(spec, s) >= 1, s

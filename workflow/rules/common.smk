@@ -1,0 +1,75 @@
+# Grid expansion: config/studies.yaml x config/scales/<scale>.yaml -> one run per unique config.
+# The logic is plain Python in workflow/scripts/grid.py (unit-tested in tests/workflow/).
+
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+
+sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
+import grid  # noqa: E402
+
+PY = sys.executable  # the interpreter running snakemake has lpdt installed
+LPDT = f"{PY} -m lpdt.cli"
+SCALE = config["scale"]
+RESULTS = config["results"]
+RUNS_DIR = f"{RESULTS}/runs"
+MANIFEST = f"{RESULTS}/manifest.json"
+STUDIES_FILE = config["studies"]
+SCALE_FILE = f"{config['scales_dir']}/{SCALE}.yaml"
+
+if not Path(SCALE_FILE).is_file():
+    names = sorted(p.stem for p in Path(config["scales_dir"]).glob("*.yaml"))
+    raise WorkflowError(f"unknown scale {SCALE!r}: no {SCALE_FILE}; choose one of: {', '.join(names)}")
+validate(grid.read_yaml(SCALE_FILE), "../schemas/scale.schema.yaml")
+SPEC = grid.load(STUDIES_FILE, SCALE_FILE)
+validate(SPEC, "../schemas/studies.schema.yaml", set_default=False)
+try:
+    RUNS = grid.expand(SPEC)
+except grid.GridError as e:
+    raise WorkflowError(f"{STUDIES_FILE} with scale {SCALE!r}: {e}") from None
+
+# Per-run configs and the manifest are written while the DAG is built, and only when their
+# content changes: their mtimes then never trigger reruns by themselves.
+for _run in RUNS.values():
+    grid.write_if_changed(f"{RESULTS}/configs/{_run.run_id}.yaml", grid.config_text(_run))
+grid.write_if_changed(MANIFEST, grid.manifest_text(grid.manifest(RUNS, SPEC, SCALE, RUNS_DIR)))
+
+
+def run_metrics(run_ids=None):
+    """metrics.json of the given runs (default: every run of the scale)."""
+    return [f"{RUNS_DIR}/{r}/metrics.json" for r in (run_ids or RUNS)]
+
+
+wildcard_constraints:
+    run_id="[0-9a-f]{12}",
+
+
+localrules:
+    plan,
+
+
+rule plan:
+    """`snakemake plan`: one row per run (studies, sizes, samples) and the totals, for budgeting."""
+    input:
+        STUDIES_FILE,
+        SCALE_FILE,
+    output:
+        f"{RESULTS}/plan-{SCALE}.tsv",
+    run:
+        import csv
+        from collections import Counter
+
+        rows = grid.plan_rows(RUNS)
+        with open(output[0], "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t")
+            w.writeheader()
+            w.writerows(rows)
+        total = sum(r["samples"] or 0 for r in rows)
+        by = Counter()
+        for r in rows:
+            by[(r["model"], r["precision"])] += r["samples"] or 0
+        print(f"scale {SCALE}: {len(rows)} runs, {total:,} training samples in all")
+        for (m, p), n in sorted(by.items()):
+            print(f"  {m:<16} {p:<5} {n:>12,} samples")
+        print(f"per-run table: {output[0]}")

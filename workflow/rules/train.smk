@@ -1,0 +1,44 @@
+# One training job per unique run config.
+#
+# - Outputs are the run's three files only: the checkpoint (results/runs/<id>/checkpoint.pt) is
+#   not a declared output, so Snakemake keeps it when a job fails or is killed, and the rerun
+#   continues from it (--resume).
+# - `lpdt train` exits 3 for a run that diverged: that is a result (reported as such), not a
+#   failure, so it is accepted here.
+# - threads: torch threads per job (OMP_NUM_THREADS); config train_threads (default 1).
+# - MLflow: the run is logged right after training; a logging failure only warns (the JSON
+#   files are the source of truth; the final mlflow_sync step logs what is missing).
+
+
+rule train:
+    input:
+        cfg=f"{RESULTS}/configs/{{run_id}}.yaml",
+        mlflow=[MLFLOW_INIT] if config["mlflow"] else [],
+    output:
+        metrics=f"{RUNS_DIR}/{{run_id}}/metrics.json",
+        history=f"{RUNS_DIR}/{{run_id}}/history.csv",
+        config=f"{RUNS_DIR}/{{run_id}}/config.yaml",
+    log:
+        f"{RESULTS}/logs/train/{{run_id}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/train/{{run_id}}.tsv"
+    threads: config["train_threads"]
+    resources:
+        gpu=config["train_gpus"],
+    params:
+        out=f"{RUNS_DIR}/{{run_id}}",
+        mlflow="true" if config["mlflow"] else "false",
+        uri=config["tracking_uri"],
+        experiment=config["experiment"],
+        scale=SCALE,
+    shell:
+        """
+        export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads}
+        {LPDT} train --config {input.cfg} --out {params.out} --resume > {log} 2>&1 \
+            || [ $? -eq 3 ]
+        if [ {params.mlflow} = true ]; then
+            {PY} -m lpdt.tracking log {params.out} --uri {params.uri:q} \
+                --experiment {params.experiment:q} --tag scale={params.scale} >> {log} 2>&1 \
+                || echo "warning: MLflow logging failed (mlflow_sync retries it)" >> {log}
+        fi
+        """

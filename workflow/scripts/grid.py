@@ -1,0 +1,276 @@
+"""Studies x scale -> the list of training runs (used by the Snakefile; plain Python, unit-tested).
+
+``config/studies.yaml`` describes the paper's experiments; a scale (``config/scales/*.yaml``) is
+an *overlay* with the same structure, deep-merged over it: mappings merge, lists and scalars
+replace, and ``null`` deletes a key (e.g. a block). Then every study block's grid is expanded:
+
+    run config = defaults <- coordinate fragments (in the order of ``coordinates``)
+                          <- study ``config`` <- block ``config``
+
+A coordinate is either a dotted run-config key (``skew: partition.skew``: the value is used as
+is) or a table ``{value: run-config fragment}`` (``precision: {int8: {...}}``). A grid key
+``a+b`` takes a list of ``[a, b]`` pairs (zipped axes, e.g. Table 5's (compression, skew) rows).
+A study with ``same_as: other`` has exactly the runs of ``other`` (a figure drawn from a table's
+runs). Studies with ``kind`` partition / topology / cost need no training runs.
+
+Runs are identified by ``lpdt.config.config_from_dict(cfg).run_id()``: equal resolved configs
+give the same run id, so a run shared by several studies is trained once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TRAINING_KINDS = ("baseline", "grid")
+ANALYSIS_KINDS = ("partition", "topology", "cost")
+
+
+class GridError(ValueError):
+    """A study cannot be expanded (unknown coordinate value, invalid run config, ...)."""
+
+
+@dataclass
+class Run:
+    run_id: str
+    config: dict[str, Any]  # the run-config tree (RunConfig.to_dict(), tracking excluded)
+    studies: dict[str, list[dict]] = field(default_factory=dict)  # study -> [{block, coords}]
+
+
+# ----------------------------------------------------------------------------------------------
+# Loading and merging
+# ----------------------------------------------------------------------------------------------
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise GridError(f"{p} does not exist")
+    data = yaml.safe_load(p.read_text()) or {}
+    if not isinstance(data, dict):
+        raise GridError(f"{p} must contain a mapping")
+    return data
+
+
+def deep_merge(base: Any, over: Any) -> Any:
+    """Overlay ``over`` on ``base``: mappings merge, anything else replaces, None deletes."""
+    if not (isinstance(base, dict) and isinstance(over, dict)):
+        return over
+    out = dict(base)
+    for k, v in over.items():
+        if v is None:
+            out.pop(k, None)
+        elif k in out:
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def load(studies_path: str | Path, scale_path: str | Path) -> dict[str, Any]:
+    """The studies of one scale: ``studies.yaml`` with the scale overlay merged in."""
+    scale = read_yaml(scale_path)
+    scale.pop("description", None)
+    return deep_merge(read_yaml(studies_path), scale)
+
+
+# ----------------------------------------------------------------------------------------------
+# Expansion
+# ----------------------------------------------------------------------------------------------
+
+
+def _set_path(tree: dict, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    node[parts[-1]] = value
+
+
+def fragment(coordinates: dict[str, Any], name: str, value: Any) -> dict[str, Any]:
+    """The run-config fragment for coordinate ``name`` = ``value``."""
+    if name not in coordinates:
+        raise GridError(f"unknown coordinate {name!r}; defined: {', '.join(coordinates)}")
+    spec = coordinates[name]
+    if isinstance(spec, str):  # a dotted run-config key
+        tree: dict[str, Any] = {}
+        _set_path(tree, spec, value)
+        return tree
+    for key in (value, str(value)):
+        if key in spec:
+            return spec[key] or {}
+    raise GridError(
+        f"coordinate {name!r} has no value {value!r}; defined: {', '.join(map(str, spec))}"
+    )
+
+
+def grid_points(grid: dict[str, list]) -> list[dict[str, Any]]:
+    """Cartesian product of the axes; an ``a+b`` axis holds zipped ``[a, b]`` tuples."""
+    axes: list[list[dict[str, Any]]] = []
+    for key, values in grid.items():
+        names = key.split("+")
+        if not isinstance(values, list) or not values:
+            raise GridError(f"grid axis {key!r} must be a non-empty list")
+        points = []
+        for v in values:
+            if len(names) == 1:
+                points.append({key: v})
+            elif isinstance(v, list) and len(v) == len(names):
+                points.append(dict(zip(names, v)))
+            else:
+                raise GridError(f"grid axis {key!r} takes lists of {len(names)} values, got {v!r}")
+        axes.append(points)
+    return [{k: v for p in combo for k, v in p.items()} for combo in itertools.product(*axes)] or [
+        {}
+    ]
+
+
+def blocks_of(study: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A study's blocks; a study without ``blocks`` is one block named ``main``."""
+    if "blocks" in study:
+        return study["blocks"] or {}
+    return {"main": {k: study[k] for k in ("fixed", "grid", "config") if k in study}}
+
+
+def run_config(spec: dict[str, Any], coords: dict[str, Any], extra: list[dict]) -> dict:
+    """defaults <- coordinate fragments (in ``coordinates`` order) <- extra fragments."""
+    cfg = deep_merge({}, spec.get("defaults") or {})
+    coordinates = spec.get("coordinates") or {}
+    for name in sorted(
+        coords, key=lambda n: list(coordinates).index(n) if n in coordinates else -1
+    ):
+        cfg = deep_merge(cfg, fragment(coordinates, name, coords[name]))
+    for e in extra:
+        cfg = deep_merge(cfg, e or {})
+    return cfg
+
+
+def resolve(tree: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(run id, resolved config without tracking) via lpdt's own config validation."""
+    from lpdt.config import config_from_dict
+
+    cfg = config_from_dict(tree)
+    d = cfg.to_dict()
+    d.pop("tracking", None)
+    return cfg.run_id(), d
+
+
+def expand(spec: dict[str, Any]) -> dict[str, Run]:
+    """All training runs of all studies, keyed by run id (in first-seen order)."""
+    from lpdt.config import ConfigError
+
+    runs: dict[str, Run] = {}
+    studies = spec.get("studies") or {}
+    for sname, study in studies.items():
+        if study.get("kind") not in TRAINING_KINDS or "same_as" in study:
+            continue
+        for bname, block in blocks_of(study).items():
+            fixed = {**(study.get("fixed") or {}), **(block.get("fixed") or {})}
+            for point in grid_points(block.get("grid") or {}):
+                coords = {**fixed, **point}
+                try:
+                    tree = run_config(spec, coords, [study.get("config"), block.get("config")])
+                    rid, cfg = resolve(tree)
+                except (GridError, ConfigError) as e:
+                    raise GridError(f"study {sname!r}, block {bname!r}, {coords}: {e}") from None
+                run = runs.setdefault(rid, Run(rid, cfg))
+                run.studies.setdefault(sname, []).append({"block": bname, "coords": coords})
+    for sname, study in studies.items():
+        if "same_as" not in study:
+            continue
+        src = study["same_as"]
+        if src not in studies or "same_as" in studies[src]:
+            raise GridError(f"study {sname!r}: same_as {src!r} is not a study with its own runs")
+        for run in runs.values():
+            if src in run.studies:
+                run.studies[sname] = list(run.studies[src])
+    return runs
+
+
+def manifest(runs: dict[str, Run], spec: dict[str, Any], scale: str, runs_dir: str) -> dict:
+    """``results/manifest.json`` (docs/architecture.md): per study, its runs and their coords."""
+    studies: dict[str, Any] = {}
+    for sname, study in (spec.get("studies") or {}).items():
+        if study.get("kind") not in TRAINING_KINDS:
+            continue
+        entries = [
+            {"run_id": r.run_id, "dir": f"{runs_dir}/{r.run_id}", "block": m["block"],
+             "coords": m["coords"]}
+            for r in runs.values() for m in r.studies.get(sname, [])
+        ]  # fmt: skip
+        studies[sname] = {"kind": study["kind"], "title": study.get("title", ""),
+                          "same_as": study.get("same_as"), "runs": entries}  # fmt: skip
+    return {"scale": scale, "studies": studies}
+
+
+def analyses(spec: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    """The studies of an analysis kind (partition / topology / cost)."""
+    return {k: v for k, v in (spec.get("studies") or {}).items() if v.get("kind") == kind}
+
+
+# ----------------------------------------------------------------------------------------------
+# Files and the plan
+# ----------------------------------------------------------------------------------------------
+
+
+def write_if_changed(path: str | Path, text: str) -> bool:
+    """Write atomically, only when the content differs (so mtimes trigger no reruns)."""
+    p = Path(path)
+    if p.is_file() and p.read_text() == text:
+        return False
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, p)
+    return True
+
+
+def config_text(run: Run) -> str:
+    return yaml.safe_dump(run.config, sort_keys=False)
+
+
+def manifest_text(m: dict) -> str:
+    return json.dumps(m, indent=2, sort_keys=False) + "\n"
+
+
+# Training-set sizes of the paper datasets (for the plan when no subset is set).
+FULL_TRAIN_SIZES = {"cifar10": 50000, "imagenette": 9469, "agnews": 120000, "sentlen": 100000,
+                    "fashion_mnist": 60000}  # fmt: skip
+
+
+def samples_per_run(cfg: dict[str, Any]) -> int | None:
+    """Training samples one run processes over all nodes (None if the dataset size is unknown)."""
+    n = cfg["topology"]["nodes"]
+    per_node_batch = max(1, cfg["train"]["batch_size"] // n)
+    size = cfg["data"].get("train_subset") or FULL_TRAIN_SIZES.get(cfg["data"]["dataset"])
+    if size is None:
+        return None
+    iters = -(-(size // n) // per_node_batch)
+    cap = cfg["train"].get("max_iters_per_epoch")
+    if cap:
+        iters = min(iters, cap)
+    return iters * per_node_batch * n * cfg["train"]["epochs"]
+
+
+def plan_rows(runs: dict[str, Run]) -> list[dict[str, Any]]:
+    rows = []
+    for r in runs.values():
+        c = r.config
+        rows.append({
+            "run_id": r.run_id, "studies": ",".join(sorted(r.studies)),
+            "dataset": c["data"]["dataset"], "model": c["model"]["name"],
+            "precision": c["precision"]["mode"], "nodes": c["topology"]["nodes"],
+            "topology": c["topology"]["name"], "algorithm": c["algorithm"]["name"],
+            "compression": c["algorithm"]["compression"]["ratio"],
+            "skew": c["partition"]["skew"], "epochs": c["train"]["epochs"],
+            "samples": samples_per_run(c),
+        })  # fmt: skip
+    return rows
