@@ -15,6 +15,7 @@ import argparse
 import copy
 import statistics
 import time
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -28,15 +29,20 @@ from lpdt.decentral.topology import mixing_matrix
 from lpdt.models import MODELS, build_model
 
 
-def timed(fn, iters: int, warmup: int = 3) -> float:
+def timed_interleaved(
+    fns: dict[str, Callable[[], None]], iters: int, warmup: int = 3
+) -> dict[str, float]:
+    """Median wall time of each function, calling them in turn so drift hits all alike."""
     for _ in range(warmup):
-        fn()
-    times = []
+        for fn in fns.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def engine_iteration(st, w, opt, algo, xs, ys):
@@ -83,11 +89,10 @@ def main() -> None:
             F.cross_entropy(m(x), y).backward()
             o.step()
 
-    t_pure = timed(pure, args.iters)
-    print(f"model {args.model} ({args.precision}), {n} nodes x batch {b}, "
-          f"{torch.get_num_threads()} threads")  # fmt: skip
-    print(f"pure compute        : {n * b / t_pure:8.1f} images/s  ({t_pure * 1000:.1f} ms/iter)")
-
+    # Build both engine variants first, then time all three interleaved, one iteration each in
+    # turn: on a shared 2-core machine the load drifts over seconds, and timing the variants one
+    # after the other would attribute that drift to whichever ran later.
+    variants: dict[str, Callable[[], None]] = {"pure compute": pure}
     for compression, ratio in (("none", 0.0), ("topk", 0.99)):
         st = NodeState(model, n)
         w = torch.ones(n)
@@ -96,10 +101,17 @@ def main() -> None:
         algo = make_algorithm("choco", mixing_matrix("directed_ring", n), comp, eta, st.x)
         opt = make_optimizer(cfg.optim, st.x[:, : st.p_train])
         st.train()
+        variants[f"engine, {compression:4} {ratio:4.2f}"] = engine_iteration(
+            st, w, opt, algo, xs, ys
+        )
 
-        t = timed(engine_iteration(st, w, opt, algo, xs, ys), args.iters)
-        print(f"engine, {compression:4} {ratio:4.2f}: {n * b / t:8.1f} images/s  "
-              f"({t * 1000:.1f} ms/iter)  overhead {100 * (t / t_pure - 1):+.1f} %")  # fmt: skip
+    times = timed_interleaved(variants, args.iters)
+    t_pure = times["pure compute"]
+    print(f"model {args.model} ({args.precision}), {n} nodes x batch {b}, "
+          f"{torch.get_num_threads()} threads, median of {args.iters} interleaved iterations")  # fmt: skip
+    for name, t in times.items():
+        overhead = "" if name == "pure compute" else f"  overhead {100 * (t / t_pure - 1):+.1f} %"
+        print(f"{name:19}: {n * b / t:8.1f} images/s  ({t * 1000:.1f} ms/iter){overhead}")
 
 
 if __name__ == "__main__":

@@ -46,11 +46,17 @@ def test_lpdt_train_writes_outputs_and_learns(tmp_path, capsys):
 
 
 def test_same_seed_same_numbers_and_completed_run_is_skipped(tmp_path):
-    a = train(cfg("algorithm.compression.name=topk", "ratio=0.9"), tmp_path / "a", log=lambda s: None)
-    b = train(cfg("algorithm.compression.name=topk", "ratio=0.9"), tmp_path / "b", log=lambda s: None)
+    a = train(
+        cfg("algorithm.compression.name=topk", "ratio=0.9"), tmp_path / "a", log=lambda s: None
+    )
+    b = train(
+        cfg("algorithm.compression.name=topk", "ratio=0.9"), tmp_path / "b", log=lambda s: None
+    )
     assert a["final"] == b["final"]
     logs = []
-    again = train(cfg("algorithm.compression.name=topk", "ratio=0.9"), tmp_path / "a", log=logs.append)
+    again = train(
+        cfg("algorithm.compression.name=topk", "ratio=0.9"), tmp_path / "a", log=logs.append
+    )
     assert again == a and "already complete" in logs[0]
 
 

@@ -26,7 +26,7 @@ def test_sgd_matches_torch(nesterov):
     z = z0.clone()
     opt = make_optimizer(OptimConfig(momentum=0.9, nesterov=nesterov, weight_decay=1e-4), z)
     for g in grads:
-        opt.step(z, g, 0.1)
+        opt.step(z, g.clone(), 0.1)  # step() consumes g (scratch)
     ref = _run_torch(torch.optim.SGD, z0, grads, 0.1, momentum=0.9, nesterov=nesterov,
                      weight_decay=1e-4)  # fmt: skip
     assert torch.allclose(z, ref, atol=1e-6)
@@ -38,7 +38,7 @@ def test_adam_matches_torch():
     z = z0.clone()
     opt = make_optimizer(OptimConfig(name="adam", betas=(0.9, 0.9), weight_decay=1e-4), z)
     for g in grads:
-        opt.step(z, g, 3e-3)
+        opt.step(z, g.clone(), 3e-3)
     ref = _run_torch(torch.optim.Adam, z0, grads, 3e-3, betas=(0.9, 0.9), weight_decay=1e-4)
     assert torch.allclose(z, ref, atol=1e-6)
 

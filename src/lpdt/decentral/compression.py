@@ -71,6 +71,7 @@ class LayerwiseCompressor:
         ]
         self.total_kept = kept_total(self.numels, compression, ratio)
         self._index_cache: dict[tuple[int, str], torch.Tensor] = {}
+        self._out: torch.Tensor | None = None  # reused output buffer (no per-call allocation)
 
     def message_bytes(self) -> int:
         return message_bytes(self.numels, self.compression, self.ratio)
@@ -85,11 +86,18 @@ class LayerwiseCompressor:
         return idx
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """Return C(x): a tensor like ``x`` holding only the kept entries (zeros elsewhere)."""
+        """Return C(x): a tensor like ``x`` holding only the kept entries (zeros elsewhere).
+
+        Without compression this is ``x`` itself; otherwise a buffer this compressor owns and
+        overwrites at its next call.
+        """
         if self.compression == "none":
-            return x.clone()
+            return x
         n = x.shape[0]
-        out = torch.zeros_like(x)
+        out = self._out
+        if out is None or out.shape != x.shape or out.device != x.device or out.dtype != x.dtype:
+            out = self._out = torch.empty_like(x)
+        out.zero_()
         for m, k, offs in self.groups:
             cols = self._gather_index(m, offs, x.device)  # [T, m]
             block = x[:, cols]  # [n, T, m]

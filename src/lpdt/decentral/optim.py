@@ -20,6 +20,11 @@ from lpdt.config import OptimConfig
 
 class LocalOptimizer:
     def step(self, z: torch.Tensor, g: torch.Tensor, lr: float) -> None:
+        """One local step on all nodes: ``z`` is updated in place.
+
+        ``g`` is consumed: it serves as scratch space (it is zeroed before the next backward
+        anyway), so that a step allocates no ``[n, P]`` temporaries.
+        """
         raise NotImplementedError
 
     def after_gossip(self, delta: torch.Tensor, w: torch.Tensor, lr: float) -> None:
@@ -44,7 +49,7 @@ class SGD(LocalOptimizer):
         self.steps = 0
 
     def step(self, z, g, lr):
-        d = g.add(z, alpha=self.wd) if self.wd else g.clone()
+        d = g.add_(z, alpha=self.wd) if self.wd else g
         if self.mu:
             if self.steps == 0:
                 self.buf.copy_(d)
@@ -61,15 +66,14 @@ class QGM(LocalOptimizer):
         self.m = torch.zeros_like(z)
 
     def step(self, z, g, lr):
-        gt = g.add(z, alpha=self.wd)  # g~ = g + wd z
-        b = self.m.mul(self.mu).add_(gt)  # b = mu m + g~
-        d = gt.add_(b, alpha=self.mu)  # d = g~ + mu b  (Nesterov form)
+        # g~ = g + wd z; b = mu m + g~; d = g~ + mu b = (1 + mu) g~ + mu^2 m  (Nesterov form)
+        d = g.add_(z, alpha=self.wd).mul_(1 + self.mu).add_(self.m, alpha=self.mu * self.mu)
         self.m.mul_(self.mu).add_(d, alpha=1 - self.mu)
         z.add_(d, alpha=-lr)
 
     def after_gossip(self, delta, w, lr):
         # m <- m + (mu - 1) * delta / (lr * w): the gossip displacement joins the momentum.
-        self.m.add_(delta / (lr * w[:, None]), alpha=self.mu - 1)
+        self.m.addcdiv_(delta, (lr * w)[:, None], value=self.mu - 1)
 
 
 class Adam(LocalOptimizer):
@@ -83,12 +87,12 @@ class Adam(LocalOptimizer):
     def step(self, z, g, lr):
         self.steps += 1
         if self.wd:
-            g = g.add(z, alpha=self.wd)
+            g.add_(z, alpha=self.wd)
         self.m.mul_(self.b1).add_(g, alpha=1 - self.b1)
         self.v.mul_(self.b2).addcmul_(g, g, value=1 - self.b2)
         c1 = 1 - self.b1**self.steps
         c2 = 1 - self.b2**self.steps
-        denom = (self.v / c2).sqrt_().add_(self.eps)
+        denom = torch.div(self.v, c2, out=g).sqrt_().add_(self.eps)  # g is free now
         z.addcdiv_(self.m, denom, value=-lr / c1)
 
 
