@@ -42,20 +42,34 @@ def _train_eval(model: torch.nn.Module, data, epochs: int = 3, batch: int = 32) 
     return 100.0 * (pred == yte).float().mean().item()
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(
-    reason="budget too small so far: measured fp32 61.6% vs int8 47.8% (1000 images, 3 epochs)",
-    strict=False,
-)
-@pytest.mark.skipif(not ROOT.exists(), reason="Debian dataset-fashion-mnist not installed")
-def test_int8_resnet20_close_to_fp32():
+@pytest.fixture(scope="module")
+def accuracies() -> tuple[float, float]:
+    """fp32 and 8-bit ResNet-20, same data, seed and budget (1,000 images, 3 epochs)."""
+    if not ROOT.exists():
+        pytest.skip("Debian dataset-fashion-mnist not installed")
     data = (_read("train", 1000), _read("t10k", 500))
     mcfg = ModelConfig(name="resnet20", norm="evonorm")
     torch.manual_seed(0)
     fp = MODELS.get("resnet20")(mcfg, 10, (1, 28, 28))
     q = convert_to_int8(fp, PrecisionConfig(mode="int8"), mcfg)
-    acc_fp = _train_eval(fp, data)
-    acc_q = _train_eval(q, data)
+    acc_fp, acc_q = _train_eval(fp, data), _train_eval(q, data)
     print(f"fp32 {acc_fp:.1f}%  int8 {acc_q:.1f}%")
+    return acc_fp, acc_q
+
+
+@pytest.mark.slow
+def test_int8_resnet20_learns(accuracies):
+    acc_fp, acc_q = accuracies
     assert acc_fp > 60.0
-    assert acc_q > acc_fp - 8.0
+    assert acc_q > 30.0  # three times chance: the 8-bit model does learn
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,  # an unexpected pass fails the run: then drop this marker
+    reason="known gap at short budgets: measured fp32 61.6 % vs int8 47.8 % here; in the quick "
+    "scale's single-node run (3,200 images, 4 epochs) 69.2 % vs 49.6 %",
+)
+def test_int8_resnet20_within_a_few_points_of_fp32(accuracies):
+    acc_fp, acc_q = accuracies
+    assert acc_q > acc_fp - 5.0
