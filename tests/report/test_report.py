@@ -141,6 +141,22 @@ def test_figures_written(report_out: Path) -> None:
             assert (report_out / "figures" / f"fig{i}.{ext}").stat().st_size > 1000
 
 
+def test_fig1_last_epoch_from_final_evaluation(tree: dict) -> None:
+    """The last epoch is evaluated once, after the final gossip rounds: Fig. 1 plots that value."""
+    from lpdt.report.figures import fig1
+
+    df, _ = aggregate(tree["manifest"])
+    for h in df.loc[df["study"] == "fig1", "history"]:
+        h[-1]["acc_avg_model"] = float("nan")  # as `lpdt train` leaves it
+        h.append({"epoch": "final", "acc_avg_model": 42.0})
+    fig = fig1(df)
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 2
+    for line in lines:
+        assert list(line.get_xdata()) == [1, 2, 3]
+        assert line.get_ydata()[-1] == pytest.approx(100 - 42.0)
+
+
 def test_partial_inputs_degrade(tree: dict, tmp_path: Path) -> None:
     """No cost CSVs, no analyses: every output is still written (with 'missing' notes)."""
     shutil.rmtree(tree["cost"])

@@ -66,6 +66,10 @@ def fig1(df: pd.DataFrame) -> plt.Figure:
         col = "acc_avg_model" if "acc_avg_model" in h else "acc_node_mean"
         if not len(h) or col not in h:
             continue
+        # The last epoch is evaluated once, after the final gossip rounds ("final" row).
+        final = [x for x in r["history"] if x.get("epoch") == "final"]
+        if final and pd.isna(pd.to_numeric(h[col].iloc[-1], errors="coerce")):
+            h.loc[h.index[-1], col] = final[0].get(col)
         h = h[pd.to_numeric(h[col], errors="coerce").notna()]
         if len(h):
             label = f"{r['norm'] or 'evonorm'} ({'8-bit' if r['precision'] == 'int8' else 'FP'})"

@@ -31,7 +31,7 @@ from lpdt.report.aggregate import run_counts
 from lpdt.report.tables import NOT_RUN, Rendered
 
 FIGURE_CAPTIONS = {
-    "fig1": "Validation error per epoch for the normalisation layers (ResNet-20, 8-node directed ring, skew 0.8, Choco without compression).",
+    "fig1": "Validation error per epoch for the normalisation layers (ResNet-20, 8-node directed ring, skew 0.8, Choco without compression); the last epoch is evaluated after the final gossip rounds.",
     "fig2": "Class histograms per node (stacked bars) of the skew partitioner for each degree of skew (paper class counts).",
     "fig3": "The graph topologies drawn from `lpdt topology`: 8-node directed ring and 16-node 4x4 torus.",
     "fig4": "Accuracy against skew for each model / graph / compression; FP solid, 8-bit dashed, one colour per algorithm.",
