@@ -87,6 +87,24 @@ def value_range(x: torch.Tensor) -> torch.Tensor:
     return x.max(-1).values - x.min(-1).values
 
 
+def range_scale(
+    x: torch.Tensor, groups: int, estimator: str, chunks: int, eps: float
+) -> torch.Tensor:
+    """Range-EvoNorm's 1 / (constant * range + eps) per (sample, group): ``[B, G]``.
+
+    ``estimator="chunked"``: the reference's mean chunk range with kappa(S); ``"paper"``: max - min
+    over the group with C(c/g) = 1/sqrt(2 ln(c/g)) (paper eq. 5). Differentiable in ``x``.
+    """
+    xg = x.reshape(x.shape[0], groups, -1)
+    if estimator == "paper":
+        rng = value_range(xg)
+        const = range_constant_paper(x.shape[1] // groups)
+    else:
+        rng, s = chunked_mean_range(xg, chunks)
+        const = range_constant_chunked(s)
+    return 1.0 / (rng * const + eps)
+
+
 def _check_groups(channels: int, groups: int, what: str) -> None:
     if groups < 1 or channels % groups != 0:
         raise ValueError(f"{what}: {channels} channels are not divisible into {groups} groups")
@@ -130,7 +148,21 @@ def group_variance(x: torch.Tensor, groups: int) -> torch.Tensor:
     return xg.var(-1, unbiased=False)
 
 
-class BatchNormAct2d(nn.BatchNorm2d):
+class _OptionalReLU:
+    """Mixin for a torch norm class: its output, then a ReLU when ``act_kind == "relu"``."""
+
+    act_kind: str
+
+    @property
+    def has_act(self) -> bool:
+        return self.act_kind != "none"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = super().forward(x)  # type: ignore[misc]  # the torch norm after this mixin in the MRO
+        return F.relu(y) if self.act_kind == "relu" else y
+
+
+class BatchNormAct2d(_OptionalReLU, nn.BatchNorm2d):
     """``nn.BatchNorm2d`` followed by an optional ReLU (one norm slot of a BN network)."""
 
     norm_kind = "batchnorm"
@@ -139,16 +171,8 @@ class BatchNormAct2d(nn.BatchNorm2d):
         super().__init__(channels)
         self.act_kind = "relu" if act else "none"
 
-    @property
-    def has_act(self) -> bool:
-        return self.act_kind != "none"
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = super().forward(x)
-        return F.relu(y) if self.act_kind == "relu" else y
-
-
-class GroupNormAct(nn.GroupNorm):
+class GroupNormAct(_OptionalReLU, nn.GroupNorm):
     """``nn.GroupNorm`` (the reference trainer's 2 groups) followed by an optional ReLU."""
 
     norm_kind = "groupnorm"
@@ -157,14 +181,6 @@ class GroupNormAct(nn.GroupNorm):
         _check_groups(channels, groups, "GroupNorm")
         super().__init__(groups, channels)
         self.act_kind = "relu" if act else "none"
-
-    @property
-    def has_act(self) -> bool:
-        return self.act_kind != "none"
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = super().forward(x)
-        return F.relu(y) if self.act_kind == "relu" else y
 
 
 class EvoNormS0(nn.Module):
@@ -237,14 +253,7 @@ class RangeEvoNorm(nn.Module):
 
     def scale(self, x: torch.Tensor) -> torch.Tensor:
         """1 / (constant * range + eps) per (sample, group): ``[B, G]``."""
-        xg = x.reshape(x.shape[0], self.groups, -1)
-        if self.estimator == "paper":
-            rng = value_range(xg)
-            const = range_constant_paper(self.channels // self.groups)
-        else:
-            rng, s = chunked_mean_range(xg, self.chunks)
-            const = range_constant_chunked(s)
-        return 1.0 / (rng * const + self.eps)
+        return range_scale(x, self.groups, self.estimator, self.chunks, self.eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n = _gate(x, self.v, self.act_kind)

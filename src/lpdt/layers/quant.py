@@ -37,7 +37,7 @@ from lpdt.layers.norms import (
     chunked_mean_range,
     range_constant_chunked,
     range_constant_paper,
-    value_range,
+    range_scale,
 )
 
 ALLOWED_BITS = (4, 8, 16, 32)
@@ -276,6 +276,13 @@ class QuantMeasure(nn.Module):
         return f"bits={self.bits}, stochastic={self.stochastic}, gossip={bool(self.gossip_buffers)}"
 
 
+def _quantized_operands(layer: QConv2d | QLinear, x: torch.Tensor):
+    """Quantised input (running range), weight and bias (own [min, max]) of a QConv2d/QLinear."""
+    bits = layer.spec.weight_bits
+    bq = None if layer.bias is None else ste_minmax(layer.bias, bits)
+    return layer.quantize_input(x), ste_minmax(layer.weight, bits), bq
+
+
 class QConv2d(nn.Conv2d):
     """Conv2d with quantised input and weights and gradient bifurcation (reference ``QConv2d``)."""
 
@@ -287,12 +294,9 @@ class QConv2d(nn.Conv2d):
         self.quantize_input = QuantMeasure(spec.act_bits, spec.act_stochastic, spec.gossip_ranges)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s = self.spec
-        xq = self.quantize_input(x)
-        wq = ste_minmax(self.weight, s.weight_bits)
-        bq = None if self.bias is None else ste_minmax(self.bias, s.weight_bits)
+        xq, wq, bq = _quantized_operands(self, x)
         return _BiprecConv.apply(
-            xq, wq, bq, self.stride, self.padding, self.dilation, self.groups, s.grad_bits
+            xq, wq, bq, self.stride, self.padding, self.dilation, self.groups, self.spec.grad_bits
         )
 
 
@@ -305,11 +309,8 @@ class QLinear(nn.Linear):
         self.quantize_input = QuantMeasure(spec.act_bits, spec.act_stochastic, spec.gossip_ranges)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        s = self.spec
-        xq = self.quantize_input(x)
-        wq = ste_minmax(self.weight, s.weight_bits)
-        bq = None if self.bias is None else ste_minmax(self.bias, s.weight_bits)
-        return _BiprecLinear.apply(xq, wq, bq, s.grad_bits)
+        xq, wq, bq = _quantized_operands(self, x)
+        return _BiprecLinear.apply(xq, wq, bq, self.spec.grad_bits)
 
 
 class QAdd(nn.Module):
@@ -369,14 +370,7 @@ class QRangeEvoNorm(nn.Module):
 
     def scale(self, x: torch.Tensor) -> torch.Tensor:
         """1 / (const * range + eps) per (sample, group): ``[B, G]`` (differentiable)."""
-        xg = x.reshape(x.shape[0], self.groups, -1)
-        if self.estimator == "paper":
-            rng = value_range(xg)
-            const = range_constant_paper(self.channels // self.groups)
-        else:
-            rng, s = chunked_mean_range(xg, self.chunks)
-            const = range_constant_chunked(s)
-        return 1.0 / (rng * const + self.eps)
+        return range_scale(x, self.groups, self.estimator, self.chunks, self.eps)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         bits = self.spec.weight_bits
