@@ -45,8 +45,10 @@ test: setup
 test-slow: setup
 	$(BIN)/pytest -q -m slow
 
+## bench: engine overhead and 8-bit step time (benchmarks/; docs/engine.md, docs/int8.md)
 bench: setup
 	$(BIN)/python benchmarks/bench_engine.py
+	$(BIN)/python benchmarks/bench_int8.py
 
 clean:
 	rm -rf results reports .snakemake

@@ -314,3 +314,15 @@ def test_converted_model_batches_parameters_with_the_same_result():
     assert all(torch.equal(a, b) for a, b in zip(results[0][1], results[1][1]))
     assert seen == [True]  # the batched path ran; the batch lives for one forward only
     assert not any("_lpdt_quantized_params" in m.__dict__ for m in batched.modules())
+
+
+def test_lp_init_switch():
+    mcfg = ModelConfig(name="resnet20", norm="evonorm")
+    fp = MODELS.get("resnet20")(mcfg, 10, (3, 32, 32))
+    ref = convert_to_int8(fp, PrecisionConfig(), mcfg)  # reference §7.1: zero gamma, small fc
+    kept = convert_to_int8(fp, PrecisionConfig(lp_init=False), mcfg)
+    last_norms = [b.norm2.weight for b in ref.blocks()]
+    assert all(torch.all(w == 0) for w in last_norms)
+    assert all(torch.all(b.norm2.weight == 1) for b in kept.blocks())
+    assert torch.equal(kept.fc.weight, fp.fc.weight)
+    assert not torch.equal(ref.fc.weight, fp.fc.weight)

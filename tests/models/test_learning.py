@@ -6,9 +6,7 @@ they are missing. Images are padded 28 -> 32 and repeated to 3 channels (the CIF
 
 from __future__ import annotations
 
-import gzip
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,28 +14,26 @@ import torch
 import torch.nn.functional as F
 
 from lpdt.config import ModelConfig
+from lpdt.data.images import DEBIAN_FASHION_MNIST, read_fashion_mnist
 from lpdt.models import MODELS
 
-ROOT = Path("/usr/share/datasets/fashion-mnist")
+ROOT = DEBIAN_FASHION_MNIST
 N_TRAIN, N_TEST, EPOCHS, BATCH, LR = 640, 500, 5, 32, 0.01
 
 
 def _read(split: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first n images (16-byte IDX header) and labels (8-byte header) of a split."""
-    with gzip.open(ROOT / f"{split}-images-idx3-ubyte.gz", "rb") as f:
-        images = np.frombuffer(f.read(16 + 784 * n)[16:], dtype=np.uint8).reshape(n, 1, 28, 28)
-    with gzip.open(ROOT / f"{split}-labels-idx1-ubyte.gz", "rb") as f:
-        labels = np.frombuffer(f.read(8 + n)[8:], dtype=np.uint8)
-    x = torch.from_numpy(images.astype(np.float32) / 255.0)
+    """The first n images (padded to 3 x 32 x 32, normalised) and labels of a split."""
+    images, labels = read_fashion_mnist(ROOT, split)
+    x = torch.from_numpy(images[:n, None].astype(np.float32) / 255.0)
     x = F.pad((x - 0.286) / 0.353, (2, 2, 2, 2)).repeat(1, 3, 1, 1)  # 3 x 32 x 32
-    return x, torch.from_numpy(labels.astype(np.int64))
+    return x, torch.from_numpy(labels[:n].astype(np.int64))
 
 
 @pytest.fixture(scope="module")
 def fmnist():
     if not (ROOT / "t10k-labels-idx1-ubyte.gz").is_file():
         pytest.skip(f"Fashion-MNIST not installed under {ROOT} (Debian: dataset-fashion-mnist)")
-    return _read("train", N_TRAIN), _read("t10k", N_TEST)
+    return _read("train", N_TRAIN), _read("test", N_TEST)
 
 
 def _train_and_eval(norm: str, data) -> tuple[float, float]:

@@ -178,6 +178,22 @@ def _find_fmnist_dir(root: Path) -> Path | None:
     return None
 
 
+def read_fashion_mnist(folder: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """Images ``[N, 28, 28]`` and labels ``[N]`` (uint8) of one Fashion-MNIST split ("train" or
+    "test") from a folder of IDX files (gzipped or not), e.g. ``DEBIAN_FASHION_MNIST``."""
+    img_stem, lab_stem = _FMNIST_FILES[split]
+    img_path, lab_path = _find_idx(folder, img_stem), _find_idx(folder, lab_stem)
+    if img_path is None or lab_path is None:
+        raise DatasetError(f"Fashion-MNIST {split} files ({img_stem}, {lab_stem}) not in {folder}")
+    images, labels = read_idx(img_path, _IDX_IMAGES), read_idx(lab_path, _IDX_LABELS)
+    if len(images) != len(labels):
+        raise DatasetError(
+            f"corrupt Fashion-MNIST: {img_path} has {len(images)} images, "
+            f"{lab_path} {len(labels)} labels"
+        )
+    return images, labels
+
+
 @DATASETS.register("fashion_mnist")
 def load_fashion_mnist(cfg) -> TensorDataset:
     root = data_root(cfg)
@@ -197,15 +213,8 @@ def load_fashion_mnist(cfg) -> TensorDataset:
             f"(apt install dataset-fashion-mnist), or set data.download: true"
         )
     splits = {}
-    for split, (img_stem, lab_stem) in _FMNIST_FILES.items():
-        img_path, lab_path = _find_idx(folder, img_stem), _find_idx(folder, lab_stem)
-        images = read_idx(img_path, _IDX_IMAGES)
-        labels = read_idx(lab_path, _IDX_LABELS)
-        if len(images) != len(labels):
-            raise DatasetError(
-                f"corrupt Fashion-MNIST: {img_path} has {len(images)} images, "
-                f"{lab_path} {len(labels)} labels"
-            )
+    for split in _FMNIST_FILES:
+        images, labels = read_fashion_mnist(folder, split)
         x = torch.from_numpy(images.copy())[:, None]  # [N, 1, 28, 28]
         x = torch.nn.functional.pad(x, (2, 2, 2, 2))  # CIFAR shape: 32x32
         splits[split] = (x, torch.from_numpy(labels.astype(np.int64)))
