@@ -42,6 +42,8 @@ def read(split: str, n: int, size: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 def build(variant: str, size: int) -> torch.nn.Module:
     name, *opts = variant.split(",")
+    if not all("=" in o for o in opts):
+        raise SystemExit(f"bad variant {variant!r}: options are key=value, joined by commas")
     kv = dict(o.split("=", 1) for o in opts)
     if name == "fp":
         mcfg = ModelConfig(name="resnet20", norm=kv.pop("norm", "evonorm"))
@@ -67,6 +69,10 @@ def build(variant: str, size: int) -> torch.nn.Module:
     for key, value in kv.items():
         if not hasattr(pcfg, key):
             raise SystemExit(f"unknown precision option {key!r}")
+        if key != "act_rounding" and not value.isdigit():
+            raise SystemExit(
+                f"precision option {key}={value!r}: expected an integer (0/1 for flags)"
+            )
         setattr(pcfg, key, value if key == "act_rounding" else int(value))
     return convert_to_int8(MODELS.get("resnet20")(mcfg, 10, (1, size, size)), pcfg, mcfg)
 
@@ -112,7 +118,11 @@ def main() -> None:
         t0, results = time.perf_counter(), []
         for seed in args.seeds:
             torch.manual_seed(seed)
-            results.append(train_eval(build(variant, args.size), data, args.epochs, args.lr, seed))
+            try:
+                model = build(variant, args.size)
+            except ValueError as e:  # e.g. precision.weight_bits=7
+                raise SystemExit(f"variant {variant!r}: {e}") from None
+            results.append(train_eval(model, data, args.epochs, args.lr, seed))
         test = [r[0] for r in results]
         each = ", ".join(f"{t:.1f}" for t in test)
         print(f"{variant:40s} test {np.mean(test):5.1f} % ({each})  "
