@@ -1,17 +1,24 @@
 """Does an 8-bit ResNet-20 train about as well as the fp32 model? Fashion-MNIST subset, slow.
 
-Data: 3,000 training and 1,000 test images, downsampled to 16x16 (a third of the compute of
+Data: 3,000 training and 3,000 test images, downsampled to 16x16 (a third of the compute of
 28 px) so that a budget at which the reference's LP init no longer dominates fits a slow test.
 fp32 is the EvoNorm model with its own init, int8 the 8-bit Range-EvoNorm model with the
 reference's LP init (zero gamma in each block's last norm), as in the paper's comparison. At
 ~100 steps that init alone costs ~15 points (measured; docs/int8.md), the quantisation about
 nothing. Single node: 8 epochs at batch 32 (750 steps). 8 nodes: the real engine
 (``lpdt.train.train``, directed ring, Choco-SGD, no compression), 16 epochs at 16 images per
-node per step (368 steps per node). SGD lr 0.05 for both.
+node per step (368 steps per node), two seeds. SGD lr 0.05 for both.
+
+3,000 test images, not 1,000: on 1,000 the binomial noise of one accuracy is about 1.1 points,
+which made one seed's 8-node gap 3.6 points (fp32 85.7 % vs int8 82.1 %); the same two runs on
+3,000 images differ by 2.4 (measured; docs/int8.md).
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +34,9 @@ from lpdt.layers.quant import convert_to_int8
 from lpdt.models import MODELS
 
 ROOT = DEBIAN_FASHION_MNIST
-N_TRAIN, N_TEST, SIZE, EPOCHS = 3000, 1000, 16, 8
+N_TRAIN, N_TEST, SIZE, EPOCHS = 3000, 3000, 16, 8
 ENGINE_EPOCHS = 16  # 8 nodes: 23 iterations per epoch (each node takes 16 images per step)
+ENGINE_SEEDS = (1234, 1)  # the config's default seed and one more; the gap is their mean
 LR = 0.05
 TOLERANCE = 3.0  # "within a few points" (percentage points of test accuracy)
 
@@ -41,11 +49,15 @@ def _read(split: str, n: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, torch.from_numpy(labels[:n].astype(np.int64))
 
 
+def _subset():
+    return _read("train", N_TRAIN), _read("test", N_TEST)
+
+
 @pytest.fixture(scope="module")
 def data():
     if not ROOT.exists():
         pytest.skip("Debian dataset-fashion-mnist not installed")
-    return _read("train", N_TRAIN), _read("test", N_TEST)
+    return _subset()
 
 
 def _train_eval(model: torch.nn.Module, data, batch: int = 32) -> float:
@@ -76,13 +88,17 @@ def test_int8_resnet20_single_node_within_a_few_points_of_fp32(data):
     assert acc_q > acc_fp - TOLERANCE, f"fp32 {acc_fp:.1f}% vs int8 {acc_q:.1f}%"
 
 
-def _engine_accuracy(precision: str, data, tmp_path: Path, monkeypatch) -> float:
-    (xtr, ytr), (xte, yte) = data
+def _engine_accuracy(precision: str, seed: int) -> float:
+    """Mean node accuracy of one 8-node run through ``lpdt.train.train`` (in a worker process).
+
+    Runs in its own process (one thread) so that two runs share the machine's two cores; the
+    dataset is read here and handed to the engine in place of ``load_dataset``.
+    """
+    (xtr, ytr), (xte, yte) = _subset()
     info = DatasetInfo(name="fashion_mnist_16px", source=str(ROOT), input_shape=(1, SIZE, SIZE))
-    monkeypatch.setattr(
-        lpdt.train, "load_dataset", lambda cfg: TensorDataset(info, xtr, ytr, xte, yte)
-    )
+    lpdt.train.load_dataset = lambda cfg: TensorDataset(info, xtr, ytr, xte, yte)
     cfg = RunConfig()
+    cfg.seed, cfg.threads = seed, 1
     cfg.topology.nodes = 8
     cfg.algorithm.name = "choco"
     cfg.precision.mode = precision
@@ -92,19 +108,20 @@ def _engine_accuracy(precision: str, data, tmp_path: Path, monkeypatch) -> float
     cfg.train.epochs, cfg.train.batch_size = ENGINE_EPOCHS, 128
     cfg.train.final_gossip_rounds, cfg.train.eval_every = 10, 1000
     cfg.schedule.warmup_epochs, cfg.schedule.milestones = 0, [ENGINE_EPOCHS - 2]
-    metrics = lpdt.train.train(cfg, tmp_path / precision, log=lambda s: None)
+    with tempfile.TemporaryDirectory() as out:
+        metrics = lpdt.train.train(cfg, Path(out) / precision, log=lambda s: None)
     return float(metrics["final"]["acc_node_mean"])
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,  # an unexpected pass fails the run: then drop this marker
-    reason="known gap on 8 nodes: measured fp32 85.7 % vs int8 82.1 % (lr 0.05, 16 epochs); "
-    "lr 0.1: 86.2 vs 83.2 at 16 epochs, 86.7 vs 81.8 at 24 (an int8 loss spike at epoch 15)",
-)
-def test_int8_resnet20_8_nodes_within_a_few_points_of_fp32(data, tmp_path, monkeypatch):
-    acc_fp = _engine_accuracy("fp32", data, tmp_path, monkeypatch)
-    acc_q = _engine_accuracy("int8", data, tmp_path, monkeypatch)
-    print(f"8 nodes (mean node accuracy): fp32 {acc_fp:.1f}%  int8 {acc_q:.1f}%")
-    assert acc_fp > 70.0
-    assert acc_q > acc_fp - TOLERANCE, f"fp32 {acc_fp:.1f}% vs int8 {acc_q:.1f}%"
+def test_int8_resnet20_8_nodes_within_a_few_points_of_fp32(data):
+    # Two single-threaded worker processes; the int8 runs (about twice as long) go first.
+    jobs = [(p, s) for p in ("int8", "fp32") for s in ENGINE_SEEDS]
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        acc = dict(zip(jobs, pool.map(_engine_accuracy, *zip(*jobs))))
+    gaps = [acc["fp32", s] - acc["int8", s] for s in ENGINE_SEEDS]
+    for s, gap in zip(ENGINE_SEEDS, gaps):
+        print(f"8 nodes, seed {s} (mean node accuracy): fp32 {acc['fp32', s]:.1f}%  "
+              f"int8 {acc['int8', s]:.1f}%  gap {gap:.1f}")  # fmt: skip
+    assert all(acc["fp32", s] > 70.0 for s in ENGINE_SEEDS)
+    assert float(np.mean(gaps)) < TOLERANCE, f"mean gap {np.mean(gaps):.2f} points: {acc}"
