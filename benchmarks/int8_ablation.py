@@ -1,7 +1,8 @@
 """Which part of 8-bit training costs accuracy? ResNet-20 on a Fashion-MNIST subset, single node.
 
-Usage: ``.venv/bin/python benchmarks/int8_ablation.py [--train 1000] [--epochs 3] [--size 28]
-[--seeds 0 1] VARIANT...``. A variant is a name and ``key=value`` options joined by commas:
+Usage: ``.venv/bin/python benchmarks/int8_ablation.py VARIANT... [--train 1000] [--epochs 3]
+[--size 28] [--seeds 0 1]`` (variants first: ``--seeds`` takes every number after it).
+A variant is a name and ``key=value`` options joined by commas:
 
 - ``fp`` — full precision, the model's own init; options ``norm=`` (evonorm, rangeen, ...),
   ``act=`` (Range-EvoNorm gate: hardsigmoid, sigmoid), ``lpinit=`` (1: the reference's LP init,

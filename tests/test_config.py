@@ -29,6 +29,7 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
     ("model.name=resnet999", "'model.name'"),
     ("name=x=y", None),  # values may contain '='
     ("weight_bits=7", "allowed: 4, 8, 16, 32"),
+    ("model.range_chunks=0", "'model.range_chunks': must be >= 1"),
 ])  # fmt: skip
 def test_bad_values_are_one_line_errors(override, needle):
     if needle is None:

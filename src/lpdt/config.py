@@ -83,6 +83,7 @@ class ModelConfig:
     groups: int = 8  # EvoNorm / Range-EvoNorm groups (the reference's 8)
     gn_groups: int = 2  # GroupNorm groups (the reference trainer's 2)
     range_estimator: Literal["chunked", "paper"] = "chunked"
+    range_chunks: int = 16  # chunked estimator: chunks per group (the reference's 16)
     range_act: Literal["hardsigmoid", "sigmoid"] = "hardsigmoid"  # full-precision Range-EvoNorm
     pretrained: bool = True  # text models: load pretrained weights
 
@@ -392,6 +393,7 @@ def _check_ranges(cfg: RunConfig) -> None:
     need(cfg.train.final_gossip_rounds >= 0, "train.final_gossip_rounds", "must be >= 0")
     need(cfg.train.eval_every >= 1, "train.eval_every", "must be >= 1")
     need(cfg.model.groups >= 1, "model.groups", "must be >= 1")
+    need(cfg.model.range_chunks >= 1, "model.range_chunks", "must be >= 1")
     for k in ("train_subset", "test_subset"):
         v = getattr(cfg.data, k)
         need(v is None or v >= 1, f"data.{k}", "must be >= 1 or null")

@@ -273,6 +273,8 @@ def test_norm_layer_passes_config_switches():
     cfg = ModelConfig(norm="rangeen", groups=4, range_estimator="paper", range_act="sigmoid")
     m = norm_layer(cfg, 32)
     assert (m.groups, m.estimator, m.act_kind) == (4, "paper", "sigmoid")
+    assert norm_layer(ModelConfig(norm="rangeen"), 32).chunks == 16  # the reference's
+    assert norm_layer(ModelConfig(norm="rangeen", range_chunks=4), 32).chunks == 4
     assert norm_layer(ModelConfig(norm="groupnorm", gn_groups=4), 32).num_groups == 4
     assert norm_layer(ModelConfig(norm="evonorm", groups=2), 32).groups == 2
 

@@ -249,6 +249,14 @@ def test_convert_linear_only_and_gossip_switch():
         convert_to_int8(model, PrecisionConfig(weight_bits=3), None, linear_only=True)
 
 
+def test_convert_passes_range_evonorm_switches():
+    mcfg = ModelConfig(name="resnet20", norm="evonorm", range_chunks=4, range_estimator="paper")
+    model = MODELS.get("resnet20")(ModelConfig(name="resnet20", norm="evonorm"), 10, (3, 8, 8))
+    q = convert_to_int8(model, PrecisionConfig(mode="int8"), mcfg)
+    norms = [m for m in q.modules() if isinstance(m, QRangeEvoNorm)]
+    assert norms and all((m.chunks, m.estimator) == (4, "paper") for m in norms)
+
+
 def test_deepcopy_and_flat_views_train_and_eval():
     mcfg = ModelConfig(name="resnet20", norm="evonorm")
     q = convert_to_int8(MODELS.get("resnet20")(mcfg, 10, (3, 32, 32)), PrecisionConfig(), mcfg)

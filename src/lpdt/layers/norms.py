@@ -338,7 +338,11 @@ def norm_layer(cfg, channels: int, act: bool = True) -> nn.Module:
         return EvoNormS0(channels, groups=cfg.groups)
     if kind == "rangeen":
         return RangeEvoNorm(
-            channels, groups=cfg.groups, estimator=cfg.range_estimator, act=cfg.range_act
+            channels,
+            groups=cfg.groups,
+            estimator=cfg.range_estimator,
+            act=cfg.range_act,
+            chunks=cfg.range_chunks,
         )
     if kind == "rangebn":
         return RangeBatchNormAct2d(channels, act=act)

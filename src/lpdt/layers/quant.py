@@ -583,7 +583,11 @@ def _convert_norm(m: nn.Module, spec: QuantSpec, model_cfg) -> nn.Module:
         q: nn.Module = QRangeBatchNormAct2d(c, act=act, spec=spec)
     else:
         q = QRangeEvoNorm(
-            c, groups=model_cfg.groups, estimator=model_cfg.range_estimator, spec=spec
+            c,
+            groups=model_cfg.groups,
+            estimator=model_cfg.range_estimator,
+            spec=spec,
+            chunks=model_cfg.range_chunks,
         )
     _copy_affine(m, q)
     return q
