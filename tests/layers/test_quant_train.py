@@ -53,10 +53,13 @@ def _subset():
     return _read("train", N_TRAIN), _read("test", N_TEST)
 
 
+needs_data = pytest.mark.skipif(
+    not ROOT.exists(), reason="Debian dataset-fashion-mnist not installed"
+)
+
+
 @pytest.fixture(scope="module")
 def data():
-    if not ROOT.exists():
-        pytest.skip("Debian dataset-fashion-mnist not installed")
     return _subset()
 
 
@@ -77,6 +80,7 @@ def _train_eval(model: torch.nn.Module, data, batch: int = 32) -> float:
 
 
 @pytest.mark.slow
+@needs_data
 def test_int8_resnet20_single_node_within_a_few_points_of_fp32(data):
     mcfg = ModelConfig(name="resnet20", norm="evonorm")
     torch.manual_seed(0)
@@ -114,7 +118,8 @@ def _engine_accuracy(precision: str, seed: int) -> float:
 
 
 @pytest.mark.slow
-def test_int8_resnet20_8_nodes_within_a_few_points_of_fp32(data):
+@needs_data
+def test_int8_resnet20_8_nodes_within_a_few_points_of_fp32():
     # Two single-threaded worker processes; the int8 runs (about twice as long) go first.
     jobs = [(p, s) for p in ("int8", "fp32") for s in ENGINE_SEEDS]
     with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
