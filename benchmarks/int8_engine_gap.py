@@ -80,6 +80,8 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=16)
     p.add_argument("--jobs", type=int, default=2, help="worker processes (one thread each)")
     args = p.parse_args()
+    if min(args.jobs, args.train, args.test, args.size, args.epochs) < 1:
+        p.error("--jobs, --train, --test, --size and --epochs must be >= 1")
     if not DEBIAN_FASHION_MNIST.exists():
         raise SystemExit(f"Fashion-MNIST not found under {DEBIAN_FASHION_MNIST}")
     try:
