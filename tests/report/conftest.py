@@ -55,18 +55,37 @@ def shared_tree(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return make_tree(tmp_path_factory.mktemp("tree"))
 
 
-def make_tree(root: Path) -> dict[str, Path]:
+@pytest.fixture(scope="module")
+def seeded_tree(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The same cells, each run with seeds 1, 2, 3."""
+    return make_tree(tmp_path_factory.mktemp("seeded"), seeds=(1, 2, 3))
+
+
+def make_tree(root: Path, seeds: tuple[int, ...] | None = None) -> dict[str, Path]:
+    """The fake tree; with ``seeds``, every cell is run once per seed (manifest ``seed``) and the
+    8-bit runs' accuracy moves by 0.2 * (k - (K - 1) / 2) for the k-th of K seeds."""
     studies: dict = {}
     for i, (study, coords, acc) in enumerate(RUNS):
-        rid = f"run{i:02d}"
-        d = root / "results" / "runs" / rid
-        if acc != "missing":
-            d.mkdir(parents=True)
-            m = _metrics(85.0, "diverged") if acc == "diverged" else _metrics(float(acc))
-            (d / "metrics.json").write_text(json.dumps(m))
-        studies.setdefault(study, {"kind": "grid", "runs": []})["runs"].append(
-            {"run_id": rid, "dir": f"results/runs/{rid}", "coords": coords}
-        )
+        for k, seed in enumerate(seeds or (None,)):
+            rid = f"run{i:02d}" if seed is None else f"run{i:02d}s{seed}"
+            d = root / "results" / "runs" / rid
+            if acc != "missing":
+                d.mkdir(parents=True)
+                if acc == "diverged":
+                    m = _metrics(85.0, "diverged")
+                else:
+                    jitter = 0.2 * (k - (len(seeds) - 1) / 2) if seeds else 0.0
+                    m = _metrics(
+                        float(acc) + (jitter if coords.get("precision") == "int8" else 0.0)
+                    )
+                m["time"] = {"total_s": 60.0}
+                if seed is not None:
+                    m["config"] = {"seed": seed}
+                (d / "metrics.json").write_text(json.dumps(m))
+            entry = {"run_id": rid, "dir": f"results/runs/{rid}", "coords": coords}
+            if seed is not None:
+                entry["seed"] = seed
+            studies.setdefault(study, {"kind": "grid", "runs": []})["runs"].append(entry)
     studies["fig4"] = {"kind": "grid", "same_as": "table3", "runs": studies["table3"]["runs"]}
     manifest = root / "results" / "manifest.json"
     manifest.write_text(json.dumps({"scale": "testscale", "studies": studies}))

@@ -14,7 +14,14 @@ import pytest
 
 from lpdt.report import cli
 from lpdt.report.aggregate import KEYS, aggregate, run_counts
-from lpdt.report.claims import HELD, NO_DATA, NOT_HELD, accuracy_claims, cost_claims
+from lpdt.report.claims import (
+    HELD,
+    INCONCLUSIVE,
+    NO_DATA,
+    NOT_HELD,
+    accuracy_claims,
+    cost_claims,
+)
 from lpdt.report.paper import load_paper
 from tests.report.conftest import PAPER_CSV, write_cost
 
@@ -181,19 +188,23 @@ def _cells(rows: list[dict]) -> pd.DataFrame:
 
 
 def _grid(lp_gap_dense: float, lp_gap_comp: float, choco_minus_ds: float, skew_drop: float,
-          qgm_gain: float) -> pd.DataFrame:  # fmt: skip
+          qgm_gain: float, jitter: tuple[float, ...] = (-0.1, 0.0, 0.1)) -> pd.DataFrame:  # fmt: skip
+    """Every effect is its argument + jitter[k] on seed k + 1 (jitter sums to 0: mean = argument)."""
     rows = []
-    for c in (0, 99):
-        for s in (0.0, 0.9):
-            for a in ("deepsqueeze", "choco"):
-                for p in ("fp32", "int8"):
-                    acc = 80.0 - skew_drop * s + (choco_minus_ds if a == "choco" else 0)
-                    acc -= (lp_gap_dense if c == 0 else lp_gap_comp) if p == "int8" else 0
-                    rows.append({"study": "table3", "compression": c, "skew": s, "algorithm": a,
-                                 "precision": p, "acc": acc})  # fmt: skip
-    base = 80.0 - skew_drop * 0.9 + choco_minus_ds
-    rows.append({"study": "table4", "qgm": True, "compression": 0, "skew": 0.9, "algorithm": "choco",
-                 "precision": "fp32", "acc": base + qgm_gain})  # fmt: skip
+    for k, j in enumerate(jitter):
+        for c in (0, 99):
+            for s in (0.0, 0.9):
+                for a in ("deepsqueeze", "choco"):
+                    for p in ("fp32", "int8"):
+                        acc = (
+                            80.0 - (skew_drop + j) * s + (choco_minus_ds + j if a == "choco" else 0)
+                        )
+                        acc -= (lp_gap_dense if c == 0 else lp_gap_comp) + j if p == "int8" else 0
+                        rows.append({"study": "table3", "compression": c, "skew": s, "algorithm": a,
+                                     "precision": p, "acc": acc, "seed": k + 1})  # fmt: skip
+        base = 80.0 - (skew_drop + j) * 0.9 + choco_minus_ds + j
+        rows.append({"study": "table4", "qgm": True, "compression": 0, "skew": 0.9, "algorithm": "choco",
+                     "precision": "fp32", "acc": base + qgm_gain + j, "seed": k + 1})  # fmt: skip
     return _cells(rows)
 
 
@@ -204,8 +215,14 @@ def test_claims_hold_on_constructed_data() -> None:
     for k in ("lp_close_to_fp_dense", "lp_loss_compressed", "choco_beats_ds", "acc_falls_with_skew",
               "qgm_helps_high_skew"):  # fmt: skip
         assert r[k]["verdict"] == HELD, (k, r[k])
-    assert r["lp_close_to_fp_dense"]["mean_fp_minus_lp"] == pytest.approx(0.5)
-    assert r["lp_gain_high_skew"]["verdict"] == NOT_HELD  # LP is 0.5 below FP at skew 0.9
+        assert r[k]["n"] == 3 and len(r[k]["ci"]) == 2
+    d = r["lp_close_to_fp_dense"]
+    assert d["mean"] == pytest.approx(0.5) and d["sd"] == pytest.approx(0.1)
+    assert d["ci"] == pytest.approx(
+        [0.5 - 4.3027 * 0.1 / 3**0.5, 0.5 + 4.3027 * 0.1 / 3**0.5], abs=1e-3
+    )
+    assert d["cells"] == 4 and d["pairs"] == 12
+    assert r["lp_gain_high_skew"]["verdict"] == NOT_HELD  # LP is 0.5 +- 0.1 below FP at skew 0.9
 
 
 def test_claims_fail_on_constructed_data() -> None:
@@ -215,10 +232,33 @@ def test_claims_fail_on_constructed_data() -> None:
               "qgm_helps_high_skew"):  # fmt: skip
         assert r[k]["verdict"] == NOT_HELD, (k, r[k])
     gain = accuracy_claims(
-        _grid(lp_gap_dense=-0.4, lp_gap_comp=1, choco_minus_ds=0, skew_drop=1, qgm_gain=0)
+        _grid(
+            lp_gap_dense=-0.4,
+            lp_gap_comp=1,
+            choco_minus_ds=0,
+            skew_drop=1,
+            qgm_gain=0,
+            jitter=(0.0, 0.0, 0.0),
+        )
     )
     assert gain["lp_gain_high_skew"]["verdict"] == HELD
     assert gain["qgm_helps_high_skew"]["verdict"] == NOT_HELD  # 0 is no improvement
+
+
+def test_claims_inconclusive_when_the_interval_straddles() -> None:
+    # FP - LP = 0.5 + (-2, 0, 2) over the seeds: mean 0.5, interval about [-4.5, 5.5]
+    r = accuracy_claims(_grid(lp_gap_dense=0.5, lp_gap_comp=1.5, choco_minus_ds=0.3, skew_drop=5,
+                              qgm_gain=1, jitter=(-2.0, 0.0, 2.0)))  # fmt: skip
+    assert r["lp_close_to_fp_dense"]["verdict"] == INCONCLUSIVE
+    assert r["lp_close_to_fp_dense"]["mean"] == pytest.approx(0.5)
+
+
+def test_claims_one_seed_is_not_enough() -> None:
+    r = accuracy_claims(_grid(lp_gap_dense=0.5, lp_gap_comp=1.5, choco_minus_ds=0.3, skew_drop=5,
+                              qgm_gain=1, jitter=(0.0,)))  # fmt: skip
+    d = r["lp_close_to_fp_dense"]
+    assert d["verdict"] == NO_DATA and d["n"] == 1 and d["ci"] is None
+    assert d["mean"] == pytest.approx(0.5) and "one seed" in d["why"]
 
 
 def test_claims_without_data() -> None:
@@ -242,8 +282,16 @@ def test_cost_claims(tmp_path: Path, kw: dict, claim: str, verdict: str) -> None
 def test_claims_file(report_out: Path) -> None:
     d = json.loads((report_out / "claims.json").read_text())
     ids = {c["id"]: c for c in d["claims"]}
-    assert ids["choco_beats_ds"]["verdict"] == HELD  # Choco is +1 in the fake tree
-    assert ids["lp_close_to_fp_dense"]["numbers"]["mean_fp_minus_lp"] == pytest.approx(0.5)
+    # One seed per cell in the fake tree: a mean, no interval
+    choco = ids["choco_beats_ds"]
+    assert choco["verdict"] == NO_DATA and choco["mean"] == pytest.approx(1.0)  # Choco is +1
+    assert choco["n"] == 1 and choco["ci"] is None and "one seed" in choco["numbers"]["why"]
+    assert ids["lp_close_to_fp_dense"]["mean"] == pytest.approx(0.5)
+    for c in d["claims"]:
+        for key in ("verdict", "mean", "ci", "n", "threshold", "direction", "paper_effect",
+                    "interval_method", "effect", "rule", "paper_verdict"):  # fmt: skip
+            assert key in c, (c["id"], key)
+    assert ids["comm_4x"]["verdict"] == HELD and ids["comm_4x"]["threshold"] == [3.5, 4.5]
     assert sum(d["counts"].values()) == len(d["claims"])
     assert (report_out / "claims.md").read_text().count("\n") == len(d["claims"]) + 2
 

@@ -162,3 +162,92 @@ def test_every_scale_overlay_merges_into_a_valid_spec(scale):
     jsonschema.validate(spec, schema)
     for s in ("table2", "table3", "table4", "table5", "table6", "fig1"):
         assert _cells(spec, s) >= 1, s
+
+
+# --- seeds ---------------------------------------------------------------------------------------
+
+
+def _seeded(**where) -> dict:
+    """SPEC with `seeds` set at the given places: top=..., study=..., block=..."""
+    over: dict = {"studies": {"norms": {}}}
+    if "top" in where:
+        over["seeds"] = where["top"]
+    if "study" in where:
+        over["studies"]["norms"]["seeds"] = where["study"]
+    if "block" in where:
+        over["studies"]["norms"]["blocks"] = {"fp": {"seeds": where["block"]}}
+    return grid.deep_merge(SPEC, over)
+
+
+def test_seeds_expand_each_cell_into_runs_with_distinct_ids():
+    runs = grid.expand(_seeded(study=3))
+    norms = [r for r in runs.values() if "norms" in r.studies]
+    assert len(norms) == 3 * 3 and len({r.run_id for r in norms}) == 9
+    for r in norms:
+        seed = r.studies["norms"][0]["seed"]
+        assert r.config["seed"] == seed and r.config["partition"]["seed"] == seed
+    # seeds base, base+1, base+2 from the run config's seed (the default 1234 here)
+    assert {r.config["seed"] for r in norms} == {1234, 1235, 1236}
+    # each (block, coords) cell has one run per seed
+    cells = {}
+    for r in norms:
+        for m in r.studies["norms"]:
+            cells.setdefault((m["block"], tuple(sorted(m["coords"].items()))), set()).add(m["seed"])
+    assert len(cells) == 3 and all(s == {1234, 1235, 1236} for s in cells.values())
+
+
+def test_one_seed_is_the_run_of_no_seeds_key_and_the_first_of_several():
+    plain = grid.expand(SPEC)
+    assert set(grid.expand(_seeded(top=1))) == set(plain)
+    assert set(plain) < set(grid.expand(_seeded(top=2)))
+
+
+def test_seeds_from_the_run_config_seed():
+    spec = grid.deep_merge(_seeded(study=2), {"defaults": {"seed": 7}})
+    norms = [r for r in grid.expand(spec).values() if "norms" in r.studies]
+    assert {r.config["seed"] for r in norms} == {7, 8}
+
+
+def test_block_seeds_override_study_and_top_level():
+    runs = grid.expand(_seeded(top=2, study=3, block=[5, 9]))
+    seeds = {(m["block"], m["seed"]) for r in runs.values() for m in r.studies.get("norms", [])}
+    assert {s for b, s in seeds if b == "fp"} == {5, 9}
+    assert {s for b, s in seeds if b == "lp"} == {1234, 1235, 1236}
+    assert {m["seed"] for r in runs.values() for m in r.studies.get("tab", [])} == {1234, 1235}
+
+
+def test_manifest_records_the_seed_and_same_as_copies_every_seed():
+    spec = grid.deep_merge(SPEC, {"studies": {"tab": {"seeds": 2}}})
+    m = grid.manifest(grid.expand(spec), spec, "smoke", "results/runs")
+    tab, fig = m["studies"]["tab"]["runs"], m["studies"]["fig"]["runs"]
+    assert len(tab) == 8 and sorted({e["seed"] for e in tab}) == [1234, 1235]
+    assert tab == fig
+    # runs of one cell differ only by seed: same coords, different ids
+    by_cell: dict = {}
+    for e in tab:
+        by_cell.setdefault(tuple(sorted(e["coords"].items())), []).append((e["seed"], e["run_id"]))
+    assert all(len({rid for _, rid in v}) == 2 for v in by_cell.values())
+    assert m["studies"]["norms"]["runs"][0]["seed"] == 1234  # default: one seed, recorded
+    assert all("seed" in r for r in grid.plan_rows(grid.expand(spec)))
+
+
+@pytest.mark.parametrize("bad", [0, -1, [], [1, 1], "3", [1, "a"], True, 1.5])
+def test_bad_seeds_are_one_line_errors(bad):
+    import jsonschema
+
+    spec = _seeded(study=bad)
+    with pytest.raises(grid.GridError, match="study 'norms', block 'fp'.*seeds") as e:
+        grid.expand(spec)
+    assert "\n" not in str(e.value)
+    schema = yaml.safe_load((REPO / "workflow/schemas/studies.schema.yaml").read_text())
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(spec, schema)
+
+
+def test_paper_scale_has_one_seed_and_one_value_raises_it():
+    spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/paper.yaml")
+    assert spec["seeds"] == 1
+    assert _cells(spec, "table4") == 16
+    spec["studies"]["table4"]["seeds"] = 3
+    runs = grid.expand(spec)
+    assert sum(len(r.studies.get("table4", [])) for r in runs.values()) == 48

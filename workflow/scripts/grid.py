@@ -13,6 +13,12 @@ is) or a table ``{value: run-config fragment}`` (``precision: {int8: {...}}``). 
 A study with ``same_as: other`` has exactly the runs of ``other`` (a figure drawn from a table's
 runs). Studies with ``kind`` partition / topology / cost need no training runs.
 
+Seeds: ``seeds`` (top level, a study's, or a block's; the innermost wins; default 1) is a count
+``N`` (seeds base, base+1, ..., base+N-1, base = the run config's ``seed``) or a list of seeds.
+Each seed is its own run: the seed sets ``seed`` (initialisation, data order, augmentation) and
+``partition.seed`` (the partition shuffle), so seed ``base`` is the very run of ``seeds: 1``.
+The manifest records each entry's ``seed``; the report pairs runs by it.
+
 Runs are identified by ``lpdt.config.config_from_dict(cfg).run_id()``: equal resolved configs
 give the same run id, so a run shared by several studies is trained once.
 """
@@ -152,6 +158,26 @@ def run_config(spec: dict[str, Any], coords: dict[str, Any], extra: list[dict]) 
     return cfg
 
 
+def seed_list(value: Any, base: int) -> list[int]:
+    """The seeds of a block: ``N`` -> base, base+1, ..., base+N-1; a list -> those seeds."""
+    if isinstance(value, bool) or not isinstance(value, int | list):
+        raise GridError(f"seeds must be a count >= 1 or a list of seeds, got {value!r}")
+    if isinstance(value, int):
+        if value < 1:
+            raise GridError(f"seeds must be a count >= 1 or a list of seeds, got {value!r}")
+        return [base + i for i in range(value)]
+    if not value or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in value):
+        raise GridError(f"seeds must be a non-empty list of integers >= 0, got {value!r}")
+    if len(set(value)) != len(value):
+        raise GridError(f"seeds must not repeat a seed, got {value!r}")
+    return list(value)
+
+
+def with_seed(tree: dict[str, Any], seed: int) -> dict[str, Any]:
+    """The run config for one seed: the seed of the run and of its partition shuffle."""
+    return deep_merge(tree, {"seed": seed, "partition": {"seed": seed}})
+
+
 def resolve(tree: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(run id, resolved config without tracking) via lpdt's own config validation."""
     from lpdt.config import config_from_dict
@@ -173,15 +199,19 @@ def expand(spec: dict[str, Any]) -> dict[str, Run]:
             continue
         for bname, block in blocks_of(study).items():
             fixed = {**(study.get("fixed") or {}), **(block.get("fixed") or {})}
+            n_seeds = block.get("seeds", study.get("seeds", spec.get("seeds", 1)))
             for point in grid_points(block.get("grid") or {}):
                 coords = {**fixed, **point}
                 try:
                     tree = run_config(spec, coords, [study.get("config"), block.get("config")])
-                    rid, cfg = resolve(tree)
+                    for seed in seed_list(n_seeds, int(tree.get("seed", 1234))):
+                        rid, cfg = resolve(with_seed(tree, seed))
+                        run = runs.setdefault(rid, Run(rid, cfg))
+                        run.studies.setdefault(sname, []).append(
+                            {"block": bname, "coords": coords, "seed": seed}
+                        )
                 except (GridError, ConfigError) as e:
                     raise GridError(f"study {sname!r}, block {bname!r}, {coords}: {e}") from None
-                run = runs.setdefault(rid, Run(rid, cfg))
-                run.studies.setdefault(sname, []).append({"block": bname, "coords": coords})
     for sname, study in studies.items():
         if "same_as" not in study:
             continue
@@ -202,7 +232,7 @@ def manifest(runs: dict[str, Run], spec: dict[str, Any], scale: str, runs_dir: s
             continue
         entries = [
             {"run_id": r.run_id, "dir": f"{runs_dir}/{r.run_id}", "block": m["block"],
-             "coords": m["coords"]}
+             "coords": m["coords"], "seed": m.get("seed", r.config.get("seed"))}
             for r in runs.values() for m in r.studies.get(sname, [])
         ]  # fmt: skip
         studies[sname] = {"kind": study["kind"], "title": study.get("title", ""),
@@ -265,7 +295,7 @@ def plan_rows(runs: dict[str, Run]) -> list[dict[str, Any]]:
     for r in runs.values():
         c = r.config
         rows.append({
-            "run_id": r.run_id, "studies": ",".join(sorted(r.studies)),
+            "run_id": r.run_id, "studies": ",".join(sorted(r.studies)), "seed": c.get("seed"),
             "dataset": c["data"]["dataset"], "model": c["model"]["name"],
             "precision": c["precision"]["mode"], "nodes": c["topology"]["nodes"],
             "topology": c["topology"]["name"], "algorithm": c["algorithm"]["name"],

@@ -79,9 +79,11 @@ def load_manifest(path: str | Path) -> dict:
 def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, dict]:
     """(frame, manifest): one row per (study, run) with coordinates, final metrics and status.
 
-    Columns: study, kind, block, run_id, dir, status ("ok" | "diverged" | "missing"), the KEYS,
-    `acc` (= final acc_node_mean, NaN unless ok), the FINAL metrics, gb_per_node,
-    epochs_completed, dataset_used, model_used, stand_in (label or ''), history (list of rows).
+    Columns: study, kind, block, run_id, dir, seed, status ("ok" | "diverged" | "missing"), the
+    KEYS, `acc` (= final acc_node_mean, NaN unless ok), the FINAL metrics, gb_per_node,
+    epochs_completed, time_s (the record's time.total_s), dataset_used, model_used, stand_in
+    (label or ''), history (list of rows). `seed` is the manifest entry's seed, else the record's
+    config seed, else None (one unnamed seed): runs are paired across conditions by it.
     """
     mpath = Path(manifest_path)
     manifest = load_manifest(mpath)
@@ -100,14 +102,16 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, dict]:
             m = cache[rid]
             row: dict = {"study": study, "kind": spec.get("kind", ""),
                          "block": entry.get("block", ""), "run_id": rid,
-                         "dir": entry.get("dir", "")}  # fmt: skip
+                         "dir": entry.get("dir", ""),
+                         "seed": _seed(entry.get("seed", ((m or {}).get("config") or {}).get("seed")))}  # fmt: skip
             for k in KEYS:
                 row[k] = norm_key(k, coords.get(k))
             row["qgm"] = bool(row["qgm"])  # absent = plain local momentum
             row["model_coord"] = coords.get("model")
             if m is None:
                 row.update(status="missing", stand_in="", dataset_used=None, model_used=None,
-                           epochs_completed=0, history=[], gb_per_node=float("nan"))  # fmt: skip
+                           epochs_completed=0, history=[], gb_per_node=float("nan"),
+                           time_s=float("nan"))  # fmt: skip
                 row.update({k: float("nan") for k in FINAL})
             else:
                 final = m.get("final") or {}
@@ -121,15 +125,23 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, dict]:
                     epochs_completed=m.get("epochs_completed", 0),
                     history=m.get("history") or [],
                     gb_per_node=_num((m.get("communication") or {}).get("gb_per_node")),
+                    time_s=_num((m.get("time") or {}).get("total_s")),
                     versions=m.get("versions") or {},
                 )
             row["acc"] = row[METRIC] if row["status"] == "ok" else float("nan")
             rows.append(row)
-    cols = ["study", "kind", "block", "run_id", "dir", "status", *KEYS, "acc", *FINAL,
-            "gb_per_node", "epochs_completed", "dataset_used", "model_used", "model_coord",
+    cols = ["study", "kind", "block", "run_id", "dir", "seed", "status", *KEYS, "acc", *FINAL,
+            "gb_per_node", "epochs_completed", "time_s", "dataset_used", "model_used", "model_coord",
             "stand_in", "history", "versions"]  # fmt: skip
     df = pd.DataFrame(rows, columns=cols)
     return df, manifest
+
+
+def _seed(v: object) -> int | None:
+    try:
+        return int(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
 
 
 def _num(v: object) -> float:
@@ -146,3 +158,17 @@ def run_counts(df: pd.DataFrame) -> dict[str, int]:
     return {s: int((u["status"] == s).sum()) for s in ("ok", "diverged", "missing")} | {
         "total": len(u)
     }
+
+
+def seeds_used(df: pd.DataFrame) -> dict[str, list[int]]:
+    """Per study, the seeds of its listed runs (sorted; a run without a seed is left out)."""
+    out: dict[str, list[int]] = {}
+    for study, g in df.groupby("study", sort=False):
+        out[str(study)] = sorted({int(s) for s in g["seed"].dropna()})
+    return out
+
+
+def training_seconds(df: pd.DataFrame) -> float:
+    """Total training wall time of the unique runs with a record (sum of `time.total_s`)."""
+    u = df.drop_duplicates("run_id")
+    return float(u["time_s"].fillna(0.0).sum()) if "time_s" in u else 0.0

@@ -1,9 +1,18 @@
-"""The paper's findings, each defined precisely and checked on our results.
+"""The paper's findings, each defined precisely and checked on our results with its uncertainty.
 
-Every claim is a comparison with a fixed tolerance, written here and in docs/report.md before
-looking at the results; a verdict is "held", "not held" or "not enough data" (no pair of runs the
-comparison needs). Accuracy claims are evaluated on our runs and, for reference, on the paper's
-own numbers (``paper_verdict``), from the same code.
+Every accuracy claim is a paired difference ("effect") between two conditions that are otherwise
+identical, a direction and a threshold, fixed here and in docs/report.md before looking at the
+results. A pair is (cell coordinates except the varied key, seed): the two runs of a pair share
+their seed (partition shuffle, initialisation, data order). For each seed, the claim's effect is
+the mean over the claim's cells of the per-cell paired difference; over the seeds we take the
+mean, the sample sd and a 95 % Student t-interval (n = number of seeds), and the verdict is
+``held`` / ``not held`` / ``inconclusive`` from where the interval lies relative to the
+threshold (lpdt.report.stats), ``not enough data`` with fewer than two seeds.
+
+The paper's own effect is computed with the same code from ``config/paper_results.csv`` (one
+number per cell, i.e. one "seed": a point, compared with the threshold as a point).
+
+Cost claims are analytic (deterministic): a ratio range that every row must satisfy.
 """
 
 from __future__ import annotations
@@ -17,127 +26,187 @@ import pandas as pd
 
 from lpdt.report.aggregate import KEYS
 from lpdt.report.paper import TABLE_STUDY
+from lpdt.report.stats import (
+    HELD,
+    INCONCLUSIVE,
+    METHOD,
+    NO_DATA,
+    NOT_HELD,
+    VERDICTS,
+    point_verdict,
+    t_interval,
+    verdict,
+)
 
-HELD, NOT_HELD, NO_DATA = "held", "not held", "not enough data"
+__all__ = ["HELD", "NOT_HELD", "INCONCLUSIVE", "NO_DATA", "CLAIMS", "accuracy_claims",
+           "cost_claims", "check_claims", "write_claims", "effect_text"]  # fmt: skip
+
 DECENTRALIZED = ["table3", "table4", "table5", "table6"]
+NO_SEED = -1  # the seed of a run whose record names none (e.g. the paper's numbers)
+COST_METHOD = "none: analytic cost model (deterministic); every row must lie in the range"
 
 
 @dataclass(frozen=True)
 class Claim:
     id: str
     statement: str  # the paper's words
-    definition: str  # what we compare, and the tolerance
+    definition: str  # what we compare
+    effect: str  # what the number is (units)
+    direction: str  # "<=" or ">" (accuracy claims), "within" (cost claims)
+    threshold: float | tuple[float, float]
+    kind: str = "accuracy"
+
+    @property
+    def rule(self) -> str:
+        if self.direction == "within":
+            lo, hi = self.threshold  # type: ignore[misc]
+            return f"{self.effect} in [{lo:g}, {hi:g}] for every row"
+        return f"{self.effect} {self.direction} {self.threshold:g}"
 
 
 CLAIMS = [
     Claim("lp_close_to_fp_dense", "8-bit training loses less than 1 % accuracy without compression",
-          "pairs of runs identical except precision, 0 % compression (Tables 3-6): held if the "
-          "mean of FP - LP accuracy is <= 1.0 points. At short budgets the LP model's reference "
-          "init (zero gamma in each block's last norm) delays learning and makes most of the gap "
-          "(measured ablation: docs/int8.md)"),
+          "pairs of runs identical except precision, 0 % compression (Tables 3-6). At short budgets "
+          "the LP model's reference init (zero gamma in each block's last norm) delays learning and "
+          "makes most of the gap (measured ablation: docs/int8.md)",
+          "FP - LP accuracy (points)", "<=", 1.0),
     Claim("lp_loss_compressed", "with compression, 8-bit training loses 1-2 % accuracy",
-          "pairs identical except precision, 90/99 % compression (Tables 3-6): held if the mean "
-          "of FP - LP is <= 2.0 points"),
+          "pairs identical except precision, 90/99 % compression (Tables 3-6)",
+          "FP - LP accuracy (points)", "<=", 2.0),
     Claim("choco_beats_ds", "CHOCO-SGD outperforms Deep-Squeeze in almost all cases",
-          "pairs identical except algorithm (Tables 3, 6): held if Choco >= DS in at least 2/3 "
-          "of the pairs"),
+          "pairs identical except algorithm (Tables 3, 6)",
+          "Choco - DS accuracy (points)", ">", 0.0),
     Claim("acc_falls_with_skew", "accuracy decreases as the degree of skew increases",
-          "series identical except skew, having skew 0 and a skew >= 0.8 (Tables 3, 4, 6): held "
-          "if accuracy at the highest skew is below accuracy at skew 0 in at least 2/3 of series"),
+          "series identical except skew, having skew 0 and a highest skew >= 0.8 (Tables 3, 4, 6)",
+          "acc(skew 0) - acc(highest skew) (points)", ">", 0.0),
     Claim("qgm_helps_high_skew", "quasi-global momentum improves accuracy with non-IID data",
-          "Table 4 (QGM) vs Table 3 (local momentum) runs identical otherwise, skew >= 0.8: held "
-          "if the mean of QGM - no-QGM accuracy is > 0"),
+          "Table 4 (QGM) vs Table 3 (local momentum) runs identical otherwise, skew >= 0.8",
+          "QGM - local momentum accuracy (points)", ">", 0.0),
     Claim("lp_gain_high_skew", "at high skew (0.9) without compression, 8-bit is slightly better",
-          "pairs identical except precision, skew >= 0.9, 0 % compression (Tables 3, 4): held if "
-          "the mean of LP - FP accuracy is > 0"),
+          "pairs identical except precision, skew >= 0.9, 0 % compression (Tables 3, 4)",
+          "LP - FP accuracy (points)", ">", 0.0),
     Claim("comm_4x", "8-bit training reduces communication about 4x",
-          "every Table 3 'Data' row of the cost model: fp32 GB / 8-bit GB within [3.5, 4.5]"),
+          "every Table 3 'Data' row of the cost model", "fp32 GB / 8-bit GB", "within", (3.5, 4.5),
+          "cost"),
     Claim("energy_20x", "compute energy is about 20x lower",
-          "every Table 10 row of the cost model: energy efficiency (fp32 / int8) within [18, 22]"),
+          "every Table 10 row of the cost model", "energy efficiency (fp32 / int8)", "within",
+          (18.0, 22.0), "cost"),
     Claim("memory_3_5x_resnet", "training memory is about 3.5x lower for ResNets",
-          "every Table 10 training row for ResNet-20/54 of the cost model: memory efficiency "
-          "within [3.0, 4.0]"),
+          "every Table 10 training row for ResNet-20/54 of the cost model",
+          "memory efficiency (fp32 / int8)", "within", (3.0, 4.0), "cost"),
 ]  # fmt: skip
+BY_ID = {c.id: c for c in CLAIMS}
 
 
-def _pairs(cells: pd.DataFrame, studies: list[str], vary: str, a: str, b: str,
+def _r(v: float | None, digits: int = 4) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(float(v), digits)
+
+
+def _with_seed(cells: pd.DataFrame) -> pd.DataFrame:
+    c = cells.copy()
+    if "seed" not in c:
+        c["seed"] = NO_SEED
+    c["seed"] = [NO_SEED if s is None or (isinstance(s, float) and math.isnan(s)) else int(s)
+                 for s in c["seed"]]  # fmt: skip
+    return c
+
+
+def _pairs(cells: pd.DataFrame, studies: list[str], vary: str, a: object, b: object,
            where: Callable[[pd.DataFrame], pd.Series] | None = None) -> pd.DataFrame:  # fmt: skip
-    """Rows with the accuracies of `vary == a` and `vary == b` for otherwise equal coordinates."""
-    c = cells[cells["study"].isin(studies)].drop_duplicates([*KEYS])
+    """Rows (cell keys, seed, a, b): the accuracies of ``vary == a`` and ``vary == b`` for runs
+    with otherwise equal coordinates and the same seed."""
+    c = _with_seed(cells[cells["study"].isin(studies)]).drop_duplicates([*KEYS, "seed"])
     if where is not None and len(c):
         c = c[where(c)]
     c = c[c["acc"].notna()]
     keys = [k for k in KEYS if k not in (vary, "norm")]
-    left = c[c[vary] == a][[*keys, "acc"]].rename(columns={"acc": a})
-    right = c[c[vary] == b][[*keys, "acc"]].rename(columns={"acc": b})
-    return left.merge(right, on=keys, how="inner")
+    left = c[c[vary] == a][[*keys, "seed", "acc"]].rename(columns={"acc": "_a"})
+    right = c[c[vary] == b][[*keys, "seed", "acc"]].rename(columns={"acc": "_b"})
+    p = left.merge(right, on=[*keys, "seed"], how="inner")
+    p["_cell"] = [tuple(r) for r in p[keys].astype(str).itertuples(index=False)]
+    return p
 
 
-def _mean_rule(p: pd.DataFrame, diff: pd.Series, ok: Callable[[float], bool], what: str) -> dict:
-    if not len(p):
-        return {"verdict": NO_DATA, "n": 0}
-    m = float(diff.mean())
-    return {
-        "verdict": HELD if ok(m) else NOT_HELD,
-        "n": len(p),
-        what: round(m, 4),
-        "min": round(float(diff.min()), 4),
-        "max": round(float(diff.max()), 4),
-    }
-
-
-def accuracy_claims(cells: pd.DataFrame) -> dict[str, dict]:
-    """Accuracy claims on a frame with columns study, KEYS, acc (NaN = no usable result)."""
-    out: dict[str, dict] = {}
-    dense = _pairs(
-        cells, DECENTRALIZED, "precision", "fp32", "int8", lambda c: c["compression"] == 0
-    )
-    out["lp_close_to_fp_dense"] = _mean_rule(dense, dense["fp32"] - dense["int8"],
-                                             lambda m: m <= 1.0, "mean_fp_minus_lp")  # fmt: skip
-    comp = _pairs(cells, DECENTRALIZED, "precision", "fp32", "int8", lambda c: c["compression"] > 0)
-    out["lp_loss_compressed"] = _mean_rule(comp, comp["fp32"] - comp["int8"], lambda m: m <= 2.0,
-                                           "mean_fp_minus_lp")  # fmt: skip
-    algo = _pairs(cells, ["table3", "table6"], "algorithm", "deepsqueeze", "choco")
-    if len(algo):
-        frac = float((algo["choco"] >= algo["deepsqueeze"]).mean())
-        out["choco_beats_ds"] = {"verdict": HELD if frac >= 2 / 3 else NOT_HELD, "n": len(algo),
-                                 "fraction_choco_ge_ds": round(frac, 4),
-                                 "mean_choco_minus_ds": round(float((algo["choco"] - algo["deepsqueeze"]).mean()), 4)}  # fmt: skip
-    else:
-        out["choco_beats_ds"] = {"verdict": NO_DATA, "n": 0}
-    c = cells[cells["study"].isin(["table3", "table4", "table6"]) & cells["acc"].notna()]
-    c = c.drop_duplicates([*KEYS])
-    falls, drops = [], []
-    for _, g in c.groupby([k for k in KEYS if k not in ("skew", "norm")], dropna=False):
-        top = g["skew"].max()
-        if (g["skew"] == 0).any() and top >= 0.8:
-            d = float(g[g["skew"] == 0]["acc"].mean() - g[g["skew"] == top]["acc"].mean())
-            drops.append(d)
-            falls.append(d > 0)
-    if falls:
-        frac = sum(falls) / len(falls)
-        out["acc_falls_with_skew"] = {"verdict": HELD if frac >= 2 / 3 else NOT_HELD, "n": len(falls),
-                                      "fraction_falling": round(frac, 4),
-                                      "mean_drop": round(sum(drops) / len(drops), 4)}  # fmt: skip
-    else:
-        out["acc_falls_with_skew"] = {"verdict": NO_DATA, "n": 0}
-    q = _pairs(cells, ["table3", "table4"], "qgm", False, True, lambda c: c["skew"] >= 0.8)
-    out["qgm_helps_high_skew"] = _mean_rule(q, q[True] - q[False], lambda m: m > 0,
-                                            "mean_qgm_minus_plain")  # fmt: skip
-    hs = _pairs(cells, ["table3", "table4"], "precision", "fp32", "int8",
-                lambda c: (c["skew"] >= 0.9) & (c["compression"] == 0))  # fmt: skip
-    out["lp_gain_high_skew"] = _mean_rule(hs, hs["int8"] - hs["fp32"], lambda m: m > 0,
-                                          "mean_lp_minus_fp")  # fmt: skip
+def summarize(pairs: pd.DataFrame, claim: Claim) -> dict:
+    """The claim's record from paired differences (columns ``_cell``, ``seed``, ``diff``)."""
+    if not len(pairs):
+        return {"verdict": NO_DATA, "mean": None, "sd": None, "ci": None, "n": 0, "cells": 0,
+                "pairs": 0, "why": "no pair of finished runs"}  # fmt: skip
+    per_seed = pairs.groupby("seed")["diff"].mean().sort_index()
+    iv = t_interval(per_seed.to_numpy())
+    out = {
+        "verdict": verdict(iv.low, iv.high, float(claim.threshold), claim.direction),  # type: ignore[arg-type]
+        "mean": _r(iv.mean), "sd": _r(iv.sd),
+        "ci": None if iv.ci is None else [_r(iv.low), _r(iv.high)],
+        "n": iv.n, "cells": int(pairs["_cell"].nunique()), "pairs": len(pairs),
+        "per_seed": {("none" if s == NO_SEED else str(s)): _r(v) for s, v in per_seed.items()},
+        "min": _r(float(pairs["diff"].min())), "max": _r(float(pairs["diff"].max())),
+    }  # fmt: skip
+    if iv.n < 2:
+        out["why"] = "one seed: no interval can be formed (run the claim's studies with seeds >= 2)"
+    incomplete = int((pairs.groupby("_cell")["seed"].nunique() < iv.n).sum())
+    if incomplete:
+        out["cells_missing_a_seed"] = incomplete
     return out
 
 
-def _range_rule(values: list[float], lo: float, hi: float, what: str) -> dict:
+def _diff(p: pd.DataFrame, sign: int) -> pd.DataFrame:
+    p = p.copy()
+    p["diff"] = sign * (p["_a"] - p["_b"])
+    return p
+
+
+def _skew_series(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per (series, seed): acc(skew 0) - acc(series' highest skew, >= 0.8)."""
+    c = _with_seed(
+        cells[cells["study"].isin(["table3", "table4", "table6"]) & cells["acc"].notna()]
+    )
+    c = c.drop_duplicates([*KEYS, "seed"])
+    keys = [k for k in KEYS if k not in ("skew", "norm")]
+    rows = []
+    for key, g in c.groupby(keys, dropna=False):
+        top = g["skew"].max()
+        if not ((g["skew"] == 0).any() and top >= 0.8):
+            continue
+        for seed, gs in g.groupby("seed"):
+            lo, hi = gs[gs["skew"] == 0]["acc"], gs[gs["skew"] == top]["acc"]
+            if len(lo) and len(hi):
+                rows.append({"_cell": tuple(map(str, key if isinstance(key, tuple) else (key,))),
+                             "seed": seed, "diff": float(lo.mean() - hi.mean())})  # fmt: skip
+    return pd.DataFrame(rows, columns=["_cell", "seed", "diff"])
+
+
+def accuracy_claims(cells: pd.DataFrame) -> dict[str, dict]:
+    """Accuracy claims on a frame with columns study, KEYS, acc (NaN = no usable result) and
+    optionally seed (absent or None: one unnamed seed)."""
+
+    def rec(cid: str, pairs: pd.DataFrame) -> dict:
+        return summarize(pairs, BY_ID[cid])
+
+    out: dict[str, dict] = {}
+    dense = _pairs(cells, DECENTRALIZED, "precision", "fp32", "int8",
+                   lambda c: c["compression"] == 0)  # fmt: skip
+    out["lp_close_to_fp_dense"] = rec("lp_close_to_fp_dense", _diff(dense, +1))
+    comp = _pairs(cells, DECENTRALIZED, "precision", "fp32", "int8", lambda c: c["compression"] > 0)
+    out["lp_loss_compressed"] = rec("lp_loss_compressed", _diff(comp, +1))
+    algo = _pairs(cells, ["table3", "table6"], "algorithm", "choco", "deepsqueeze")
+    out["choco_beats_ds"] = rec("choco_beats_ds", _diff(algo, +1))
+    out["acc_falls_with_skew"] = rec("acc_falls_with_skew", _skew_series(cells))
+    q = _pairs(cells, ["table3", "table4"], "qgm", True, False, lambda c: c["skew"] >= 0.8)
+    out["qgm_helps_high_skew"] = rec("qgm_helps_high_skew", _diff(q, +1))
+    hs = _pairs(cells, ["table3", "table4"], "precision", "int8", "fp32",
+                lambda c: (c["skew"] >= 0.9) & (c["compression"] == 0))  # fmt: skip
+    out["lp_gain_high_skew"] = rec("lp_gain_high_skew", _diff(hs, +1))
+    return out
+
+
+def _range_rule(values: list[float], lo: float, hi: float) -> dict:
     v = [x for x in values if isinstance(x, float) and math.isfinite(x)]
     if not v:
-        return {"verdict": NO_DATA, "n": 0}
+        return {"verdict": NO_DATA, "mean": None, "sd": None, "ci": None, "n": 0}
     ok = all(lo <= x <= hi for x in v)
-    return {"verdict": HELD if ok else NOT_HELD, "n": len(v), f"{what}_min": round(min(v), 4),
-            f"{what}_max": round(max(v), 4), "tolerance": [lo, hi]}  # fmt: skip
+    return {"verdict": HELD if ok else NOT_HELD, "mean": _r(sum(v) / len(v)), "sd": None,
+            "ci": None, "n": len(v), "min": _r(min(v)), "max": _r(max(v))}  # fmt: skip
 
 
 def cost_claims(cost_dir: Path) -> dict[str, dict]:
@@ -145,66 +214,125 @@ def cost_claims(cost_dir: Path) -> dict[str, dict]:
     t3, t10 = cost_dir / "table3_data.csv", cost_dir / "table10.csv"
     if t3.exists():
         d = pd.read_csv(t3)
-        out["comm_4x"] = _range_rule(
-            [float(x) for x in d["gb_fp32"] / d["gb_int8"]], 3.5, 4.5, "ratio"
-        )
+        out["comm_4x"] = _range_rule([float(x) for x in d["gb_fp32"] / d["gb_int8"]], 3.5, 4.5)
     else:
         out["comm_4x"] = {"verdict": NO_DATA, "n": 0, "why": f"{t3} not found"}
     if t10.exists():
         d = pd.read_csv(t10)
-        out["energy_20x"] = _range_rule(
-            [float(x) for x in d["energy_efficiency"]], 18.0, 22.0, "ratio"
-        )
+        out["energy_20x"] = _range_rule([float(x) for x in d["energy_efficiency"]], 18.0, 22.0)
         r = d[(d["phase"] == "training") & d["model"].astype(str).str.startswith("resnet")]
-        out["memory_3_5x_resnet"] = _range_rule([float(x) for x in r["memory_efficiency"]], 3.0, 4.0,
-                                                "ratio")  # fmt: skip
+        out["memory_3_5x_resnet"] = _range_rule(
+            [float(x) for x in r["memory_efficiency"]], 3.0, 4.0
+        )
     else:
         for k in ("energy_20x", "memory_3_5x_resnet"):
             out[k] = {"verdict": NO_DATA, "n": 0, "why": f"{t10} not found"}
     return out
 
 
+def paper_cost(paper: pd.DataFrame, cost_dir: Path) -> dict[str, dict]:
+    """The cost claims on the paper's own printed numbers (same range rule)."""
+    out: dict[str, dict] = {}
+    t3 = cost_dir / "table3_data.csv"
+    if t3.exists():
+        d = pd.read_csv(t3)
+        if {"gb_fp32_paper", "gb_int8_paper"} <= set(d.columns):
+            ratio = pd.to_numeric(d["gb_fp32_paper"], errors="coerce") / pd.to_numeric(
+                d["gb_int8_paper"], errors="coerce"
+            )
+            out["comm_4x"] = _range_rule([float(x) for x in ratio], 3.5, 4.5)
+    t10 = paper[paper["table"] == 10]
+    if len(t10):
+        e = t10[t10["metric"] == "energy_efficiency"]["value"]
+        out["energy_20x"] = _range_rule([float(x) for x in e], 18.0, 22.0)
+        m = t10[(t10["metric"] == "memory_efficiency") & (t10["phase"] == "training")
+                & t10["model"].astype(str).str.startswith("resnet")]["value"]  # fmt: skip
+        out["memory_3_5x_resnet"] = _range_rule([float(x) for x in m], 3.0, 4.0)
+    return out
+
+
 def paper_cells(paper: pd.DataFrame) -> pd.DataFrame:
-    """The paper's accuracy cells in the shape of our cells (study, KEYS, acc)."""
+    """The paper's accuracy cells in the shape of our cells (study, KEYS, seed, acc)."""
     p = paper[(paper["metric"] == "acc") & paper["table"].isin(list(TABLE_STUDY))].copy()
     p["study"] = p["table"].map(TABLE_STUDY)
     p["acc"] = p["value"]
-    return p[["study", *KEYS, "acc"]]
+    p["seed"] = NO_SEED
+    return p[["study", *KEYS, "seed", "acc"]]
 
 
 def check_claims(df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path) -> list[dict]:
-    """One dict per claim: id, statement, definition, verdict, numbers, paper_verdict."""
-    ours = accuracy_claims(df[["study", *KEYS, "acc"]]) | cost_claims(cost_dir)
-    theirs = accuracy_claims(paper_cells(paper))
+    """One record per claim (docs/report.md, "Claims"): id, statement, definition, kind, effect,
+    direction, threshold, verdict, mean, sd, ci, n, interval_method, paper_effect, paper_verdict,
+    stand_in_data, numbers, paper_numbers."""
+    cols = ["study", *KEYS, "acc"] + (["seed"] if "seed" in df else [])
+    ours = accuracy_claims(df[cols]) | cost_claims(cost_dir)
+    theirs = accuracy_claims(paper_cells(paper)) | paper_cost(paper, cost_dir)
     stand_in = sorted({p for s in df["stand_in"].dropna() for p in str(s).split("; ") if p})
     out = []
     for c in CLAIMS:
         r = ours.get(c.id, {"verdict": NO_DATA, "n": 0})
-        out.append({"id": c.id, "statement": c.statement, "definition": c.definition,
-                    "verdict": r["verdict"], "numbers": {k: v for k, v in r.items() if k != "verdict"},
-                    "paper_verdict": theirs.get(c.id, {}).get("verdict", "n/a (analytic)"),
-                    "paper_numbers": {k: v for k, v in theirs.get(c.id, {}).items() if k != "verdict"},
-                    "stand_in_data": bool(stand_in) and c.id in theirs})  # fmt: skip
+        t = theirs.get(c.id, {})
+        pe = t.get("mean")
+        thr = list(c.threshold) if isinstance(c.threshold, tuple) else c.threshold
+        if c.kind == "accuracy":
+            pv = point_verdict(pe, float(c.threshold), c.direction)  # type: ignore[arg-type]
+        else:
+            pv = t.get("verdict", NO_DATA)
+        out.append({
+            "id": c.id, "statement": c.statement, "definition": c.definition, "kind": c.kind,
+            "effect": c.effect, "direction": c.direction, "threshold": thr, "rule": c.rule,
+            "verdict": r["verdict"], "mean": r.get("mean"), "sd": r.get("sd"), "ci": r.get("ci"),
+            "n": r.get("n", 0),
+            "interval_method": METHOD if c.kind == "accuracy" else COST_METHOD,
+            "paper_effect": pe, "paper_verdict": pv,
+            "stand_in_data": bool(stand_in) and c.kind == "accuracy",
+            "numbers": {k: v for k, v in r.items()
+                        if k not in ("verdict", "mean", "sd", "ci", "n")},
+            "paper_numbers": {k: v for k, v in t.items() if k not in ("verdict", "sd", "ci")},
+        })  # fmt: skip
     return out
+
+
+def _f(v: float | None, digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def effect_text(c: dict) -> str:
+    """'0.50 [0.12, 0.88] (n=3)'; a cost claim: '3.99 (min 3.9, max 4.1)'; '-' without data."""
+    if c.get("mean") is None:
+        return "-"
+    if c.get("kind") == "cost":
+        nums = c.get("numbers") or {}
+        rows = f"{c['n']} row{'s' if c['n'] != 1 else ''}"
+        return f"{_f(c['mean'])} (range {_f(nums.get('min'))}-{_f(nums.get('max'))}, {rows})"
+    if c.get("ci"):
+        lo, hi = c["ci"]
+        return f"{_f(c['mean'])} [{_f(lo)}, {_f(hi)}] (n={c['n']})"
+    return f"{_f(c['mean'])} (n={c['n']}, no interval)"
 
 
 def claims_md(claims: list[dict]) -> str:
     lines = [
-        "| claim | definition | ours | numbers | paper's own numbers |",
-        "|---|---|---|---|---|",
+        "| claim | rule | paper's effect | ours: mean [95 % CI] | verdict | definition |",
+        "|---|---|---|---|---|---|",
     ]
     for c in claims:
-        nums = ", ".join(f"{k} {v}" for k, v in c["numbers"].items())
-        lines.append(f"| {c['statement']} | {c['definition']} | **{c['verdict']}**"
-                     f"{' (stand-in data)' if c['stand_in_data'] else ''} | {nums} | {c['paper_verdict']} |")  # fmt: skip
+        stand = " (stand-in data)" if c["stand_in_data"] else ""
+        lines.append(f"| {c['statement']} | {c['rule']} | {_f(c['paper_effect'])} | "
+                     f"{effect_text(c)} | **{c['verdict']}**{stand} | {c['definition']} |")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def verdict_counts(claims: list[dict], kind: str | None = None) -> dict[str, int]:
+    sel = [c for c in claims if kind is None or c.get("kind") == kind]
+    return {v: sum(c["verdict"] == v for c in sel) for v in VERDICTS}
 
 
 def write_claims(claims: list[dict], path: Path) -> list[Path]:
     from lpdt.io import write_json_atomic, write_text_atomic
 
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in (HELD, NOT_HELD, NO_DATA)}
-    write_json_atomic(path, {"claims": claims, "counts": counts})
+    write_json_atomic(path, {"claims": claims, "counts": verdict_counts(claims),
+                             "interval_method": METHOD})  # fmt: skip
     md = path.with_suffix(".md")
     write_text_atomic(md, claims_md(claims))
     return [path, md]

@@ -1,7 +1,8 @@
 """Figures 1-7 in the paper's form (matplotlib, Agg). Each is written as PDF and PNG.
 
 A figure whose data is absent at this scale is still written, with a one-line message in place
-of the plot, so that the workflow's declared outputs always exist.
+of the plot, so that the workflow's declared outputs always exist. A point that is a mean over
+seeds carries an error bar of +-1 sample standard deviation over those seeds (none for one run).
 """
 
 from __future__ import annotations
@@ -57,6 +58,13 @@ def _ok(df: pd.DataFrame, *studies: str) -> pd.DataFrame:
     return df.iloc[0:0]
 
 
+def _sd(g: pd.DataFrame) -> np.ndarray | None:
+    """Error bars: the sd column over seeds (0 where one run), None when no point has two runs."""
+    if "std" not in g or not (g["count"] > 1).any():
+        return None
+    return g["std"].fillna(0.0).to_numpy(dtype=float)
+
+
 def fig1(df: pd.DataFrame) -> plt.Figure:
     title = "Fig. 1: validation error per epoch by normalisation (ResNet-20, 8-node ring, skew 0.8)"
     runs = _ok(df, "fig1")
@@ -73,12 +81,20 @@ def fig1(df: pd.DataFrame) -> plt.Figure:
         h = h[pd.to_numeric(h[col], errors="coerce").notna()]
         if len(h):
             label = f"{r['norm'] or 'evonorm'} ({'8-bit' if r['precision'] == 'int8' else 'FP'})"
-            curves.append((label, h["epoch"].astype(int) + 1, 100 - h[col].astype(float)))
+            curves.append(pd.DataFrame({"label": label, "epoch": h["epoch"].astype(int) + 1,
+                                        "err": 100 - h[col].astype(float)}))  # fmt: skip
     if not curves:
         return _empty(title, "no per-epoch validation data at this scale")
     fig, ax = plt.subplots(figsize=(6, 4))
-    for label, x, y in curves:
-        ax.plot(x, y, marker="o", ms=3, label=label, ls="--" if "8-bit" in label else "-")
+    # Several seeds of one normalisation: the mean per epoch, +-1 sd over the seeds.
+    for label, g in pd.concat(curves).groupby("label", sort=False):
+        e = g.groupby("epoch")["err"].agg(["mean", "std", "count"]).sort_index()
+        ls = "--" if "8-bit" in label else "-"
+        if (e["count"] > 1).any():
+            ax.errorbar(e.index, e["mean"], yerr=_sd(e), marker="o", ms=3, capsize=2, ls=ls,
+                        label=f"{label} (n={int(e['count'].max())})")  # fmt: skip
+        else:
+            ax.plot(e.index, e["mean"], marker="o", ms=3, label=label, ls=ls)
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation error (%)")
     ax.set_title(title, fontsize=9)
@@ -181,12 +197,16 @@ def _skew_panels(runs: pd.DataFrame, paper: pd.DataFrame, panel_keys: list[str],
             else paper.iloc[0:0]
         )
         for (algo, prec), g in sel.groupby(["algorithm", "precision"]):
-            g = g.groupby("skew")["acc"].mean().sort_index()
+            g = g.groupby("skew")["acc"].agg(["mean", "std", "count"]).sort_index()
             lab = ("LP-" if prec == "int8" else "") + (
                 ALGO_NAME.get(algo, algo) if algos else "Choco+QGM"
             )
-            ax.plot(g.index, g.values, PREC_STYLE.get(prec, ":"), marker="o", ms=4,
-                    color=ALGO_COLOR.get(algo, "k"), label=lab)  # fmt: skip
+            if g["count"].max() > 1:
+                lab += f" (n={int(g['count'].min())}" + (
+                    f"-{int(g['count'].max())})" if g["count"].min() != g["count"].max() else ")"
+                )
+            ax.errorbar(g.index, g["mean"], yerr=_sd(g), fmt=PREC_STYLE.get(prec, ":"), marker="o",
+                        ms=4, capsize=2.5, color=ALGO_COLOR.get(algo, "k"), label=lab)  # fmt: skip
             pg = (
                 psel[(psel["algorithm"] == algo) & (psel["precision"] == prec)]
                 if len(psel)
@@ -241,9 +261,12 @@ def fig6(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
         cats = sorted({(r.skew, r.compression) for r in sel.itertuples()})
         x = np.arange(len(cats))
         for off, prec, color in ((-0.2, "fp32", "red"), (0.2, "int8", "green")):
-            vals = [sel[(sel["skew"] == s) & (sel["compression"] == c) & (sel["precision"] == prec)]["acc"].mean()
+            accs = [sel[(sel["skew"] == s) & (sel["compression"] == c) & (sel["precision"] == prec)]["acc"]
                     for s, c in cats]  # fmt: skip
-            ax.bar(x + off, vals, 0.4, color=color, label="FP" if prec == "fp32" else "LP")
+            vals = [a.mean() for a in accs]
+            sds = [a.std(ddof=1) if len(a) > 1 else 0.0 for a in accs]
+            ax.bar(x + off, vals, 0.4, color=color, label="FP" if prec == "fp32" else "LP",
+                   yerr=sds if any(len(a) > 1 for a in accs) else None, capsize=3)  # fmt: skip
             pv = [pap[(pap["topology"] == topo) & (pap["nodes"] == n) & (pap["skew"] == s)
                       & (pap["compression"] == c) & (pap["precision"] == prec)]["value"].mean()
                   for s, c in cats]  # fmt: skip

@@ -2,7 +2,9 @@
 
 Each table is written as ``tableN.csv`` (long, numeric: one row per cell), ``tableN.md`` and
 ``tableN.tex`` (the paper's layout, one "ours / paper (diff)" text per cell). Cells the grid does
-not cover at this scale show the paper's value with ours "not run at this scale".
+not cover at this scale show the paper's value with ours "not run at this scale". A cell run with
+several seeds shows the mean over its finished runs, ``mean ± sd (n=K)``; the CSV has ``ours``
+(the mean), ``ours_sd``, ``n`` (finished runs averaged), ``runs`` (runs listed) and ``seeds``.
 """
 
 from __future__ import annotations
@@ -91,23 +93,31 @@ def stand_in_caption(labels: pd.Series) -> list[str]:
 def compare(df: pd.DataFrame, paper: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     """Long frame: one row per cell with ours, paper, diff, status, stand_in, note."""
     ours = df[df["study"] == spec.study].copy()
-    keep = [*spec.match, "status", "acc", "acc_avg_model", "stand_in", "run_id"]
-    ours = ours[keep] if len(ours) else pd.DataFrame(columns=keep)
+    keep = [*spec.match, "status", "acc", "acc_avg_model", "stand_in", "run_id", "seed"]
+    ours = ours[[k for k in keep if k in ours]] if len(ours) else pd.DataFrame(columns=keep)
+    if "seed" not in ours:
+        ours["seed"] = None
     ours["qgm"] = ours["qgm"].fillna(False).astype(bool) if "qgm" in ours else False
-    # Several runs per cell (seeds): the mean over ok runs; a cell is ok if any run is.
+    # Several runs per cell (seeds): mean and sd over the ok runs; a cell is ok if any run is.
+    ours = ours.drop_duplicates("run_id")
     groups = []
     for key, g in ours.groupby(spec.match, dropna=False, sort=False):
         ok = g[g["status"] == "ok"]
         status = (
             "ok" if len(ok) else ("diverged" if (g["status"] == "diverged").any() else "missing")
         )
+        seeds = sorted({int(x) for x in g["seed"].dropna()})
         groups.append(dict(zip(spec.match, key if isinstance(key, tuple) else (key,)))
                       | {"status": status, "ours": ok["acc"].mean() if len(ok) else math.nan,
+                         "ours_sd": ok["acc"].std(ddof=1) if len(ok) > 1 else math.nan,
+                         "n": len(ok),
                          "ours_avg_model": ok["acc_avg_model"].mean() if len(ok) else math.nan,
-                         "runs": len(g), "stand_in": "; ".join(sorted(set(g["stand_in"]) - {""})),
+                         "runs": len(g), "seeds": " ".join(map(str, seeds)),
+                         "stand_in": "; ".join(sorted(set(g["stand_in"]) - {""})),
                          "run_ids": " ".join(g["run_id"])})  # fmt: skip
-    ours = pd.DataFrame(groups, columns=[*spec.match, "status", "ours", "ours_avg_model", "runs",
-                                         "stand_in", "run_ids"])  # fmt: skip
+    ours = pd.DataFrame(groups, columns=[*spec.match, "status", "ours", "ours_sd", "n",
+                                         "ours_avg_model", "runs", "seeds", "stand_in",
+                                         "run_ids"])  # fmt: skip
     pap = paper_accuracy(paper, spec.table)[[*spec.match, "value", "note"]].rename(
         columns={"value": "paper"}
     )
@@ -119,15 +129,29 @@ def compare(df: pd.DataFrame, paper: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     m["table"] = spec.table
     m["note"] = m["note"].fillna("")
     m["stand_in"] = m["stand_in"].fillna("")
-    cols = ["table", *spec.match, "ours", "paper", "diff", "status", "ours_avg_model", "runs",
-            "stand_in", "note", "run_ids"]  # fmt: skip
+    m["n"] = m["n"].fillna(0).astype(int)
+    m["runs"] = m["runs"].fillna(0).astype(int)
+    m["seeds"] = m["seeds"].fillna("")
+    cols = ["table", *spec.match, "ours", "ours_sd", "n", "paper", "diff", "status",
+            "ours_avg_model", "runs", "seeds", "stand_in", "note", "run_ids"]  # fmt: skip
     return m[cols]
+
+
+def ours_text(r: pd.Series) -> str:
+    """'81.00' for one run; '81.00 ± 0.52 (n=3)' over seeds ('n=2 of 3' when one failed)."""
+    n, runs = int(r.get("n", 1) or 0), int(r.get("runs", 1) or 0)
+    if n < 2 and runs < 2:
+        return fmt(r["ours"])
+    sd = f" ± {fmt(r['ours_sd'])}" if n >= 2 else ""
+    of = f" of {runs}" if runs > n else ""
+    return f"{fmt(r['ours'])}{sd} (n={n}{of})"
 
 
 def cell_text(r: pd.Series) -> str:
     p = fmt(r["paper"])
     if r["status"] == "ok":
-        return f"{fmt(r['ours'])} / {p} ({r['diff']:+.2f})" if p else f"{fmt(r['ours'])} / -"
+        o = ours_text(r)
+        return f"{o} / {p} ({r['diff']:+.2f})" if p else f"{o} / -"
     ours = "not run" if r["status"] == NOT_RUN else r["status"]
     return f"{ours} / {p or '-'}"
 
@@ -170,6 +194,9 @@ def render_accuracy(m: pd.DataFrame, spec: Spec, scale: str) -> Rendered:
         rows.append(cells)
     caption = [f"Cells: ours / paper (ours - paper), accuracy in %; ours = mean node test accuracy "
                f"after the final gossip rounds (reference §9); scale: {scale}.",
+               "A cell with several seeds reads mean ± sd (n=K): mean and sample standard "
+               "deviation over its K finished runs ('n=K of R' when only K of its R runs "
+               "finished); a bare number is one run.",
                "'not run' = cell not in our grid at this scale; 'missing' = run listed but no "
                "record; '-' = not in the paper."]  # fmt: skip
     caption += stand_in_caption(m["stand_in"])
@@ -290,12 +317,31 @@ def table10(cost_dir: Path, paper: pd.DataFrame) -> tuple[pd.DataFrame, list[Ren
         rows.append([ph, mo, NORM_LABEL.get(no, no), cell("memory_mib", "fp32"), cell("memory_mib", "int8"),
                      cell("memory_efficiency"), cell("energy_mj", "fp32"), cell("energy_mj", "int8"),
                      cell("energy_efficiency")])  # fmt: skip
-    cap = ["Cells: ours (analytic cost model, lpdt cost) / paper. RBN Range batch-norm, REN Range EvoNorm.",
-           "Memory reproduces within ~1 %; absolute energies do NOT match (ours 0.13-0.39x the paper's; "
-           "the paper's cannot follow from its Table 7/9 formulas, docs/cost.md), the ~20x ratio does."]  # fmt: skip
+    cap = [
+        "Cells: ours (analytic cost model, lpdt cost) / paper. RBN Range batch-norm, REN Range EvoNorm."
+    ]
+    ratios = ratio_ranges(m)
+    if ratios:
+        cap.append("Ours / paper: " + "; ".join(f"{k} {lo:.2f}-{hi:.2f}x" for k, (lo, hi) in ratios.items())
+                   + " (why the absolute energies differ: docs/cost.md).")  # fmt: skip
     if not len(ours):
         cap.append(f"Our values missing: {path} not found (run `lpdt cost all`).")
     return m, [Rendered(title, header, rows, cap)]
+
+
+def ratio_ranges(m: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """Table 10's ours / paper ratios, (min, max) per metric family, from the long frame."""
+    if not len(m) or "ratio" not in m:
+        return {}
+    ok = m[(m["status"] == "ok") & m["ratio"].notna()]
+    out = {}
+    for label, metrics in (("memory", ["memory_mib"]), ("energy", ["energy_mj"]),
+                           ("memory efficiency", ["memory_efficiency"]),
+                           ("energy efficiency", ["energy_efficiency"])):  # fmt: skip
+        r = ok[ok["metric"].isin(metrics)]["ratio"]
+        if len(r):
+            out[label] = (float(r.min()), float(r.max()))
+    return out
 
 
 def data_table(cost_dir: Path) -> Rendered | None:

@@ -1,0 +1,110 @@
+"""Paired differences over seeds: mean, sd, a 95 % t-interval, and the verdict rule.
+
+Pure functions on plain numbers (tested on constructed inputs in tests/report/test_stats.py).
+
+Interval: the two-sided Student t confidence interval of the mean of the per-seed differences,
+``mean +- t_{1-a/2, n-1} * sd / sqrt(n)`` with ``sd`` the sample standard deviation (n - 1
+denominator). It needs n >= 2: with one seed no interval can be formed, and the verdict is
+"not enough data".
+
+Verdict for a claim "effect <direction> threshold":
+
+- direction ``<=`` (e.g. FP - LP <= 1.0): **held** if the interval's upper end is <= threshold,
+  **not held** if its lower end is > threshold, **inconclusive** otherwise;
+- direction ``>`` (e.g. Choco - DS > 0): **held** if the lower end is > threshold, **not held**
+  if the upper end is <= threshold, **inconclusive** otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+HELD, NOT_HELD, INCONCLUSIVE, NO_DATA = "held", "not held", "inconclusive", "not enough data"
+VERDICTS = (HELD, NOT_HELD, INCONCLUSIVE, NO_DATA)
+DIRECTIONS = ("<=", ">")
+LEVEL = 0.95
+METHOD = "95 % Student t-interval over seeds (mean of per-seed paired differences, n - 1 df)"
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The p-quantile of Student's t with ``df`` degrees of freedom (scipy)."""
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    from scipy.stats import t
+
+    return float(t.ppf(p, df))
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Mean, sample sd and the t-interval of the values (low/high None when n < 2)."""
+
+    n: int
+    mean: float | None
+    sd: float | None
+    low: float | None
+    high: float | None
+    level: float = LEVEL
+
+    @property
+    def ci(self) -> list[float] | None:
+        return None if self.low is None or self.high is None else [self.low, self.high]
+
+
+def finite(values: Iterable[float]) -> list[float]:
+    out = []
+    for v in values:
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(f):
+            out.append(f)
+    return out
+
+
+def t_interval(values: Iterable[float], level: float = LEVEL) -> Interval:
+    """The mean of ``values`` with its two-sided ``level`` Student t-interval (NaNs dropped)."""
+    v = finite(values)
+    n = len(v)
+    if n == 0:
+        return Interval(0, None, None, None, None, level)
+    mean = math.fsum(v) / n
+    if n < 2:
+        return Interval(1, mean, None, None, None, level)
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in v) / (n - 1))
+    half = t_quantile(0.5 + level / 2, n - 1) * sd / math.sqrt(n)
+    return Interval(n, mean, sd, mean - half, mean + half, level)
+
+
+def verdict(low: float | None, high: float | None, threshold: float, direction: str) -> str:
+    """held / not held / inconclusive for an interval [low, high]; not enough data without one."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return NO_DATA
+    if low > high:
+        raise ValueError(f"interval [{low}, {high}] has low > high")
+    if direction == "<=":
+        if high <= threshold:
+            return HELD
+        return NOT_HELD if low > threshold else INCONCLUSIVE
+    if low > threshold:
+        return HELD
+    return NOT_HELD if high <= threshold else INCONCLUSIVE
+
+
+def point_verdict(value: float | None, threshold: float, direction: str) -> str:
+    """The same rule on a single number (the paper's own effect: one run per cell)."""
+    if value is None or not math.isfinite(value):
+        return NO_DATA
+    return verdict(value, value, threshold, direction)
+
+
+def holds(value: float, threshold: float, direction: str) -> bool:
+    """Whether a single number lies on the claim's side of its threshold."""
+    return value <= threshold if direction == "<=" else value > threshold
