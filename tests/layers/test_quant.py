@@ -22,8 +22,6 @@ from lpdt.layers.quant import (
     convert_to_int8,
     gossip_buffer_names,
     quantize,
-    quantize_minmax,
-    quantize_minmax_many,
 )
 from lpdt.models import MODELS
 
@@ -285,43 +283,6 @@ def test_deepcopy_and_flat_views_train_and_eval():
     q.eval()
     with torch.no_grad():
         assert torch.isfinite(q(x)).all()
-
-
-def test_batched_parameter_quantisation_matches_per_tensor():
-    xs = (
-        torch.randn(16, 3, 3, 3),
-        torch.randn(1, 16, 1, 1),
-        torch.randn(10),
-        torch.full((4,), 2.0),
-    )
-    for bits in (4, 8):
-        for a, x in zip(quantize_minmax_many(xs, bits), xs):
-            assert a.shape == x.shape and torch.equal(a, quantize_minmax(x, bits))
-
-
-def test_converted_model_batches_parameters_with_the_same_result():
-    """The model-level hook (one batch for all parameters) changes nothing but speed."""
-    mcfg = ModelConfig(name="resnet20", norm="evonorm")
-    batched = convert_to_int8(
-        MODELS.get("resnet20")(mcfg, 10, (3, 32, 32)), PrecisionConfig(), mcfg
-    )
-    single = copy.deepcopy(batched)
-    single._forward_pre_hooks.clear()  # every module quantises its own parameters
-    seen = []
-    batched.fc.register_forward_pre_hook(
-        lambda m, a: seen.append("_lpdt_quantized_params" in m.__dict__)
-    )
-    x = torch.randn(4, 3, 32, 32)
-    results = []
-    for model in (batched, single):
-        torch.manual_seed(1)  # same stochastic rounding draws
-        y = model(x)
-        y.square().sum().backward()
-        results.append((y.detach(), [p.grad for p in model.parameters()]))
-    assert torch.equal(results[0][0], results[1][0])
-    assert all(torch.equal(a, b) for a, b in zip(results[0][1], results[1][1]))
-    assert seen == [True]  # the batched path ran; the batch lives for one forward only
-    assert not any("_lpdt_quantized_params" in m.__dict__ for m in batched.modules())
 
 
 def test_lp_init_switch():

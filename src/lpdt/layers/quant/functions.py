@@ -1,0 +1,123 @@
+"""Autograd functions of the 8-bit scheme: straight-through quantisers and gradient bifurcation.
+
+- ``ste``/``ste_minmax``: quantise in the forward, identity in the backward (no clipping mask);
+- ``quantize_grad``: identity in the forward, the backward quantises the gradient (per tensor
+  [g.min, g.max], stochastic rounding): the reference's ``quantize_grad``;
+- ``biprec_conv2d``/``biprec_linear`` (gradient bifurcation, Banner et al.): the layer runs once
+  in the forward; in the backward the gradient passed to the previous layer is computed from the
+  quantised output gradient Q(g) and the weight gradient from the fp32 g. The backward uses the
+  public ``torch.nn.grad`` helpers, so the whole step traces under ``torch.compile``.
+
+At 32 bits every function is the identity / the plain layer (no autograd node added).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.nn.grad import conv2d_input, conv2d_weight
+
+from lpdt.layers.quant.quantizers import quantize, quantize_minmax
+
+
+class _STE(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, lo, hi, bits: int, stochastic: bool):  # noqa: D102
+        return quantize(x.detach(), lo, hi, bits, stochastic)
+
+    @staticmethod
+    def backward(ctx, g):  # noqa: D102
+        return g, None, None, None, None
+
+
+class _STEMinMax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, bits: int):  # noqa: D102
+        return quantize_minmax(x, bits)
+
+    @staticmethod
+    def backward(ctx, g):  # noqa: D102
+        return g, None
+
+
+class _QuantGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, bits: int):  # noqa: D102
+        ctx.bits = bits
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):  # noqa: D102
+        return quantize_minmax(g, ctx.bits, stochastic=True), None
+
+
+def ste(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bits: int, stochastic: bool):
+    """Quantised ``x`` over ``[lo, hi]`` whose gradient passes straight through."""
+    return x if bits >= 32 else _STE.apply(x, lo, hi, bits, stochastic)
+
+
+def ste_minmax(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """``x`` quantised over its own [min, max] (nearest), straight-through gradient."""
+    return x if bits >= 32 else _STEMinMax.apply(x, bits)
+
+
+def quantize_grad(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """Identity whose backward quantises the incoming gradient (stochastic, per tensor)."""
+    return x if bits >= 32 else _QuantGrad.apply(x, bits)
+
+
+class _BiprecConv(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, xq, wq, bias, stride, padding, dilation, groups, grad_bits):  # noqa: D102
+        ctx.save_for_backward(xq, wq)
+        ctx.conf = (stride, padding, dilation, groups, grad_bits, bias is not None)
+        return F.conv2d(xq, wq, bias, stride, padding, dilation, groups)
+
+    @staticmethod
+    def backward(ctx, g):  # noqa: D102
+        xq, wq = ctx.saved_tensors
+        stride, padding, dilation, groups, grad_bits, has_bias = ctx.conf
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            gq = quantize_minmax(g, grad_bits, stochastic=True)
+            gx = conv2d_input(xq.shape, wq, gq, stride, padding, dilation, groups)
+        if ctx.needs_input_grad[1]:
+            gw = conv2d_weight(xq, wq.shape, g, stride, padding, dilation, groups)
+        if has_bias and ctx.needs_input_grad[2]:
+            gb = g.sum((0, 2, 3))
+        return gx, gw, gb, None, None, None, None, None
+
+
+class _BiprecLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, xq, wq, bias, grad_bits):  # noqa: D102
+        ctx.save_for_backward(xq, wq)
+        ctx.grad_bits, ctx.has_bias = grad_bits, bias is not None
+        return F.linear(xq, wq, bias)
+
+    @staticmethod
+    def backward(ctx, g):  # noqa: D102
+        xq, wq = ctx.saved_tensors
+        gx = gw = gb = None
+        if ctx.needs_input_grad[0]:
+            gx = quantize_minmax(g, ctx.grad_bits, stochastic=True) @ wq
+        g2 = g.reshape(-1, g.shape[-1])
+        if ctx.needs_input_grad[1]:
+            gw = g2.t() @ xq.reshape(-1, xq.shape[-1])
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            gb = g2.sum(0)
+        return gx, gw, gb, None
+
+
+def biprec_conv2d(xq, wq, bias, stride, padding, dilation, groups, grad_bits: int):
+    """``F.conv2d`` with gradient bifurcation (plain conv at 32 gradient bits)."""
+    if grad_bits >= 32:
+        return F.conv2d(xq, wq, bias, stride, padding, dilation, groups)
+    return _BiprecConv.apply(xq, wq, bias, stride, padding, dilation, groups, grad_bits)
+
+
+def biprec_linear(xq, wq, bias, grad_bits: int):
+    """``F.linear`` with gradient bifurcation (plain linear at 32 gradient bits)."""
+    if grad_bits >= 32:
+        return F.linear(xq, wq, bias)
+    return _BiprecLinear.apply(xq, wq, bias, grad_bits)
