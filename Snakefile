@@ -29,5 +29,6 @@ rule all:
     input:
         REPORT_PDF,
         MANIFEST,
+        MANIFEST_STAMP,
         mlflow_targets(),
     default_target: True

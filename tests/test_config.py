@@ -54,3 +54,17 @@ def test_run_id_is_stable_and_ignores_tracking():
     b = load_config(None, ["skew=0.4", "tracking.mlflow=true", "name=foo"])
     c = load_config(None, ["skew=0.8"])
     assert a.run_id() == b.run_id() != c.run_id()
+
+
+def test_run_id_hashes_only_what_changes_results():
+    from lpdt.config import EXECUTION_KEYS, result_diff
+
+    assert set(EXECUTION_KEYS) >= {"name", "threads", "device", "data.root", "tracking"}
+    a = load_config(None, ["skew=0.4"])
+    b = load_config(None, ["skew=0.4", "threads=3", "device=cpu", "data.root=/elsewhere",
+                           "tracking.uri=sqlite:///x.db", "name=n"])  # fmt: skip
+    assert a.run_id() == b.run_id() and result_diff(a, b.to_dict()) == []
+    for change in ("seed=7", "data.train_subset=100", "precision.mode=int8", "lr=0.2"):
+        c = load_config(None, ["skew=0.4", change])
+        assert c.run_id() != a.run_id()
+        assert result_diff(a, c.to_dict()) == [resolve_key(change.split("=")[0])]

@@ -196,3 +196,111 @@ def test_command_line_init_log_sync_write_receipts(store, tmp_path):
     mid = json.loads(out.read_text())["mlflow_run_id"]
     assert tracking.find_run(store, "lpdt", "rid04") == mid
     assert tracking.main(["log", str(tmp_path / "missing"), "--uri", store]) == 2
+
+
+# -- provenance: tags come from the record, not from the machine that logs ----------------------
+
+
+def test_relogging_from_another_commit_keeps_the_recorded_commit(store, tmp_path, monkeypatch):
+    import subprocess
+
+    from lpdt import provenance
+
+    d = fake_run_dir(tmp_path / "runs", 5)
+    m = json.loads((d / "metrics.json").read_text())
+    m["provenance"] = {"git_commit": "a" * 40, "git_dirty": False, "host": "trainer",
+                       "lpdt_version": "0.1.0"}  # fmt: skip
+    (d / "metrics.json").write_text(json.dumps(m))
+    mid = tracking.log_run(d, store, "lpdt", {"studies": "table3"})
+    # log again from another checkout: a fresh git repository with its own commit as the working
+    # directory, and the package's commit lookup answering another commit
+    repo = tmp_path / "elsewhere"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo)]
+    for args in (["init", "-q"], ["commit", "-q", "--allow-empty", "-m", "x"]):
+        subprocess.run([*git, *args], check=True, capture_output=True, timeout=30)
+    monkeypatch.chdir(repo)
+    monkeypatch.setattr(provenance, "git_state", lambda path=None: ("b" * 40, True))
+    assert tracking.log_run(d, store, "lpdt", {"studies": "fig4,table3"}) == mid
+    _, runs = _logged(store)
+    tags = runs[0].data.tags
+    assert tags["git_commit"] == "a" * 40 and tags["git_dirty"] == "false"
+    assert tags["host"] == "trainer" and tags["studies"] == "fig4,table3"
+
+
+def test_record_without_provenance_is_tagged_unknown(store, tmp_path):
+    d = fake_run_dir(tmp_path / "runs", 6)
+    tracking.log_run(d, store, "lpdt")
+    _, runs = _logged(store)
+    assert runs[0].data.tags["git_commit"] == "unknown"
+
+
+# -- the store lock --------------------------------------------------------------------------------
+
+
+def test_store_lock_wait_is_bounded(tmp_path):
+    import fcntl
+    import os
+    import time
+
+    uri = f"sqlite:///{tmp_path}/results/mlflow.db"
+    with tracking.store_lock(uri):
+        pass  # creates results/ and the lock file
+    fd = os.open(tmp_path / "results" / "mlflow.db.lock", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another holder (flock: per open file)
+        t0 = time.monotonic()
+        with (
+            pytest.raises(tracking.TrackingError, match=r"timed out after 0.3 s .*mlflow\.db\.lock"),
+            tracking.store_lock(uri, timeout_s=0.3),
+        ):
+            pass
+        assert 0.3 <= time.monotonic() - t0 < 5
+    finally:
+        os.close(fd)
+    with tracking.store_lock(uri, timeout_s=0.3):  # released with its holder
+        pass
+
+
+TRAIN = ["data.dataset=synthetic", "data.train_subset=64", "data.test_subset=32",
+         "model.name=tiny_cnn", "topology.nodes=2", "train.batch_size=16", "train.epochs=1",
+         "train.final_gossip_rounds=1", "train.eval_batch_size=32", "threads=1",
+         "device=cpu"]  # fmt: skip
+
+
+@pytest.mark.parametrize("n", [4, pytest.param(16, marks=pytest.mark.slow)])
+def test_concurrent_lpdt_train_processes_create_one_fresh_store(tmp_path, n):
+    """n `lpdt train --set tracking.mlflow=true` started at once against a store that does not
+    exist yet: every run is logged completely, and the store stays readable."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    uri = f"sqlite:///{tmp_path}/results/mlflow.db"
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "OMP_NUM_THREADS": "1"}
+    procs = []
+    try:
+        for i in range(n):
+            argv = [a for o in [*TRAIN, f"seed={i}", "tracking.mlflow=true",
+                                f"tracking.uri={uri}"] for a in ("--set", o)]  # fmt: skip
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "lpdt.cli", "train", *argv, "--out", str(tmp_path / f"r{i}")],
+                env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            ))  # fmt: skip
+        deadline = time.monotonic() + 300
+        outs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=30)
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0 and "could not log" not in out, out[-3000:]
+    c, runs = _logged(uri)
+    rids = {json.loads((tmp_path / f"r{i}" / "metrics.json").read_text())["run_id"]
+            for i in range(n)}  # fmt: skip
+    assert len(rids) == n
+    assert sorted(r.data.tags["lpdt_run_id"] for r in runs) == sorted(rids)
+    assert all(r.data.tags["lpdt_logged"] == "true" for r in runs)
+    assert all(r.data.tags["git_commit"] != "" for r in runs)

@@ -1,9 +1,17 @@
 """End to end: a tiny CNN on generated data through `lpdt train`."""
 
 import csv
+import datetime as dt
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
+import yaml
 
 from lpdt.cli import main
 from lpdt.config import load_config
@@ -106,3 +114,136 @@ def test_bad_config_exits_2_with_one_line(tmp_path, capsys):
     assert main(["train", "--set", "topology.name=star", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "topology.name" in err[0] and "directed_ring" in err[0]
+
+
+# -- run records: provenance, run-directory checks, live history, progress ----------------------
+
+TINY = ["train.epochs=1", "data.train_subset=640", "data.test_subset=100"]
+
+
+def _argv(*overrides):
+    return sum((["--set", o] for o in (*BASE, *overrides)), [])
+
+
+def test_metrics_record_provenance(tmp_path):
+    m = train(cfg(*TINY), tmp_path / "r", log=lambda s: None)
+    p = m["provenance"]
+    assert p["lpdt_version"] == m["versions"]["lpdt"] and p["device"] == "cpu"
+    assert p["host"] and p["torch"] and "cuda" in p and p["command"]
+    started, finished = (dt.datetime.fromisoformat(p[k]) for k in ("started", "finished"))
+    assert started.utcoffset() == dt.timedelta(0) and started <= finished
+    repo = Path(__file__).resolve().parents[1]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+                          timeout=10)  # fmt: skip
+    import lpdt
+
+    if head.returncode == 0 and Path(lpdt.__file__).resolve().is_relative_to(repo):
+        # the code that ran is this checkout's
+        assert p["git_commit"] == head.stdout.strip() and isinstance(p["git_dirty"], bool)
+
+
+def test_git_state_outside_a_checkout_is_none(tmp_path):
+    from lpdt import provenance
+
+    assert provenance.git_state(tmp_path) == (None, None)
+
+
+def test_output_dir_of_another_config_is_refused(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    assert main(["train", *_argv(*TINY), "--out", out]) == 0
+    capsys.readouterr()
+    # complete run, other config: refused (not "already complete"), naming the keys
+    assert main(["train", *_argv(*TINY, "optim.lr=0.05", "skew=0.5"), "--out", out]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "optim.lr, partition.skew" in err[0] and "--force" in err[0]
+    # execution settings are not part of the config's identity
+    assert main(["train", *_argv(*TINY, "threads=2", "name=x"), "--out", out]) == 0
+    assert "already complete" in capsys.readouterr().out
+    # --force overwrites
+    assert main(["train", *_argv(*TINY, "optim.lr=0.05"), "--out", out, "--force"]) == 0
+    m = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert m["config"]["optim"]["lr"] == 0.05
+
+
+def test_checkpoint_of_another_config_is_refused(tmp_path, capsys):
+    c = cfg("train.epochs=2")
+    out = tmp_path / "cut"
+
+    class Killed(Exception):
+        pass
+
+    def killer(line):
+        if line.startswith("epoch 2/2"):
+            raise Killed
+
+    with pytest.raises(Killed):
+        train(c, out, log=killer)
+    assert (out / "checkpoint.pt").exists()
+    other = ["train.epochs=2", "partition.skew=0.4"]
+    # config.yaml of the started run differs
+    assert main(["train", *_argv(*other), "--out", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "config.yaml" in err[0] and "partition.skew" in err[0]
+    # config.yaml replaced by the other config's: the checkpoint itself still says no
+    (out / "config.yaml").write_text(yaml.safe_dump(cfg(*other).to_dict()))
+    assert main(["train", *_argv(*other), "--out", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "checkpoint.pt" in err[0] and "partition.skew" in err[0]
+
+
+def test_progress_lines_have_iteration_loss_throughput_and_eta(tmp_path, monkeypatch):
+    import lpdt.train as lt
+
+    monkeypatch.setattr(lt, "PROGRESS_EVERY_S", 0.0)
+    lines = []
+    train(cfg("train.epochs=2"), tmp_path / "p", log=lines.append)
+    progress = [s for s in lines if s.startswith("  epoch ")]
+    assert len(progress) == 2 * 29  # every iteration but each epoch's last (30 per epoch)
+    assert progress[0].startswith("  epoch 1/2 iter 1/30  loss ")
+    assert all("img/s" in s and "ETA " in s for s in progress)
+    assert "ETA" in next(s for s in lines if s.startswith("epoch 1/2"))
+
+
+def test_killed_process_resumes_with_continuous_history_and_wall_time(tmp_path):
+    """SIGKILL a real `lpdt train` once its first checkpoint exists, then --resume: history.csv
+    (written every epoch) continues where it stopped, and wall_s keeps growing."""
+    epochs = 8
+    extra = [f"train.epochs={epochs}"]
+    out = tmp_path / "run"
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "lpdt.cli", "train", *_argv(*extra),
+                             "--out", str(out)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "checkpoint.pt").exists():
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "no checkpoint after 120 s"
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        proc.stderr.close()
+    assert not (out / "metrics.json").exists(), "the run ended before it was killed"
+    before = list(csv.DictReader((out / "history.csv").open()))
+    assert 1 <= len(before) < epochs and [r["epoch"] for r in before] == [
+        str(e) for e in range(len(before))
+    ]
+    m = train(cfg(*extra), out, resume=True, log=lambda s: None)
+    rows = list(csv.DictReader((out / "history.csv").open()))
+    assert [r["epoch"] for r in rows] == [str(e) for e in range(epochs)] + ["final"]
+    walls = [float(r["wall_s"]) for r in rows]
+    assert all(a < b for a, b in zip(walls, walls[1:])), walls
+    assert walls[0] == pytest.approx(float(before[0]["wall_s"]))
+    assert m["time"]["total_s"] >= walls[-1]
+
+
+def test_version(capsys):
+    import lpdt
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"lpdt {lpdt.__version__}"

@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+import lpdt
 from lpdt.config import ConfigError
 
 # subcommand -> (module, one-line help)
@@ -40,7 +41,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--out", default=None, help="output directory (default: results/runs/<run_id>)")
     p.add_argument("--resume", action="store_true", help="continue from the last epoch checkpoint")
-    p.add_argument("--force", action="store_true", help="run again even if already complete")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="run again even if complete, or if --out holds a run of another config",
+    )
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
 
 
@@ -69,6 +74,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
         prog="lpdt",
         description="Low precision decentralized training: experiments, cost model and report.",
     )
+    parser.add_argument("--version", action="version", version=f"lpdt {lpdt.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     subs = {name: sub.add_parser(name, help=help_, description=help_)
             for name, (_, help_) in COMMANDS.items()}  # fmt: skip

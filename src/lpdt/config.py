@@ -10,6 +10,7 @@ tree may be used alone (``skew=0.9``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -191,12 +192,65 @@ class RunConfig:
         return _to_plain(dataclasses.asdict(self))
 
     def run_id(self) -> str:
-        """A stable short hash of the resolved config (tracking fields excluded)."""
-        d = self.to_dict()
-        d.pop("tracking", None)
-        d.pop("name", None)
-        blob = json.dumps(d, sort_keys=True, default=str).encode()
+        """A stable short hash of what changes the results (``EXECUTION_KEYS`` excluded)."""
+        blob = json.dumps(result_dict(self.to_dict()), sort_keys=True, default=str).encode()
         return hashlib.sha1(blob).hexdigest()[:12]
+
+
+# Keys that do not change a run's results: its label, how and where it executes, and how it is
+# recorded. ``RunConfig.run_id()`` does not hash them, and a run directory written with other
+# values of them still counts as the same run (``lpdt.train``'s run-directory check). Dotted
+# paths; a whole section (``tracking``) may be named; a key this version does not have (an
+# execution switch added later, e.g. ``train.compile``) is simply absent. A key that does change
+# numbers (seed, sizes, precision, ...) must never be listed here.
+EXECUTION_KEYS: tuple[str, ...] = (
+    "name",  # a label
+    "threads",  # torch intra-op threads: speed only
+    "device",  # cpu / cuda: where it runs (results may differ in the last bits, not in kind)
+    "data.root",  # where the dataset files are, not which data
+    "tracking",  # MLflow logging
+    "train.compile",  # torch.compile switch: speed only
+)
+
+
+def result_dict(tree: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a config tree (``RunConfig.to_dict()`` or a stored one) without
+    ``EXECUTION_KEYS``: the part that determines the results."""
+    out = json.loads(json.dumps(tree, default=str))  # deep copy; tuples -> lists, as stored
+    for key in EXECUTION_KEYS:
+        *parents, leaf = key.split(".")
+        node: Any = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(leaf, None)
+    return out
+
+
+def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two config trees (a key on one side only
+    counts), sorted."""
+    out: list[str] = []
+    for k in sorted(set(a) | set(b), key=str):
+        va, vb = a.get(k, _MISSING), b.get(k, _MISSING)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += config_diff(va, vb, f"{prefix}{k}.")
+        elif va != vb:
+            out.append(f"{prefix}{k}")
+    return out
+
+
+def result_diff(cfg: RunConfig, stored: dict[str, Any]) -> list[str]:
+    """The result-affecting keys in which a stored config tree (a run directory's
+    ``config.yaml``, ``metrics.json`` or checkpoint) differs from ``cfg``. The stored tree is read
+    with this version's defaults where it validates, so keys added since it was written do not
+    count as differences."""
+    with contextlib.suppress(ConfigError, TypeError):  # else written by another version
+        stored = config_from_dict(stored).to_dict()
+    return config_diff(result_dict(cfg.to_dict()), result_dict(stored))
+
+
+_MISSING = object()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -5,9 +5,15 @@ truth; MLflow is a view of them. ``log_run`` is therefore idempotent (a run alre
 by its ``lpdt_run_id`` tag, is not logged twice; only its tags are refreshed) and can be called
 again at any time, e.g. by the workflow's final ``mlflow_sync`` step.
 
-SQLite stores do not like concurrent writers: the store and the experiment are created once,
-before any training job (``init_store``), and every write retries with backoff on
-"database is locked".
+SQLite stores do not like concurrent writers. Opening a SQLite store (which creates or migrates
+its schema when the file is new) is serialised across processes by an exclusive lock on
+``<db>.lock`` next to the database (``store_lock``; bounded wait, ``TrackingError`` on timeout),
+so any number of ``lpdt train`` processes, ``lpdt ui`` and the workflow may open one fresh store
+at once; every write retries with backoff on "database is locked".
+
+Tags are derived from the run's record only (``metrics.json``, including its ``provenance``
+block written at training time), never from the state of the machine at logging time, so
+logging a run again (``mlflow_sync``) does not change them.
 
 Command line (used by the workflow): ``python -m lpdt.tracking init|log|sync ...``;
 ``lpdt ui`` opens the MLflow UI on 127.0.0.1.
@@ -16,15 +22,16 @@ Command line (used by the workflow): ``python -m lpdt.tracking init|log|sync ...
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import fcntl
 import json
 import math
 import os
 import random
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -36,6 +43,7 @@ DEFAULT_URI = "sqlite:///results/mlflow.db"
 DEFAULT_EXPERIMENT = "lpdt"
 RUN_ID_TAG = "lpdt_run_id"
 COMPLETE_TAG = "lpdt_logged"  # set last: a run without it was interrupted while logging
+LOCK_TIMEOUT_S = 120.0  # longest wait for another process to finish opening a SQLite store
 
 T = TypeVar("T")
 
@@ -72,13 +80,51 @@ def sqlite_path(uri: str) -> Path | None:
     return Path(uri[len(prefix) :]) if uri.startswith(prefix) else None
 
 
-def _client(uri: str):
-    from mlflow.tracking import MlflowClient
+@contextlib.contextmanager
+def store_lock(uri: str, timeout_s: float | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on ``<db>.lock`` next to a SQLite store (nothing for other URIs).
 
+    Waits at most ``timeout_s`` (default ``LOCK_TIMEOUT_S``), then raises ``TrackingError``. The
+    lock is an ``flock``: the kernel releases it when its holder dies, so a leftover lock file
+    never blocks anyone.
+    """
     path = sqlite_path(uri)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    return with_retry(lambda: MlflowClient(tracking_uri=uri))
+    if path is None:
+        yield
+        return
+    timeout = LOCK_TIMEOUT_S if timeout_s is None else timeout_s
+    lock = path.with_name(path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TrackingError(
+                        f"timed out after {timeout:g} s waiting for the lock {lock} (another "
+                        "process is creating or opening the MLflow store)"
+                    ) from None
+                time.sleep(0.02 + 0.08 * random.random())
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _client(uri: str):
+    """An MLflow client whose store is open. For a SQLite store, opening it (creating the schema
+    of a new file, checking it, creating the default experiment) happens under ``store_lock``:
+    concurrent schema creation on one fresh file corrupts it."""
+    from mlflow.tracking import MlflowClient  # imported (seconds) before taking the lock
+
+    with store_lock(uri):
+        return with_retry(lambda: MlflowClient(tracking_uri=uri))
 
 
 def _artifact_location(uri: str) -> str | None:
@@ -117,16 +163,6 @@ def _number(v: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def git_commit(cwd: str | Path = ".") -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 else "unknown"
-
-
 # ----------------------------------------------------------------------------------------------
 # Public API
 # ----------------------------------------------------------------------------------------------
@@ -135,10 +171,16 @@ def git_commit(cwd: str | Path = ".") -> str:
 def init_store(uri: str = DEFAULT_URI, experiment: str = DEFAULT_EXPERIMENT) -> str:
     """Create the store (and its schema) and the experiment if needed; return the experiment id.
 
-    Run once before parallel jobs log: concurrent schema creation on a fresh SQLite file fails.
+    Safe to call from many processes at once (``store_lock``).
     """
+    return _open(uri, experiment)[1]
+
+
+def _open(uri: str, experiment: str) -> tuple[Any, str]:
+    """(client, experiment id), creating the experiment if needed (under ``store_lock``)."""
     client = _client(uri)
-    return _experiment_id(client, uri, experiment)
+    with store_lock(uri):
+        return client, _experiment_id(client, uri, experiment)
 
 
 def _experiment_id(client, uri: str, experiment: str) -> str:
@@ -191,10 +233,19 @@ def read_run_dir(run_dir: str | Path) -> tuple[dict, list[dict], dict]:
     return metrics, history, config
 
 
+def _tag(v: Any) -> str:
+    if v is None:
+        return "unknown"
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
 def run_tags(metrics: dict, tags: dict[str, Any] | None = None) -> dict[str, str]:
     """The tags of an MLflow run: lpdt run id, dataset (and whether it is a stand-in), status,
-    git commit, plus the caller's tags (studies, scale)."""
+    and the provenance recorded at training time (git commit and dirty flag, host, lpdt version;
+    "unknown" where the record has none), plus the caller's tags (studies, scale). A function
+    of the record only: logging the same run again gives the same tags."""
     ds = metrics.get("dataset") or {}
+    prov = metrics.get("provenance") or {}
     out = {
         RUN_ID_TAG: str(metrics["run_id"]),
         "dataset": str(ds.get("name")),
@@ -202,7 +253,10 @@ def run_tags(metrics: dict, tags: dict[str, Any] | None = None) -> dict[str, str
         "stand_in_for": str(ds.get("stand_in_for") or ""),
         "model": str((metrics.get("model") or {}).get("name")),
         "status": str(metrics.get("status")),
-        "git_commit": git_commit(),
+        "git_commit": _tag(prov.get("git_commit")),
+        "git_dirty": _tag(prov.get("git_dirty")),
+        "host": _tag(prov.get("host")),
+        "lpdt_version": _tag(prov.get("lpdt_version")),
     }
     out.update({str(k): str(v) for k, v in (tags or {}).items()})
     return out
@@ -250,8 +304,7 @@ def log_run(
     from mlflow.entities import Param, RunTag
 
     metrics, history, config = read_run_dir(run_dir)
-    client = _client(uri)
-    exp_id = _experiment_id(client, uri, experiment)
+    client, exp_id = _open(uri, experiment)
     all_tags = run_tags(metrics, tags)
     run_id = all_tags[RUN_ID_TAG]
 
@@ -319,6 +372,12 @@ def ui(uri: str = DEFAULT_URI, host: str = "127.0.0.1", port: int = 5000) -> int
             f"no MLflow store at {path}; run the workflow (snakemake) or `lpdt train` with "
             "tracking.mlflow=true first, or pass --uri"
         )
+    try:  # open it under the store lock: the server then finds its schema complete
+        _client(uri)
+    except TrackingError:
+        raise
+    except Exception as e:
+        raise TrackingError(f"cannot open the MLflow store {uri}: {e}".replace("\n", " ")) from e
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri]
     cmd += ["--host", host, "--port", str(port)]
     print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl-C to stop)", flush=True)

@@ -8,8 +8,9 @@ After the last epoch, ``final_gossip_rounds`` gossip-only rounds run (no SGD; fo
 train mode keep BatchNorm / 8-bit range statistics current, as the reference does), and every
 node's model, plus the exact average model, is evaluated on the test set.
 
-Outputs (``docs/architecture.md``): ``config.yaml``, ``history.csv``, ``metrics.json`` (written
-last, atomically) and, while running, ``checkpoint.pt`` (removed once the run is complete).
+Outputs (``docs/architecture.md``): ``config.yaml``, ``history.csv`` (rewritten atomically after
+every epoch), ``metrics.json`` (written last, atomically) and, while running, ``checkpoint.pt``
+(removed once the run is complete).
 """
 
 from __future__ import annotations
@@ -23,13 +24,16 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+import yaml
 
 import lpdt
-from lpdt.config import RunConfig, dump_config
+from lpdt import provenance
+from lpdt.config import RunConfig, dump_config, result_diff
 from lpdt.data import Dataset, load_dataset
 from lpdt.data.sampler import NodeSampler
 from lpdt.decentral.algorithms import make_algorithm
@@ -46,6 +50,8 @@ HISTORY_FIELDS = [
 ]  # fmt: skip
 
 Log = Callable[[str], None]
+
+PROGRESS_EVERY_S = 30.0  # seconds between in-epoch progress lines (tests lower it)
 
 
 def _print(msg: str) -> None:
@@ -288,6 +294,99 @@ def _history_csv(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
+def _write_history(out: Path, rows: list[dict]) -> None:
+    write_text_atomic(out / "history.csv", _history_csv(rows))
+
+
+class RunDirError(ValueError):
+    """The output directory holds files of a run of another config (the CLI exits 2)."""
+
+
+def _refuse_other_config(cfg: RunConfig, stored: Any, where: Path) -> None:
+    """Raise ``RunDirError`` unless ``stored`` (a config tree found in a run directory) has
+    ``cfg``'s result-affecting values (``lpdt.config.EXECUTION_KEYS`` may differ)."""
+    keys = result_diff(cfg, stored) if isinstance(stored, dict) and stored else ["no config"]
+    if keys:
+        shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+        raise RunDirError(f"{where} is from a run of another config (differs in: {shown}); "
+                          "pass --force to overwrite that run, or choose another --out")  # fmt: skip
+
+
+def _check_run_dir(cfg: RunConfig, out: Path) -> None:
+    """A complete run (``metrics.json``) or a started one (``config.yaml``) in ``out`` must be
+    ``cfg``'s; a checkpoint is checked when it is loaded."""
+    for name, read in (("metrics.json", lambda t: json.loads(t).get("config")),
+                       ("config.yaml", yaml.safe_load)):  # fmt: skip
+        path = out / name
+        if path.exists():
+            try:
+                stored = read(path.read_text())
+            except (ValueError, AttributeError, yaml.YAMLError):
+                stored = None
+            _refuse_other_config(cfg, stored, path)
+            return
+
+
+def _duration(s: float) -> str:
+    s = max(0, round(s))
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+class _Progress:
+    """In-epoch progress, at most one line per ``every_s`` seconds: epoch and iteration, mean
+    loss of the epoch so far, images/s since the previous line, and the run's ETA (from this
+    session's wall time per iteration, evaluation included). Attached to a ``Run`` by wrapping
+    its ``local_gradients`` (which returns the iteration's losses)."""
+
+    def __init__(self, run: Run, epochs: int, log: Log, every_s: float) -> None:
+        self.run, self.epochs, self.log, self.every_s = run, epochs, log, every_s
+        self.t0 = self.last_t = time.perf_counter()
+        self.it0, self.last_samples = run.iterations, run.samples
+        self.epoch, self.k, self.loss_sum = -1, 0, None
+
+    def attach(self) -> None:
+        local_gradients = self.run.local_gradients
+
+        def step() -> torch.Tensor:
+            losses = local_gradients()
+            self.after_gradients(losses)
+            return losses
+
+        self.run.local_gradients = step  # type: ignore[method-assign]
+
+    def eta_s(self, done_in_iter: int = 0) -> float | None:
+        """Seconds left for the run; ``done_in_iter``: the current iteration is (nearly) done."""
+        r = self.run
+        done = r.iterations + done_in_iter - self.it0
+        if done <= 0:
+            return None
+        per_iter = (time.perf_counter() - self.t0) / done
+        return per_iter * (self.epochs * r.iters - r.iterations - done_in_iter)
+
+    def after_gradients(self, losses: torch.Tensor) -> None:
+        r = self.run
+        if r.epoch != self.epoch:
+            self.epoch, self.k, self.loss_sum = r.epoch, 0, None
+        self.k += 1
+        loss = losses.detach().mean()
+        self.loss_sum = loss if self.loss_sum is None else self.loss_sum + loss
+        now = time.perf_counter()
+        if now - self.last_t < self.every_s or self.k >= r.iters:
+            return
+        ips = (r.samples - self.last_samples) / max(now - self.last_t, 1e-9)
+        eta = self.eta_s(done_in_iter=1)
+        self.log(f"  epoch {r.epoch + 1}/{self.epochs} iter {self.k}/{r.iters}  loss "
+                 f"{float(self.loss_sum) / self.k:.4f}  {ips:.0f} img/s  ETA "
+                 f"{_duration(eta) if eta is not None else '?'}")  # fmt: skip
+        self.last_t, self.last_samples = now, r.samples
+
+
 def train(
     cfg: RunConfig,
     out_dir: str | Path,
@@ -295,26 +394,45 @@ def train(
     force: bool = False,
     log: Log = _print,
 ) -> dict:
-    """Run (or resume, or skip if complete) one experiment; returns the metrics dict."""
+    """Run (or resume, or skip if complete) one experiment; returns the metrics dict.
+
+    Files already in ``out_dir`` (a complete run, a started run's ``config.yaml``, a checkpoint
+    to resume) must belong to ``cfg``: same config up to ``lpdt.config.EXECUTION_KEYS``, else
+    ``RunDirError``. ``force`` discards them instead.
+    """
     out = Path(out_dir)
     metrics_path, ck_path = out / "metrics.json", out / "checkpoint.pt"
-    if metrics_path.exists() and not force:
-        log(f"{out}: already complete (use --force to run it again)")
-        return json.loads(metrics_path.read_text())
     if force:
         metrics_path.unlink(missing_ok=True)
         ck_path.unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "config.yaml", dump_config(cfg))
+    else:
+        _check_run_dir(cfg, out)
+        if metrics_path.exists():
+            log(f"{out}: already complete (use --force to run it again)")
+            return json.loads(metrics_path.read_text())
+    prov = provenance.capture(resolve_device(cfg.device))
 
     run = Run(cfg, log)
     st = run.state
     info = run.data.info
+    wall0 = 0.0  # wall time of the earlier sessions of a resumed run
     if resume and ck_path.exists():
-        run.restore(torch.load(ck_path, map_location=run.device, weights_only=False))
+        ck = torch.load(ck_path, map_location=run.device, weights_only=False)
+        if "run_config" in ck:
+            _refuse_other_config(cfg, ck["run_config"], ck_path)
+        run.restore(ck)
+        last_wall = run.history[-1].get("wall_s") if run.history else None
+        wall0 = float(ck.get("wall_s", last_wall or 0.0))
+        if ck.get("provenance"):  # the record describes the session that started the run
+            keys = ("started", "git_commit", "git_dirty", "host", "command")
+            session = {"epoch": run.epoch, **{k: prov[k] for k in keys}}
+            prov = {**ck["provenance"]}
+            prov["resumed"] = [*prov.get("resumed", []), session]
         log(f"resumed from {ck_path} after epoch {run.epoch}")
     elif ck_path.exists():
         log(f"note: {ck_path} exists; starting from scratch (pass --resume to continue it)")
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out / "config.yaml", dump_config(cfg))
     log(f"run {cfg.run_id()}: {cfg.model.name} ({cfg.precision.mode}, {st.p_train:,} params) on "
         f"{info.name}{' (stand-in for ' + str(info.stand_in_for) + ')' if info.stand_in else ''}, "
         f"{cfg.topology.nodes} nodes {cfg.topology.name}, {cfg.algorithm.name} "
@@ -324,6 +442,12 @@ def train(
 
     status = "ok"
     t_start = time.perf_counter()
+
+    def wall() -> float:
+        return wall0 + time.perf_counter() - t_start
+
+    progress = _Progress(run, cfg.train.epochs, log, PROGRESS_EVERY_S)
+    progress.attach()
     while run.epoch < cfg.train.epochs:
         epoch = run.epoch
         lr = lr_at(cfg, epoch)
@@ -332,17 +456,21 @@ def train(
         if math.isnan(loss):
             status = "diverged"
             run.history.append(row)
+            _write_history(out, run.history)
             log(f"epoch {epoch}: training diverged (non-finite loss or weights); stopping")
             break
         last = epoch == cfg.train.epochs - 1
         if (epoch + 1) % cfg.train.eval_every == 0 and not last:
             row.update(run.evaluate_all())
-        row.update(bytes_per_node=run.bytes_train, wall_s=time.perf_counter() - t_start)
+        row.update(bytes_per_node=run.bytes_train, wall_s=wall())
         run.history.append(row)
         run.epoch += 1
-        log(_epoch_line(row, cfg.train.epochs))
+        _write_history(out, run.history)  # grows by a row per epoch, for watching a run
+        log(_epoch_line(row, cfg.train.epochs, None if last else progress.eta_s()))
         if not last:
-            torch_save_atomic(ck_path, run.checkpoint())
+            ck = run.checkpoint()
+            ck.update(run_config=cfg.to_dict(), wall_s=row["wall_s"], provenance=prov)
+            torch_save_atomic(ck_path, ck)
 
     final: dict = {}
     if status == "ok":
@@ -351,7 +479,7 @@ def train(
         final["train_loss"] = run.history[-1]["train_loss"]
         run.history.append({"epoch": "final", **final,
                             "bytes_per_node": run.bytes_train + run.bytes_final,
-                            "wall_s": time.perf_counter() - t_start})  # fmt: skip
+                            "wall_s": wall()})  # fmt: skip
         log(f"final (after {cfg.train.final_gossip_rounds} gossip rounds): node accuracy "
             f"{final['acc_node_mean']:.2f} % (min {final['acc_node_min']:.2f}, max "
             f"{final['acc_node_max']:.2f}), average model {final['acc_avg_model']:.2f} %")  # fmt: skip
@@ -385,7 +513,7 @@ def train(
         },
         "time": {
             "train_s": run.train_s,
-            "total_s": time.perf_counter() - t_start,
+            "total_s": wall(),
             "images_per_s": run.samples / run.train_s if run.train_s else None,
             "s_per_iter": run.train_s / run.iterations if run.iterations else None,
             "iterations": run.iterations,
@@ -394,13 +522,14 @@ def train(
         "iters_per_epoch": run.iters,
         "history": run.history,
         "device": str(run.device),
+        "provenance": {**prov, "finished": provenance.utc_now()},
         "versions": {
             "lpdt": lpdt.__version__,
             "torch": torch.__version__,
             "python": platform.python_version(),
         },
     }
-    write_text_atomic(out / "history.csv", _history_csv(run.history))
+    _write_history(out, run.history)
     write_json_atomic(metrics_path, metrics)  # last: its presence means "complete"
     ck_path.unlink(missing_ok=True)
     if cfg.tracking.mlflow:
@@ -414,10 +543,11 @@ def train(
     return metrics
 
 
-def _epoch_line(row: dict, epochs: int) -> str:
+def _epoch_line(row: dict, epochs: int, eta_s: float | None = None) -> str:
     s = f"epoch {row['epoch'] + 1}/{epochs}  lr {row['lr']:.4g}  loss {row['train_loss']:.4f}"
     if "acc_node_mean" in row:
         s += (f"  acc {row['acc_node_mean']:.2f} % (min {row['acc_node_min']:.2f}, max "
               f"{row['acc_node_max']:.2f})  avg-model {row['acc_avg_model']:.2f} %  "
               f"consensus {row['consensus_distance']:.3g}")  # fmt: skip
-    return s + f"  [{row['wall_s']:.1f} s]"
+    eta = f", ETA {_duration(eta_s)}" if eta_s is not None else ""
+    return s + f"  [{row['wall_s']:.1f} s{eta}]"

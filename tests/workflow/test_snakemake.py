@@ -1,6 +1,7 @@
 """The Snakemake workflow end to end, run in a temporary directory (`--directory`), never in
 the repository: config validation, the paper grid's dry run, and the smoke pipeline."""
 
+import hashlib
 import json
 import os
 import re
@@ -71,6 +72,17 @@ def test_scale_file_typo_names_the_key(tmp_path):
     assert "'gird' was unexpected" in r.stdout + r.stderr
 
 
+def test_bad_seeds_name_the_key(tmp_path):
+    wd = workdir(tmp_path)
+    (wd / "config/scales/typo.yaml").write_text(
+        yaml.safe_dump({"studies": {"table4": {"seeds": 0}}})
+    )
+    r = snakemake(wd, "-n", "--config", "scale=typo")
+    assert r.returncode != 0
+    out = r.stdout + r.stderr
+    assert "0 is less than the minimum of 1" in out and "['table4']['seeds']" in out
+
+
 def test_unknown_scale_lists_the_scales(tmp_path):
     r = snakemake(workdir(tmp_path), "-n", "--config", "scale=huge")
     assert r.returncode != 0
@@ -108,13 +120,41 @@ def test_paper_dry_run_lists_the_full_grid_quickly(tmp_path):
     counts = job_counts(r.stdout)
     assert counts["train"] == PAPER_RUNS
     assert counts["report"] == 1 and counts["mlflow_init"] == 1 and counts["cost"] == 1
+    assert counts["run_configs"] == 1 and counts["manifest"] == 1
     # CPU time, not wall time: the test machine may be busy (about 5-8 s CPU here)
     assert cpu < 30, f"dry run took {cpu:.1f} s CPU ({elapsed:.1f} s wall)"
-    m = json.loads((wd / "results/manifest.json").read_text())
+    assert not (wd / "results").exists()  # a dry run writes nothing
+    spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/paper.yaml")
+    m = grid.manifest(grid.expand(spec), spec, "paper", "results/runs")
     sizes = {s: len(e["runs"]) for s, e in m["studies"].items()}
     assert sizes == {"table2": 14, "table3": 192, "fig4": 192, "table4": 16, "fig5": 16,
                      "table5": 16, "fig6": 16, "table6": 48, "fig1": 5}  # fmt: skip
-    assert len(list((wd / "results/configs").glob("*.yaml"))) == PAPER_RUNS
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """sha256 of every file under ``root``, by relative path."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}  # fmt: skip
+
+
+def test_dry_run_leaves_results_byte_identical(tmp_path):
+    """`snakemake -n` is read-only: a results directory from another scale (its manifest, a
+    config, a run) is left exactly as it was, and no file is added."""
+    why = expandable("smoke")
+    if why:
+        pytest.skip(f"smoke run configs do not resolve yet: {why[:200]}")
+    wd = workdir(tmp_path)
+    res = wd / "results"
+    (res / "configs").mkdir(parents=True)
+    (res / "manifest.json").write_text('{"scale": "quick", "studies": {}}\n')
+    (res / "configs" / "0123456789ab.yaml").write_text("seed: 1\n")
+    (res / "runs" / "0123456789ab").mkdir(parents=True)
+    (res / "runs" / "0123456789ab" / "history.csv").write_text("epoch\n0\n")
+    before = tree_digest(res)
+    r = snakemake(wd, "-n", "--cores", "1", "--config", "scale=smoke")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert job_counts(r.stdout)["manifest"] == 1  # the manifest is stale: it would be rewritten
+    assert tree_digest(res) == before
 
 
 # -- the smoke pipeline: the whole DAG ------------------------------------------------------------

@@ -1,6 +1,7 @@
 # Grid expansion: config/studies.yaml x config/scales/<scale>.yaml -> one run per unique config.
 # The logic is plain Python in workflow/scripts/grid.py (unit-tested in tests/workflow/).
 
+import hashlib
 import sys
 from pathlib import Path
 
@@ -29,11 +30,10 @@ try:
 except grid.GridError as e:
     raise WorkflowError(f"{STUDIES_FILE} with scale {SCALE!r}: {e}") from None
 
-# Per-run configs and the manifest are written while the DAG is built, and only when their
-# content changes: their mtimes then never trigger reruns by themselves.
-for _run in RUNS.values():
-    grid.write_if_changed(f"{RESULTS}/configs/{_run.run_id}.yaml", grid.config_text(_run))
-grid.write_if_changed(MANIFEST, grid.manifest_text(grid.manifest(RUNS, SPEC, SCALE, RUNS_DIR)))
+# Nothing is written while the DAG is built (`snakemake -n` is read-only): the per-run configs
+# and the manifest are outputs of the rules `run_configs` and `manifest` below.
+MANIFEST_TEXT = grid.manifest_text(grid.manifest(RUNS, SPEC, SCALE, RUNS_DIR))
+MANIFEST_STAMP = f"{RESULTS}/.manifest/{hashlib.sha1(MANIFEST_TEXT.encode()).hexdigest()[:16]}"
 
 
 def run_metrics(run_ids=None):
@@ -47,6 +47,37 @@ wildcard_constraints:
 
 localrules:
     plan,
+    run_configs,
+    manifest,
+
+
+rule run_configs:
+    """`results/configs/<run_id>.yaml` of every run, the inputs of `lpdt train`. One job for all
+    (each `run:` job re-reads the workflow in a subprocess: seconds). A config's name is the
+    hash of its result-affecting content, and rule train takes it as ancient(), so rewriting
+    the configs (when one is missing) reruns nothing."""
+    output:
+        [f"{RESULTS}/configs/{r}.yaml" for r in RUNS],
+    run:
+        for path, r in zip(output, RUNS.values()):
+            grid.write_if_changed(path, grid.config_text(r))
+
+
+rule manifest:
+    """`results/manifest.json` (studies -> runs), read by lpdt report and mlflow_sync, and its
+    content stamp: a file named by the manifest's hash. A manifest whose content changed (another
+    scale, edited studies) has no stamp yet; the consumers (rules all, report, mlflow_sync) ask
+    for the stamp too, so the manifest is rewritten before any of them runs, whatever the rerun
+    triggers (the profiles use mtime only)."""
+    output:
+        manifest=MANIFEST,
+        stamp=MANIFEST_STAMP,
+    run:
+        for old in Path(output.stamp).parent.iterdir():
+            if old.name != Path(output.stamp).name:
+                old.unlink()
+        grid.write_if_changed(output.manifest, MANIFEST_TEXT)
+        Path(output.stamp).write_text(f"{SCALE}\n")
 
 
 rule plan:

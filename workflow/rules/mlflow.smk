@@ -32,6 +32,7 @@ rule mlflow_sync:
     input:
         MLFLOW_INIT,
         MANIFEST,
+        MANIFEST_STAMP,  # the manifest of this scale (rule manifest)
         run_metrics(),
     output:
         MLFLOW_SYNCED,

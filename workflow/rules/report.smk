@@ -17,6 +17,7 @@ localrules:
 rule report:
     input:
         manifest=MANIFEST,
+        manifest_stamp=MANIFEST_STAMP,  # the manifest of this scale (rule manifest)
         runs=run_metrics(),
         cost=COST_DIR,
         analysis=ANALYSIS_FILES,

@@ -5,6 +5,8 @@
 #   continues from it (--resume).
 # - `lpdt train` exits 3 for a run that diverged: that is a result (reported as such), not a
 #   failure, so it is accepted here.
+# - The run config is an ancient() input: its file name is the hash of its result-affecting
+#   content (rule run_configs), so rewriting it never calls for a rerun.
 # - threads: torch threads per job (OMP_NUM_THREADS); config train_threads (default 1).
 # - MLflow: the run is logged right after training; a logging failure only warns (the JSON
 #   files are the source of truth; the final mlflow_sync step logs what is missing).
@@ -12,7 +14,7 @@
 
 rule train:
     input:
-        cfg=f"{RESULTS}/configs/{{run_id}}.yaml",
+        cfg=ancient(f"{RESULTS}/configs/{{run_id}}.yaml"),
         mlflow=[MLFLOW_INIT] if config["mlflow"] else [],
     output:
         metrics=f"{RUNS_DIR}/{{run_id}}/metrics.json",
