@@ -45,10 +45,11 @@ test: setup
 test-slow: setup
 	$(BIN)/pytest -q -m slow
 
-## bench: engine overhead and 8-bit step time (benchmarks/; docs/engine.md, docs/int8.md)
+## bench: engine overhead, 8-bit step time, eager vs compiled steps (benchmarks/; docs/engine.md, docs/int8.md)
 bench: setup
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_int8.py
+	$(BIN)/python benchmarks/bench_compile.py --cases resnet20:8
 
 clean:
 	rm -rf results reports .snakemake

@@ -251,7 +251,9 @@ def test_store_lock_wait_is_bounded(tmp_path):
         fcntl.flock(fd, fcntl.LOCK_EX)  # another holder (flock: per open file)
         t0 = time.monotonic()
         with (
-            pytest.raises(tracking.TrackingError, match=r"timed out after 0.3 s .*mlflow\.db\.lock"),
+            pytest.raises(
+                tracking.TrackingError, match=r"timed out after 0.3 s .*mlflow\.db\.lock"
+            ),
             tracking.store_lock(uri, timeout_s=0.3),
         ):
             pass

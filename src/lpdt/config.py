@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -150,6 +151,10 @@ class TrainConfig:
     eval_every: int = 1  # evaluate every k epochs (the last epoch always)
     eval_batch_size: int = 256
     max_iters_per_epoch: int | None = None  # cap (for tests / quick scale), None = full epoch
+    compile: bool = False  # torch.compile each node's training step and evaluation (lpdt.steps)
+    compile_mode: Literal[
+        "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"
+    ] = "default"  # torch.compile mode; "reduce-overhead" (CUDA graphs) is for GPUs
 
 
 @dataclass
@@ -164,7 +169,7 @@ class TrackingConfig:
 class RunConfig:
     name: str | None = None
     seed: int = 1234
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int | None = None  # torch intra-op threads; None = torch default
     data: DataConfig = field(default_factory=DataConfig)
     partition: PartitionConfig = field(default_factory=PartitionConfig)
@@ -209,7 +214,8 @@ EXECUTION_KEYS: tuple[str, ...] = (
     "device",  # cpu / cuda: where it runs (results may differ in the last bits, not in kind)
     "data.root",  # where the dataset files are, not which data
     "tracking",  # MLflow logging
-    "train.compile",  # torch.compile switch: speed only
+    "train.compile",  # torch.compile switch: speed only (same arithmetic; docs/engine.md)
+    "train.compile_mode",
 )
 
 
@@ -447,6 +453,11 @@ def _check_ranges(cfg: RunConfig) -> None:
     need(cfg.train.final_gossip_rounds >= 0, "train.final_gossip_rounds", "must be >= 0")
     need(cfg.train.eval_every >= 1, "train.eval_every", "must be >= 1")
     need(cfg.model.groups >= 1, "model.groups", "must be >= 1")
+    need(
+        re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device) is not None,
+        "device",
+        f"{cfg.device!r} is not a device; allowed: auto, cpu, cuda, cuda:N",
+    )
     need(cfg.model.range_chunks >= 1, "model.range_chunks", "must be >= 1")
     for k in ("train_subset", "test_subset"):
         v = getattr(cfg.data, k)

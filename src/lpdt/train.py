@@ -28,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 import yaml
 
 import lpdt
@@ -43,6 +42,7 @@ from lpdt.decentral.state import NodeState
 from lpdt.decentral.topology import mixing_matrix, out_peers
 from lpdt.io import torch_save_atomic, write_json_atomic, write_text_atomic
 from lpdt.models import build_model
+from lpdt.steps import Steps
 
 HISTORY_FIELDS = [
     "epoch", "lr", "train_loss", "acc_node_mean", "acc_node_min", "acc_node_max",
@@ -64,11 +64,18 @@ def _print(msg: str) -> None:
 
 
 def resolve_device(name: str) -> torch.device:
+    """``auto`` (CUDA when there is one), ``cpu``, ``cuda`` or ``cuda:N``."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device: cuda was requested but CUDA is not available")
-    return torch.device(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device: {name} was requested but CUDA is not available")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"device: {name} was requested but there are {torch.cuda.device_count()} GPUs"
+            )
+    return device
 
 
 def lr_at(cfg: RunConfig, epoch: int) -> float:
@@ -89,16 +96,18 @@ def partition_indices(labels: np.ndarray, cfg: RunConfig) -> list[np.ndarray]:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, data: Dataset, device: torch.device, batch: int) -> float:
+def evaluate(
+    model: torch.nn.Module, data: Dataset, device: torch.device, batch: int, steps: Steps
+) -> float:
     """Top-1 accuracy (%) of one model on the whole test split."""
     model.eval()
     labels = data.labels("test")
-    correct = 0
+    correct = torch.zeros((), dtype=torch.int64, device=device)
     for start in range(0, len(labels), batch):
         idx = torch.arange(start, min(start + batch, len(labels)))
         x, y = data.batch("test", idx)
-        correct += int((model(x.to(device)).argmax(1) == y.to(device)).sum())
-    return 100.0 * correct / len(labels)
+        correct += (steps.predict(model, x.to(device)) == y.to(device)).sum()
+    return 100.0 * int(correct) / len(labels)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -136,6 +145,8 @@ class Run:
         info = self.data.info
         model = build_model(cfg, info.num_classes, info.input_shape)
         self.state = NodeState(model, n, self.device)
+        # One training step / evaluation forward for all nodes (compiled once if asked).
+        self.steps = Steps(model, cfg.train.compile, cfg.train.compile_mode, log)
         self.w = torch.ones(n, device=self.device)  # push-sum weights
 
         # Communication: graph, compressor, gossip algorithm, local optimizer.
@@ -175,9 +186,7 @@ class Run:
             x, y = self.data.batch(
                 "train", self.samplers[i].next(), augment=cfg.data.augment, generator=self.aug_gen
             )
-            loss = F.cross_entropy(model(x.to(self.device)), y.to(self.device))
-            loss.backward()
-            losses.append(loss.detach())
+            losses.append(self.steps.train_step(model, x.to(self.device), y.to(self.device)))
             self.samples += len(y)
         st.x.mul_(self.w[:, None])  # back to the numerator
         return torch.stack(losses)
@@ -187,13 +196,17 @@ class Run:
         self.state.x.add_(delta)
         self.opt.after_gossip(delta[:, : self.state.p_train], self.w, lr)
 
-    def train_epoch(self, lr: float) -> float:
-        """One epoch; returns the mean training loss, NaN if training diverged."""
+    def train_epoch(
+        self, lr: float, on_iteration: Callable[[torch.Tensor], None] | None = None
+    ) -> float:
+        """One epoch; returns the mean training loss, NaN if training diverged.
+
+        ``on_iteration(losses)`` is called after every iteration (progress output).
+        """
         self.state.train()
         total = torch.zeros(())
         t0 = time.perf_counter()
-        report_every = max(1, self.iters // 5) if self.iters >= 50 else 0
-        for it in range(self.iters):
+        for _ in range(self.iters):
             losses = self.local_gradients()
             if not torch.isfinite(losses).all():
                 return math.nan
@@ -202,10 +215,8 @@ class Run:
             self.bytes_train += self.msg_bytes * self.msgs_per_round
             self.iterations += 1
             total += losses.mean().cpu()
-            if report_every and (it + 1) % report_every == 0 and it + 1 < self.iters:
-                el = time.perf_counter() - t0
-                self.log(f"  iter {it + 1}/{self.iters}  loss {float(total) / (it + 1):.4f}  "
-                         f"{el / (it + 1):.3f} s/iter")  # fmt: skip
+            if on_iteration is not None:
+                on_iteration(losses)
         self.train_s += time.perf_counter() - t0
         if not torch.isfinite(self.state.x).all():
             return math.nan
@@ -231,11 +242,11 @@ class Run:
         with torch.no_grad():
             st.x.div_(self.w[:, None])
         try:
-            accs = [evaluate(m, self.data, self.device, bs) for m in st.models]
+            accs = [evaluate(m, self.data, self.device, bs, self.steps) for m in st.models]
         finally:
             with torch.no_grad():
                 st.x.mul_(self.w[:, None])
-        avg = evaluate(st.average_model(self.w), self.data, self.device, bs)
+        avg = evaluate(st.average_model(self.w), self.data, self.device, bs, self.steps)
         return {
             "acc_node_mean": float(np.mean(accs)),
             "acc_node_min": float(np.min(accs)),
@@ -258,6 +269,9 @@ class Run:
             "aug_gen": self.aug_gen.get_state(),
             "comp_gen": self.compressor.generator.get_state(),
             "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(self.device)
+            if self.device.type == "cuda"
+            else None,
             "counters": {
                 k: getattr(self, k) for k in ("bytes_train", "train_s", "samples", "iterations")
             },  # fmt: skip
@@ -280,6 +294,8 @@ class Run:
         self.aug_gen.set_state(ck["aug_gen"])
         self.compressor.generator.set_state(ck["comp_gen"])
         torch.set_rng_state(ck["torch_rng"])
+        if self.device.type == "cuda" and ck.get("cuda_rng") is not None:
+            torch.cuda.set_rng_state(ck["cuda_rng"], self.device)
         for k, v in ck["counters"].items():
             setattr(self, k, v)
         self.history = ck["history"]
@@ -341,24 +357,14 @@ def _duration(s: float) -> str:
 class _Progress:
     """In-epoch progress, at most one line per ``every_s`` seconds: epoch and iteration, mean
     loss of the epoch so far, images/s since the previous line, and the run's ETA (from this
-    session's wall time per iteration, evaluation included). Attached to a ``Run`` by wrapping
-    its ``local_gradients`` (which returns the iteration's losses)."""
+    session's wall time per iteration, evaluation included). ``after_gradients`` is the
+    ``on_iteration`` callback of ``Run.train_epoch``."""
 
     def __init__(self, run: Run, epochs: int, log: Log, every_s: float) -> None:
         self.run, self.epochs, self.log, self.every_s = run, epochs, log, every_s
         self.t0 = self.last_t = time.perf_counter()
         self.it0, self.last_samples = run.iterations, run.samples
         self.epoch, self.k, self.loss_sum = -1, 0, None
-
-    def attach(self) -> None:
-        local_gradients = self.run.local_gradients
-
-        def step() -> torch.Tensor:
-            losses = local_gradients()
-            self.after_gradients(losses)
-            return losses
-
-        self.run.local_gradients = step  # type: ignore[method-assign]
 
     def eta_s(self, done_in_iter: int = 0) -> float | None:
         """Seconds left for the run; ``done_in_iter``: the current iteration is (nearly) done."""
@@ -447,11 +453,10 @@ def train(
         return wall0 + time.perf_counter() - t_start
 
     progress = _Progress(run, cfg.train.epochs, log, PROGRESS_EVERY_S)
-    progress.attach()
     while run.epoch < cfg.train.epochs:
         epoch = run.epoch
         lr = lr_at(cfg, epoch)
-        loss = run.train_epoch(lr)
+        loss = run.train_epoch(lr, progress.after_gradients)
         row = {"epoch": epoch, "lr": lr, "train_loss": loss}
         if math.isnan(loss):
             status = "diverged"

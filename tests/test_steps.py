@@ -1,0 +1,109 @@
+"""Compiled training steps (``lpdt.steps``, ``train.compile``): same numbers as eager, one graph
+for all nodes. Tiny models, so that the compiles stay a few seconds each."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from lpdt.config import ModelConfig, PrecisionConfig
+from lpdt.decentral.state import NodeState
+from lpdt.layers import Add
+from lpdt.layers.norms import EvoNormS0
+from lpdt.layers.quant import convert_to_int8
+from lpdt.steps import Steps
+
+
+class TinyRes(nn.Module):
+    """conv -> norm -> residual add -> pool -> linear: every kind of 8-bit slot, 16 px."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.norm1 = EvoNormS0(16, groups=8)
+        self.conv2 = nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.norm2 = EvoNormS0(16, groups=8)
+        self.add = Add()
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.norm1(self.conv1(x))
+        h = self.add(h, self.norm2(self.conv2(h)))
+        return self.fc(h.mean((2, 3)))
+
+
+def _model(precision: str, deterministic: bool = True) -> nn.Module:
+    """fp32, or 8-bit; ``deterministic``: nearest activation rounding and fp32 gradients (the
+    8-bit gradient quantiser always rounds stochastically)."""
+    torch.manual_seed(0)
+    model = TinyRes()
+    if precision == "int8":
+        mcfg = ModelConfig(norm="rangeen", range_chunks=4)
+        pcfg = (
+            PrecisionConfig(act_rounding="nearest", grad_bits=32)
+            if deterministic
+            else PrecisionConfig()
+        )
+        model = convert_to_int8(model, pcfg, mcfg)
+    return model
+
+
+def _grads_after_step(steps: Steps, model: nn.Module, x, y) -> tuple[torch.Tensor, list]:
+    model.zero_grad()
+    loss = steps.train_step(model, x, y)
+    return loss, [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_compiled_step_equals_eager(precision):
+    """fp32 and 8-bit with nearest rounding (weights, activations; fp32 gradients) are
+    deterministic: compiled = eager up to float
+    reassociation (rtol 1e-4). In 8 bits a value within float error of a rounding boundary may
+    land one level apart, so gradients are compared in norm (1e-3) rather than elementwise."""
+    x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+    model = _model(precision)
+    model.train()
+    ref_model = _model(precision)  # the same weights and (fresh) running ranges
+    ref_model.train()
+    eager = Steps(ref_model, compile=False)
+    compiled = Steps(model, compile=True, log=lambda m: None)
+    for _ in range(2):  # the second step also checks the running ranges updated in the graph
+        l_e, g_e = _grads_after_step(eager, ref_model, x, y)
+        l_c, g_c = _grads_after_step(compiled, model, x, y)
+        torch.testing.assert_close(l_c, l_e, rtol=1e-4, atol=1e-5)
+        for a, b in zip(g_c, g_e):
+            assert (a - b).norm() <= 1e-3 * b.norm() + 1e-6
+    for (name, b_c), (_, b_e) in zip(model.named_buffers(), ref_model.named_buffers()):
+        torch.testing.assert_close(b_c, b_e, rtol=1e-5, atol=1e-6, msg=name)
+    model.eval(), ref_model.eval()
+    torch.testing.assert_close(compiled.predict(model, x), eager.predict(ref_model, x))
+
+
+def test_all_nodes_share_one_compiled_graph():
+    """n replicas (views into the engine's [n, P] rows) run one graph: no n-fold compile."""
+    from torch._dynamo.utils import counters
+
+    state = NodeState(_model("int8", deterministic=False), 4)
+    state.train()
+    steps = Steps(state.models[0], compile=True, log=lambda m: None)
+    x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+    before = counters["stats"]["unique_graphs"]
+    steps.train_step(state.models[0], x, y)
+    first = counters["stats"]["unique_graphs"] - before
+    for model in state.models[1:]:
+        steps.train_step(model, x, y)
+    assert first >= 1 and counters["stats"]["unique_graphs"] - before == first
+    # Every node's gradient landed in its own row of the engine's gradient matrix.
+    assert all(state.grad[i].abs().sum() > 0 for i in range(4))
+
+
+def test_compile_is_logged_with_its_time():
+    lines: list[str] = []
+    model = _model("fp32")
+    steps = Steps(model, compile=True, log=lines.append)
+    x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
+    steps.train_step(model, x, y)
+    steps.train_step(model, x, y)
+    assert len(lines) == 2 and lines[0].startswith("compiling the training step")
+    assert "compiled the training step in" in lines[1]
