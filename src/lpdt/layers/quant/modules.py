@@ -23,6 +23,7 @@ from lpdt.layers.norms import (
     RANGE_EPS,
     RANGE_ESTIMATORS,
     _check_groups,
+    _scale_affine,
     chunked_mean_range,
     range_constant_chunked,
     range_constant_paper,
@@ -124,12 +125,6 @@ class QAdd(nn.Module):
         return quantize_grad(self.quantize_a(a) + self.quantize_b(b), self.spec.grad_bits)
 
 
-def _expand_group_scale(scale: torch.Tensor, channels: int) -> torch.Tensor:
-    """``[B, G]`` per-group scale -> ``[B, C, 1, 1]``."""
-    b, g = scale.shape
-    return scale.reshape(b, g, 1).expand(b, g, channels // g).reshape(b, channels, 1, 1)
-
-
 class QRangeEvoNorm(nn.Module):
     """8-bit Range-EvoNorm (reference ``RangeEN``); carries its hard-sigmoid gate.
 
@@ -174,8 +169,7 @@ class QRangeEvoNorm(nn.Module):
         x = self.quantize_input(x)
         n = x * F.hardsigmoid(x * qparam(self, "v"))
         s = ste_minmax(self.scale(x), self.spec.weight_bits)
-        gamma = qparam(self, "weight")
-        out = torch.addcmul(qparam(self, "bias"), n, _expand_group_scale(s, self.channels) * gamma)
+        out = _scale_affine(n, s, qparam(self, "weight"), qparam(self, "bias"))
         return quantize_grad(out, self.spec.grad_bits)
 
     def extra_repr(self) -> str:
