@@ -32,8 +32,10 @@ system-deps:
 ## setup: virtual environment with every pinned dependency + Debian data packages
 setup: system-deps $(BIN)/lpdt
 
-## report: set up, then run the whole quick-scale pipeline -> reports/report.pdf
+## report: set up, print the plan (runs, samples, estimated time), then run the whole quick-scale
+## pipeline -> reports/report.pdf
 report: setup
+	@$(BIN)/snakemake --cores 1 --quiet all --forceall plan 2>&1 | sed -n '/^scale /,/^per-run/p'
 	$(BIN)/snakemake --cores all
 
 ## test: set up, then run the default test suite (slow tests excluded)

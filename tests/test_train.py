@@ -247,3 +247,18 @@ def test_version(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.strip() == f"lpdt {lpdt.__version__}"
+
+
+def test_sharded_node_evaluation_covers_the_test_split_once():
+    """At initialisation every node holds the same model, so the mean of its per-shard accuracies
+    (each test image evaluated once, by one node) equals that model's whole-split accuracy, while
+    the shards themselves differ (min < max); full evaluation gives min = mean = max."""
+    from lpdt.train import Run
+
+    full = Run(cfg("data.test_subset=400"), log=lambda s: None).evaluate_all()
+    run = Run(cfg("data.test_subset=400", "train.node_eval=sharded"), log=lambda s: None)
+    sharded = run.evaluate_all()
+    assert full["acc_node_min"] == full["acc_node_mean"] == full["acc_node_max"]
+    assert sharded["acc_node_mean"] == pytest.approx(full["acc_avg_model"], abs=1e-9)
+    assert sharded["acc_avg_model"] == full["acc_avg_model"]
+    assert sharded["acc_node_min"] < sharded["acc_node_max"]

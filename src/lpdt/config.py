@@ -66,6 +66,7 @@ class DataConfig:
     train_subset: int | None = None  # keep this many training samples (class-balanced), None = all
     test_subset: int | None = None  # evaluate on this many test samples (class-balanced)
     augment: bool = True
+    image_size: int | None = None  # in-memory image datasets: resize to this many px (None: 32)
     max_length: int = 128  # text datasets: tokens per example
     per_class: int | None = None  # text stand-ins: examples per class (None = dataset default)
 
@@ -150,6 +151,12 @@ class TrainConfig:
     final_gossip_rounds: int = 51
     eval_every: int = 1  # evaluate every k epochs (the last epoch always)
     eval_batch_size: int = 256
+    # "full": every node's model on the whole test split (n+1 passes over it). "sharded": node i
+    # on test images i, i+n, i+2n, ... (each image once over the nodes), so the mean node
+    # accuracy still averages over the whole split, with the same binomial standard error, at 1/n
+    # of the cost; per-node min / max are then on 1/n of the split each. The average model is
+    # always evaluated on the whole split.
+    node_eval: Literal["full", "sharded"] = "full"
     max_iters_per_epoch: int | None = None  # cap (for tests / quick scale), None = full epoch
     compile: bool = False  # torch.compile each node's training step and evaluation (lpdt.steps)
     compile_mode: Literal[
@@ -462,6 +469,11 @@ def _check_ranges(cfg: RunConfig) -> None:
     for k in ("train_subset", "test_subset"):
         v = getattr(cfg.data, k)
         need(v is None or v >= 1, f"data.{k}", "must be >= 1 or null")
+    need(
+        cfg.data.image_size is None or 8 <= cfg.data.image_size <= 64,
+        "data.image_size",
+        "must be between 8 and 64 px, or null (the dataset's 32 px)",
+    )
 
 
 def config_from_dict(tree: dict[str, Any]) -> RunConfig:

@@ -97,17 +97,22 @@ def partition_indices(labels: np.ndarray, cfg: RunConfig) -> list[np.ndarray]:
 
 @torch.no_grad()
 def evaluate(
-    model: torch.nn.Module, data: Dataset, device: torch.device, batch: int, steps: Steps
+    model: torch.nn.Module,
+    data: Dataset,
+    device: torch.device,
+    batch: int,
+    steps: Steps,
+    rows: torch.Tensor | None = None,
 ) -> float:
-    """Top-1 accuracy (%) of one model on the whole test split."""
+    """Top-1 accuracy (%) of one model on the test split (or on its ``rows`` only)."""
     model.eval()
     labels = data.labels("test")
+    rows = torch.arange(len(labels)) if rows is None else rows
     correct = torch.zeros((), dtype=torch.int64, device=device)
-    for start in range(0, len(labels), batch):
-        idx = torch.arange(start, min(start + batch, len(labels)))
-        x, y = data.batch("test", idx)
+    for start in range(0, len(rows), batch):
+        x, y = data.batch("test", rows[start : start + batch])
         correct += (steps.predict(model, x.to(device)) == y.to(device)).sum()
-    return 100.0 * int(correct) / len(labels)
+    return 100.0 * int(correct) / len(rows)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -239,10 +244,17 @@ class Run:
     def evaluate_all(self) -> dict[str, float]:
         """Accuracy of every node's model and of the exact average model, and consensus distance."""
         st, bs = self.state, self.cfg.train.eval_batch_size
+        n_test = len(self.data.labels("test"))
+        shards: list[torch.Tensor | None] = [None] * st.nodes
+        if self.cfg.train.node_eval == "sharded":
+            shards = [torch.arange(i, n_test, st.nodes) for i in range(st.nodes)]
         with torch.no_grad():
             st.x.div_(self.w[:, None])
         try:
-            accs = [evaluate(m, self.data, self.device, bs, self.steps) for m in st.models]
+            accs = [
+                evaluate(m, self.data, self.device, bs, self.steps, rows)
+                for m, rows in zip(st.models, shards, strict=True)
+            ]
         finally:
             with torch.no_grad():
                 st.x.mul_(self.w[:, None])

@@ -215,3 +215,33 @@ def test_real_debian_fashion_mnist(monkeypatch, tmp_path):
     assert np.bincount(ds.labels("test")).tolist() == [100] * 10
     x, _ = ds.batch("train", torch.arange(60000))
     assert abs(float(x.mean())) < 1e-3 and abs(float(x.std()) - 1) < 1e-3  # documented constants
+
+
+def test_image_size_downsamples_once_and_scales_crop_padding(tmp_path):
+    write_fmnist(tmp_path)
+    full = load_dataset(DataConfig(dataset="fashion_mnist", root=str(tmp_path)))
+    small = load_dataset(DataConfig(dataset="fashion_mnist", root=str(tmp_path), image_size=16))
+    assert small.info.input_shape == (3, 16, 16)
+    x32, _ = full.batch("test", np.arange(4))
+    x16, _ = small.batch("test", np.arange(4))
+    assert x16.shape == (4, 3, 16, 16)
+    # Antialiased downsampling keeps each image's mean brightness (up to uint8 rounding and
+    # normalisation: 1/255 in pixels is about 0.012 normalised).
+    assert torch.allclose(x16.mean((1, 2, 3)), x32.mean((1, 2, 3)), atol=0.05)
+    # Training crops at 16 px pad by 2 (4 at 32 px): every augmented image is a shift of at most
+    # 2 px (possibly flipped) of its source; with padding 4 most of 64 crops would not be.
+    idx = np.arange(32)
+    aug, _ = small.batch("train", idx, augment=True, generator=torch.Generator().manual_seed(0))
+    src, _ = small.batch("train", idx)
+    fill = (0 - images.FASHION_MNIST_MEAN[0]) / images.FASHION_MNIST_STD[0]
+    padded = torch.nn.functional.pad(src, (2, 2, 2, 2), value=fill)
+    for a, p in zip(aug, padded, strict=True):
+        crops = [p[:, dy : dy + 16, dx : dx + 16] for dy in range(5) for dx in range(5)]
+        assert any(torch.equal(a, c) or torch.equal(a, c.flip(-1)) for c in crops)
+
+
+def test_image_size_out_of_range_is_a_config_error():
+    from lpdt.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="data.image_size"):
+        load_config(overrides=["data.image_size=3"])

@@ -146,6 +146,16 @@ def test_a_seed_missing_on_one_side_drops_that_pair_only() -> None:
     assert r["verdict"] == HELD  # 0.15 +- 12.706 * 0.0707 / sqrt(2) = [-0.49, 0.79] <= 1
 
 
+def test_a_cell_with_fewer_seeds_is_excluded_not_mixed_in() -> None:
+    # Cell A (3 seeds): diffs 1, 2, 3. Cell B (table5, seed 1 only): diff 10. Mixing B into seed
+    # 1's mean would make it 5.5; the claim instead uses A's seed set and counts B as excluded.
+    rows = _fp_lp({1: 80.0, 2: 80.0, 3: 80.0}, {1: 79.0, 2: 78.0, 3: 77.0})
+    rows += _fp_lp({1: 70.0}, {1: 60.0}, study="table5", dataset="imagenette")
+    r = accuracy_claims(_cells(rows))["lp_close_to_fp_dense"]
+    assert r["per_seed"] == {"1": 1.0, "2": 2.0, "3": 3.0}
+    assert (r["n"], r["cells"], r["cells_excluded"]) == (3, 1, 1)
+
+
 def test_skew_series_pair_by_seed() -> None:
     rows = []
     for seed, (a0, a8) in {1: (80.0, 70.0), 2: (82.0, 71.0), 3: (84.0, 72.0)}.items():

@@ -91,16 +91,31 @@ rule plan:
         import csv
         from collections import Counter
 
+        import os
+
+        from lpdt.cost import runtime
+
         rows = grid.plan_rows(RUNS)
+        for r in rows:
+            est = runtime.run_seconds(RUNS[r["run_id"]].config, r["samples"])
+            r["est_s"] = None if est is None else round(est)
         with open(output[0], "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t")
             w.writeheader()
             w.writerows(rows)
         total = sum(r["samples"] or 0 for r in rows)
-        by = Counter()
+        by, secs = Counter(), Counter()
         for r in rows:
             by[(r["model"], r["precision"])] += r["samples"] or 0
+            secs[(r["model"], r["precision"])] += r["est_s"] or 0
         print(f"scale {SCALE}: {len(rows)} runs, {total:,} training samples in all")
         for (m, p), n in sorted(by.items()):
-            print(f"  {m:<16} {p:<5} {n:>12,} samples")
+            print(f"  {m:<16} {p:<5} {n:>12,} samples  ~{secs[(m, p)] / 60:6.1f} job-min")
+        slots = max(1, (os.cpu_count() or 1) // max(1, int(config.get("train_threads", 1))))
+        known = [r["est_s"] for r in rows if r["est_s"] is not None]
+        wall = runtime.packed_wall_seconds(known, slots)
+        print(f"estimated training wall time: ~{wall / 60:.0f} min with {slots} jobs at once "
+              f"(measured per-sample costs on a {runtime.REFERENCE}; lpdt.cost.runtime)")
+        if len(known) < len(rows):
+            print(f"  ({len(rows) - len(known)} runs have no measured cost and are not counted)")
         print(f"per-run table: {output[0]}")

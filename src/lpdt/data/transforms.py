@@ -36,12 +36,15 @@ def normalize(x: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) 
     return (x.float().div_(255.0) - m).div_(s)
 
 
-def cifar_transform(mean: tuple[float, ...], std: tuple[float, ...], channels: int = 3):
-    """The reference's CIFAR pipeline as a batch transform; grey inputs are repeated to 3 channels."""
+def cifar_transform(
+    mean: tuple[float, ...], std: tuple[float, ...], channels: int = 3, padding: int = 4
+):
+    """The reference's CIFAR pipeline (crop with ``padding``, flip, normalise) as a batch
+    transform; grey inputs are repeated to 3 channels."""
 
     def transform(x: torch.Tensor, augment: bool, gen: torch.Generator | None) -> torch.Tensor:
         if augment:
-            x = random_crop_flip(x, 4, gen)
+            x = random_crop_flip(x, padding, gen)
         out = normalize(x, mean, std)
         if out.shape[1] != channels:
             out = out.expand(-1, channels, -1, -1).contiguous()

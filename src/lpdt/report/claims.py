@@ -132,6 +132,15 @@ def summarize(pairs: pd.DataFrame, claim: Claim) -> dict:
     if not len(pairs):
         return {"verdict": NO_DATA, "mean": None, "sd": None, "ci": None, "n": 0, "cells": 0,
                 "pairs": 0, "why": "no pair of finished runs"}  # fmt: skip
+    # Pair by seed over one set of cells: a cell run with fewer seeds (e.g. an expensive study
+    # kept at one seed) would otherwise enter some seeds' means and not others'. Keep the cells
+    # that have the claim's most common full seed set; the others are counted, not used.
+    seed_sets = pairs.groupby("_cell")["seed"].agg(lambda s: tuple(sorted(set(s))))
+    most = max(len(v) for v in seed_sets)
+    full = seed_sets[seed_sets.map(len) == most].value_counts().index[0]
+    used = seed_sets.index[seed_sets == full]
+    excluded = len(seed_sets) - len(used)
+    pairs = pairs[pairs["_cell"].isin(set(used))]
     per_seed = pairs.groupby("seed")["diff"].mean().sort_index()
     iv = t_interval(per_seed.to_numpy())
     out = {
@@ -144,9 +153,9 @@ def summarize(pairs: pd.DataFrame, claim: Claim) -> dict:
     }  # fmt: skip
     if iv.n < 2:
         out["why"] = "one seed: no interval can be formed (run the claim's studies with seeds >= 2)"
-    incomplete = int((pairs.groupby("_cell")["seed"].nunique() < iv.n).sum())
-    if incomplete:
-        out["cells_missing_a_seed"] = incomplete
+    if excluded:
+        out["cells_excluded"] = excluded
+        out["cells_excluded_why"] = f"run with other seeds than the claim's {most}-seed cells"
     return out
 
 

@@ -345,7 +345,7 @@ def _figures(figures_dir: Path, st: dict, width: float, page: tuple[float, float
 def _claims_detail(claims: list[dict], st: dict, width: float) -> list:
     def numbers(c: dict) -> str:
         nums = c.get("numbers") or {}
-        keep = ["cells", "pairs", "per_seed", "min", "max", "cells_missing_a_seed", "why"]
+        keep = ["cells", "pairs", "per_seed", "min", "max", "cells_excluded", "why"]
         parts = [f"{k} {nums[k]}" for k in keep if k in nums]
         if c.get("sd") is not None:
             parts.insert(0, f"sd {c['sd']:.2f}")
