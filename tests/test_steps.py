@@ -107,3 +107,44 @@ def test_compile_is_logged_with_its_time():
     steps.train_step(model, x, y)
     assert len(lines) == 2 and lines[0].startswith("compiling the training step")
     assert "compiled the training step in" in lines[1]
+
+
+# --- slow: ResNet-20 trained compiled vs eager --------------------------------------------------
+
+FMNIST = "/usr/share/datasets/fashion-mnist"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_resnet20_compiled_trains_to_the_same_accuracy(tmp_path, precision):
+    """8-node Choco ResNet-20 on 3,000 Fashion-MNIST images at 16 px for 4 epochs, eager and
+    compiled, same seed. fp32: the same arithmetic up to float reassociation, so the two runs
+    differ only by rounding-level drift amplified by training. int8: the compiled rounding noise is
+    a different (counter-hash) stream, so the runs differ like two seeds. Bound: 4 points, about
+    3 standard deviations of the difference of two such runs (test-set noise on 2,000 images:
+    sqrt(2) x 0.9 = 1.3 points; seed-to-seed spread at the quick scale: docs/workflow.md)."""
+    import json
+    import os
+
+    from lpdt.config import load_config
+    from lpdt.train import train
+
+    if not os.path.isdir(FMNIST):
+        pytest.skip("dataset-fashion-mnist not installed (apt install dataset-fashion-mnist)")
+    base = [
+        "data.dataset=fashion_mnist", "data.train_subset=3000", "data.test_subset=2000",
+        "data.image_size=16", "data.augment=false", "model.name=resnet20", "topology.nodes=8",
+        "train.batch_size=128", "train.epochs=4", "schedule.warmup_epochs=0",
+        "schedule.milestones=[3]", "train.eval_every=100", "train.node_eval=sharded",
+        "train.final_gossip_rounds=5", f"precision.mode={precision}", "threads=2", "device=cpu",
+    ]  # fmt: skip
+    if precision == "int8":
+        base += ["model.norm=rangeen", "model.range_chunks=4"]
+    acc = {}
+    for compiled in (False, True):
+        cfg = load_config(None, [*base, f"train.compile={str(compiled).lower()}"])
+        out = tmp_path / f"compile_{compiled}"
+        train(cfg, out, log=lambda s: None)
+        acc[compiled] = json.loads((out / "metrics.json").read_text())["final"]["acc_node_mean"]
+    assert acc[False] > 70 and acc[True] > 70, acc  # both learned (chance is 10 %)
+    assert abs(acc[True] - acc[False]) <= 4.0, acc

@@ -1,0 +1,138 @@
+"""Is the quick scale trained to a plateau? One accuracy-vs-epochs curve per model family.
+
+Usage: ``.venv/bin/python benchmarks/calibration_curves.py [--out results/calibration]
+[--cases resnet20_fp32,...] [--results results]``
+
+For each case, takes the quick scale's own run config of one cell (from the grid, seed 1234),
+trains it for **twice** the quick scale's epochs (milestones doubled too) with an evaluation
+every epoch, and compares the end of that curve with the quick scale's final accuracy of the same
+cell (read from ``--results`` when the quick pipeline has run, otherwise trained here at 1x).
+Writes ``curves.csv`` / ``curves.md`` / ``curves.png`` under ``--out`` (docs/workflow.md quotes
+them). Costs about 15 minutes on the 2-core reference CPU (2 cases at once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import multiprocessing as mp
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
+
+import grid  # noqa: E402  (the workflow's grid expansion: the very configs the pipeline runs)
+
+# case -> (study, coordinates that pick one cell)
+CASES = {
+    "resnet20_fp32": ("table3", {"model": "resnet20", "algorithm": "choco", "compression": 0,
+                                 "skew": 0.0, "precision": "fp32"}),
+    "resnet20_int8": ("table3", {"model": "resnet20", "algorithm": "choco", "compression": 0,
+                                 "skew": 0.0, "precision": "int8"}),
+    "vgg11_fp32": ("table2", {"model": "vgg11", "dataset": "cifar10", "precision": "fp32"}),
+    "resnet18_fp32": ("table5", {"model": "resnet18", "nodes": 4, "compression": 0,
+                                 "precision": "fp32"}),
+    "minilm_fp32": ("table6", {"model": "minilm", "compression": 0, "skew": 0.0,
+                               "precision": "fp32"}),
+}  # fmt: skip
+
+
+def quick_run(study: str, coords: dict, scale: str = "quick") -> grid.Run:
+    spec = grid.load(ROOT / "config" / "studies.yaml", ROOT / "config" / "scales" / f"{scale}.yaml")
+    for run in grid.expand(spec).values():
+        for entry in run.studies.get(study, []):
+            c = entry["coords"]
+            if entry["seed"] == 1234 and all(c.get(k) == v for k, v in coords.items()):
+                return run
+    raise SystemExit(f"no {scale} run of {study} with {coords}")
+
+
+def longer(cfg: dict, factor: int) -> dict:
+    c = copy.deepcopy(cfg)
+    c["train"]["epochs"] *= factor
+    c["schedule"]["milestones"] = [m * factor for m in c["schedule"]["milestones"]]
+    c["train"]["eval_every"] = 1
+    return c
+
+
+def _train(args: tuple[str, dict, str]) -> str:
+    from lpdt.config import config_from_dict
+    from lpdt.train import train
+
+    name, cfg, out = args
+    cfg = copy.deepcopy(cfg)
+    cfg["threads"] = 1
+    train(config_from_dict(cfg), Path(out), log=lambda s: print(f"[{name}] {s}", flush=True))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="results/calibration")
+    ap.add_argument("--results", default="results", help="the quick pipeline's results directory")
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--jobs", type=int, default=2)
+    a = ap.parse_args()
+    out = Path(a.out)
+    jobs, rows = [], []
+    for name in a.cases.split(","):
+        study, coords = CASES[name]
+        run = quick_run(study, coords)
+        base = run.config
+        quick_metrics = Path(a.results) / "runs" / run.run_id / "metrics.json"
+        if not quick_metrics.exists():
+            jobs.append((f"{name}_1x", longer(base, 1), str(out / f"{name}_1x")))
+        jobs.append((f"{name}_2x", longer(base, 2), str(out / f"{name}_2x")))
+        rows.append((name, run.run_id, quick_metrics, base["train"]["epochs"]))
+    with mp.get_context("spawn").Pool(a.jobs) as pool:
+        pool.map(_train, jobs)
+
+    records, curves = [], []
+    for name, run_id, quick_metrics, epochs in rows:
+        one = quick_metrics if quick_metrics.exists() else out / f"{name}_1x" / "metrics.json"
+        acc_1x = json.loads(one.read_text())["final"]["acc_node_mean"]
+        two = json.loads((out / f"{name}_2x" / "metrics.json").read_text())["final"]
+        hist = pd.read_csv(out / f"{name}_2x" / "history.csv")
+        hist = hist[hist["epoch"] != "final"].dropna(subset=["acc_node_mean"])
+        for _, h in hist.iterrows():
+            curves.append({"case": name, "epoch": int(h["epoch"]) + 1, "acc": h["acc_node_mean"]})
+        curves.append({"case": name, "epoch": 2 * epochs, "acc": two["acc_node_mean"]})
+        records.append({"case": name, "quick run": run_id, "quick epochs": epochs,
+                        "acc at 1x (%)": round(acc_1x, 2),
+                        "acc at 2x (%)": round(two["acc_node_mean"], 2),
+                        "gain of 2x (points)": round(two["acc_node_mean"] - acc_1x, 2),
+                        "1x source": "quick results" if one == quick_metrics else "trained here"})  # fmt: skip
+    table = pd.DataFrame(records)
+    out.mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "curves_summary.csv", index=False)
+    pd.DataFrame(curves).to_csv(out / "curves.csv", index=False)
+    (out / "curves.md").write_text(table.to_markdown(index=False) + "\n")
+    print(table.to_markdown(index=False))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    c = pd.DataFrame(curves)
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for (name, g), rec in zip(c.groupby("case", sort=False), records, strict=True):
+        line = ax.plot(g["epoch"], g["acc"], label=f"{name} (2x)")[0]
+        ax.scatter([rec["quick epochs"]], [rec["acc at 1x (%)"]], color=line.get_color(),
+                   marker="o", zorder=3)  # fmt: skip
+    ax.set_xlabel("epoch (dot: the quick scale's final accuracy at 1x)")
+    ax.set_ylabel("mean node accuracy (%)")
+    ax.set_title("Quick scale: twice as long, evaluated every epoch")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "curves.png", dpi=120)
+    print(f"wrote {out / 'curves.png'}")
+
+
+if __name__ == "__main__":
+    main()
