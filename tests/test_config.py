@@ -68,3 +68,29 @@ def test_run_id_hashes_only_what_changes_results():
         c = load_config(None, ["skew=0.4", change])
         assert c.run_id() != a.run_id()
         assert result_diff(a, c.to_dict()) == [resolve_key(change.split("=")[0])]
+
+
+@pytest.mark.parametrize("key", ["algorithm.compression.ratio", "ratio"])
+@pytest.mark.parametrize("value", [99, 90, 1])
+def test_compression_percentage_is_refused_with_the_fraction_it_means(key, value, capsys):
+    """Studies and tables say "Comp. 99 %"; a run config takes the fraction 0.99. A percentage
+    given to `lpdt train --set` is refused (exit 2) with one line naming the fraction."""
+    from lpdt.cli import main
+
+    assert main(["train", "--set", f"{key}={value}", "--print-config"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'algorithm.compression.ratio'" in err
+    assert "fraction in [0, 1)" in err and f"write {value / 100:g}" in err
+
+
+@pytest.mark.parametrize("value", [-0.1, 100, 250])
+def test_compression_ratio_out_of_range_names_the_range(value):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [f"ratio={value}"])
+    msg = str(e.value)
+    assert "fraction in [0, 1)" in msg and "\n" not in msg and "write" not in msg
+
+
+def test_compression_fraction_is_accepted():
+    cfg = load_config(None, ["algorithm.compression.name=topk", "ratio=0.99"])
+    assert cfg.algorithm.compression.ratio == 0.99

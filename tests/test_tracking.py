@@ -1,6 +1,6 @@
 """MLflow tracking: store init, idempotent logging, 16 concurrent writers on one SQLite store."""
 
-import csv
+import dataclasses
 import json
 import multiprocessing as mp
 import shutil
@@ -9,36 +9,24 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lpdt import tracking
+from lpdt import record, tracking
+from tests.fake_records import fake_record
 
 EPOCHS = 3
 
 
-def fake_run_dir(root, i: int, status: str = "ok"):
-    """A finished run directory as `lpdt train` writes it (docs/architecture.md)."""
+def fake_run_dir(root, i: int, status: str = "ok", **kw) -> Path:
+    """A finished run directory as `lpdt train` writes it (docs/architecture.md): a valid record
+    (final node accuracy 50 + i, skew i / 20, seed i) whose epoch 0 has no average-model
+    accuracy (not evaluated), and its config.yaml. ``kw`` goes to ``fake_record``."""
     d = root / f"run{i:02d}"
-    d.mkdir(parents=True)
-    config = {"data": {"dataset": "synthetic"}, "partition": {"skew": i / 20}, "seed": i}
-    history = [
-        {"epoch": e, "lr": 0.1, "train_loss": 2.0 - e / 10 - i / 100, "acc_node_mean": 10 + e + i,
-         "acc_avg_model": "" if e == 0 else 11 + e + i, "bytes_per_node": 1000 * (e + 1)}
-        for e in range(EPOCHS)
-    ]  # fmt: skip
-    final = {"acc_node_mean": 50.0 + i, "acc_avg_model": 51.0 + i, "consensus_distance": 0.1}
-    history.append({"epoch": "final", **final})
-    with (d / "history.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=sorted({k for r in history for k in r}))
-        w.writeheader()
-        w.writerows(history)
-    (d / "config.yaml").write_text(yaml.safe_dump(config))
-    metrics = {
-        "run_id": f"rid{i:02d}", "name": None, "status": status, "config": config,
-        "dataset": {"name": "fashion_mnist", "stand_in": True, "stand_in_for": "cifar10"},
-        "model": {"name": "tiny_cnn", "params": 1234}, "final": final,
-        "communication": {"gb_per_node": 0.5}, "time": {"train_s": 3.0},
-        "epochs_completed": EPOCHS,
-    }  # fmt: skip
-    (d / "metrics.json").write_text(json.dumps(metrics))
+    config = {"model": {"name": "tiny_cnn"}, "partition": {"skew": i / 20}, "seed": i}
+    rec = fake_record(f"rid{i:02d}", 50.0 + i, status=status, epochs=EPOCHS, config=config, **kw)
+    rows = list(rec.history)
+    rows[0] = dataclasses.replace(rows[0], acc_avg_model=None)
+    rec = dataclasses.replace(rec, history=tuple(rows))
+    rec.write(d)
+    (d / "config.yaml").write_text(yaml.safe_dump(rec.config))
     return d
 
 
@@ -91,8 +79,9 @@ def test_log_run_logs_params_metrics_tags_artifacts_once(store, tmp_path):
     assert sorted(steps) == list(range(EPOCHS))
     # the empty (not evaluated) cell of epoch 0 is skipped, not logged as NaN
     assert [m.step for m in c.get_metric_history(mid, "acc_avg_model")] == [1, 2]
-    arts = {a.path for a in c.list_artifacts(mid)}
-    assert {"metrics.json", "history.csv", "config.yaml"} <= arts
+    arts = tracking.local_artifact_dir(store, r.info.artifact_uri)
+    for f in ("metrics.json", "history.csv", "config.yaml"):
+        assert (arts / f).read_bytes() == (d / f).read_bytes()  # copies in the store
     assert r.info.status == "FINISHED"
     # idempotent: a second call logs nothing new but refreshes tags
     again = tracking.log_run(d, store, "lpdt", {"studies": "fig4,table3", "scale": "smoke"})
@@ -159,7 +148,7 @@ def test_16_concurrent_writers_lose_nothing(template_db, tmp_path):
         assert r.data.tags["lpdt_logged"] == "true"
         assert r.data.metrics["final.acc_node_mean"] == 50.0 + i
         assert len(c.get_metric_history(r.info.run_id, "train_loss")) == EPOCHS
-        assert len(r.data.params) == 3
+        assert len(r.data.params) == len(tracking.flatten(record.read(dirs[i]).config))
 
 
 def test_sync_manifest_logs_missing_runs_and_tags_studies(store, tmp_path):
@@ -206,11 +195,8 @@ def test_relogging_from_another_commit_keeps_the_recorded_commit(store, tmp_path
 
     from lpdt import provenance
 
-    d = fake_run_dir(tmp_path / "runs", 5)
-    m = json.loads((d / "metrics.json").read_text())
-    m["provenance"] = {"git_commit": "a" * 40, "git_dirty": False, "host": "trainer",
-                       "lpdt_version": "0.1.0"}  # fmt: skip
-    (d / "metrics.json").write_text(json.dumps(m))
+    d = fake_run_dir(tmp_path / "runs", 5, provenance={"git_commit": "a" * 40, "git_dirty": False,
+                                                        "host": "trainer"})  # fmt: skip
     mid = tracking.log_run(d, store, "lpdt", {"studies": "table3"})
     # log again from another checkout: a fresh git repository with its own commit as the working
     # directory, and the package's commit lookup answering another commit
@@ -228,11 +214,12 @@ def test_relogging_from_another_commit_keeps_the_recorded_commit(store, tmp_path
     assert tags["host"] == "trainer" and tags["studies"] == "fig4,table3"
 
 
-def test_record_without_provenance_is_tagged_unknown(store, tmp_path):
-    d = fake_run_dir(tmp_path / "runs", 6)
+def test_record_without_a_commit_is_tagged_unknown(store, tmp_path):
+    d = fake_run_dir(tmp_path / "runs", 6, provenance={"git_commit": None, "git_dirty": None})
     tracking.log_run(d, store, "lpdt")
     _, runs = _logged(store)
     assert runs[0].data.tags["git_commit"] == "unknown"
+    assert "mlflow.source.git.commit" not in runs[0].data.tags
 
 
 # -- the store lock --------------------------------------------------------------------------------
@@ -306,3 +293,182 @@ def test_concurrent_lpdt_train_processes_create_one_fresh_store(tmp_path, n):
     assert sorted(r.data.tags["lpdt_run_id"] for r in runs) == sorted(rids)
     assert all(r.data.tags["lpdt_logged"] == "true" for r in runs)
     assert all(r.data.tags["git_commit"] != "" for r in runs)
+
+
+# -- what the MLflow UI shows: names, training times, dataset, experiment kind, artifacts ---------
+
+
+def _ms(t) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def test_run_name_is_built_from_grid_coordinates():
+    config = {"model": {"name": "resnet20", "norm": "rangeen"}, "precision": {"mode": "int8"},
+              "topology": {"name": "torus", "nodes": 16}, "optim": {"qgm": True},
+              "algorithm": {"name": "choco", "compression": {"name": "topk", "ratio": 0.99}},
+              "partition": {"skew": 0.8}, "seed": 1235}  # fmt: skip
+    rec = fake_record(config=config)
+    name = "resnet20 torus16 choco+qgm top99 skew0.8 int8 fashion_mnist"
+    assert tracking.run_name(rec) == name
+    assert tracking.run_name(rec, with_seed=True) == name + " seed1235"
+    # a normalisation other than the paper's for that precision is named; dense, directed ring
+    other = fake_record(config={"model": {"norm": "batchnorm"}, "partition": {"skew": 0.0}})
+    assert (
+        tracking.run_name(other) == "resnet20 batchnorm ring8 choco dense skew0 fp32 fashion_mnist"
+    )
+
+
+def test_run_shows_training_times_row_times_dataset_and_experiment_kind(store, tmp_path):
+    from lpdt.record import parse_time
+    from tests.fake_records import STARTED
+
+    d = fake_run_dir(tmp_path / "runs", 7, epoch_s=600.0)  # three 10-minute epochs
+    rec = record.read(d)
+    mid = tracking.log_run(d, store, "lpdt")
+    c, runs = _logged(store)
+    r = runs[0]
+    assert r.info.run_name == tracking.run_name(rec)
+    # the MLflow run lasts as long as the training did, not as long as logging
+    assert r.info.start_time == _ms(STARTED) == _ms(parse_time(rec.provenance.started))
+    assert r.info.end_time == _ms(parse_time(rec.provenance.finished))
+    assert r.info.end_time - r.info.start_time >= 3 * 600 * 1000
+    # each epoch's metrics carry the time that epoch ended
+    hist = sorted(c.get_metric_history(mid, "train_loss"), key=lambda m: m.step)
+    assert [m.timestamp for m in hist] == [_ms(STARTED) + 600_000 * (e + 1) for e in range(EPOCHS)]
+    # the dataset, with its stand-in status, is the run's dataset input
+    (inp,) = c.get_run(mid).inputs.dataset_inputs
+    assert inp.dataset.name == "fashion_mnist"
+    source = json.loads(inp.dataset.source)
+    assert source["stand_in"] is True and source["stand_in_for"] == "cifar10"
+    assert {t.key: t.value for t in inp.tags} == {"mlflow.data.context": "train"}
+    # the experiment opens on its training runs, not on MLflow 3's GenAI overview
+    exp = c.get_experiment_by_name("lpdt")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_experiment_of_an_earlier_version_gets_its_kind(store):
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(store)
+    c.create_experiment("older")  # no kind, as lpdt created experiments before
+    assert "mlflow.experimentKind" not in c.get_experiment_by_name("older").tags
+    tracking.init_store(store, "older")
+    assert (
+        c.get_experiment_by_name("older").tags["mlflow.experimentKind"]
+        == "custom_model_development"
+    )
+
+
+def test_artifacts_survive_moving_the_results_dir(store, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    d = fake_run_dir(tmp_path / "runs", 8)
+    mid = tracking.log_run(d, store, "lpdt")
+    shutil.move(tmp_path / "results", tmp_path / "moved")
+    shutil.rmtree(tmp_path / "runs")  # the run directories are gone too
+    uri = f"sqlite:///{tmp_path}/moved/mlflow.db"
+    art_uri = MlflowClient(uri).get_run(mid).info.artifact_uri
+    assert art_uri.startswith("mlflow-artifacts:/")  # relative, not file:///...
+    arts = tracking.local_artifact_dir(uri, art_uri)
+    assert arts.is_relative_to(tmp_path / "moved" / "mlflow-artifacts")
+    assert record.read(arts).run_id == "rid08"
+
+
+@pytest.mark.slow
+def test_lpdt_ui_serves_the_artifacts_of_a_moved_store(store, tmp_path):
+    """The MLflow server started as `lpdt ui` starts it, on a store whose results/ was moved,
+    lists and serves the run's artifacts."""
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    d = fake_run_dir(tmp_path / "runs", 9)
+    mid = tracking.log_run(d, store, "lpdt")
+    shutil.move(tmp_path / "results", tmp_path / "moved")
+    uri = f"sqlite:///{tmp_path}/moved/mlflow.db"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(tracking.ui_command(uri, port=port), cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            try:
+                urllib.request.urlopen(f"{base}/health", timeout=2)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the MLflow UI did not start in 120 s"
+                time.sleep(0.5)
+        listing = json.load(urllib.request.urlopen(
+            f"{base}/ajax-api/2.0/mlflow/artifacts/list?run_uuid={mid}", timeout=30))  # fmt: skip
+        assert {"metrics.json", "history.csv", "config.yaml"} <= {
+            f["path"] for f in listing["files"]
+        }
+        got = urllib.request.urlopen(
+            f"{base}/get-artifact?path=metrics.json&run_uuid={mid}", timeout=30).read()  # fmt: skip
+        assert got == (d / "metrics.json").read_bytes()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+        proc.stderr.close()
+
+
+def test_report_and_figures_go_to_one_run_per_scale(store, tmp_path):
+    pdf = tmp_path / "reports" / "report.pdf"
+    figs = [tmp_path / "figures" / "fig1.png", tmp_path / "figures" / "fig1.pdf"]
+    for f in (pdf, *figs):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_bytes(f"{f.name} v1".encode())
+    mid = tracking.log_report(pdf, figs, "quick", store, "lpdt")
+    pdf.write_bytes(b"report v2")
+    assert tracking.main(["report", "--uri", store, "--scale", "quick", "--report", str(pdf),
+                          *map(str, figs)]) == 0  # fmt: skip
+    other = tracking.log_report(pdf, figs, "paper", store, "lpdt")
+    c, runs = _logged(store)
+    assert sorted(r.info.run_name for r in runs) == ["report paper", "report quick"]
+    run = next(r for r in runs if r.info.run_id == mid)
+    assert other != mid and run.info.status == "FINISHED"
+    arts = tracking.local_artifact_dir(store, run.info.artifact_uri)
+    assert (arts / "report.pdf").read_bytes() == b"report v2"  # the newer report replaced it
+    assert (arts / "figures" / "fig1.png").read_bytes() == b"fig1.png v1"
+    with pytest.raises(tracking.TrackingError, match="report files not found"):
+        tracking.log_report(tmp_path / "none.pdf", [], "quick", store, "lpdt")
+
+
+def test_runs_of_multi_seed_cells_are_named_by_seed(store, tmp_path):
+    d1, d2, d3 = (fake_run_dir(tmp_path / "runs", i) for i in (1, 2, 3))
+    tracking.log_run(d1, store, "lpdt")  # as the training job logs it, before the sync
+    cell = {"skew": 0.0}
+    manifest = {"scale": "quick", "studies": {
+        "t": {"kind": "grid", "runs": [
+            {"run_id": "rid01", "dir": str(d1), "block": "b", "coords": cell, "seed": 1},
+            {"run_id": "rid02", "dir": str(d2), "block": "b", "coords": cell, "seed": 2}]},
+        "u": {"kind": "grid", "runs": [
+            {"run_id": "rid03", "dir": str(d3), "block": "b", "coords": cell, "seed": 3}]},
+    }}  # fmt: skip
+    assert tracking.multi_seed_runs(manifest) == {"rid01", "rid02"}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    tracking.sync_manifest(tmp_path / "manifest.json", store, "lpdt")
+    _, runs = _logged(store)
+    names = {r.data.tags["lpdt_run_id"]: r.info.run_name for r in runs}
+    assert names["rid01"].endswith(" seed1") and names["rid02"].endswith(" seed2")
+    assert "seed" not in names["rid03"]
+
+
+def test_unreadable_record_is_one_line_tracking_error(store, tmp_path):
+    d = fake_run_dir(tmp_path / "runs", 4)
+    m = json.loads((d / "metrics.json").read_text())
+    del m["schema_version"]  # a record of lpdt before versioning
+    (d / "metrics.json").write_text(json.dumps(m))
+    with pytest.raises(tracking.TrackingError) as e:
+        tracking.log_run(d, store, "lpdt")
+    assert "\n" not in str(e.value) and "older format" in str(e.value)
+    assert str(e.value).startswith(str(d / "metrics.json"))

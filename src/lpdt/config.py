@@ -99,7 +99,7 @@ class PrecisionConfig:
     grad_bits: int = 8
     act_rounding: Literal["stochastic", "nearest"] = "stochastic"  # reference: stochastic (bug)
     gossip_ranges: bool = True  # activation ranges travel with the model (reference §5.5)
-    lp_init: bool = True  # the reference's LP init (zero gamma in each block's last norm, §7.1)
+    lp_init: bool = True  # the reference's LP init (zero gamma in each block's last norm, reference §7.1)
 
 
 @dataclass
@@ -111,8 +111,10 @@ class TopologyConfig:
 
 @dataclass
 class CompressionConfig:
-    name: Literal["none", "topk", "randomk"] = "none"
-    ratio: float = 0.0  # fraction dropped per tensor: 0.99 keeps 1 %
+    # none | topk | randomk (sparsifiers) | qsgd | int8 (quantizers; lpdt.decentral.compression)
+    name: Literal["none", "topk", "randomk", "qsgd", "int8"] = "none"
+    ratio: float = 0.0  # sparsifiers: fraction dropped per tensor: 0.99 keeps 1 %
+    levels: int = 8  # qsgd: bits per value (s = 2^levels - 1 levels)
 
 
 @dataclass
@@ -178,6 +180,9 @@ class RunConfig:
     seed: int = 1234
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int | None = None  # torch intra-op threads; None = torch default
+    # "simulated": one process holds all n nodes (lpdt.decentral.group.LocalGroup).
+    # "distributed": one process per node over torch.distributed (lpdt.launch; docs/engine.md).
+    engine: Literal["simulated", "distributed"] = "simulated"
     data: DataConfig = field(default_factory=DataConfig)
     partition: PartitionConfig = field(default_factory=PartitionConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -219,6 +224,8 @@ EXECUTION_KEYS: tuple[str, ...] = (
     "name",  # a label
     "threads",  # torch intra-op threads: speed only
     "device",  # cpu / cuda: where it runs (results may differ in the last bits, not in kind)
+    "engine",  # simulated / distributed: the same arithmetic up to float reassociation of the
+    # mixing sum (docs/engine.md: equal to the simulator's sparse mixing bit for bit)
     "data.root",  # where the dataset files are, not which data
     "tracking",  # MLflow logging
     "train.compile",  # torch.compile switch: speed only (same arithmetic; docs/engine.md)
@@ -326,11 +333,18 @@ def set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: Any, over: Any, null_deletes: bool = False) -> Any:
+    """Overlay ``over`` on ``base``: mappings merge recursively, anything else replaces. With
+    ``null_deletes``, a None in ``over`` removes the key instead (the workflow's scale overlays
+    delete blocks this way); without it, None is a value like any other (``key: null``)."""
+    if not (isinstance(base, dict) and isinstance(over, dict)):
+        return over
     out = dict(base)
     for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _merge(out[k], v)
+        if v is None and null_deletes:
+            out.pop(k, None)
+        elif k in out:
+            out[k] = deep_merge(out[k], v, null_deletes)
         else:
             out[k] = v
     return out
@@ -436,6 +450,15 @@ def _build(cls: type, tree: dict[str, Any], prefix: str = "") -> Any:
     return cls(**kwargs)
 
 
+def _ratio_hint(ratio: float) -> str:
+    """The error for a compression ratio outside [0, 1): it is a fraction, not the percentage
+    that studies and tables use ("Comp. 99 %" is ratio 0.99)."""
+    msg = f"{ratio:g} is not a fraction in [0, 1) (the fraction dropped per tensor)"
+    if 1.0 <= ratio < 100.0:
+        msg += f"; for {ratio:g} % compression write {ratio / 100:g}"
+    return msg
+
+
 def _check_ranges(cfg: RunConfig) -> None:
     def need(cond: bool, key: str, msg: str) -> None:
         if not cond:
@@ -445,7 +468,8 @@ def _check_ranges(cfg: RunConfig) -> None:
     need(cfg.partition.alpha > 0, "partition.alpha", "must be > 0")
     need(cfg.topology.nodes >= 1, "topology.nodes", "must be >= 1")
     c = cfg.algorithm.compression
-    need(0.0 <= c.ratio < 1.0, "algorithm.compression.ratio", "must be in [0, 1)")
+    need(0.0 <= c.ratio < 1.0, "algorithm.compression.ratio", _ratio_hint(c.ratio))
+    need(1 <= c.levels <= 8, "algorithm.compression.levels", "must be in 1..8 (bits)")
     if cfg.algorithm.consensus_lr is not None:
         need(0 < cfg.algorithm.consensus_lr <= 1, "algorithm.consensus_lr", "must be in (0, 1]")
     for k in ("weight_bits", "act_bits", "grad_bits"):
@@ -499,7 +523,7 @@ def load_config(
             ) from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"config file {str(p)!r} must contain a mapping")
-        tree = _merge(tree, loaded)
+        tree = deep_merge(tree, loaded)
     items: list[tuple[str, Any]]
     if isinstance(overrides, dict):
         items = list(overrides.items())

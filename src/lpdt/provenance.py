@@ -1,12 +1,13 @@
 """Where a run came from, captured while it trains (``metrics.json`` ``provenance``).
 
-The record is written once, by the training process, and never recomputed: MLflow tags such as
-``git_commit`` are read from it (``lpdt.tracking.run_tags``), so re-logging a run later, from
-another checkout, does not change them.
+The record (``lpdt.record.Provenance``) is written once, by the training process, and never
+recomputed: MLflow tags such as ``git_commit`` are read from it (``lpdt.tracking.run_tags``), so
+re-logging a run later, from another checkout, does not change them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import platform
 import shlex
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import lpdt
+from lpdt.record import Provenance, Session
 
 GIT_TIMEOUT_S = 10.0  # per git call; a hung or slow git gives None, never a stuck run
 
@@ -51,9 +53,10 @@ def git_state(path: str | Path | None = None) -> tuple[str | None, bool | None]:
     return commit.strip(), (None if status is None else bool(status.strip()))
 
 
-def capture(device: Any = None) -> dict[str, Any]:
+def capture(device: Any = None) -> Provenance:
     """The provenance of this process: lpdt version, git commit and dirty flag, command line,
-    host, device, Python / torch / CUDA versions, and ``started`` (now, UTC)."""
+    host, device, Python / torch / CUDA versions, and ``started`` (now, UTC; ``finished`` is
+    set when the run completes)."""
     import torch
 
     commit, dirty = git_state()
@@ -61,17 +64,26 @@ def capture(device: Any = None) -> dict[str, Any]:
     gpu = None
     if dev is not None and dev.startswith("cuda") and torch.cuda.is_available():
         gpu = torch.cuda.get_device_name(torch.device(dev))
-    return {
-        "lpdt_version": lpdt.__version__,
-        "git_commit": commit,
-        "git_dirty": dirty,
-        "command": shlex.join(sys.argv),
-        "host": platform.node(),
-        "device": dev,
-        "gpu": gpu,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "started": utc_now(),
-        "finished": None,
-    }
+    return Provenance(
+        lpdt_version=lpdt.__version__,
+        git_commit=commit,
+        git_dirty=dirty,
+        command=shlex.join(sys.argv),
+        host=platform.node(),
+        device=dev,
+        gpu=gpu,
+        python=platform.python_version(),
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
+        started=utc_now(),
+        finished=None,
+    )
+
+
+def resumed(first: Provenance, now: Provenance, epoch: int) -> Provenance:
+    """The provenance of a run that ``now``'s process resumes after ``epoch`` epochs: the record
+    keeps describing the session that started it (``first``) and lists this one in
+    ``resumed``."""
+    session = Session(epoch=epoch, started=now.started, git_commit=now.git_commit,
+                      git_dirty=now.git_dirty, host=now.host, command=now.command)  # fmt: skip
+    return dataclasses.replace(first, resumed=(*first.resumed, session))

@@ -1,9 +1,33 @@
 """Run records in MLflow, for browsing and comparing runs (``lpdt ui``).
 
-The JSON files of a run (``metrics.json``, ``history.csv``, ``config.yaml``) stay the source of
-truth; MLflow is a view of them. ``log_run`` is therefore idempotent (a run already logged, found
-by its ``lpdt_run_id`` tag, is not logged twice; only its tags are refreshed) and can be called
-again at any time, e.g. by the workflow's final ``mlflow_sync`` step.
+The run record (``lpdt.record``: ``metrics.json`` and ``history.csv``) stays the source of
+truth; MLflow is a view of it, and everything logged is derived from the record:
+
+- the run's name from its grid coordinates (``run_name``: ``resnet20 ring8 choco top99 skew0.8
+  int8 cifar10``, plus ``seed1235`` for runs of a multi-seed cell), its start and end times from
+  the training times in its provenance, its status from the record's status;
+- the config as params, each history row as step metrics stamped with the wall-clock time the
+  row was written (``RunRecord.row_times``), the final metrics, communication and timing as
+  metrics at the last step;
+- the dataset (name, source, stand-in) as an MLflow dataset input;
+- tags: the lpdt run id, dataset, model, status, and the provenance captured at training time
+  (git commit and dirty flag, host, lpdt version, device), never the state of the machine that
+  logs, so logging a run again (``mlflow_sync``) does not change them;
+- ``metrics.json``, ``history.csv`` and ``config.yaml`` as artifacts.
+
+``log_run`` is idempotent: a run already logged (found by its ``lpdt_run_id`` tag) is not logged
+twice; only its tags and name are brought up to date (studies sharing a run may be added later).
+``log_report`` attaches the report PDF and the figures of one scale to one run per scale.
+
+Experiments are created with the tag ``mlflow.experimentKind = custom_model_development``, so that
+MLflow 3 opens them on their training-runs view, not on its GenAI overview.
+
+Artifacts of a SQLite store live in ``mlflow-artifacts/`` next to the database, and runs refer to
+them by ``mlflow-artifacts:/`` URIs, which are relative: ``lpdt ui`` serves them from the folder
+next to the database it opens, so moving ``results/`` as a whole keeps them working.
+(``mlflow ui`` without ``--artifacts-destination`` looks in ``./mlartifacts`` instead.) Stores
+created by earlier versions keep their absolute ``file://`` locations and are written through
+MLflow's client as before.
 
 SQLite stores do not like concurrent writers. Opening a SQLite store (which creates or migrates
 its schema when the file is new) is serialised across processes by an exclusive lock on
@@ -11,11 +35,7 @@ its schema when the file is new) is serialised across processes by an exclusive 
 so any number of ``lpdt train`` processes, ``lpdt ui`` and the workflow may open one fresh store
 at once; every write retries with backoff on "database is locked".
 
-Tags are derived from the run's record only (``metrics.json``, including its ``provenance``
-block written at training time), never from the state of the machine at logging time, so
-logging a run again (``mlflow_sync``) does not change them.
-
-Command line (used by the workflow): ``python -m lpdt.tracking init|log|sync ...``;
+Command line (used by the workflow): ``python -m lpdt.tracking init|log|sync|report ...``;
 ``lpdt ui`` opens the MLflow UI on 127.0.0.1.
 """
 
@@ -23,27 +43,40 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
+import dataclasses
+import datetime as dt
 import fcntl
+import hashlib
 import json
 import math
 import os
 import random
+import re
+import shutil
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
+from lpdt import record
+from lpdt.record import RecordError, RunRecord
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 DEFAULT_URI = "sqlite:///results/mlflow.db"
 DEFAULT_EXPERIMENT = "lpdt"
 RUN_ID_TAG = "lpdt_run_id"
+REPORT_TAG = "lpdt_report_scale"  # on the one run per scale that holds the report and figures
 COMPLETE_TAG = "lpdt_logged"  # set last: a run without it was interrupted while logging
 LOCK_TIMEOUT_S = 120.0  # longest wait for another process to finish opening a SQLite store
+# MLflow 3 opens an experiment without this tag on its GenAI overview (mlflow/server/js: the
+# experiment page reads the tag; the UI's kind selector writes it). Verified with MLflow 3.17.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+ARTIFACTS_DIR = "mlflow-artifacts"  # next to a SQLite database
+RUN_FILES = (record.METRICS_FILE, record.HISTORY_FILE, "config.yaml")  # logged as artifacts
 
 T = TypeVar("T")
 
@@ -127,12 +160,46 @@ def _client(uri: str):
         return with_retry(lambda: MlflowClient(tracking_uri=uri))
 
 
-def _artifact_location(uri: str) -> str | None:
-    """Artifacts of a SQLite store go next to the database (results/mlflow-artifacts)."""
+def artifacts_root(uri: str) -> Path | None:
+    """The artifact folder of a SQLite store (``mlflow-artifacts`` next to the database), else
+    None (a tracking server decides where artifacts go)."""
     path = sqlite_path(uri)
-    if path is None:
-        return None  # a tracking server decides where artifacts go
-    return (path.parent / "mlflow-artifacts").resolve().as_uri()
+    return None if path is None else path.parent / ARTIFACTS_DIR
+
+
+def _artifact_location(uri: str, experiment: str) -> str | None:
+    """Where a new experiment's runs keep their artifacts: for a SQLite store, the relative
+    ``mlflow-artifacts:/<experiment>`` (resolved by ``lpdt ui`` against ``artifacts_root``)."""
+    if sqlite_path(uri) is None:
+        return None
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", experiment)
+    if slug != experiment:  # keep distinct names distinct
+        slug += "-" + hashlib.sha1(experiment.encode()).hexdigest()[:8]
+    return f"mlflow-artifacts:/{slug}"
+
+
+def local_artifact_dir(uri: str, artifact_uri: str) -> Path | None:
+    """The folder that holds a run's artifacts when the store is SQLite and the run's artifact
+    URI is a relative ``mlflow-artifacts:/`` one; None otherwise (MLflow's client writes them)."""
+    root = artifacts_root(uri)
+    parsed = urllib.parse.urlparse(artifact_uri)
+    if root is None or parsed.scheme != "mlflow-artifacts":
+        return None
+    return root / urllib.parse.unquote(parsed.path).lstrip("/")
+
+
+def _log_files(client, uri: str, run, files: Iterable[Path], subdir: str | None = None) -> None:
+    """Copy files into the run's artifacts (replacing earlier copies of the same name)."""
+    local = local_artifact_dir(uri, run.info.artifact_uri)
+    for f in files:
+        if local is None:
+            with_retry(lambda f=f: client.log_artifact(run.info.run_id, str(f), subdir))
+            continue
+        dest = local / subdir if subdir else local
+        dest.mkdir(parents=True, exist_ok=True)
+        tmp = dest / f".{f.name}.tmp"
+        shutil.copyfile(f, tmp)
+        os.replace(tmp, dest / f.name)
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -152,15 +219,19 @@ def _chunks(items: list[T], size: int) -> Iterable[list[T]]:
         yield items[i : i + size]
 
 
-def _number(v: Any) -> float | None:
-    """A finite float, or None for empty / NaN / non-numeric cells."""
-    if isinstance(v, bool) or v is None or v == "":
+def _finite(v: Any) -> float | None:
+    """A finite number as float; None for None, booleans, strings, NaN and infinities."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
         return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
+    return float(v) if math.isfinite(v) else None
+
+
+def _ms(t: dt.datetime) -> int:
+    return int(t.timestamp() * 1000)
+
+
+def _time_ms(iso: str) -> int:
+    return _ms(record.parse_time(iso))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -184,19 +255,23 @@ def _open(uri: str, experiment: str) -> tuple[Any, str]:
 
 
 def _experiment_id(client, uri: str, experiment: str) -> str:
+    """The experiment's id, creating it (as a training experiment) if needed; an experiment
+    without a kind (created by an earlier version) is marked as one."""
     exp = with_retry(lambda: client.get_experiment_by_name(experiment))
-    if exp is not None:
-        return exp.experiment_id
-    try:
-        return with_retry(
-            lambda: client.create_experiment(experiment, artifact_location=_artifact_location(uri))
-        )
-    except Exception:
-        # Another process may have created it in between.
-        exp = with_retry(lambda: client.get_experiment_by_name(experiment))
-        if exp is None:
-            raise
-        return exp.experiment_id
+    if exp is None:
+        try:
+            return with_retry(lambda: client.create_experiment(
+                experiment, artifact_location=_artifact_location(uri, experiment),
+                tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}))  # fmt: skip
+        except Exception:
+            # Another process may have created it in between.
+            exp = with_retry(lambda: client.get_experiment_by_name(experiment))
+            if exp is None:
+                raise
+    if EXPERIMENT_KIND_TAG not in exp.tags:
+        with_retry(lambda: client.set_experiment_tag(
+            exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND))  # fmt: skip
+    return exp.experiment_id
 
 
 def find_run(uri: str, experiment: str, run_id: str) -> str | None:
@@ -205,32 +280,56 @@ def find_run(uri: str, experiment: str, run_id: str) -> str | None:
     exp = with_retry(lambda: client.get_experiment_by_name(experiment))
     if exp is None:
         return None
-    for r in _search(client, exp.experiment_id, run_id):
+    for r in _search(client, exp.experiment_id, RUN_ID_TAG, run_id):
         if r.data.tags.get(COMPLETE_TAG) == "true":
             return r.info.run_id
     return None
 
 
-def _search(client, exp_id: str, run_id: str) -> list:
-    flt = f"tags.{RUN_ID_TAG} = '{run_id}'"
+def _search(client, exp_id: str, tag: str, value: str) -> list:
+    flt = f"tags.{tag} = '{value}'"
     return list(with_retry(lambda: client.search_runs([exp_id], filter_string=flt)))
 
 
-def read_run_dir(run_dir: str | Path) -> tuple[dict, list[dict], dict]:
-    """(metrics.json, history.csv rows, config.yaml) of a finished run directory."""
-    d = Path(run_dir)
-    metrics_path = d / "metrics.json"
-    if not metrics_path.is_file():
-        raise TrackingError(f"{metrics_path} does not exist; the run is not complete")
-    metrics = json.loads(metrics_path.read_text())
-    history: list[dict] = []
-    if (d / "history.csv").is_file():
-        with (d / "history.csv").open(newline="") as f:
-            history = list(csv.DictReader(f))
-    config = metrics.get("config") or {}
-    if (d / "config.yaml").is_file():
-        config = yaml.safe_load((d / "config.yaml").read_text()) or config
-    return metrics, history, config
+def read_record(run_dir: str | Path) -> RunRecord:
+    """The record of a finished run directory (``TrackingError`` if it has none or it is not
+    valid; the message is ``lpdt.record.read``'s one line)."""
+    try:
+        return record.read(run_dir)
+    except RecordError as e:
+        raise TrackingError(str(e)) from None
+
+
+# Short names in run names: the paper's ring is the directed one.
+TOPOLOGY_NAMES = {"directed_ring": "ring", "ring": "uring"}
+# The normalisation each precision uses in the paper (section 3); another one is named.
+PAPER_NORM = {"fp32": "evonorm", "int8": "rangeen"}
+
+
+def run_name(rec: RunRecord, with_seed: bool = False) -> str:
+    """A run's name from its grid coordinates, e.g. ``resnet20 ring8 choco top99 skew0.8 int8
+    cifar10``: model (and its normalisation where it is not the paper's for that precision),
+    topology and nodes, algorithm (``+qgm``), compression (``dense``, ``top99``, ``random90``),
+    data skew (or Dirichlet ``dir0.1``), precision, dataset used; ``seed1235`` when
+    ``with_seed`` (a cell with several seeds)."""
+    c = rec.config
+    model, topo, part = c["model"], c["topology"], c["partition"]
+    comp, precision = c["algorithm"]["compression"], c["precision"]["mode"]
+    parts = [model["name"]]
+    if model["norm"] != PAPER_NORM.get(precision):
+        parts.append(model["norm"])
+    parts.append(f"{TOPOLOGY_NAMES.get(topo['name'], topo['name'])}{topo['nodes']}")
+    parts.append(c["algorithm"]["name"] + ("+qgm" if c["optim"]["qgm"] else ""))
+    if comp["name"] == "none":
+        parts.append("dense")
+    else:  # topk -> top99, randomk -> random99
+        parts.append(f"{comp['name'].removesuffix('k')}{round(100 * comp['ratio'], 4):g}")
+    dirichlet = part["kind"] == "dirichlet"
+    parts.append(f"dir{part['alpha']:g}" if dirichlet else f"skew{part['skew']:g}")
+    parts += [precision, rec.dataset.name]
+    if with_seed:
+        parts.append(f"seed{c['seed']}")
+    return " ".join(parts)
 
 
 def _tag(v: Any) -> str:
@@ -239,57 +338,76 @@ def _tag(v: Any) -> str:
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
-def run_tags(metrics: dict, tags: dict[str, Any] | None = None) -> dict[str, str]:
-    """The tags of an MLflow run: lpdt run id, dataset (and whether it is a stand-in), status,
-    and the provenance recorded at training time (git commit and dirty flag, host, lpdt version;
-    "unknown" where the record has none), plus the caller's tags (studies, scale). A function
-    of the record only: logging the same run again gives the same tags."""
-    ds = metrics.get("dataset") or {}
-    prov = metrics.get("provenance") or {}
+def run_tags(rec: RunRecord, tags: dict[str, Any] | None = None) -> dict[str, str]:
+    """The tags of an MLflow run: lpdt run id, dataset (and whether it is a stand-in), model,
+    status, and the provenance recorded at training time (git commit and dirty flag, host, lpdt
+    version, device; "unknown" where the record has none), plus the caller's tags (studies,
+    scale). A function of the record only: logging the same run again gives the same tags."""
+    prov = rec.provenance
     out = {
-        RUN_ID_TAG: str(metrics["run_id"]),
-        "dataset": str(ds.get("name")),
-        "stand_in": str(bool(ds.get("stand_in"))).lower(),
-        "stand_in_for": str(ds.get("stand_in_for") or ""),
-        "model": str((metrics.get("model") or {}).get("name")),
-        "status": str(metrics.get("status")),
-        "git_commit": _tag(prov.get("git_commit")),
-        "git_dirty": _tag(prov.get("git_dirty")),
-        "host": _tag(prov.get("host")),
-        "lpdt_version": _tag(prov.get("lpdt_version")),
+        RUN_ID_TAG: rec.run_id,
+        "dataset": rec.dataset.name,
+        "stand_in": _tag(rec.dataset.stand_in),
+        "stand_in_for": rec.dataset.stand_in_for or "",
+        "model": rec.model.name,
+        "status": rec.status,
+        "git_commit": _tag(prov.git_commit),
+        "git_dirty": _tag(prov.git_dirty),
+        "host": _tag(prov.host),
+        "lpdt_version": _tag(prov.lpdt_version),
+        "device": _tag(prov.device),
+        "engine": rec.engine,  # simulated | distributed
     }
+    if prov.git_commit:  # shown by the MLflow UI as the run's source version
+        out["mlflow.source.git.commit"] = prov.git_commit
     out.update({str(k): str(v) for k, v in (tags or {}).items()})
     return out
 
 
-def _run_metrics(metrics: dict, history: list[dict]):
+def _run_metrics(rec: RunRecord):
+    """Per-epoch metrics at step = epoch, stamped with the time each row was written; the
+    summary (final metrics, communication, timing, sizes) at the step after the last epoch,
+    stamped with the finish time."""
     from mlflow.entities import Metric
 
-    ts = int(time.time() * 1000)
     out: list[Metric] = []
     last_step = 0
-    for row in history:
-        epoch = row.get("epoch")
-        if epoch == "final":
+    for row, when in zip(rec.history, rec.row_times(), strict=True):
+        if row.epoch == "final":
             continue
-        step = int(float(epoch))
-        last_step = max(last_step, step + 1)
-        for k, v in row.items():
-            x = _number(v)
+        last_step = max(last_step, row.epoch + 1)
+        for k, v in row.to_dict().items():
+            x = _finite(v)
             if k != "epoch" and x is not None:
-                out.append(Metric(k, x, ts, step))
-    summary = {
-        **{f"final.{k}": v for k, v in (metrics.get("final") or {}).items()},
-        **{f"communication.{k}": v for k, v in (metrics.get("communication") or {}).items()},
-        **{f"time.{k}": v for k, v in (metrics.get("time") or {}).items()},
-        "epochs_completed": metrics.get("epochs_completed"),
-        "model.params": (metrics.get("model") or {}).get("params"),
-    }
+                out.append(Metric(k, x, _ms(when), row.epoch))
+    summary: dict[str, Any] = {"epochs_completed": rec.epochs_completed,
+                               "iters_per_epoch": rec.iters_per_epoch}  # fmt: skip
+    for section in ("final", "communication", "time", "model"):
+        obj = getattr(rec, section)
+        if obj is not None:
+            summary.update({f"{section}.{k}": v for k, v in dataclasses.asdict(obj).items()})
+    finished = _time_ms(rec.provenance.finished or rec.provenance.started)
     for k, v in summary.items():
-        x = _number(v)
+        x = _finite(v)
         if x is not None:
-            out.append(Metric(k, x, ts, last_step))
+            out.append(Metric(k, x, finished, last_step))
     return out
+
+
+def _dataset_input(rec: RunRecord):
+    """The record's dataset as an MLflow dataset input (context "train"): name, and as its
+    source the dataset's source and stand-in status; sizes as its profile."""
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+    d = rec.dataset
+    source = json.dumps({"source": d.source, "stand_in": d.stand_in,
+                         "stand_in_for": d.stand_in_for}, sort_keys=True)  # fmt: skip
+    profile = json.dumps({"num_classes": d.num_classes, "train_samples": d.train_samples,
+                          "test_samples": d.test_samples}, sort_keys=True)  # fmt: skip
+    digest = hashlib.sha256(f"{d.name}\n{source}\n{profile}".encode()).hexdigest()[:16]
+    ds = Dataset(name=d.name, digest=digest, source_type="lpdt", source=source, profile=profile)
+    return DatasetInput(ds, tags=[InputTag(MLFLOW_DATASET_CONTEXT, "train")])
 
 
 def log_run(
@@ -297,47 +415,95 @@ def log_run(
     uri: str = DEFAULT_URI,
     experiment: str = DEFAULT_EXPERIMENT,
     tags: dict[str, Any] | None = None,
+    seed_in_name: bool = False,
 ) -> str:
-    """Log one finished run (config as params, per-epoch and final metrics, tags, the JSON/CSV
-    files as artifacts); return its MLflow run id. Idempotent: if the run is already logged, only
-    its tags are refreshed (studies sharing a run may be added later)."""
+    """Log one finished run (see the module docstring); return its MLflow run id. Idempotent:
+    if the run is already logged, only its tags and name are brought up to date."""
     from mlflow.entities import Param, RunTag
 
-    metrics, history, config = read_run_dir(run_dir)
+    rec = read_record(run_dir)
     client, exp_id = _open(uri, experiment)
-    all_tags = run_tags(metrics, tags)
-    run_id = all_tags[RUN_ID_TAG]
+    all_tags = run_tags(rec, tags)
+    name = run_name(rec, seed_in_name)
 
-    for r in _search(client, exp_id, run_id):
+    for r in _search(client, exp_id, RUN_ID_TAG, rec.run_id):
         if r.data.tags.get(COMPLETE_TAG) == "true":
             stale = [RunTag(k, v) for k, v in all_tags.items() if r.data.tags.get(k) != v]
             if stale:
                 with_retry(lambda r=r, stale=stale: client.log_batch(r.info.run_id, tags=stale))
+            if r.info.run_name != name:
+                with_retry(lambda r=r: client.update_run(r.info.run_id, name=name))
             return r.info.run_id
         # Interrupted while logging earlier: remove the partial record and log again.
         with_retry(lambda r=r: client.delete_run(r.info.run_id))
+        local = local_artifact_dir(uri, r.info.artifact_uri)
+        if local is not None:
+            shutil.rmtree(local, ignore_errors=True)
 
-    name = metrics.get("name") or run_id
-    run = with_retry(
-        lambda: client.create_run(exp_id, run_name=str(name), tags={RUN_ID_TAG: run_id})
-    )
+    run = with_retry(lambda: client.create_run(
+        exp_id, start_time=_time_ms(rec.provenance.started), run_name=name,
+        tags={RUN_ID_TAG: rec.run_id}))  # fmt: skip
     mid = run.info.run_id
-    params = [Param(k, str(v)[:6000]) for k, v in sorted(flatten(config).items())]
+    params = [Param(k, str(v)[:6000]) for k, v in sorted(flatten(rec.config).items())]
     for chunk in _chunks(params, 100):
         with_retry(lambda chunk=chunk: client.log_batch(mid, params=chunk))
-    for chunk in _chunks(_run_metrics(metrics, history), 1000):
+    for chunk in _chunks(_run_metrics(rec), 1000):
         with_retry(lambda chunk=chunk: client.log_batch(mid, metrics=chunk))
+    with_retry(lambda: client.log_inputs(mid, datasets=[_dataset_input(rec)]))
     d = Path(run_dir)
-    for fname in ("metrics.json", "history.csv", "config.yaml"):
-        if (d / fname).is_file():
-            with_retry(lambda fname=fname: client.log_artifact(mid, str(d / fname)))
+    _log_files(client, uri, run, [d / f for f in RUN_FILES if (d / f).is_file()])
     tag_list = [RunTag(k, v) for k, v in all_tags.items()]
     for chunk in _chunks(tag_list, 100):
         with_retry(lambda chunk=chunk: client.log_batch(mid, tags=chunk))
-    status = "FINISHED" if metrics.get("status") == "ok" else "FAILED"
-    with_retry(lambda: client.set_terminated(mid, status=status))
+    status = "FINISHED" if rec.status == "ok" else "FAILED"
+    end = _time_ms(rec.provenance.finished or rec.provenance.started)
+    with_retry(lambda: client.set_terminated(mid, status=status, end_time=end))
     with_retry(lambda: client.set_tag(mid, COMPLETE_TAG, "true"))  # last
     return mid
+
+
+def log_report(
+    report: str | Path,
+    figures: Iterable[str | Path],
+    scale: str,
+    uri: str = DEFAULT_URI,
+    experiment: str = DEFAULT_EXPERIMENT,
+) -> str:
+    """Attach the report PDF and the figures of one scale to that scale's report run (named
+    ``report <scale>``, tagged ``lpdt_report_scale``; created on first use, its files replaced
+    afterwards); return its MLflow run id. Start and end times are the oldest and newest file
+    modification times (when the report was built)."""
+    files = [Path(report), *map(Path, figures)]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        raise TrackingError(f"report files not found: {', '.join(missing)}")
+    mtimes = [int(f.stat().st_mtime * 1000) for f in files]
+    client, exp_id = _open(uri, experiment)
+    with store_lock(uri):  # one report run per scale, also with two loggers at once
+        runs = _search(client, exp_id, REPORT_TAG, scale)
+        if runs:
+            run = runs[0]
+        else:
+            run = with_retry(lambda: client.create_run(
+                exp_id, start_time=min(mtimes), run_name=f"report {scale}",
+                tags={REPORT_TAG: scale, "scale": scale}))  # fmt: skip
+    _log_files(client, uri, run, files[:1])
+    _log_files(client, uri, run, files[1:], "figures")
+    mid = run.info.run_id
+    with_retry(lambda: client.set_terminated(mid, status="FINISHED", end_time=max(mtimes)))
+    return mid
+
+
+def multi_seed_runs(manifest: dict[str, Any]) -> set[str]:
+    """The run ids of a workflow manifest (``results/manifest.json``) whose study cell (study,
+    block, coordinates) holds runs of several seeds: their names end in the seed."""
+    cells: dict[tuple[str, str, str], list[dict]] = {}
+    for study, entry in manifest["studies"].items():
+        for r in entry["runs"]:
+            key = (study, str(r.get("block")), json.dumps(r["coords"], sort_keys=True))
+            cells.setdefault(key, []).append(r)
+    return {r["run_id"] for rs in cells.values() if len({r.get("seed") for r in rs}) > 1
+            for r in rs}  # fmt: skip
 
 
 def sync_manifest(
@@ -351,17 +517,28 @@ def sync_manifest(
     m = json.loads(Path(manifest).read_text())
     studies: dict[str, list[str]] = {}
     dirs: dict[str, str] = {}
-    for study, entry in sorted(m.get("studies", {}).items()):
-        for r in entry.get("runs", []):
+    for study, entry in sorted(m["studies"].items()):
+        for r in entry["runs"]:
             studies.setdefault(r["run_id"], []).append(study)
             dirs[r["run_id"]] = r["dir"]
+    seeded = multi_seed_runs(m)
     out = {}
     for rid, d in sorted(dirs.items()):
-        if not (Path(d) / "metrics.json").is_file():
+        if not (Path(d) / record.METRICS_FILE).is_file():
             continue
-        t = {"studies": ",".join(sorted(set(studies[rid]))), "scale": m.get("scale", "")}
-        out[rid] = log_run(d, uri, experiment, {**t, **(tags or {})})
+        t = {"studies": ",".join(sorted(set(studies[rid]))), "scale": m["scale"]}
+        out[rid] = log_run(d, uri, experiment, {**t, **(tags or {})}, rid in seeded)
     return out
+
+
+def ui_command(uri: str = DEFAULT_URI, host: str = "127.0.0.1", port: int = 5000) -> list[str]:
+    """The ``mlflow ui`` command line for a store; for a SQLite store it serves the artifacts
+    from the folder next to the database (``artifacts_root``)."""
+    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri]
+    root = artifacts_root(uri)
+    if root is not None:
+        cmd += ["--artifacts-destination", str(root.resolve())]
+    return cmd + ["--host", host, "--port", str(port)]
 
 
 def ui(uri: str = DEFAULT_URI, host: str = "127.0.0.1", port: int = 5000) -> int:
@@ -378,8 +555,7 @@ def ui(uri: str = DEFAULT_URI, host: str = "127.0.0.1", port: int = 5000) -> int
         raise
     except Exception as e:
         raise TrackingError(f"cannot open the MLflow store {uri}: {e}".replace("\n", " ")) from e
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri]
-    cmd += ["--host", host, "--port", str(port)]
+    cmd = ui_command(uri, host, port)
     print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl-C to stop)", flush=True)
     # exec: the server replaces this process, so Ctrl-C and kill reach it directly
     os.execv(sys.executable, cmd)
@@ -387,7 +563,7 @@ def ui(uri: str = DEFAULT_URI, host: str = "127.0.0.1", port: int = 5000) -> int
 
 
 # ----------------------------------------------------------------------------------------------
-# Command line: `lpdt ui` (add_arguments/run) and `python -m lpdt.tracking init|log|sync`
+# Command line: `lpdt ui` (add_arguments/run) and `python -m lpdt.tracking init|log|sync|report`
 # ----------------------------------------------------------------------------------------------
 
 
@@ -419,6 +595,7 @@ def main(argv: list[str] | None = None) -> int:
         ("init", "create the store and the experiment"),
         ("log", "log one run directory"),
         ("sync", "log every run of a manifest, refresh study tags"),
+        ("report", "attach the report PDF and the figures to the scale's report run"),
     ]:
         s = sub.add_parser(name, help=help_)
         s.add_argument("--uri", default=DEFAULT_URI)
@@ -427,8 +604,14 @@ def main(argv: list[str] | None = None) -> int:
         if name == "log":
             s.add_argument("run_dir")
             s.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
+            s.add_argument("--seed-in-name", action="store_true",
+                           help="the run is one of several seeds of its cell: name it by its seed")  # fmt: skip
         if name == "sync":
             s.add_argument("--manifest", default="results/manifest.json")
+        if name == "report":
+            s.add_argument("--scale", required=True)
+            s.add_argument("--report", required=True, help="the report PDF")
+            s.add_argument("figures", nargs="*", help="figure files (logged under figures/)")
     args = p.parse_args(argv)
     try:
         if args.cmd == "init":
@@ -437,7 +620,11 @@ def main(argv: list[str] | None = None) -> int:
                                        "experiment_id": exp_id}  # fmt: skip
         elif args.cmd == "log":
             tags = dict(t.split("=", 1) for t in args.tag)
-            receipt = {"mlflow_run_id": log_run(args.run_dir, args.uri, args.experiment, tags)}
+            mid = log_run(args.run_dir, args.uri, args.experiment, tags, args.seed_in_name)
+            receipt = {"mlflow_run_id": mid}
+        elif args.cmd == "report":
+            mid = log_report(args.report, args.figures, args.scale, args.uri, args.experiment)
+            receipt = {"mlflow_run_id": mid, "scale": args.scale}
         else:
             runs = sync_manifest(args.manifest, args.uri, args.experiment)
             receipt = {"uri": args.uri, "experiment": args.experiment, "runs": runs}

@@ -15,9 +15,7 @@ every epoch), ``metrics.json`` (written last, atomically) and, while running, ``
 
 from __future__ import annotations
 
-import csv
-import io
-import json
+import dataclasses
 import math
 import platform
 import random
@@ -31,23 +29,31 @@ import torch
 import yaml
 
 import lpdt
-from lpdt import provenance
+from lpdt import provenance, record
 from lpdt.config import RunConfig, dump_config, result_diff
 from lpdt.data import Dataset, load_dataset
 from lpdt.data.sampler import NodeSampler
 from lpdt.decentral.algorithms import make_algorithm
-from lpdt.decentral.compression import LayerwiseCompressor
+from lpdt.decentral.compression import make_compressor
+from lpdt.decentral.group import LocalGroup, NodeGroup
 from lpdt.decentral.optim import make_optimizer
 from lpdt.decentral.state import NodeState
+from lpdt.decentral.streams import NodeStreams
 from lpdt.decentral.topology import mixing_matrix, out_peers
-from lpdt.io import torch_save_atomic, write_json_atomic, write_text_atomic
+from lpdt.io import torch_save_atomic, write_text_atomic
 from lpdt.models import build_model
+from lpdt.record import (
+    Communication,
+    DatasetRecord,
+    FinalMetrics,
+    HistoryRow,
+    ModelRecord,
+    Provenance,
+    RunRecord,
+    Timing,
+    Versions,
+)
 from lpdt.steps import Steps
-
-HISTORY_FIELDS = [
-    "epoch", "lr", "train_loss", "acc_node_mean", "acc_node_min", "acc_node_max",
-    "acc_avg_model", "consensus_distance", "bytes_per_node", "wall_s",
-]  # fmt: skip
 
 Log = Callable[[str], None]
 
@@ -121,10 +127,17 @@ def evaluate(
 
 
 class Run:
-    """Everything one training run holds; ``train()`` below drives it."""
+    """Everything one training run holds; ``train()`` below drives it.
 
-    def __init__(self, cfg: RunConfig, log: Log = _print) -> None:
+    The rows of the run's state are the nodes this process holds (``group.ids``): all n in the
+    simulator (``LocalGroup``), one per process in the distributed engine
+    (``lpdt.decentral.peer.TorchGroup``). Row k is node ``group.ids[k]``.
+    """
+
+    def __init__(self, cfg: RunConfig, log: Log = _print, group: NodeGroup | None = None) -> None:
         self.cfg, self.log = cfg, log
+        self.group = group or LocalGroup(cfg.topology.nodes)
+        ids = self.group.ids
         self.device = resolve_device(cfg.device)
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
@@ -137,11 +150,10 @@ class Run:
         n = cfg.topology.nodes
         parts = partition_indices(self.data.labels("train"), cfg)
         self.samplers = [
-            NodeSampler(p, cfg.per_node_batch, seed=cfg.seed * 1000 + i)
-            for i, p in enumerate(parts)
+            NodeSampler(parts[i], cfg.per_node_batch, seed=cfg.seed * 1000 + i) for i in ids
         ]
-        self.aug_gen = torch.Generator().manual_seed(cfg.seed + 1)
-        self.iters = max(s.batches_per_pass for s in self.samplers)
+        self.train_samples = sum(len(p) for p in parts)  # over all nodes
+        self.iters = max(-(-len(p) // cfg.per_node_batch) for p in parts)  # batches per pass
         if cfg.train.max_iters_per_epoch:
             self.iters = min(self.iters, cfg.train.max_iters_per_epoch)
 
@@ -149,23 +161,25 @@ class Run:
         torch.manual_seed(cfg.seed)
         info = self.data.info
         model = build_model(cfg, info.num_classes, info.input_shape)
-        self.state = NodeState(model, n, self.device)
+        self.state = NodeState(model, len(ids), self.device)
+        self.streams = NodeStreams(cfg.seed, ids, self.device)  # each node's random streams
         # One training step / evaluation forward for all nodes (compiled once if asked).
         self.steps = Steps(model, cfg.train.compile, cfg.train.compile_mode, log)
-        self.w = torch.ones(n, device=self.device)  # push-sum weights
 
         # Communication: graph, compressor, gossip algorithm, local optimizer.
         self.peers = out_peers(cfg.topology.name, n, cfg.topology.rows)
         comp = cfg.algorithm.compression
-        self.compressor = LayerwiseCompressor(
+        self.compressor = make_compressor(
             [(s.offset, s.numel) for s in self.state.segments],
             comp.name,
             comp.ratio,
-            generator=torch.Generator().manual_seed(cfg.seed + 2),
+            comp.levels,
+            generator=self.streams.compress,
         )
         w_matrix = mixing_matrix(cfg.topology.name, n, cfg.topology.rows)
+        exchange = self.group.exchange(w_matrix, self.compressor, self.state.p_total, self.device)
         self.algo = make_algorithm(
-            cfg.algorithm.name, w_matrix, self.compressor, cfg.consensus_lr, self.state.x
+            cfg.algorithm.name, w_matrix, self.compressor, cfg.consensus_lr, self.state.x, exchange
         )
         self.opt = make_optimizer(cfg.optim, self.state.x[:, : self.state.p_train])
         self.msg_bytes = self.compressor.message_bytes()
@@ -181,25 +195,31 @@ class Run:
         self.history: list[dict] = []
 
     # -- one iteration -----------------------------------------------------------------------
+    def batch(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Row k's next training mini-batch (its sampler, its augmentation stream)."""
+        x, y = self.data.batch("train", self.samplers[k].next(), augment=self.cfg.data.augment,
+                               generator=self.streams.aug[k])  # fmt: skip
+        return x.to(self.device), y.to(self.device)
+
     def local_gradients(self) -> torch.Tensor:
-        """Forward/backward on every node at z/w; gradients land in ``state.grad``."""
-        st, cfg = self.state, self.cfg
+        """Forward/backward on every held node at z/w; gradients land in ``state.grad``.
+        Returns the held nodes' losses."""
+        st = self.state
         st.grad.zero_()
-        st.x.div_(self.w[:, None])  # de-bias: the gradient is taken at z / w
         losses = []
-        for i, model in enumerate(st.models):
-            x, y = self.data.batch(
-                "train", self.samplers[i].next(), augment=cfg.data.augment, generator=self.aug_gen
-            )
-            losses.append(self.steps.train_step(model, x.to(self.device), y.to(self.device)))
-            self.samples += len(y)
-        st.x.mul_(self.w[:, None])  # back to the numerator
+        with st.debiased():  # the gradient is taken at z / w
+            for k, model in enumerate(st.models):
+                x, y = self.batch(k)
+                with self.streams.node(k):
+                    losses.append(self.steps.train_step(model, x, y))
+                self.samples += len(y)
         return torch.stack(losses)
 
     def gossip(self, lr: float) -> None:
-        delta = self.algo.delta(self.state.x, self.w)
-        self.state.x.add_(delta)
-        self.opt.after_gossip(delta[:, : self.state.p_train], self.w, lr)
+        st = self.state
+        delta = self.algo.delta(st.x, st.w)  # mixes st.w too
+        st.x.add_(delta)
+        self.opt.after_gossip(delta[:, : st.p_train], st.w, lr)
 
     def train_epoch(
         self, lr: float, on_iteration: Callable[[torch.Tensor], None] | None = None
@@ -213,17 +233,19 @@ class Run:
         t0 = time.perf_counter()
         for _ in range(self.iters):
             losses = self.local_gradients()
-            if not torch.isfinite(losses).all():
+            loss = self.group.mean(losses)  # over all nodes: a non-finite loss anywhere shows
+            if not torch.isfinite(loss):
                 return math.nan
             self.opt.step(self.state.x[:, : self.state.p_train], self.state.grad, lr)
             self.gossip(lr)
             self.bytes_train += self.msg_bytes * self.msgs_per_round
             self.iterations += 1
-            total += losses.mean().cpu()
+            total += loss.cpu()
             if on_iteration is not None:
-                on_iteration(losses)
+                on_iteration(loss.reshape(1))
         self.train_s += time.perf_counter() - t0
-        if not torch.isfinite(self.state.x).all():
+        finite = torch.isfinite(self.state.x).all(1).to(torch.float32)  # per held node
+        if float(self.group.mean(finite)) < 1.0:
             return math.nan
         return float(total) / self.iters
 
@@ -232,39 +254,41 @@ class Run:
         """Gossip-only rounds (reference §9.2): forwards in train mode, no SGD step."""
         self.state.train()
         for _ in range(self.cfg.train.final_gossip_rounds):
-            self.state.x.div_(self.w[:, None])
-            for i, model in enumerate(self.state.models):
-                x, _ = self.data.batch("train", self.samplers[i].next(), augment=self.cfg.data.augment,
-                                       generator=self.aug_gen)  # fmt: skip
-                model(x.to(self.device))
-            self.state.x.mul_(self.w[:, None])
+            with self.state.debiased():
+                for k, model in enumerate(self.state.models):
+                    x, _ = self.batch(k)
+                    with self.streams.node(k):
+                        model(x)
             self.gossip(lr=1.0)  # lr only scales QGM's buffer, which is no longer used
             self.bytes_final += self.msg_bytes * self.msgs_per_round
 
     def evaluate_all(self) -> dict[str, float]:
-        """Accuracy of every node's model and of the exact average model, and consensus distance."""
-        st, bs = self.state, self.cfg.train.eval_batch_size
-        n_test = len(self.data.labels("test"))
+        """Accuracy of every node's model and of the exact average model, and consensus distance
+        (on every process of the run; the average model is evaluated by the writer only)."""
+        st, bs, g = self.state, self.cfg.train.eval_batch_size, self.group
+        n, n_test = g.nodes, len(self.data.labels("test"))
         shards: list[torch.Tensor | None] = [None] * st.nodes
         if self.cfg.train.node_eval == "sharded":
-            shards = [torch.arange(i, n_test, st.nodes) for i in range(st.nodes)]
+            shards = [torch.arange(i, n_test, n) for i in g.ids]
+        mine = []
+        with st.debiased():
+            for k, (m, rows) in enumerate(zip(st.models, shards, strict=True)):
+                with self.streams.node(k):
+                    mine.append(evaluate(m, self.data, self.device, bs, self.steps, rows))
+        accs = g.gather(torch.tensor(mine, dtype=torch.float64)).tolist()
         with torch.no_grad():
-            st.x.div_(self.w[:, None])
-        try:
-            accs = [
-                evaluate(m, self.data, self.device, bs, self.steps, rows)
-                for m, rows in zip(st.models, shards, strict=True)
-            ]
-        finally:
-            with torch.no_grad():
-                st.x.mul_(self.w[:, None])
-        avg = evaluate(st.average_model(self.w), self.data, self.device, bs, self.steps)
+            z = st.debiased_rows()
+            avg_model = st.model_from(g.mean(z), g.mean(st.local_float_buffers()))
+            zt = z[:, : st.p_train]
+            consensus = float(g.mean((zt - g.mean(zt)).pow(2).sum(1)))
+            del z, zt
+        avg = evaluate(avg_model, self.data, self.device, bs, self.steps) if g.writer else math.nan
         return {
             "acc_node_mean": float(np.mean(accs)),
             "acc_node_min": float(np.min(accs)),
             "acc_node_max": float(np.max(accs)),
             "acc_avg_model": avg,
-            "consensus_distance": st.consensus_distance(self.w),
+            "consensus_distance": consensus,
         }
 
     # -- checkpoints -----------------------------------------------------------------------
@@ -272,14 +296,14 @@ class Run:
         st = self.state
         return {
             "epoch": self.epoch,
+            "nodes": self.group.ids,
             "x": st.x,
-            "w": self.w,
+            "w": st.w,
             "local_buffers": [st.local_buffers(i) for i in range(st.nodes)],
             "opt": self.opt.state_dict(),
             "algo": self.algo.state_dict(),
             "samplers": [s.state_dict() for s in self.samplers],
-            "aug_gen": self.aug_gen.get_state(),
-            "comp_gen": self.compressor.generator.get_state(),
+            "streams": self.streams.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state(self.device)
             if self.device.type == "cuda"
@@ -292,9 +316,12 @@ class Run:
 
     def restore(self, ck: dict) -> None:
         st = self.state
+        if ck.get("nodes", self.group.ids) != self.group.ids:
+            raise ValueError(f"the checkpoint holds nodes {ck['nodes']}, this process "
+                             f"{self.group.ids}")  # fmt: skip
         with torch.no_grad():
             st.x.copy_(ck["x"])
-            self.w.copy_(ck["w"])
+            st.w.copy_(ck["w"])
             for i, bufs in enumerate(ck["local_buffers"]):
                 mine = st.local_buffers(i)
                 for k, v in bufs.items():
@@ -303,8 +330,7 @@ class Run:
         self.algo.load_state_dict(ck["algo"])
         for s, d in zip(self.samplers, ck["samplers"]):
             s.load_state_dict(d)
-        self.aug_gen.set_state(ck["aug_gen"])
-        self.compressor.generator.set_state(ck["comp_gen"])
+        self.streams.load_state_dict(ck["streams"])
         torch.set_rng_state(ck["torch_rng"])
         if self.device.type == "cuda" and ck.get("cuda_rng") is not None:
             torch.cuda.set_rng_state(ck["cuda_rng"], self.device)
@@ -312,18 +338,6 @@ class Run:
             setattr(self, k, v)
         self.history = ck["history"]
         self.epoch = ck["epoch"]
-
-
-def _history_csv(rows: list[dict]) -> str:
-    buf = io.StringIO()
-    wr = csv.DictWriter(buf, fieldnames=HISTORY_FIELDS, extrasaction="ignore")
-    wr.writeheader()
-    wr.writerows(rows)
-    return buf.getvalue()
-
-
-def _write_history(out: Path, rows: list[dict]) -> None:
-    write_text_atomic(out / "history.csv", _history_csv(rows))
 
 
 class RunDirError(ValueError):
@@ -343,16 +357,17 @@ def _refuse_other_config(cfg: RunConfig, stored: Any, where: Path) -> None:
 def _check_run_dir(cfg: RunConfig, out: Path) -> None:
     """A complete run (``metrics.json``) or a started one (``config.yaml``) in ``out`` must be
     ``cfg``'s; a checkpoint is checked when it is loaded."""
-    for name, read in (("metrics.json", lambda t: json.loads(t).get("config")),
-                       ("config.yaml", yaml.safe_load)):  # fmt: skip
-        path = out / name
-        if path.exists():
-            try:
-                stored = read(path.read_text())
-            except (ValueError, AttributeError, yaml.YAMLError):
-                stored = None
-            _refuse_other_config(cfg, stored, path)
-            return
+    metrics = out / record.METRICS_FILE
+    if metrics.exists():  # a record of another schema version is a RecordError (exit 2)
+        _refuse_other_config(cfg, record.read(metrics).config, metrics)
+        return
+    path = out / "config.yaml"
+    if path.exists():
+        try:
+            stored = yaml.safe_load(path.read_text())
+        except yaml.YAMLError:
+            stored = None
+        _refuse_other_config(cfg, stored, path)
 
 
 def _duration(s: float) -> str:
@@ -411,15 +426,26 @@ def train(
     resume: bool = False,
     force: bool = False,
     log: Log = _print,
+    group: NodeGroup | None = None,
 ) -> dict:
     """Run (or resume, or skip if complete) one experiment; returns the metrics dict.
 
     Files already in ``out_dir`` (a complete run, a started run's ``config.yaml``, a checkpoint
     to resume) must belong to ``cfg``: same config up to ``lpdt.config.EXECUTION_KEYS``, else
     ``RunDirError``. ``force`` discards them instead.
+
+    ``engine: distributed`` hands the run to ``lpdt.launch`` (one process per node), whose
+    processes come back here with their ``group`` (the node each holds): every process runs
+    this function; the writer (process 0) alone writes ``config.yaml``, ``history.csv`` and
+    ``metrics.json``, and each process its own checkpoint.
     """
+    if cfg.engine == "distributed" and group is None:
+        from lpdt.launch import train_distributed
+
+        return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
+    group = group or LocalGroup(cfg.topology.nodes)
     out = Path(out_dir)
-    metrics_path, ck_path = out / "metrics.json", out / "checkpoint.pt"
+    metrics_path, ck_path = out / record.METRICS_FILE, out / group.checkpoint_name
     if force:
         metrics_path.unlink(missing_ok=True)
         ck_path.unlink(missing_ok=True)
@@ -427,30 +453,37 @@ def train(
         _check_run_dir(cfg, out)
         if metrics_path.exists():
             log(f"{out}: already complete (use --force to run it again)")
-            return json.loads(metrics_path.read_text())
+            return record.read(metrics_path).to_dict()
     prov = provenance.capture(resolve_device(cfg.device))
 
-    run = Run(cfg, log)
+    run = Run(cfg, log, group)
     st = run.state
     info = run.data.info
     wall0 = 0.0  # wall time of the earlier sessions of a resumed run
-    if resume and ck_path.exists():
-        ck = torch.load(ck_path, map_location=run.device, weights_only=False)
-        if "run_config" in ck:
-            _refuse_other_config(cfg, ck["run_config"], ck_path)
+    ck = _load_checkpoint(cfg, ck_path, run.device) if resume and ck_path.exists() else None
+    if ck is not None:
         run.restore(ck)
+    # A distributed run killed between its processes' saves of one epoch: those ahead go back.
+    target = int(group.gather(torch.tensor([run.epoch], dtype=torch.float64)).min())
+    if run.epoch != target:
+        prev = _previous(ck_path)
+        ck = _load_checkpoint(cfg, prev, run.device) if prev.exists() else None
+        if ck is None or ck["epoch"] != target:
+            raise RuntimeError(f"{out}: no checkpoint of epoch {target} beside {ck_path.name}; "
+                               "cannot resume consistently (use --force)")  # fmt: skip
+        run.restore(ck)
+    if ck is not None:
         last_wall = run.history[-1].get("wall_s") if run.history else None
         wall0 = float(ck.get("wall_s", last_wall or 0.0))
         if ck.get("provenance"):  # the record describes the session that started the run
-            keys = ("started", "git_commit", "git_dirty", "host", "command")
-            session = {"epoch": run.epoch, **{k: prov[k] for k in keys}}
-            prov = {**ck["provenance"]}
-            prov["resumed"] = [*prov.get("resumed", []), session]
+            first = Provenance.from_dict(ck["provenance"], str(ck_path))
+            prov = provenance.resumed(first, prov, run.epoch)
         log(f"resumed from {ck_path} after epoch {run.epoch}")
     elif ck_path.exists():
         log(f"note: {ck_path} exists; starting from scratch (pass --resume to continue it)")
     out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out / "config.yaml", dump_config(cfg))
+    if group.writer:
+        write_text_atomic(out / "config.yaml", dump_config(cfg))
     log(f"run {cfg.run_id()}: {cfg.model.name} ({cfg.precision.mode}, {st.p_train:,} params) on "
         f"{info.name}{' (stand-in for ' + str(info.stand_in_for) + ')' if info.stand_in else ''}, "
         f"{cfg.topology.nodes} nodes {cfg.topology.name}, {cfg.algorithm.name} "
@@ -473,7 +506,8 @@ def train(
         if math.isnan(loss):
             status = "diverged"
             run.history.append(row)
-            _write_history(out, run.history)
+            if group.writer:
+                record.write_history(out, run.history)
             log(f"epoch {epoch}: training diverged (non-finite loss or weights); stopping")
             break
         last = epoch == cfg.train.epochs - 1
@@ -482,74 +516,81 @@ def train(
         row.update(bytes_per_node=run.bytes_train, wall_s=wall())
         run.history.append(row)
         run.epoch += 1
-        _write_history(out, run.history)  # grows by a row per epoch, for watching a run
+        if group.writer:  # grows by a row per epoch, for watching a run
+            record.write_history(out, run.history)
         log(_epoch_line(row, cfg.train.epochs, None if last else progress.eta_s()))
         if not last:
             ck = run.checkpoint()
-            ck.update(run_config=cfg.to_dict(), wall_s=row["wall_s"], provenance=prov)
+            ck.update(run_config=cfg.to_dict(), wall_s=row["wall_s"], provenance=prov.to_dict())
+            if group.engine == "distributed" and ck_path.exists():
+                ck_path.replace(_previous(ck_path))  # until every process has saved this epoch
             torch_save_atomic(ck_path, ck)
 
-    final: dict = {}
+    final: FinalMetrics | None = None
+    wire_train = group.wire_bytes()  # measured (distributed engine), before the final rounds
     if status == "ok":
         run.final_gossip()
-        final = run.evaluate_all()
-        final["train_loss"] = run.history[-1]["train_loss"]
-        run.history.append({"epoch": "final", **final,
+        final = FinalMetrics(**run.evaluate_all(), train_loss=run.history[-1]["train_loss"])
+        run.history.append({"epoch": "final", **vars(final),
                             "bytes_per_node": run.bytes_train + run.bytes_final,
                             "wall_s": wall()})  # fmt: skip
         log(f"final (after {cfg.train.final_gossip_rounds} gossip rounds): node accuracy "
-            f"{final['acc_node_mean']:.2f} % (min {final['acc_node_min']:.2f}, max "
-            f"{final['acc_node_max']:.2f}), average model {final['acc_avg_model']:.2f} %")  # fmt: skip
+            f"{final.acc_node_mean:.2f} % (min {final.acc_node_min:.2f}, max "
+            f"{final.acc_node_max:.2f}), average model {final.acc_avg_model:.2f} %")  # fmt: skip
 
     total_bytes = run.bytes_train + run.bytes_final
-    metrics = {
-        "run_id": cfg.run_id(),
-        "name": cfg.name,
-        "status": status,
-        "config": cfg.to_dict(),
-        "dataset": {
-            "name": info.name,
-            "source": info.source,
-            "stand_in": info.stand_in,
-            "stand_in_for": info.stand_in_for,
-            "num_classes": info.num_classes,
-            "train_samples": int(sum(len(s.indices) for s in run.samplers)),
-            "test_samples": int(len(run.data.labels("test"))),
-        },
-        "model": {"name": cfg.model.name, "params": st.p_train, "gossiped": st.p_total},
-        "final": final,
-        "communication": {
-            "bytes_per_message": run.msg_bytes,
-            "messages_per_node": run.msgs_per_round
-            * (run.iterations + cfg.train.final_gossip_rounds),
-            "bytes_per_node": total_bytes,
-            "bytes_per_node_train": run.bytes_train,
-            "gb_per_node": total_bytes / 1e9,
-            "gb_per_node_train": run.bytes_train / 1e9,
-            "gb_per_node_8bit_analytic": total_bytes / 4e9,
-        },
-        "time": {
-            "train_s": run.train_s,
-            "total_s": wall(),
-            "images_per_s": run.samples / run.train_s if run.train_s else None,
-            "s_per_iter": run.train_s / run.iterations if run.iterations else None,
-            "iterations": run.iterations,
-        },
-        "epochs_completed": run.epoch,
-        "iters_per_epoch": run.iters,
-        "history": run.history,
-        "device": str(run.device),
-        "provenance": {**prov, "finished": provenance.utc_now()},
-        "versions": {
-            "lpdt": lpdt.__version__,
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-        },
-    }
-    _write_history(out, run.history)
-    write_json_atomic(metrics_path, metrics)  # last: its presence means "complete"
+    wire_total = group.wire_bytes()
+    samples = group.total(run.samples)  # over all processes
+    rec = RunRecord(
+        run_id=cfg.run_id(),
+        name=cfg.name,
+        status=status,
+        config=cfg.to_dict(),
+        dataset=DatasetRecord(
+            name=info.name,
+            source=info.source,
+            stand_in=info.stand_in,
+            stand_in_for=info.stand_in_for,
+            num_classes=info.num_classes,
+            train_samples=int(run.train_samples),
+            test_samples=int(len(run.data.labels("test"))),
+        ),
+        model=ModelRecord(name=cfg.model.name, params=st.p_train, gossiped=st.p_total),
+        final=final,
+        communication=Communication(
+            bytes_per_message=run.msg_bytes,
+            messages_per_node=run.msgs_per_round * (run.iterations + cfg.train.final_gossip_rounds),
+            bytes_per_node=total_bytes,
+            bytes_per_node_train=run.bytes_train,
+            gb_per_node=total_bytes / 1e9,
+            gb_per_node_train=run.bytes_train / 1e9,
+            gb_per_node_8bit_analytic=total_bytes / 4e9,
+            wire_bytes_per_node=wire_total,
+            wire_bytes_per_node_train=wire_train,
+        ),
+        time=Timing(
+            train_s=run.train_s,
+            total_s=wall(),
+            images_per_s=samples / run.train_s if run.train_s else None,
+            s_per_iter=run.train_s / run.iterations if run.iterations else None,
+            iterations=run.iterations,
+        ),
+        epochs_completed=run.epoch,
+        iters_per_epoch=run.iters,
+        history=tuple(HistoryRow.from_dict(r) for r in run.history),
+        device=str(run.device),
+        provenance=dataclasses.replace(prov, finished=provenance.utc_now()),
+        versions=Versions(
+            lpdt=lpdt.__version__, torch=torch.__version__, python=platform.python_version()
+        ),  # fmt: skip
+        engine=group.engine,
+    )
+    if group.writer:
+        rec.write(out)  # history.csv, then metrics.json last: its presence means "complete"
+    group.barrier()  # the record is written: now every process may drop its checkpoint
     ck_path.unlink(missing_ok=True)
-    if cfg.tracking.mlflow:
+    _previous(ck_path).unlink(missing_ok=True)
+    if cfg.tracking.mlflow and group.writer:
         from lpdt.tracking import log_run
 
         try:
@@ -557,7 +598,19 @@ def train(
         except Exception as e:  # the run's files are complete; tracking is a convenience
             log(f"warning: could not log to MLflow at {cfg.tracking.uri}: {e}")
     log(f"wrote {metrics_path}")
-    return metrics
+    return rec.to_dict()
+
+
+def _previous(ck_path: Path) -> Path:
+    """Where a distributed process keeps its checkpoint of the epoch before."""
+    return ck_path.with_suffix(".prev.pt")
+
+
+def _load_checkpoint(cfg: RunConfig, path: Path, device: torch.device) -> dict:
+    ck = torch.load(path, map_location=device, weights_only=False)
+    if "run_config" in ck:
+        _refuse_other_config(cfg, ck["run_config"], path)
+    return ck
 
 
 def _epoch_line(row: dict, epochs: int, eta_s: float | None = None) -> str:

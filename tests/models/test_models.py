@@ -142,7 +142,7 @@ def test_resnet54_has_eight_blocks_per_stage():
 
 
 def test_resnet18_uses_the_configured_norm_everywhere_and_stem_relu():
-    """The reference builds EvoNorm blocks whatever --normtype says (bug §14.5); we do not."""
+    """The reference builds EvoNorm blocks whatever --normtype says (reference §14.5); we do not."""
     m = _model("resnet18", "batchnorm", (3, 64, 64))
     norms = [x for x in m.modules() if isinstance(x, NORM_MODULES)]
     assert len(norms) == 1 + 16 + 3 and all(isinstance(x, BatchNormAct2d) for x in norms)

@@ -8,23 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.fake_records import fake_record
+
 PAPER_CSV = Path(__file__).resolve().parents[2] / "config" / "paper_results.csv"
-
-
-def _metrics(acc: float, status: str = "ok", stand_in: bool = True, epochs: int = 3) -> dict:
-    hist = [{"epoch": e, "lr": 0.1, "train_loss": 2.0 - e * 0.1, "acc_node_mean": acc - 5 + e,
-             "acc_avg_model": acc - 4 + e} for e in range(epochs)]  # fmt: skip
-    final = {} if status != "ok" else {"acc_node_mean": acc, "acc_node_min": acc - 1,
-                                        "acc_node_max": acc + 1, "acc_avg_model": acc + 0.5,
-                                        "consensus_distance": 0.1, "train_loss": 1.0}  # fmt: skip
-    return {
-        "run_id": "x", "status": status, "final": final,
-        "dataset": {"name": "fashion_mnist" if stand_in else "cifar10", "source": "test",
-                    "stand_in": stand_in, "stand_in_for": "cifar10" if stand_in else None},
-        "model": {"name": "resnet20", "params": 1000},
-        "communication": {"gb_per_node": 1.0}, "epochs_completed": epochs,
-        "history": hist, "versions": {"lpdt": "0.1.0", "torch": "2.x", "python": "3.11"},
-    }  # fmt: skip
 
 
 # (study, coords, accuracy or "diverged" / "missing")
@@ -70,18 +56,16 @@ def make_tree(root: Path, seeds: tuple[int, ...] | None = None) -> dict[str, Pat
             rid = f"run{i:02d}" if seed is None else f"run{i:02d}s{seed}"
             d = root / "results" / "runs" / rid
             if acc != "missing":
-                d.mkdir(parents=True)
+                config = {"model": {"name": "resnet20"}}
+                if seed is not None:
+                    config["seed"] = seed
                 if acc == "diverged":
-                    m = _metrics(85.0, "diverged")
+                    rec = fake_record(rid, 85.0, status="diverged", config=config, total_s=60.0)
                 else:
                     jitter = 0.2 * (k - (len(seeds) - 1) / 2) if seeds else 0.0
-                    m = _metrics(
-                        float(acc) + (jitter if coords.get("precision") == "int8" else 0.0)
-                    )
-                m["time"] = {"total_s": 60.0}
-                if seed is not None:
-                    m["config"] = {"seed": seed}
-                (d / "metrics.json").write_text(json.dumps(m))
+                    a = float(acc) + (jitter if coords.get("precision") == "int8" else 0.0)
+                    rec = fake_record(rid, a, config=config, total_s=60.0)
+                rec.write(d)
             entry = {"run_id": rid, "dir": f"results/runs/{rid}", "coords": coords}
             if seed is not None:
                 entry["seed"] = seed

@@ -55,7 +55,8 @@ SPEC = {
 def test_deep_merge_merges_mappings_replaces_lists_and_null_deletes():
     base = {"a": {"b": 1, "c": [1, 2]}, "d": {"e": 1}, "f": "key.path"}
     over = {"a": {"c": [3], "x": 0}, "d": None, "f": {"v": {}}}
-    assert grid.deep_merge(base, over) == {"a": {"b": 1, "c": [3], "x": 0}, "f": {"v": {}}}
+    merged = grid.deep_merge(base, over, null_deletes=True)  # lpdt.config.deep_merge
+    assert merged == {"a": {"b": 1, "c": [3], "x": 0}, "f": {"v": {}}}
     assert base["a"]["c"] == [1, 2]  # inputs untouched
 
 

@@ -185,6 +185,16 @@ def test_smoke_pipeline_runs_the_whole_dag_and_is_idempotent(tmp_path):
         assert (res / f"benchmarks/train/{rid}.tsv").is_file()
     synced = json.loads((res / "mlflow/synced.json").read_text())
     assert set(synced["runs"]) == run_ids
+    # the report and the figures are attached to the scale's report run, inside the store
+    from mlflow.tracking import MlflowClient
+
+    from lpdt.tracking import local_artifact_dir
+
+    uri = f"sqlite:///{res}/mlflow.db"
+    mid = json.loads((res / "mlflow/report-smoke.json").read_text())["mlflow_run_id"]
+    arts = local_artifact_dir(uri, MlflowClient(uri).get_run(mid).info.artifact_uri)
+    assert (arts / "report.pdf").read_bytes() == (wd / "reports/report.pdf").read_bytes()
+    assert {f"fig{i}.png" for i in range(1, 8)} <= {p.name for p in (arts / "figures").iterdir()}
     # a second invocation has nothing to do
     again = snakemake(wd, "-n", "--config", "scale=smoke")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr

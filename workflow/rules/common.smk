@@ -7,6 +7,8 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+from lpdt.tracking import multi_seed_runs
+
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
 import grid  # noqa: E402
 
@@ -32,7 +34,10 @@ except grid.GridError as e:
 
 # Nothing is written while the DAG is built (`snakemake -n` is read-only): the per-run configs
 # and the manifest are outputs of the rules `run_configs` and `manifest` below.
-MANIFEST_TEXT = grid.manifest_text(grid.manifest(RUNS, SPEC, SCALE, RUNS_DIR))
+MANIFEST_DATA = grid.manifest(RUNS, SPEC, SCALE, RUNS_DIR)
+MANIFEST_TEXT = grid.manifest_text(MANIFEST_DATA)
+# Runs of a cell with several seeds: their MLflow names end in the seed (lpdt.tracking.run_name).
+SEEDED_RUNS = multi_seed_runs(MANIFEST_DATA)
 MANIFEST_STAMP = f"{RESULTS}/.manifest/{hashlib.sha1(MANIFEST_TEXT.encode()).hexdigest()[:16]}"
 
 

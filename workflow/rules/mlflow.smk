@@ -1,18 +1,21 @@
-# MLflow: one store + experiment created before any training job (concurrent schema creation on
-# a fresh SQLite file fails), and a final sync that logs any run still missing and sets each
-# run's `studies` tag from the manifest (runs shared by several studies list all of them).
+# MLflow: one store + experiment created before any training job, a final sync that logs any
+# run still missing and sets each run's `studies` tag from the manifest (runs shared by several
+# studies list all of them), and the report PDF and the figures attached to one run per scale
+# (named "report <scale>"), so that the MLflow UI shows them (src/lpdt/tracking.py).
 
 MLFLOW_INIT = f"{RESULTS}/mlflow/experiment.json"
 MLFLOW_SYNCED = f"{RESULTS}/mlflow/synced.json"
+MLFLOW_REPORT = f"{RESULTS}/mlflow/report-{SCALE}.json"
 
 
 def mlflow_targets():
-    return [MLFLOW_SYNCED] if config["mlflow"] else []
+    return [MLFLOW_SYNCED, MLFLOW_REPORT] if config["mlflow"] else []
 
 
 localrules:
     mlflow_init,
     mlflow_sync,
+    mlflow_report,
 
 
 rule mlflow_init:
@@ -31,9 +34,9 @@ rule mlflow_init:
 rule mlflow_sync:
     input:
         MLFLOW_INIT,
-        MANIFEST,
         MANIFEST_STAMP,  # the manifest of this scale (rule manifest)
         run_metrics(),
+        manifest=MANIFEST,
     output:
         MLFLOW_SYNCED,
     params:
@@ -42,5 +45,24 @@ rule mlflow_sync:
     log:
         f"{RESULTS}/logs/mlflow_sync.log",
     shell:
-        "{PY} -m lpdt.tracking sync --manifest {MANIFEST} --uri {params.uri:q}"
+        "{PY} -m lpdt.tracking sync --manifest {input.manifest:q} --uri {params.uri:q}"
         " --experiment {params.experiment:q} --out {output} > {log} 2>&1"
+
+
+rule mlflow_report:
+    input:
+        MLFLOW_INIT,
+        # functions: report.smk (REPORT_PDF, FIGURES) is included after this file
+        pdf=lambda w: REPORT_PDF,
+        figures=lambda w: FIGURES,
+    output:
+        MLFLOW_REPORT,
+    params:
+        scale=SCALE,
+        uri=config["tracking_uri"],
+        experiment=config["experiment"],
+    log:
+        f"{RESULTS}/logs/mlflow_report.log",
+    shell:
+        "{PY} -m lpdt.tracking report --scale {params.scale} --report {input.pdf:q} {input.figures:q}"
+        " --uri {params.uri:q} --experiment {params.experiment:q} --out {output} > {log} 2>&1"

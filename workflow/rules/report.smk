@@ -2,12 +2,27 @@
 # (`lpdt report`, src/lpdt/report/). Every table and figure of the paper is a declared output,
 # so a missing one fails the workflow.
 
-TABLES = [f"{RESULTS}/tables/table{t}.{ext}" for t in (2, 3, 4, 5, 6, 7, 9, 10)
-          for ext in ("csv", "md", "tex")]  # fmt: skip
+TABLE_NUMBERS = (2, 3, 4, 5, 6, 7, 9, 10)
+TABLES = [f"{RESULTS}/tables/table{t}.{ext}" for t in TABLE_NUMBERS for ext in ("csv", "md", "tex")]
 FIGURES = [f"{RESULTS}/figures/fig{f}.{ext}" for f in range(1, 8) for ext in ("pdf", "png")]
 CLAIMS = f"{RESULTS}/claims.json"
 REPORT_PDF = config["report"]
 PAPER_RESULTS = config["paper_results"]
+
+
+def in_report(path, caption, category, **labels):
+    """``path`` marked for `snakemake --report` (captions: workflow/report/*.rst)."""
+    return report(path, caption=f"../report/{caption}", category=category, labels=labels or None)
+
+
+# What `snakemake --report report.zip` shows: each figure (PNG), each table (CSV), the claims
+# check and the PDF. The other formats are outputs too, but not repeated in the report.
+REPORTED = (
+    [in_report(f"{RESULTS}/figures/fig{f}.png", f"fig{f}.rst", "Figures", figure=f"Figure {f}")
+     for f in range(1, 8)]
+    + [in_report(f"{RESULTS}/tables/table{t}.csv", "table.rst", "Tables", table=f"Table {t}")
+       for t in TABLE_NUMBERS]
+)  # fmt: skip
 
 
 localrules:
@@ -23,16 +38,22 @@ rule report:
         analysis=ANALYSIS_FILES,
         paper=PAPER_RESULTS,
     output:
-        tables=TABLES,
-        figures=FIGURES,
+        reported=REPORTED,
+        tables=[t for t in TABLES if t not in REPORTED],
+        figures=[f for f in FIGURES if f not in REPORTED],
         claims=CLAIMS,
-        pdf=REPORT_PDF,
+        claims_md=in_report(f"{RESULTS}/claims.md", "claims.rst", "Claims"),
+        pdf=in_report(REPORT_PDF, "report_pdf.rst", "Report"),
+    params:
+        analysis=lambda w, input: str(Path(input.analysis[0]).parent),
+        tables=lambda w, output: str(Path(output.tables[0]).parent),
+        figures=lambda w, output: str(Path(output.figures[0]).parent),
     log:
         f"{RESULTS}/logs/report.log",
     benchmark:
         f"{RESULTS}/benchmarks/report.tsv"
     shell:
         "{LPDT} report --manifest {input.manifest} --cost {input.cost}"
-        " --analysis {RESULTS}/analysis --paper {input.paper}"
-        " --tables {RESULTS}/tables --figures {RESULTS}/figures --claims {output.claims}"
+        " --analysis {params.analysis} --paper {input.paper}"
+        " --tables {params.tables} --figures {params.figures} --claims {output.claims}"
         " --pdf {output.pdf} > {log} 2>&1"

@@ -7,9 +7,24 @@
 #   failure, so it is accepted here.
 # - The run config is an ancient() input: its file name is the hash of its result-affecting
 #   content (rule run_configs), so rewriting it never calls for a rerun.
-# - threads: torch threads per job (OMP_NUM_THREADS); config train_threads (default 1).
+# - threads: torch threads per job (OMP_NUM_THREADS); config train_threads (default 1). With
+#   config engine: distributed a job starts one process per node and reserves that many cores
+#   (each process then runs 1 torch thread per reserved core it shares; docs/engine.md).
 # - MLflow: the run is logged right after training; a logging failure only warns (the JSON
 #   files are the source of truth; the final mlflow_sync step logs what is missing).
+
+
+def train_cores(wildcards):
+    """Cores a training job reserves: its torch threads, or one per node (process) when the
+    distributed engine runs it."""
+    if config.get("engine", "simulated") == "distributed":
+        return grid.config_from_dict(RUNS[wildcards.run_id].config).topology.nodes
+    return config["train_threads"]
+
+
+import gpus  # workflow/scripts/gpus.py
+
+GPUS = gpus.visible_gpus()
 
 
 rule train:
@@ -24,23 +39,27 @@ rule train:
         f"{RESULTS}/logs/train/{{run_id}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/train/{{run_id}}.tsv"
-    threads: config["train_threads"]
+    threads: train_cores
     resources:
-        gpu=config["train_gpus"],
+        # 1 per job on a machine with a GPU (train_gpus: auto); profiles/default caps it at 1
+        gpu=lambda w: gpus.job_gpus(config["train_gpus"], RUNS[w.run_id].config.get("device", "auto"), GPUS),
     params:
         out=f"{RUNS_DIR}/{{run_id}}",
+        engine=config.get("engine", "simulated"),
         mlflow="true" if config["mlflow"] else "false",
         uri=config["tracking_uri"],
         experiment=config["experiment"],
         scale=SCALE,
+        seed_in_name=lambda w: "--seed-in-name" if w.run_id in SEEDED_RUNS else "",
     shell:
         """
         export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads}
-        {LPDT} train --config {input.cfg} --out {params.out} --resume > {log} 2>&1 \
+        {LPDT} train --config {input.cfg} --out {params.out} --resume --set engine={params.engine} > {log} 2>&1 \
             || [ $? -eq 3 ]
         if [ {params.mlflow} = true ]; then
             {PY} -m lpdt.tracking log {params.out} --uri {params.uri:q} \
-                --experiment {params.experiment:q} --tag scale={params.scale} >> {log} 2>&1 \
+                --experiment {params.experiment:q} --tag scale={params.scale} \
+                {params.seed_in_name} >> {log} 2>&1 \
                 || echo "warning: MLflow logging failed (mlflow_sync retries it)" >> {log}
         fi
         """

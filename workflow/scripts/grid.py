@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from lpdt.config import ConfigError, config_from_dict, deep_merge, set_path
+from lpdt.io import write_text_atomic
 
 TRAINING_KINDS = ("baseline", "grid")
 ANALYSIS_KINDS = ("partition", "topology", "cost")
@@ -65,39 +66,16 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def deep_merge(base: Any, over: Any) -> Any:
-    """Overlay ``over`` on ``base``: mappings merge, anything else replaces, None deletes."""
-    if not (isinstance(base, dict) and isinstance(over, dict)):
-        return over
-    out = dict(base)
-    for k, v in over.items():
-        if v is None:
-            out.pop(k, None)
-        elif k in out:
-            out[k] = deep_merge(out[k], v)
-        else:
-            out[k] = v
-    return out
-
-
 def load(studies_path: str | Path, scale_path: str | Path) -> dict[str, Any]:
     """The studies of one scale: ``studies.yaml`` with the scale overlay merged in."""
     scale = read_yaml(scale_path)
     scale.pop("description", None)
-    return deep_merge(read_yaml(studies_path), scale)
+    return deep_merge(read_yaml(studies_path), scale, null_deletes=True)
 
 
 # ----------------------------------------------------------------------------------------------
 # Expansion
 # ----------------------------------------------------------------------------------------------
-
-
-def _set_path(tree: dict, dotted: str, value: Any) -> None:
-    parts = dotted.split(".")
-    node = tree
-    for p in parts[:-1]:
-        node = node.setdefault(p, {})
-    node[parts[-1]] = value
 
 
 def fragment(coordinates: dict[str, Any], name: str, value: Any) -> dict[str, Any]:
@@ -107,7 +85,7 @@ def fragment(coordinates: dict[str, Any], name: str, value: Any) -> dict[str, An
     spec = coordinates[name]
     if isinstance(spec, str):  # a dotted run-config key
         tree: dict[str, Any] = {}
-        _set_path(tree, spec, value)
+        set_path(tree, spec, value)
         return tree
     for key in (value, str(value)):
         if key in spec:
@@ -147,14 +125,14 @@ def blocks_of(study: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def run_config(spec: dict[str, Any], coords: dict[str, Any], extra: list[dict]) -> dict:
     """defaults <- coordinate fragments (in ``coordinates`` order) <- extra fragments."""
-    cfg = deep_merge({}, spec.get("defaults") or {})
+    cfg = deep_merge({}, spec.get("defaults") or {}, null_deletes=True)
     coordinates = spec.get("coordinates") or {}
     for name in sorted(
         coords, key=lambda n: list(coordinates).index(n) if n in coordinates else -1
     ):
-        cfg = deep_merge(cfg, fragment(coordinates, name, coords[name]))
+        cfg = deep_merge(cfg, fragment(coordinates, name, coords[name]), null_deletes=True)
     for e in extra:
-        cfg = deep_merge(cfg, e or {})
+        cfg = deep_merge(cfg, e or {}, null_deletes=True)
     return cfg
 
 
@@ -175,13 +153,11 @@ def seed_list(value: Any, base: int) -> list[int]:
 
 def with_seed(tree: dict[str, Any], seed: int) -> dict[str, Any]:
     """The run config for one seed: the seed of the run and of its partition shuffle."""
-    return deep_merge(tree, {"seed": seed, "partition": {"seed": seed}})
+    return deep_merge(tree, {"seed": seed, "partition": {"seed": seed}}, null_deletes=True)
 
 
 def resolve(tree: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """(run id, resolved config without tracking) via lpdt's own config validation."""
-    from lpdt.config import config_from_dict
-
     cfg = config_from_dict(tree)
     d = cfg.to_dict()
     d.pop("tracking", None)
@@ -190,8 +166,6 @@ def resolve(tree: dict[str, Any]) -> tuple[str, dict[str, Any]]:
 
 def expand(spec: dict[str, Any]) -> dict[str, Run]:
     """All training runs of all studies, keyed by run id (in first-seen order)."""
-    from lpdt.config import ConfigError
-
     runs: dict[str, Run] = {}
     studies = spec.get("studies") or {}
     for sname, study in studies.items():
@@ -255,11 +229,7 @@ def write_if_changed(path: str | Path, text: str) -> bool:
     p = Path(path)
     if p.is_file() and p.read_text() == text:
         return False
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, p)
+    write_text_atomic(p, text)
     return True
 
 
@@ -277,13 +247,16 @@ FULL_TRAIN_SIZES = {"cifar10": 50000, "imagenette": 9469, "agnews": 120000, "sen
 
 
 def samples_per_run(cfg: dict[str, Any]) -> int | None:
-    """Training samples one run processes over all nodes (None if the dataset size is unknown)."""
-    n = cfg["topology"]["nodes"]
-    per_node_batch = max(1, cfg["train"]["batch_size"] // n)
+    """Training samples one run processes over all nodes (None if the dataset size is unknown).
+    Iterations per epoch as the cost model counts them (equal partitions)."""
+    from lpdt.cost.comm import iterations_per_epoch  # imports torch: only for the plan
+
+    n, batch = cfg["topology"]["nodes"], cfg["train"]["batch_size"]
+    per_node_batch = max(1, batch // n)
     size = cfg["data"].get("train_subset") or FULL_TRAIN_SIZES.get(cfg["data"]["dataset"])
     if size is None:
         return None
-    iters = -(-(size // n) // per_node_batch)
+    iters = iterations_per_epoch(size, n, batch)
     cap = cfg["train"].get("max_iters_per_epoch")
     if cap:
         iters = min(iters, cap)

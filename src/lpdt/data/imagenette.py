@@ -2,7 +2,7 @@
 
 Images are decoded per batch with PIL (a small LRU cache keeps recently used images, already
 resized to 256 px on the short side), never held in memory in full. Transforms follow the
-reference (§1.3): train Resize(256) -> RandomResizedCrop(224) -> flip -> normalise (ImageNet
+reference (reference §1.3): train Resize(256) -> RandomResizedCrop(224) -> flip -> normalise (ImageNet
 mean/std); test Resize(256) -> CenterCrop(224) -> normalise. Random crops and flips are drawn from
 the ``generator`` argument so that runs are reproducible.
 """

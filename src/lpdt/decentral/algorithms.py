@@ -10,18 +10,69 @@ step size (the reference's ``--eta``; the paper's gamma).
 - ``choco`` (Quant-SGP / CHOCO-SGD): Q = comp(Z - X^); X^ += Q; delta = eta (W X^ - X^).
 
 Without compression and with eta = 1 all three give Z <- W Z.
+
+The seam between an algorithm and the engine that runs it. Each algorithm only says, for the
+nodes this process holds (rows), what it computes from Z (``encode``): the *public* vectors Y that
+get mixed (SGP: Z, Deep-Squeeze: C, CHOCO: X^), updating its own buffers (E, X^), and the
+``Message`` that brings a receiver's copy of Y up to date (the dense rows, or the kept entries of
+a compressed vector; receivers *replace* their copy with it, or *add* it to their copy for
+CHOCO, whose messages are the increments Q of X^). An ``Exchange`` then delivers the messages
+and computes ``eta (W Y - Y)`` and the push-sum weights:
+
+- ``Mixer`` (the simulator): every node's Y is a row of one ``[n, P]`` tensor, which is what
+  every receiver's copy equals, so no message needs to move and W Y is one product.
+- ``lpdt.decentral.peer.PeerExchange`` (one process per node): sends the message to the node's
+  out-peers over ``torch.distributed``, updates its copies of its in-neighbours' Y from theirs,
+  and mixes its own row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
-from lpdt.decentral.compression import LayerwiseCompressor
+from lpdt.decentral.compression import Compressor
 from lpdt.registry import Registry
 
 DENSE_MAX_NODES = 32  # up to this many nodes, W @ Y is one dense [n, n] x [n, P] product
+
+
+@dataclass(frozen=True)
+class Message:
+    """What each held node sends in one round (besides its push-sum weight).
+
+    ``dense`` is the message as a receiver decodes it (``[m, P]``, zeros where nothing is sent);
+    ``payload`` is the compressor's encoding of it (what goes on the wire: kept entries and
+    their positions, or codes and per-tensor ranges), None when the dense rows themselves are
+    sent. ``accumulate``: the receiver adds the
+    message to its copy of the sender's public vector (True) or replaces its copy with it.
+    """
+
+    dense: torch.Tensor
+    payload: tuple[torch.Tensor, torch.Tensor] | None
+    accumulate: bool
+
+
+class Exchange(Protocol):
+    """Delivers one round of messages and mixes (see the module docstring)."""
+
+    def gossip(
+        self, public: torch.Tensor, message: Message, w: torch.Tensor, eta: float, out: torch.Tensor
+    ) -> torch.Tensor:
+        """Write ``eta (W Y - Y)`` for the held rows into ``out`` (``Y``: the public vectors,
+        ``public`` holding the held nodes' rows) and return it; mix the held push-sum weights
+        ``w`` in place: ``w += eta (W w - w)``."""
+        ...
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """What the exchange keeps between rounds (a receiver's copies of its in-neighbours'
+        public vectors), for checkpoints."""
+        ...
+
+    def load_state_dict(self, d: dict[str, torch.Tensor]) -> None: ...
 
 
 class Mixer:
@@ -69,6 +120,21 @@ class Mixer:
             return out.mul_(eta) if eta != 1.0 else out
         return self._sparse(y, self.diag - 1.0, self.coef, eta, out)
 
+    def gossip(
+        self, public: torch.Tensor, message: Message, w: torch.Tensor, eta: float, out: torch.Tensor
+    ) -> torch.Tensor:
+        """The in-process ``Exchange``: ``public`` holds every node's row, which is exactly what
+        every receiver's copy of it would be, so ``message`` needs no delivery."""
+        self.correction(public, eta, out)
+        w.add_(self(w) - w, alpha=eta)
+        return out
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {}  # the receivers' copies are the rows themselves
+
+    def load_state_dict(self, d: dict[str, torch.Tensor]) -> None:
+        pass
+
     def _sparse(self, y, diag, coefs, eta, out):
         shape = (-1,) + (1,) * (y.dim() - 1)
         torch.mul(y, (diag * eta).view(shape), out=out)
@@ -78,33 +144,44 @@ class Mixer:
 
 
 class Gossip:
-    """Base class. ``delta(z, w)`` returns the correction for ``z`` and updates ``w`` in place.
+    """Base class. ``delta(z, w)`` returns the correction for ``z`` and mixes the push-sum weights
+    ``w`` in place (they travel with every message, uncompressed).
 
     The returned correction lives in a buffer the algorithm owns and overwrites at the next call
     (no per-iteration allocation of ``[n, P]`` temporaries): add it to ``z`` before gossiping again.
     """
 
     def __init__(
-        self, mixer: Mixer, compressor: LayerwiseCompressor, eta: float, z0: torch.Tensor
+        self, exchange: Exchange, compressor: Compressor, eta: float, z0: torch.Tensor
     ) -> None:
-        self.mix = mixer
+        self.exchange = exchange
         self.compress = compressor
         self.eta = eta
         self.out = torch.empty_like(z0)
         self.scratch = torch.empty_like(z0)
 
-    def _update_weights(self, w: torch.Tensor) -> None:
-        w.add_(self.mix(w) - w, alpha=self.eta)
-
-    def delta(self, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def encode(self, z: torch.Tensor) -> tuple[torch.Tensor, Message]:
+        """Update the algorithm's buffers from the numerators ``z``; return the public vectors of
+        the held nodes and the message that brings receivers' copies of them up to date."""
         raise NotImplementedError
 
-    def state_dict(self) -> dict[str, torch.Tensor]:
+    def delta(self, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        public, message = self.encode(z)
+        return self.exchange.gossip(public, message, w, self.eta, self.out)
+
+    def buffers(self) -> dict[str, torch.Tensor]:
+        """The algorithm's own state (Deep-Squeeze's error, CHOCO's public copies)."""
         return {}
 
-    def load_state_dict(self, d: dict[str, torch.Tensor]) -> None:
+    def state_dict(self) -> dict:
+        return {**self.buffers(), "exchange": self.exchange.state_dict()}
+
+    def load_state_dict(self, d: dict) -> None:
         for k, v in d.items():
-            getattr(self, k).copy_(v)
+            if k == "exchange":
+                self.exchange.load_state_dict(v)
+            else:
+                getattr(self, k).copy_(v)
 
 
 ALGORITHMS: Registry[Callable[..., Gossip]] = Registry("algorithm")
@@ -112,54 +189,62 @@ ALGORITHMS: Registry[Callable[..., Gossip]] = Registry("algorithm")
 
 @ALGORITHMS.register("sgp")
 class SGP(Gossip):
-    def __init__(self, mixer, compressor, eta, z0):
+    """Y = Z, sent whole."""
+
+    def __init__(self, exchange, compressor, eta, z0):
         if compressor.compression != "none":
             raise ValueError(
                 "algorithm 'sgp' sends full models; use 'deepsqueeze' or 'choco' with compression"
             )
-        super().__init__(mixer, compressor, eta, z0)
+        super().__init__(exchange, compressor, eta, z0)
 
-    def delta(self, z, w):
-        d = self.mix.correction(z, self.eta, self.out)
-        self._update_weights(w)
-        return d
+    def encode(self, z):
+        return z, Message(z, None, accumulate=False)
 
 
 @ALGORITHMS.register("deepsqueeze")
 class DeepSqueeze(Gossip):
-    def __init__(self, mixer, compressor, eta, z0):
-        super().__init__(mixer, compressor, eta, z0)
+    """V = Z + E; Y = C = comp(V), sent compressed; E = V - C."""
+
+    def __init__(self, exchange, compressor, eta, z0):
+        super().__init__(exchange, compressor, eta, z0)
         self.error = torch.zeros_like(z0)
 
-    def delta(self, z, w):
+    def encode(self, z):
         v = torch.add(z, self.error, out=self.scratch)
-        c = self.compress(v)
+        c, payload = self.compress.encode(v)
         torch.sub(v, c, out=self.error)
-        d = self.mix.correction(c, self.eta, self.out)
-        self._update_weights(w)
-        return d
+        return c, Message(c, payload, accumulate=False)
 
-    def state_dict(self):
+    def buffers(self):
         return {"error": self.error}
 
 
 @ALGORITHMS.register("choco")
 class Choco(Gossip):
-    def __init__(self, mixer, compressor, eta, z0):
-        super().__init__(mixer, compressor, eta, z0)
+    """Q = comp(Z - X^), sent compressed; X^ += Q everywhere; Y = X^."""
+
+    def __init__(self, exchange, compressor, eta, z0):
+        super().__init__(exchange, compressor, eta, z0)
         self.xhat = torch.zeros_like(z0)  # public copies start at 0 (reference §3.3)
 
-    def delta(self, z, w):
-        self.xhat.add_(self.compress(torch.sub(z, self.xhat, out=self.scratch)))
-        d = self.mix.correction(self.xhat, self.eta, self.out)
-        self._update_weights(w)
-        return d
+    def encode(self, z):
+        q, payload = self.compress.encode(torch.sub(z, self.xhat, out=self.scratch))
+        self.xhat.add_(q)
+        return self.xhat, Message(q, payload, accumulate=True)
 
-    def state_dict(self):
+    def buffers(self):
         return {"xhat": self.xhat}
 
 
 def make_algorithm(
-    name: str, w: torch.Tensor, compressor: LayerwiseCompressor, eta: float, z0: torch.Tensor
+    name: str,
+    w: torch.Tensor,
+    compressor: Compressor,
+    eta: float,
+    z0: torch.Tensor,
+    exchange: Exchange | None = None,
 ) -> Gossip:
-    return ALGORITHMS.get(name)(Mixer(w, z0.device), compressor, eta, z0)
+    """Algorithm ``name`` on mixing matrix ``w``; ``exchange`` defaults to the in-process
+    ``Mixer`` (``z0`` then holds all n nodes' rows)."""
+    return ALGORITHMS.get(name)(exchange or Mixer(w, z0.device), compressor, eta, z0)

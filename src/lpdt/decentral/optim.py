@@ -1,6 +1,6 @@
 """Local optimizers acting on all nodes at once (rows of the flat ``[n, P_train]`` numerator).
 
-As in the reference (§8), the gradient is taken at the de-biased model z/w but the step is applied
+As in the reference (reference §8), the gradient is taken at the de-biased model z/w but the step is applied
 to the push-sum numerator z, and weight decay acts on z.
 
 - ``SGD``: torch's SGD semantics (dampening 0): d = g + wd*z; buf = mu*buf + d (buf = d on the

@@ -9,11 +9,21 @@ batched tensor operations over ``[n, P]`` with no Python loop over parameters.
 Layout of a row: all trainable parameters first (``x[:, :p_train]``, aligned with ``grad``), then
 the gossiped buffers (e.g. the 8-bit activation ranges, reference §5.5). Buffers that are not
 gossiped (BatchNorm running statistics) stay local to each replica.
+
+Push-sum: ``x`` holds the numerators z_i and ``w`` the push-sum weights w_i (reference §2.4); the
+model of node i is the de-biased z_i / w_i. The local step and gossip act on z; everything that
+uses the model itself (forward and backward passes, evaluation, averaging) goes through
+``debiased()``, the one place that divides by w (and multiplies back).
+
+The rows are the nodes *this process holds*: all n in the simulator, one in a process of the
+distributed engine (``lpdt.decentral.group``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -52,7 +62,8 @@ def _gossiped_tensors(
 
 
 class NodeState:
-    """n replicas of ``model`` (identical initial weights) sharing flat ``x [n, P]`` and ``grad``."""
+    """n replicas of ``model`` (identical initial weights) sharing flat ``x [n, P]`` and ``grad``,
+    and their push-sum weights ``w [n]`` (all 1 at the start)."""
 
     def __init__(
         self,
@@ -75,6 +86,7 @@ class NodeState:
         self.p_train = sum(s.numel for s in segments if s.trainable)
         self.x = torch.zeros(nodes, self.p_total, device=device)
         self.grad = torch.zeros(nodes, self.p_train, device=device)
+        self.w = torch.ones(nodes, device=device)  # push-sum weights
         # A pristine copy (not bound to x) to build average models from.
         self.template = copy.deepcopy(model).to(device)
         self.models: list[nn.Module] = []
@@ -96,6 +108,23 @@ class NodeState:
             else:
                 mod._buffers[attr] = view  # in-place updates of the buffer now land in x
 
+    # -- push-sum ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def debiased(self) -> Iterator[None]:
+        """Within the block the replicas hold the de-biased models z_i / w_i; after it, the
+        numerators z_i again (``x /= w`` on entry, ``x *= w`` on exit)."""
+        with torch.no_grad():
+            self.x.div_(self.w[:, None])
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                self.x.mul_(self.w[:, None])
+
+    def debiased_rows(self) -> torch.Tensor:
+        """A new ``[n, P]`` tensor of the de-biased models z_i / w_i."""
+        return self.x / self.w[:, None]
+
     # -- helpers ---------------------------------------------------------------------------
     @property
     def numels(self) -> list[int]:
@@ -110,20 +139,35 @@ class NodeState:
         for m in self.models:
             m.train(mode)
 
-    def consensus_distance(self, w: torch.Tensor) -> float:
+    def consensus_distance(self, w: torch.Tensor | None = None) -> float:
         """(1/n) sum_i ||x_i - x_bar||^2 over the de-biased trainable parameters."""
+        w = self.w if w is None else w
         z = self.x[:, : self.p_train] / w[:, None]
         return float((z - z.mean(0, keepdim=True)).pow(2).sum(1).mean())
 
-    def average_model(self, w: torch.Tensor) -> nn.Module:
+    def local_float_buffers(self) -> torch.Tensor:
+        """``[n, B]``: every node's local float buffers (BatchNorm statistics), flattened in
+        ``named_buffers()`` order (what the average model averages)."""
+        rows = []
+        for i in range(self.nodes):
+            bufs = [b.reshape(-1) for b in self.local_buffers(i).values() if b.is_floating_point()]
+            rows.append(torch.cat(bufs) if bufs else torch.zeros(0, device=self.device))
+        return torch.stack(rows)
+
+    def average_model(self, w: torch.Tensor | None = None) -> nn.Module:
         """A standalone replica holding the exact average of the de-biased node models.
 
         Local float buffers (BatchNorm statistics) are averaged too, so that the average model can
-        be evaluated in eval mode (reference §9, recommendation (b)).
+        be evaluated in eval mode (reference §9.2).
         """
+        w = self.w if w is None else w
+        return self.model_from((self.x / w[:, None]).mean(0), self.local_float_buffers().mean(0))
+
+    def model_from(self, mean: torch.Tensor, local_mean: torch.Tensor) -> nn.Module:
+        """A standalone replica with gossiped tensors ``mean [P]`` and local float buffers
+        ``local_mean`` (laid out as ``local_float_buffers``)."""
         avg = copy.deepcopy(self.template)
         avg.train(self.models[0].training)
-        mean = (self.x / w[:, None]).mean(0)
         tensors = _gossiped_tensors(avg, gossip_buffers=True)
         by_name = {name: (mod, attr) for name, mod, attr, _ in tensors}
         with torch.no_grad():
@@ -135,8 +179,9 @@ class NodeState:
                     getattr(mod, attr).grad = None
                 else:
                     mod._buffers[attr] = value
-            local = [self.local_buffers(i) for i in range(self.nodes)]
-            for name, buf in avg.named_buffers():
-                if name in local[0] and buf.is_floating_point():
-                    buf.copy_(torch.stack([lb[name] for lb in local]).mean(0))
+            avg_buffers, at = dict(avg.named_buffers()), 0
+            for name, b in self.local_buffers(0).items():
+                if b.is_floating_point():
+                    avg_buffers[name].copy_(local_mean[at : at + b.numel()].view_as(b))
+                    at += b.numel()
         return avg

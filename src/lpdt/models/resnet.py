@@ -80,7 +80,7 @@ class ResNet(nn.Module):
         return self.fc(self.flatten(self.pool(self.stages(self.stem(x)))))
 
     def init_lp_(self) -> None:
-        """Reference ``init_modelq`` (§7.1): norms gamma=1 beta=0, then gamma=0 in each block's last
+        """Reference ``init_modelq`` (reference §7.1): norms gamma=1 beta=0, then gamma=0 in each block's last
         norm (``norm2``, before the add: zero-init residual), fc ~ N(0, 0.01) with bias 0.
 
         Parameters are reached by attribute name (``stem.1``, ``norm1``, ``norm2``, ``shortcut.1``)
@@ -122,7 +122,7 @@ def resnet20(cfg, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
 @MODELS.register("resnet54")
 def resnet54(cfg, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
     """The reference's "ResNet-54": int((54-2)/6) = 8 blocks per stage (really 50 layers),
-    760,458 parameters with EvoNorm, the paper's 0.76 M (reference §7.1, bug 16)."""
+    760,458 parameters with EvoNorm, the paper's 0.76 M (reference §7.1, §14.16)."""
     return resnet_cifar(cfg, num_classes, input_shape, depth=54)
 
 
@@ -131,7 +131,7 @@ def resnet18(cfg, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
     """ImageNet-style ResNet-18 for 224 px Imagenette (reference §7.2).
 
     Stem conv7x7 s2 -> norm [+ReLU] -> MaxPool 3x3 s2; stages 64/128/256/512 with 2 blocks each.
-    Unlike the reference (bug §14.5), the configured norm is used everywhere and BN/GN stems get
+    Unlike the reference (reference §14.5), the configured norm is used everywhere and BN/GN stems get
     their ReLU. Smaller inputs work (global pooling) but shrink the maps fast: at 32 px the last
     stage sees 1x1 maps; the paper uses 224 px.
     """

@@ -1,17 +1,23 @@
 """Collect the run records into one tidy table (one row per study x run).
 
-The manifest says which runs each study expects; a run's ``metrics.json`` is its result. A run
-listed but without a record is ``missing``; a record with ``status: diverged`` is ``diverged``.
-Neither stops the report: every consumer reads the ``status`` column.
+The manifest says which runs each study expects; a run's record (``lpdt.record``, read and
+validated by ``lpdt.record.read``) is its result. A run listed but without a record is
+``missing``; a record with ``status: diverged`` is ``diverged``. Neither stops the report: every
+consumer reads the ``status`` column. A record that cannot be read (another schema version, a
+corrupt file) stops it with ``RecordError``: its one line names the file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
 
 import pandas as pd
+
+from lpdt import record
+from lpdt.record import RunRecord
 
 # Coordinates that identify a cell of the paper's tables (manifest `coords`, paper_results.csv).
 KEYS = ["dataset", "model", "norm", "topology", "nodes", "compression", "skew", "algorithm",
@@ -19,8 +25,7 @@ KEYS = ["dataset", "model", "norm", "topology", "nodes", "compression", "skew", 
 # Stand-in models used by the smaller scales for the paper's models (coords keep the paper's name
 # except where a scale overrides the coordinate itself, e.g. quick's `model: minilm`).
 MODEL_STAND_INS = {"minilm": "distilbert", "distilbert_tiny": "distilbert"}
-FINAL = ["acc_node_mean", "acc_node_min", "acc_node_max", "acc_avg_model", "consensus_distance",
-         "train_loss"]  # fmt: skip
+FINAL = list(record.FINAL_FIELDS)  # acc_node_mean, ..., train_loss (lpdt.record.FinalMetrics)
 METRIC = "acc_node_mean"  # the paper's number (reference §9: node-mean accuracy after final gossip)
 
 
@@ -43,26 +48,25 @@ def norm_key(col: str, v: object) -> object:
 def _run_dir(entry: dict, manifest_path: Path) -> Path:
     """The run's directory: as written (relative to the working directory), else relative to the
     manifest's project root, else ``<manifest dir>/runs/<run_id>``."""
-    d = Path(entry.get("dir") or "")
+    d = Path(entry["dir"])
     root = manifest_path.resolve().parent.parent
-    for cand in (d, root / d, manifest_path.parent / "runs" / str(entry.get("run_id", ""))):
-        if str(cand) and (cand / "metrics.json").exists():
+    for cand in (d, root / d, manifest_path.parent / "runs" / str(entry["run_id"])):
+        if (cand / record.METRICS_FILE).exists():
             return cand
     return d
 
 
-def stand_in_label(metrics: dict, coords: dict) -> str:
-    """'fashion_mnist standing in for cifar10' etc.; '' when the run used the paper's data/model."""
+def stand_in_label(rec: RunRecord, coords: dict) -> str:
+    """'fashion_mnist standing in for cifar10' etc.; '' when the run used the paper's data/model.
+    ``coords`` are the run's manifest coordinates (the paper's dataset and model, where set)."""
     parts = []
-    ds = metrics.get("dataset") or {}
-    name, paper_ds = ds.get("name"), coords.get("dataset")
-    if ds.get("stand_in") or (name and paper_ds and name != paper_ds):
-        target = ds.get("stand_in_for") or paper_ds or "the paper's dataset"
-        parts.append(f"{name} standing in for {target}")
-    model = (metrics.get("model") or {}).get("name")
+    ds, paper_ds = rec.dataset, coords.get("dataset")
+    if ds.stand_in or (paper_ds and ds.name != paper_ds):
+        target = ds.stand_in_for or paper_ds or "the paper's dataset"
+        parts.append(f"{ds.name} standing in for {target}")
     paper_model = norm_key("model", coords.get("model"))
-    if model and paper_model and model != paper_model:
-        parts.append(f"{model} standing in for {paper_model}")
+    if paper_model and rec.model.name != paper_model:
+        parts.append(f"{rec.model.name} standing in for {paper_model}")
     return "; ".join(parts)
 
 
@@ -88,22 +92,18 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, dict]:
     mpath = Path(manifest_path)
     manifest = load_manifest(mpath)
     rows = []
-    cache: dict[str, dict | None] = {}
-    for study, spec in (manifest.get("studies") or {}).items():
-        for entry in spec.get("runs") or []:
-            coords = entry.get("coords") or {}
-            rid = str(entry.get("run_id", ""))
+    cache: dict[str, RunRecord | None] = {}
+    for study, spec in manifest["studies"].items():
+        for entry in spec["runs"]:
+            coords = entry["coords"]
+            rid = str(entry["run_id"])
             if rid not in cache:
-                f = _run_dir(entry, mpath) / "metrics.json"
-                try:
-                    cache[rid] = json.loads(f.read_text()) if f.exists() else None
-                except (OSError, json.JSONDecodeError):
-                    cache[rid] = None  # a half-written or corrupt record counts as missing
+                f = _run_dir(entry, mpath) / record.METRICS_FILE
+                cache[rid] = record.read(f) if f.exists() else None
             m = cache[rid]
-            row: dict = {"study": study, "kind": spec.get("kind", ""),
-                         "block": entry.get("block", ""), "run_id": rid,
-                         "dir": entry.get("dir", ""),
-                         "seed": _seed(entry.get("seed", ((m or {}).get("config") or {}).get("seed")))}  # fmt: skip
+            seed = entry.get("seed", m.config["seed"] if m is not None else None)
+            row: dict = {"study": study, "kind": spec["kind"], "block": entry.get("block", ""),
+                         "run_id": rid, "dir": entry["dir"], "seed": _seed(seed)}  # fmt: skip
             for k in KEYS:
                 row[k] = norm_key(k, coords.get(k))
             row["qgm"] = bool(row["qgm"])  # absent = plain local momentum
@@ -111,22 +111,22 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, dict]:
             if m is None:
                 row.update(status="missing", stand_in="", dataset_used=None, model_used=None,
                            epochs_completed=0, history=[], gb_per_node=float("nan"),
-                           time_s=float("nan"))  # fmt: skip
+                           time_s=float("nan"), versions={}, engine="")  # fmt: skip
                 row.update({k: float("nan") for k in FINAL})
             else:
-                final = m.get("final") or {}
-                status = m.get("status", "ok")
-                row.update({k: _num(final.get(k)) for k in FINAL})
+                final = m.final  # None: diverged
+                row.update({k: _num(getattr(final, k)) if final else math.nan for k in FINAL})
                 row.update(
-                    status=status if status in ("ok", "diverged") else "diverged",
+                    status=m.status,
                     stand_in=stand_in_label(m, coords),
-                    dataset_used=(m.get("dataset") or {}).get("name"),
-                    model_used=(m.get("model") or {}).get("name"),
-                    epochs_completed=m.get("epochs_completed", 0),
-                    history=m.get("history") or [],
-                    gb_per_node=_num((m.get("communication") or {}).get("gb_per_node")),
-                    time_s=_num((m.get("time") or {}).get("total_s")),
-                    versions=m.get("versions") or {},
+                    dataset_used=m.dataset.name,
+                    model_used=m.model.name,
+                    epochs_completed=m.epochs_completed,
+                    history=[r.to_dict() for r in m.history],
+                    gb_per_node=_num(m.communication.gb_per_node),
+                    time_s=_num(m.time.total_s),
+                    versions=dataclasses.asdict(m.versions),
+                    engine=m.engine,
                 )
             row["acc"] = row[METRIC] if row["status"] == "ok" else float("nan")
             rows.append(row)

@@ -60,6 +60,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {path}")
     if "pdf" in want:
         out = build_pdf(Path(args.pdf), df=df, manifest=manifest, tables=tables, claims=claims,
-                        figures_dir=figures_dir)  # fmt: skip
+                        figures_dir=figures_dir, analysis_dir=analysis, cost_dir=cost)  # fmt: skip
         print(f"wrote {out}")
     return 0

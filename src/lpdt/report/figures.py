@@ -18,11 +18,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lpdt.report.describe import fixed_text  # noqa: E402
 from lpdt.report.paper import paper_accuracy  # noqa: E402
 
 ALGO_COLOR = {"deepsqueeze": "tab:blue", "choco": "tab:orange"}
 ALGO_NAME = {"deepsqueeze": "Deep-Squeeze", "choco": "Choco"}
 PREC_STYLE = {"fp32": "-", "int8": "--"}
+FIG6_MODEL = "resnet18"  # the paper's Figure 6 shows its ResNet-18 runs of Table 5
 
 
 def _save(fig: plt.Figure, out_dir: Path, name: str) -> list[Path]:
@@ -58,6 +60,26 @@ def _ok(df: pd.DataFrame, *studies: str) -> pd.DataFrame:
     return df.iloc[0:0]
 
 
+def figure_runs(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The finished runs a figure plots (fig1, fig4, fig5, fig6; empty for the others)."""
+    if name == "fig1":
+        return _ok(df, "fig1")
+    if name == "fig4":
+        return _ok(df, "fig4", "table3")
+    if name == "fig5":
+        return _ok(df, "fig5", "table4")
+    if name == "fig6":
+        runs = _ok(df, "fig6", "table5")
+        return runs[runs["model"] == FIG6_MODEL]
+    return df.iloc[0:0]
+
+
+def _title(base: str, runs: pd.DataFrame, keys: list[str]) -> str:
+    """A figure title: what is plotted, then the coordinates that have one value in ``runs``."""
+    setup = fixed_text(runs, keys)
+    return f"{base} ({setup})" if setup else base
+
+
 def _sd(g: pd.DataFrame) -> np.ndarray | None:
     """Error bars: the sd column over seeds (0 where one run), None when no point has two runs."""
     if "std" not in g or not (g["count"] > 1).any():
@@ -66,8 +88,9 @@ def _sd(g: pd.DataFrame) -> np.ndarray | None:
 
 
 def fig1(df: pd.DataFrame) -> plt.Figure:
-    title = "Fig. 1: validation error per epoch by normalisation (ResNet-20, 8-node ring, skew 0.8)"
-    runs = _ok(df, "fig1")
+    runs = figure_runs(df, "fig1")
+    title = _title("Fig. 1: validation error per epoch by normalisation", runs,
+                   ["dataset", "model", "topology", "nodes", "skew", "algorithm", "compression"])  # fmt: skip
     curves = []
     for _, r in runs.iterrows():
         h = pd.DataFrame([x for x in r["history"] if x.get("epoch") != "final"])
@@ -232,28 +255,29 @@ def _skew_panels(runs: pd.DataFrame, paper: pd.DataFrame, panel_keys: list[str],
 
 
 def fig4(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
-    runs = _ok(df, "fig4", "table3")
+    runs = figure_runs(df, "fig4")
+    title = _title("Fig. 4: accuracy vs skew (solid FP, dashed 8-bit; faint: paper, real data only)",
+                   runs, ["dataset"])  # fmt: skip
     return _skew_panels(runs, paper_accuracy(paper, 3), ["model", "topology", "nodes", "compression"],
-                        "Fig. 4: CIFAR-10 accuracy vs skew (solid FP, dashed 8-bit; faint: paper, real data only)")  # fmt: skip
+                        title)  # fmt: skip
 
 
 def fig5(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
-    runs = _ok(df, "fig5", "table4")
-    return _skew_panels(runs, paper_accuracy(paper, 4), ["compression"],
-                        "Fig. 5: accuracy vs skew with QGM (solid FP, dashed 8-bit; faint: paper, real data only)",
-                        algos=False)  # fmt: skip
+    runs = figure_runs(df, "fig5")
+    title = _title("Fig. 5: accuracy vs skew with QGM (solid FP, dashed 8-bit; faint: paper, real "
+                   "data only)", runs, ["dataset", "model", "topology", "nodes"])  # fmt: skip
+    return _skew_panels(runs, paper_accuracy(paper, 4), ["compression"], title, algos=False)
 
 
 def fig6(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
-    title = "Fig. 6: ResNet-18 on Imagenette, accuracy per skew: FP (red) vs LP (green)"
-    runs = _ok(df, "fig6", "table5")
-    runs = runs[runs["model"] == "resnet18"]
+    runs = figure_runs(df, "fig6")
+    title = _title("Fig. 6: accuracy per skew, FP (red) vs LP (green)", runs, ["dataset", "model"])
     pap = paper_accuracy(paper, 5)
-    pap = pap[pap["model"] == "resnet18"]
+    pap = pap[pap["model"] == FIG6_MODEL]
     if (runs["stand_in"].astype(str) != "").any():
         pap = pap.iloc[0:0]  # a stand-in's accuracy is not comparable with the paper's
     if not len(runs):
-        return _empty(title, "no finished ResNet-18 runs at this scale")
+        return _empty(title, f"no finished {FIG6_MODEL} runs at this scale")
     graphs = sorted({(r.topology, r.nodes) for r in runs.itertuples()}, key=str)
     fig, axes = plt.subplots(1, len(graphs), figsize=(4 * len(graphs), 3.3), squeeze=False)
     for ax, (topo, n) in zip(axes[0], graphs):
@@ -284,11 +308,14 @@ def fig6(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
 
 
 def fig7(cost: Path) -> plt.Figure:
-    title = "Fig. 7: memory and compute per node per iteration, ResNet-20, FP vs LP (b=32)"
+    title = "Fig. 7: memory and compute per node per iteration, FP vs LP"
     mpath, cpath = cost / "fig7_memory.csv", cost / "fig7_compute.csv"
     if not mpath.exists() or not cpath.exists():
         return _empty(title, f"cost model outputs missing in {cost} (run `lpdt cost all`)")
     mem, comp = pd.read_csv(mpath), pd.read_csv(cpath)
+    setup = ", ".join(f"{k} {', '.join(sorted({str(v) for v in mem[k]}))}"
+                      for k in ("model", "batch") if k in mem)  # fmt: skip
+    title += f" ({setup})" if setup else ""
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     cmap = plt.get_cmap("tab10")
     bars = [(n, p) for n in ("rangebn", "rangeen") for p in ("fp32", "int8")

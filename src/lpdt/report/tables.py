@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lpdt.report.describe import cost_setup, energy_text, setup_text
 from lpdt.report.paper import paper_accuracy
 
 NOT_RUN = "not run at this scale"
@@ -36,21 +37,23 @@ class Spec:
 
 
 SPECS = {
-    2: Spec(2, "table2", "Table 2: single-node baselines, test accuracy (%)",
+    2: Spec(2, "table2", "Table 2: single-node baselines (the paper's setting), test accuracy (%)",
             ["dataset", "model"], ["precision"], ["dataset", "model", "precision"]),
-    3: Spec(3, "table3", "Table 3: CIFAR-10, decentralized training, test accuracy (%)",
+    3: Spec(3, "table3", "Table 3: CIFAR-10, decentralized training (the paper's setting), test accuracy (%)",
             ["model", "topology", "nodes", "compression", "skew"], ["algorithm", "precision"],
             ["dataset", "model", "topology", "nodes", "compression", "skew", "algorithm",
              "precision", "qgm"]),
-    4: Spec(4, "table4", "Table 4: ResNet-20, 8-node directed ring, Choco with QGM, accuracy (%)",
+    4: Spec(4, "table4", "Table 4: ResNet-20, 8-node directed ring, Choco with QGM (the paper's "
+            "setting), test accuracy (%)",
             ["compression", "skew"], ["precision"],
             ["dataset", "model", "topology", "nodes", "compression", "skew", "algorithm",
              "precision", "qgm"]),
-    5: Spec(5, "table5", "Table 5: Imagenette, Choco, test accuracy (%)",
+    5: Spec(5, "table5", "Table 5: Imagenette, Choco (the paper's setting), test accuracy (%)",
             ["model", "topology", "nodes", "compression", "skew"], ["precision"],
             ["dataset", "model", "topology", "nodes", "compression", "skew", "algorithm",
              "precision", "qgm"]),
-    6: Spec(6, "table6", "Table 6: NLP (DistilBERT), directed ring, test accuracy (%)",
+    6: Spec(6, "table6", "Table 6: NLP (DistilBERT), directed ring (the paper's setting), test "
+            "accuracy (%)",
             ["dataset", "compression", "skew"], ["algorithm", "precision"],
             ["dataset", "model", "topology", "nodes", "compression", "skew", "algorithm",
              "precision", "qgm"]),
@@ -156,7 +159,11 @@ def cell_text(r: pd.Series) -> str:
     return f"{ours} / {p or '-'}"
 
 
-def render_accuracy(m: pd.DataFrame, spec: Spec, scale: str) -> Rendered:
+def render_accuracy(m: pd.DataFrame, spec: Spec, scale: str,
+                    runs: pd.DataFrame | None = None) -> Rendered:  # fmt: skip
+    """The paper's layout; ``runs`` (the study's rows of the run table) give the caption's
+    description of what we ran."""
+
     def colname(key: tuple) -> str:
         if spec.cols == ["algorithm", "precision"]:
             return VARIANT.get(key, " ".join(map(str, key)))
@@ -199,6 +206,8 @@ def render_accuracy(m: pd.DataFrame, spec: Spec, scale: str) -> Rendered:
                "finished); a bare number is one run.",
                "'not run' = cell not in our grid at this scale; 'missing' = run listed but no "
                "record; '-' = not in the paper."]  # fmt: skip
+    if runs is not None:
+        caption.append(f"Our runs: {setup_text(runs[runs['status'] == 'ok'])}.")
     caption += stand_in_caption(m["stand_in"])
     caption += sorted({f"Note: {n}" for n in m["note"] if n})
     return Rendered(spec.title, header, rows, caption)
@@ -236,7 +245,8 @@ def _num(v: float) -> str:
 
 
 def ops_table(cost_dir: Path, table: int) -> tuple[pd.DataFrame, list[Rendered]]:
-    """Table 7 (training) / 9 (inference): the paper's formulas + our ResNet-20 b=32 counts."""
+    """Table 7 (training) / 9 (inference): the paper's formulas + the cost model's counts (model
+    and batch as in its CSV)."""
     title = {7: "Table 7: operations per layer type, training (forward + backward)",
              9: "Table 9: operations per layer type, inference (forward)"}[table]  # fmt: skip
     f = FORMULAS[table]
@@ -250,8 +260,8 @@ def ops_table(cost_dir: Path, table: int) -> tuple[pd.DataFrame, list[Rendered]]
     c = pd.read_csv(path)
     c["formula_adds"] = [f.get(lbl, ("", ""))[0] for lbl in c["label"]]
     c["formula_mults"] = [f.get(lbl, ("", ""))[1] for lbl in c["label"]]
-    model = str(c["model"].iloc[0]) if len(c) else "resnet20"
-    batch = int(c["batch"].iloc[0]) if len(c) else 32
+    setup = cost_setup(cost_dir, f"table{table}.csv")
+    model, batch = ", ".join(setup.get("model", [])), ", ".join(setup.get("batch", []))
     rows = []
     rank = {k: i for i, k in enumerate([*f, "Total"])}
     c = c.sort_values(["norm", "label"], key=lambda s: s.map(rank) if s.name == "label" else s,
@@ -270,17 +280,19 @@ def ops_table(cost_dir: Path, table: int) -> tuple[pd.DataFrame, list[Rendered]]
          "Energy FP (mJ)", "Energy LP (mJ)"],
         rows,
         ["From lpdt cost (model traced with hooks); the paper gives formulas only, no numbers.",
-         "Energy: Horowitz 45 nm (fp32 add 0.9, mult 3.7; int8 add 0.03, mult 0.2 pJ)."],
+         energy_text(cost_dir)],
     )  # fmt: skip
     return c, [formulas, numeric]
 
 
 def table10(cost_dir: Path, paper: pd.DataFrame) -> tuple[pd.DataFrame, list[Rendered]]:
     """Memory (MiB) and energy (mJ), ours (cost model) vs the paper's Table 10."""
-    title = "Table 10: memory and energy per node per iteration (b=32, CIFAR-10), ours / paper"
     p = paper[paper["table"] == 10]
     path = cost_dir / "table10.csv"
     ours = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    batch = ", ".join(cost_setup(cost_dir, "table10.csv").get("batch", []))
+    title = ("Table 10: memory and energy per node per iteration, ours / paper"
+             + (f" (our batch: {batch})" if batch else ""))  # fmt: skip
     out = []
     for _, r in p[["phase", "model", "norm"]].drop_duplicates().iterrows():
         sel = p[(p["phase"] == r["phase"]) & (p["model"] == r["model"]) & (p["norm"] == r["norm"])]
@@ -323,7 +335,7 @@ def table10(cost_dir: Path, paper: pd.DataFrame) -> tuple[pd.DataFrame, list[Ren
     ratios = ratio_ranges(m)
     if ratios:
         cap.append("Ours / paper: " + "; ".join(f"{k} {lo:.2f}-{hi:.2f}x" for k, (lo, hi) in ratios.items())
-                   + " (why the absolute energies differ: docs/cost.md).")  # fmt: skip
+                   + " (docs/cost.md compares the cost model with the paper).")  # fmt: skip
     if not len(ours):
         cap.append(f"Our values missing: {path} not found (run `lpdt cost all`).")
     return m, [Rendered(title, header, rows, cap)]
@@ -350,13 +362,23 @@ def data_table(cost_dir: Path) -> Rendered | None:
     if not path.exists():
         return None
     d = pd.read_csv(path)
-    rows = [[r["model"], r["reading"], r["topology"], str(r["nodes"]), f"{round(r['compression'] * 100)} %",
+    epochs = d["epochs"] if "epochs" in d else pd.Series([""] * len(d))
+    rows = [[r["model"], r["reading"], r["topology"], str(r["nodes"]), _s(e), f"{round(r['compression'] * 100)} %",
              f"{r['gb_fp32']:.4g} / {r['gb_fp32_paper']:g}", f"{r['gb_int8']:.4g} / {r['gb_int8_paper']:g}",
-             "yes" if str(r["agrees_printed"]) == "True" else "no"] for _, r in d.iterrows()]  # fmt: skip
-    return Rendered("Table 3 'Data' column: GB sent per node during training (200 epochs), ours / paper",
-                    ["Model", "Reading", "Topology", "n", "Comp.", "FP (GB)", "LP (GB)", "Agrees"], rows,
-                    ["Analytic (lpdt cost comm); the 8-bit value is fp32 / 4 as in the paper. "
-                     "VGG-11 torus values are not derivable (docs/cost.md)."])  # fmt: skip
+             "yes" if str(r["agrees_printed"]) == "True" else "no"] for (_, r), e in zip(d.iterrows(), epochs)]  # fmt: skip
+    ratios = sorted({f"{a / b:.3g}" for a, b in zip(d["gb_fp32"], d["gb_int8"]) if b})
+    caption = ["Analytic (lpdt cost comm); the paper's 8-bit value is its fp32 value / 4; ours is "
+               f"fp32 / {', '.join(ratios) or '-'} (the messages themselves stay fp32)."]  # fmt: skip
+    disagree = d[d["agrees_printed"].astype(str) != "True"]
+    notes = sorted(
+        {str(n) for n in disagree.get("note", pd.Series(dtype=object)).dropna() if str(n)}
+    )
+    if len(disagree):
+        caption.append(f"{len(disagree)} of {len(d)} rows do not agree with the printed digits"
+                       + (f": {'; '.join(notes)}." if notes else "."))  # fmt: skip
+    return Rendered("Table 3 'Data' column: GB sent per node during training, ours / paper",
+                    ["Model", "Reading", "Topology", "n", "Epochs", "Comp.", "FP (GB)", "LP (GB)", "Agrees"],
+                    rows, caption)  # fmt: skip
 
 
 # --- writers -----------------------------------------------------------------------------------
@@ -402,7 +424,7 @@ def build_tables(df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path, scale: s
     out: dict[int, tuple[pd.DataFrame, list[Rendered]]] = {}
     for n, spec in SPECS.items():
         m = compare(df, paper, spec)
-        parts = [render_accuracy(m, spec, scale)]
+        parts = [render_accuracy(m, spec, scale, df[df["study"] == spec.study])]
         if n == 3:
             d = data_table(cost_dir)
             if d is not None:

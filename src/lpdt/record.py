@@ -1,0 +1,441 @@
+"""The run record: what one ``lpdt train`` run leaves behind, as typed objects.
+
+A run directory holds the record in two files (docs/architecture.md, "Run outputs"):
+
+- ``metrics.json``: the whole record, ``RunRecord.to_dict()``. Written atomically and last
+  (``RunRecord.write``): its presence means "the run is complete".
+- ``history.csv``: the record's history rows, one per epoch (``HISTORY_FIELDS`` columns), plus a
+  row ``epoch = final``. Rewritten atomically after every epoch while the run trains
+  (``write_history``), so a long run can be followed.
+
+This module is the only place that knows the format. The trainer (``lpdt.train``) builds a
+``RunRecord`` and writes it; MLflow logging (``lpdt.tracking``), aggregation
+(``lpdt.report.aggregate``) and the workflow read it with ``read``. The readers walk the fields of
+``FinalMetrics``, ``Communication`` and ``Timing``, so adding such a metric is a field here (plus
+computing it in the trainer).
+
+``read`` validates. It checks the schema version first: a record without ``schema_version``
+(written before versioning, "version 0") or with any version other than ``SCHEMA_VERSION`` is a
+``RecordError`` naming both versions; then the presence and the type of every field. Every
+``RecordError`` message is one line that starts with the file's path.
+
+JSON conventions (the files users see): ``final`` is ``{}`` for a run that diverged (``None``
+here); a history row leaves out the metrics it does not have (an epoch without evaluation has no
+accuracies), and ``history.csv`` leaves those cells empty; NaN is written as ``NaN`` (a diverged
+epoch's loss).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as dt
+import io
+import json
+import types
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import lpdt
+from lpdt.io import write_json_atomic, write_text_atomic
+
+SCHEMA_VERSION = 1  # version 1: the first versioned record (before it: no schema_version field)
+METRICS_FILE = "metrics.json"
+HISTORY_FILE = "history.csv"
+
+Status = Literal["ok", "diverged"]
+
+T = TypeVar("T")
+
+
+class RecordError(ValueError):
+    """A run record that cannot be read: missing, not JSON, of another schema version, or with a
+    field missing or of the wrong type. The message is one line and starts with the path."""
+
+
+# ----------------------------------------------------------------------------------------------
+# The record
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DatasetRecord:
+    """The data a run trained on (``lpdt.data.DatasetInfo`` plus the sizes it used)."""
+
+    name: str  # registry name of the dataset actually used, e.g. "fashion_mnist"
+    source: str  # where the data came from (path, package, "generated ...")
+    stand_in: bool  # the dataset stands in for one of the paper's
+    stand_in_for: str | None  # e.g. "cifar10"
+    num_classes: int
+    train_samples: int  # over all nodes' partitions
+    test_samples: int
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    name: str
+    params: int  # trainable parameters
+    gossiped: int  # gossiped entries per node: parameters plus gossip buffers (8-bit ranges)
+
+
+@dataclass(frozen=True)
+class FinalMetrics:
+    """The run's result, after the final gossip rounds. Accuracies in %."""
+
+    acc_node_mean: float  # the paper's number: mean over nodes of each node's test accuracy
+    acc_node_min: float
+    acc_node_max: float
+    acc_avg_model: float  # the exact average model
+    consensus_distance: float
+    train_loss: float  # mean training loss of the last epoch
+
+
+@dataclass(frozen=True)
+class Communication:
+    """Gossip volume per node, counted as the reference code counts it (``lpdt.cost.comm``)."""
+
+    bytes_per_message: int
+    messages_per_node: float  # training iterations and final rounds x mean out-peers
+    bytes_per_node: float  # training and final gossip rounds
+    bytes_per_node_train: float  # training iterations only
+    gb_per_node: float  # 10^9 bytes
+    gb_per_node_train: float
+    gb_per_node_8bit_analytic: float  # a quarter of the fp32 figure (the paper's 8-bit column)
+    # Measured (engine: distributed): payload bytes each node handed to the transport, mean over
+    # nodes, training and final rounds / training only; None in the simulator (no wire).
+    wire_bytes_per_node: float | None = None
+    wire_bytes_per_node_train: float | None = None
+
+
+@dataclass(frozen=True)
+class Timing:
+    train_s: float  # time inside training epochs (all sessions of a resumed run)
+    total_s: float  # wall time of the run, across --resume
+    images_per_s: float | None  # None when no iteration ran
+    s_per_iter: float | None
+    iterations: int  # training iterations (not counting the final gossip rounds)
+
+
+@dataclass(frozen=True)
+class Session:
+    """A later session of a resumed run (the first session is ``Provenance`` itself)."""
+
+    epoch: int  # epochs completed when this session started
+    started: str  # ISO 8601, UTC
+    git_commit: str | None
+    git_dirty: bool | None
+    host: str
+    command: str
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a run came from, captured by the training process (``lpdt.provenance.capture``)
+    and never recomputed: MLflow tags are derived from it."""
+
+    lpdt_version: str
+    git_commit: str | None  # None: not run from a git checkout (or git unavailable)
+    git_dirty: bool | None  # tracked files differed from the commit
+    command: str
+    host: str
+    device: str | None
+    gpu: str | None
+    python: str
+    torch: str
+    cuda: str | None
+    started: str  # ISO 8601, UTC: when the first session started
+    finished: str | None  # ISO 8601, UTC; None only while the run trains (checkpoints)
+    resumed: tuple[Session, ...] = ()  # the sessions that continued the run (--resume)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "provenance") -> Provenance:
+        return _build(cls, data, source, "provenance.")
+
+
+@dataclass(frozen=True)
+class Versions:
+    lpdt: str
+    torch: str
+    python: str
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One epoch (``epoch`` counts from 0), or the row ``epoch = "final"`` after the final gossip
+    rounds. Metrics an epoch does not have (no evaluation that epoch) are None: left out of the
+    JSON row, empty in ``history.csv``."""
+
+    epoch: int | Literal["final"]
+    lr: float | None = None
+    train_loss: float | None = None
+    acc_node_mean: float | None = None
+    acc_node_min: float | None = None
+    acc_node_max: float | None = None
+    acc_avg_model: float | None = None
+    consensus_distance: float | None = None
+    bytes_per_node: float | None = None  # cumulative, training and final rounds so far
+    wall_s: float | None = None  # wall time of the run when the row was written (across resumes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in _to_json(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "history row") -> HistoryRow:
+        return _build(cls, data, source, "")
+
+
+HISTORY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(HistoryRow))
+FINAL_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FinalMetrics))
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """The record of one complete run (``metrics.json``)."""
+
+    run_id: str  # ``RunConfig.run_id()``: hash of the result-affecting config
+    name: str | None  # the config's ``name`` label
+    status: Status  # "diverged": training stopped on a non-finite loss or weights
+    config: dict[str, Any]  # the resolved run config (``RunConfig.to_dict()``)
+    dataset: DatasetRecord
+    model: ModelRecord
+    final: FinalMetrics | None  # None when the run diverged ({} in the JSON)
+    communication: Communication
+    time: Timing
+    epochs_completed: int
+    iters_per_epoch: int
+    history: tuple[HistoryRow, ...]
+    device: str  # the torch device the run used
+    provenance: Provenance
+    versions: Versions
+    engine: Literal["simulated", "distributed"] = "simulated"  # config ``engine`` that ran it
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if (self.status == "ok") != (self.final is not None):
+            raise ValueError(f"run {self.run_id}: status {self.status!r} " + (
+                "needs final metrics" if self.status == "ok" else "has final metrics"))  # fmt: skip
+
+    # -- JSON ----------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The ``metrics.json`` object (``schema_version`` first)."""
+        out = _to_json(self)
+        out["final"] = out["final"] or {}
+        out["history"] = [row.to_dict() for row in self.history]
+        return {"schema_version": out.pop("schema_version"), **out}
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = METRICS_FILE) -> RunRecord:
+        """Validate and build (``RecordError`` on another schema version, a missing or unknown
+        field, or a value of the wrong type); ``source`` names the file in error messages."""
+        if not isinstance(data, dict):
+            raise RecordError(f"{source}: not a run record (a JSON object expected)")
+        _check_version(data.get("schema_version", _UNVERSIONED), source)
+        if data.get("final") == {}:
+            data = {**data, "final": None}
+        try:
+            return _build(cls, data, source, "")
+        except RecordError:
+            raise
+        except ValueError as e:  # __post_init__'s checks name the run, not the file
+            raise RecordError(f"{source}: {e}") from None
+
+    # -- files ---------------------------------------------------------------------------------
+    def write(self, run_dir: str | Path) -> Path:
+        """Write ``history.csv``, then ``metrics.json`` (both atomically; ``metrics.json`` last,
+        since its presence marks the run complete). Returns the path of ``metrics.json``."""
+        d = Path(run_dir)
+        write_history(d, self.history)
+        write_json_atomic(d / METRICS_FILE, self.to_dict())
+        return d / METRICS_FILE
+
+    # -- derived -------------------------------------------------------------------------------
+    def row_times(self) -> list[dt.datetime]:
+        """The wall-clock time (UTC) at which each history row was written.
+
+        ``wall_s`` is the run's wall time across resumes, so a row's time is the start of the
+        session that wrote it plus the row's ``wall_s`` minus the ``wall_s`` the session started
+        from (that of the last row before it). Sessions start when their process does, a little
+        before training, so these times are at most that much early; they never pass
+        ``provenance.finished``. A row without ``wall_s`` (the epoch that diverged) gets the
+        finish time.
+        """
+        p = self.provenance
+        finished = parse_time(p.finished or p.started)
+        sessions = [(0, parse_time(p.started))] + [(s.epoch, parse_time(s.started))
+                                                     for s in p.resumed]  # fmt: skip
+        walls = {r.epoch: r.wall_s for r in self.history if isinstance(r.epoch, int)}
+        times = []
+        for i, row in enumerate(self.history):
+            if row.wall_s is None:
+                times.append(finished)
+                continue
+            pos = row.epoch if isinstance(row.epoch, int) else i  # "final" follows all epochs
+            first_epoch, start = next((s for s in reversed(sessions) if s[0] <= pos), sessions[0])
+            offset = walls.get(first_epoch - 1) or 0.0
+            times.append(min(start + dt.timedelta(seconds=row.wall_s - offset), finished))
+        return times
+
+
+# ----------------------------------------------------------------------------------------------
+# Files
+# ----------------------------------------------------------------------------------------------
+
+
+def history_csv(rows: Iterable[HistoryRow]) -> str:
+    """The ``history.csv`` text of some rows."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=HISTORY_FIELDS)
+    w.writeheader()
+    w.writerows(row.to_dict() for row in rows)
+    return buf.getvalue()
+
+
+def write_history(run_dir: str | Path, rows: Iterable[HistoryRow | dict[str, Any]]) -> None:
+    """(Re)write ``run_dir/history.csv`` atomically; rows may be given as their JSON dicts."""
+    typed = [r if isinstance(r, HistoryRow) else HistoryRow.from_dict(r) for r in rows]
+    write_text_atomic(Path(run_dir) / HISTORY_FILE, history_csv(typed))
+
+
+def read(path: str | Path) -> RunRecord:
+    """The record in ``path``: a run directory or its ``metrics.json``. Raises ``RecordError``
+    (one line, naming the file) when it is missing, not JSON, or not a valid record of this
+    schema version."""
+    p = Path(path)
+    if p.suffix != ".json":  # a run directory (existing or not)
+        p = p / METRICS_FILE
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise RecordError(f"{p} does not exist; the run is not complete") from None
+    except OSError as e:
+        raise RecordError(f"{p}: cannot be read ({e.strerror or e})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RecordError(f"{p}: not valid JSON ({e})") from None
+    return RunRecord.from_dict(data, str(p))
+
+
+# ----------------------------------------------------------------------------------------------
+# Validation: JSON values -> the dataclasses above
+# ----------------------------------------------------------------------------------------------
+
+_UNVERSIONED = object()  # a record without schema_version (lpdt before record versioning)
+
+
+def _check_version(version: Any, source: str) -> None:
+    if isinstance(version, int) and not isinstance(version, bool) and version == SCHEMA_VERSION:
+        return
+    reads = f"this lpdt ({lpdt.__version__}) reads schema version {SCHEMA_VERSION}"
+    if version is _UNVERSIONED:
+        what = "a run record of an older format (no schema_version)"
+    elif isinstance(version, int) and not isinstance(version, bool) and version < SCHEMA_VERSION:
+        what = f"a run record of the older schema version {version}"
+    elif isinstance(version, int) and not isinstance(version, bool):
+        what = f"a run record of schema version {version}, newer than this lpdt knows"
+    else:
+        what = f"a run record of an unknown schema version {version!r}"
+    raise RecordError(f"{source}: {what}; {reads}. Train the run again (lpdt train --force), "
+                      "or read it with the lpdt version that wrote it")  # fmt: skip
+
+
+def _type_name(tp: Any) -> str:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        return " or ".join(repr(a) for a in args)
+    if origin in (types.UnionType, typing.Union):
+        return " or ".join(_type_name(a) for a in args)
+    if tp is type(None):
+        return "null"
+    if origin is tuple:
+        return f"a list of {_type_name(args[0])}"
+    if origin is dict:
+        return "an object"
+    if dataclasses.is_dataclass(tp):
+        return "an object"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _value(value: Any, tp: Any, source: str, where: str) -> Any:
+    """``value`` (from JSON) checked against the annotation ``tp``; ints are accepted for floats,
+    lists for tuples, objects for dataclasses."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        arms = [a for a in args if a is not type(None)]
+        if len(arms) == 1:  # X | None: X's own error is the more precise one
+            return _value(value, arms[0], source, where)
+        for a in args:
+            if a is not type(None):
+                try:
+                    return _value(value, a, source, where)
+                except RecordError:
+                    pass
+    elif origin is Literal:
+        if value in args and type(value) in {type(a) for a in args}:
+            return value
+    elif tp is bool or tp is str:
+        if isinstance(value, tp):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif origin is tuple:  # tuple[X, ...]
+        if isinstance(value, list):
+            return tuple(_value(v, args[0], source, f"{where}[{i}]") for i, v in enumerate(value))
+    elif origin is dict:
+        if isinstance(value, dict):
+            return value
+    elif dataclasses.is_dataclass(tp):
+        return _build(tp, value, source, f"{where}.")
+    shown = json.dumps(value, default=str)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    raise RecordError(f"{source}: field {where!r} must be {_type_name(tp)}, not {shown}")
+
+
+def _build(cls: type[T], data: Any, source: str, prefix: str) -> T:
+    """An instance of the dataclass ``cls`` from a JSON object: every field without a default
+    must be present, no other key may be."""
+    if not isinstance(data, dict):
+        where = prefix.rstrip(".") or "the record"
+        raise RecordError(f"{source}: {where} must be an object, not {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        raise RecordError(f"{source}: unknown field {prefix + str(unknown[0])!r} (this lpdt's "
+                          f"schema version {SCHEMA_VERSION} has no such field)")  # fmt: skip
+    kwargs = {}
+    for name, f in fields.items():
+        if name in data:
+            kwargs[name] = _value(data[name], hints[name], source, prefix + name)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise RecordError(f"{source}: field {prefix + name!r} is missing")
+    return cls(**kwargs)
+
+
+def _to_json(obj: Any) -> Any:
+    """Dataclasses -> dicts (in field order), tuples -> lists; other values as they are."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, list | tuple):
+        return [_to_json(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _to_json(v) for k, v in obj.items()}
+    return obj
+
+
+def parse_time(iso: str) -> dt.datetime:
+    """An ISO 8601 time of the record as an aware datetime (UTC when it has no offset)."""
+    t = dt.datetime.fromisoformat(iso)
+    return t if t.tzinfo is not None else t.replace(tzinfo=dt.UTC)

@@ -1,0 +1,63 @@
+"""A rank of the equivalence tests: ``python -m tests.distributed.worker CASES.json OUT_DIR``.
+
+For every case (a list of config overrides) it trains node RANK for a few epochs and the final
+gossip rounds through ``lpdt.train.Run`` with a ``TorchGroup`` (the distributed engine's code
+path), then saves the node's state to ``OUT_DIR/<case index>.rank<RANK>.pt``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from lpdt.config import load_config
+from lpdt.decentral.peer import TorchGroup, init_process_group
+from lpdt.decentral.topology import TOPOLOGIES
+from lpdt.train import Run, lr_at
+
+if "test_irregular" not in TOPOLOGIES:
+
+    @TOPOLOGIES.register("test_irregular")
+    def _irregular(n: int, **_: object) -> list[list[int]]:
+        """Out-degrees 3, 1, 1, ...: W is not row-stochastic, so push-sum weights move."""
+        return [[1, 2, 3], *[[(i + 1) % n] for i in range(1, n)]]
+
+
+def node_state(run: Run) -> dict[str, torch.Tensor]:
+    """What the equivalence tests compare, for the rows a run holds."""
+    st = run.state
+    out = {"x": st.x.clone(), "w": st.w.clone()}
+    out.update({f"algo.{k}": v.clone() for k, v in run.algo.buffers().items()})
+    out.update({f"opt.{k}": v.clone() for k, v in run.opt.state_dict().items()
+                if isinstance(v, torch.Tensor)})  # fmt: skip
+    return out
+
+
+def train_briefly(run: Run, epochs: int) -> None:
+    for epoch in range(epochs):
+        run.train_epoch(lr_at(run.cfg, epoch))
+    run.final_gossip()
+
+
+def main() -> int:
+    cases, out = json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    init_process_group(rank, world, torch.device("cpu"))
+    try:
+        for c, case in enumerate(cases):
+            cfg = load_config(None, case["overrides"])
+            run = Run(cfg, log=lambda s: None, group=TorchGroup(rank, world, torch.device("cpu")))
+            train_briefly(run, case["epochs"])
+            torch.save(node_state(run), out / f"{c}.rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The repository explains itself: section citations resolve, the paper and the authors' code are
+linked, and the README's first experiment shows up in the MLflow UI it opens next."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lpdt.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT / "docs" / "reference.md"
+# Where code, configs and docs cite sections of docs/reference.md.
+CITING = ["src", "docs", "config", "workflow", "tests", "benchmarks", "examples", "README.md",
+          "Snakefile", "profiles", "Makefile"]  # fmt: skip
+PAPER_URL = "https://arxiv.org/abs/2111.09389"
+CODE_URL = "github.com/aparna-aketi/Low_Precision_DL"
+
+
+def _files() -> list[Path]:
+    out = []
+    for name in CITING:
+        p = ROOT / name
+        paths = (
+            [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()] if p.is_dir() else []
+        )
+        out += [f for f in paths if f.suffix in {".py", ".md", ".yaml", ".smk", ".csv", ".rst", ""}
+                and "__pycache__" not in f.parts and f.name != "test_docs.py"]  # fmt: skip
+    return out
+
+
+def _sections() -> set[str]:
+    """Section numbers of docs/reference.md: '## 7. Models' -> '7', '### 7.1 ...' -> '7.1'."""
+    text = REFERENCE.read_text()
+    return set(re.findall(r"^#{2,3} (\d+(?:\.\d+)*)\.? ", text, re.M))
+
+
+def _citations(text: str) -> list[str]:
+    """Every '§N' that is not the paper's ('paper §3'); a list such as 'reference §5, §6.3'
+    cites each."""
+    return [m.group(1) for m in re.finditer(r"(?<!paper )§(\d+(?:\.\d+)*)", text)]
+
+
+def test_reference_sections_are_numbered() -> None:
+    sections = _sections()
+    assert {str(n) for n in range(1, 16)} <= sections
+
+
+def test_every_section_citation_resolves() -> None:
+    sections = _sections()
+    cited, missing = 0, []
+    for f in _files():
+        text = f.read_text(errors="replace")
+        for n in _citations(text):
+            cited += 1
+            if n not in sections:
+                missing.append(f"{f.relative_to(ROOT)}: §{n}")
+    assert cited > 50  # the code cites the reference throughout: the scan must find them
+    assert not missing, "citations of sections docs/reference.md does not have:\n" + "\n".join(
+        missing
+    )
+
+
+def test_no_file_points_outside_the_repository() -> None:
+    """Nothing may depend on documents that are not in the repository."""
+    bad = []
+    for f in _files():
+        text = f.read_text(errors="replace")
+        for needle in ("shared/paper", "reference-implementation.md", "design.md", "paper.md"):
+            if needle in text:
+                bad.append(f"{f.relative_to(ROOT)}: {needle}")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/reference.md"])
+def test_paper_and_authors_code_are_linked(doc: str) -> None:
+    text = (ROOT / doc).read_text()
+    assert PAPER_URL in text and CODE_URL in text
+
+
+def _readme_block(title: str) -> str:
+    text = (ROOT / "README.md").read_text()
+    section = text.split(f"## {title}", 1)[1]
+    return section.split("```bash", 1)[1].split("```", 1)[0]
+
+
+def test_readme_experiment_is_logged_where_lpdt_ui_looks() -> None:
+    """Every `lpdt train --config FILE` run of the README's "One experiment" block logs to
+    MLflow (its config, or its --set), at the store that `lpdt ui` opens by default."""
+    block = _readme_block("One experiment")
+    assert "lpdt ui" in block
+    trains = [line for line in block.splitlines() if "lpdt train --config examples/" in line]
+    assert trains
+    from lpdt.tracking import DEFAULT_URI
+
+    for line in trains:
+        path = re.search(r"--config (\S+)", line).group(1)  # type: ignore[union-attr]
+        sets = re.findall(r"--set (\S+)", line)
+        cfg = load_config(ROOT / path, sets)
+        assert cfg.tracking.mlflow, f"{path}: not logged to MLflow, so `lpdt ui` would not show it"
+        assert cfg.tracking.uri == DEFAULT_URI, path
