@@ -66,9 +66,7 @@ class Claim:
 
 CLAIMS = [
     Claim("lp_close_to_fp_dense", "8-bit training loses less than 1 % accuracy without compression",
-          "pairs of runs identical except precision, 0 % compression (Tables 3-6). At short budgets "
-          "the LP model's reference init (zero gamma in each block's last norm) delays learning and "
-          "makes most of the gap (measured ablation: docs/int8.md)",
+          "pairs of runs identical except precision, 0 % compression (Tables 3-6)",
           "FP - LP accuracy (points)", "<=", 1.0),
     Claim("lp_loss_compressed", "with compression, 8-bit training loses 1-2 % accuracy",
           "pairs identical except precision, 90/99 % compression (Tables 3-6)",
