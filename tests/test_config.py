@@ -94,3 +94,12 @@ def test_compression_ratio_out_of_range_names_the_range(value):
 def test_compression_fraction_is_accepted():
     cfg = load_config(None, ["algorithm.compression.name=topk", "ratio=0.99"])
     assert cfg.algorithm.compression.ratio == 0.99
+
+
+@pytest.mark.parametrize("name", ["none", "qsgd", "int8"])
+def test_compression_ratio_without_a_sparsifier_is_refused(name):
+    """`--set ratio=0.99` alone would train uncompressed: refused, naming the compressor to set."""
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [f"algorithm.compression.name={name}", "ratio=0.99"])
+    msg = str(e.value)
+    assert "no effect" in msg and "compression.name=topk" in msg and "\n" not in msg

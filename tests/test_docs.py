@@ -101,3 +101,21 @@ def test_readme_experiment_is_logged_where_lpdt_ui_looks() -> None:
         cfg = load_config(ROOT / path, sets)
         assert cfg.tracking.mlflow, f"{path}: not logged to MLflow, so `lpdt ui` would not show it"
         assert cfg.tracking.uri == DEFAULT_URI, path
+
+
+def test_architecture_names_every_field_of_the_run_record():
+    """docs/architecture.md describes the record as it is in code: every field of every record
+    class (``lpdt.record``) is named in its section "The run record"."""
+    import dataclasses
+
+    from lpdt import record
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text[text.index("## The run record"):]
+    section = section[: section.index("\n## ", 1)]
+    classes = [record.RunRecord, record.DatasetRecord, record.ModelRecord, record.FinalMetrics,
+               record.Communication, record.Timing, record.Provenance, record.Session,
+               record.Versions, record.HistoryRow]  # fmt: skip
+    missing = [f"{c.__name__}.{f.name}" for c in classes for f in dataclasses.fields(c)
+               if not re.search(rf"\b{f.name}\b", section)]  # fmt: skip
+    assert not missing, f"docs/architecture.md does not name: {missing}"

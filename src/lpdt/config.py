@@ -222,7 +222,7 @@ class RunConfig:
 # numbers (seed, sizes, precision, ...) must never be listed here.
 EXECUTION_KEYS: tuple[str, ...] = (
     "name",  # a label
-    "threads",  # torch intra-op threads: speed only
+    "threads",  # torch intra-op threads: speed, and the order of float sums (last bits)
     "device",  # cpu / cuda: where it runs (results may differ in the last bits, not in kind)
     "engine",  # simulated / distributed: the same arithmetic up to float reassociation of the
     # mixing sum (docs/engine.md: equal to the simulator's sparse mixing bit for bit)
@@ -470,6 +470,12 @@ def _check_ranges(cfg: RunConfig) -> None:
     c = cfg.algorithm.compression
     need(0.0 <= c.ratio < 1.0, "algorithm.compression.ratio", _ratio_hint(c.ratio))
     need(1 <= c.levels <= 8, "algorithm.compression.levels", "must be in 1..8 (bits)")
+    need(
+        c.ratio == 0.0 or c.name in ("topk", "randomk"),
+        "algorithm.compression.ratio",
+        f"{c.ratio:g} has no effect with algorithm.compression.name {c.name!r}"
+        " (only topk and randomk drop entries); set algorithm.compression.name=topk",
+    )
     if cfg.algorithm.consensus_lr is not None:
         need(0 < cfg.algorithm.consensus_lr <= 1, "algorithm.consensus_lr", "must be in (0, 1]")
     for k in ("weight_bits", "act_bits", "grad_bits"):

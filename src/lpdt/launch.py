@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -31,10 +32,11 @@ from pathlib import Path
 
 import torch
 
-from lpdt import record
+from lpdt import provenance, record
 from lpdt.config import RunConfig, dump_config, load_config
 
 PEER_LOST = 75  # a worker's exit code when it stopped because another rank failed
+REFUSED = 2  # a worker's exit code for a one-line error on its stderr (the CLI's code for those)
 POLL_S = 0.1
 DEFAULT_GRACE_S = 10.0
 
@@ -87,15 +89,17 @@ def run_worker(
         )
         cfg = _with_device(cfg, str(device))
     out = Path(out_dir)
-    if force and rank == 0:  # only under torchrun: lpdt.launch clears the directory itself
+    if force and rank == 0:  # every rank's checkpoints (and the previous ones), before any saves
         for f in [out / record.METRICS_FILE, *out.glob("checkpoint*.pt")]:
             f.unlink(missing_ok=True)
+    if device.type == "cuda":  # NCCL's own communicators and barriers use the current device
+        torch.cuda.set_device(device)
     init_process_group(rank, world, device)
     try:
         if force:
             dist.barrier()
         group = TorchGroup(rank, world, device)
-        return train(cfg, out, resume=resume, force=False, log=log if rank == 0 else _quiet,
+        return train(cfg, out, resume=resume, force=force, log=log if rank == 0 else _quiet,
                      group=group)  # fmt: skip
     finally:
         with contextlib.suppress(Exception):
@@ -122,6 +126,7 @@ def worker_main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--force", action="store_true")
     args = p.parse_args(argv)
     env = _env_rank()
     if env is None:
@@ -131,7 +136,10 @@ def worker_main(argv: list[str] | None = None) -> int:
     _die_with_launcher()
     cfg = load_config(args.config)
     try:
-        run_worker(cfg, args.out, rank, world, resume=args.resume, force=False, log=_print)
+        run_worker(cfg, args.out, rank, world, resume=args.resume, force=args.force, log=_print)
+    except ValueError as e:  # a refused run directory or checkpoint, a bad record: one line
+        print(f"lpdt rank {rank}: error: {e}", file=sys.stderr, flush=True)
+        return REFUSED
     except dist.DistError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         print(f"lpdt rank {rank}: stopped: lost contact with another rank ({first})",
@@ -176,6 +184,8 @@ def _describe(code: int) -> str:
         return f"was killed by signal {-code}"
     if code == PEER_LOST:
         return "lost contact with the other ranks"
+    if code == REFUSED:
+        return "stopped with the error printed above"
     return f"failed with exit code {code}"
 
 
@@ -183,7 +193,7 @@ def launch_local(
     cfg: RunConfig, out_dir: str | Path, resume: bool = False, force: bool = False, log=print
 ) -> dict:
     """Start one worker per node on this machine, wait for all, return the run's record."""
-    from lpdt.train import _check_run_dir
+    from lpdt.train import _check_run_dir, _load_checkpoint
 
     out = Path(out_dir)
     metrics = out / record.METRICS_FILE
@@ -195,6 +205,8 @@ def launch_local(
         if metrics.exists():
             log(f"{out}: already complete (use --force to run it again)")
             return record.read(metrics).to_dict()
+        if resume and (out / "checkpoint.rank0.pt").exists():  # refused here, in one line
+            _load_checkpoint(cfg, out / "checkpoint.rank0.pt", torch.device("cpu"))
     n = cfg.topology.nodes
     grace = float(os.environ.get("LPDT_DIST_GRACE_S", DEFAULT_GRACE_S))
     with tempfile.TemporaryDirectory(prefix="lpdt-launch-") as tmp:
@@ -202,10 +214,13 @@ def launch_local(
         cfg_path.write_text(dump_config(cfg))
         env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
                "WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n),
-               "LPDT_LAUNCHER_PID": str(os.getpid())}  # fmt: skip
+               "LPDT_LAUNCHER_PID": str(os.getpid()),
+               provenance.COMMAND_ENV: shlex.join(sys.argv)}  # fmt: skip
         cmd = [sys.executable, "-m", "lpdt.launch", "--config", str(cfg_path), "--out", str(out)]
         if resume:
             cmd.append("--resume")
+        if force:
+            cmd.append("--force")
         log(f"engine distributed: starting {n} processes (gloo on 127.0.0.1:{env['MASTER_PORT']})")
         procs: list[subprocess.Popen] = []
         try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import os
 import platform
 import shlex
 import subprocess
@@ -53,6 +54,11 @@ def git_state(path: str | Path | None = None) -> tuple[str | None, bool | None]:
     return commit.strip(), (None if status is None else bool(status.strip()))
 
 
+# The command line a user typed, set by a launcher for the processes it starts (lpdt.launch: the
+# distributed engine's workers, whose own argv names a temporary config file).
+COMMAND_ENV = "LPDT_COMMAND"
+
+
 def capture(device: Any = None) -> Provenance:
     """The provenance of this process: lpdt version, git commit and dirty flag, command line,
     host, device, Python / torch / CUDA versions, and ``started`` (now, UTC; ``finished`` is
@@ -68,7 +74,7 @@ def capture(device: Any = None) -> Provenance:
         lpdt_version=lpdt.__version__,
         git_commit=commit,
         git_dirty=dirty,
-        command=shlex.join(sys.argv),
+        command=os.environ.get(COMMAND_ENV) or shlex.join(sys.argv),
         host=platform.node(),
         device=dev,
         gpu=gpu,

@@ -278,10 +278,11 @@ class Run:
         accs = g.gather(torch.tensor(mine, dtype=torch.float64)).tolist()
         with torch.no_grad():
             z = st.debiased_rows()
-            avg_model = st.model_from(g.mean(z), g.mean(st.local_float_buffers()))
+            z_mean = g.mean(z)  # the one all-reduce of whole models (distributed engine)
+            avg_model = st.model_from(z_mean, g.mean(st.local_float_buffers()))
             zt = z[:, : st.p_train]
-            consensus = float(g.mean((zt - g.mean(zt)).pow(2).sum(1)))
-            del z, zt
+            consensus = float(g.mean((zt - z_mean[: st.p_train]).pow(2).sum(1)))
+            del z, zt, z_mean
         avg = evaluate(avg_model, self.data, self.device, bs, self.steps) if g.writer else math.nan
         return {
             "acc_node_mean": float(np.mean(accs)),
@@ -413,6 +414,7 @@ class _Progress:
         if now - self.last_t < self.every_s or self.k >= r.iters:
             return
         ips = (r.samples - self.last_samples) / max(now - self.last_t, 1e-9)
+        ips *= r.group.nodes / r.state.nodes  # the whole run's rate: every node takes a batch
         eta = self.eta_s(done_in_iter=1)
         self.log(f"  epoch {r.epoch + 1}/{self.epochs} iter {self.k}/{r.iters}  loss "
                  f"{float(self.loss_sum) / self.k:.4f}  {ips:.0f} img/s  ETA "

@@ -34,7 +34,31 @@ def test_evaluated_images_full_vs_sharded():
 def test_run_seconds_uses_the_measured_cost_and_knows_what_it_does_not_know():
     cfg = _cfg("train.eval_every=1000", "train.node_eval=sharded")
     train_ms, eval_ms = runtime.STEP_MS[("resnet20", "fp32", 16)]
-    expect = runtime.START_S + 48000 * train_ms / 1e3 + 4000 * eval_ms / 1e3
+    gossip = runtime.gossip_units(cfg, 48000) * runtime.GOSSIP_NS / 1e9
+    expect = runtime.START_S + 48000 * train_ms / 1e3 + 4000 * eval_ms / 1e3 + gossip
     assert runtime.run_seconds(cfg, 48000) == pytest.approx(expect)
     assert runtime.run_seconds(_cfg("data.image_size=24"), 48000) is None  # not measured
     assert runtime.run_seconds(cfg, None) is None
+
+
+def test_gossip_term_grows_with_nodes_and_entries_and_sparsifiers_cost_more():
+    """Many nodes of a large model gossip far more entries than one node computes samples: the
+    term the first estimate lacked (VGG-11 on 16 nodes took 3x its estimate)."""
+    one = _cfg("topology.nodes=1", "train.final_gossip_rounds=10")
+    eight = _cfg("train.final_gossip_rounds=10")
+    assert runtime.gossip_units(one, 48000) == 0.0  # a single node does not gossip
+    iters = 48000 / (eight["train"]["batch_size"] // 8 * 8)
+    assert runtime.gossip_units(eight, 48000) == (iters + 10) * 8 * runtime.GOSSIPED["resnet20"]
+    sparse = _cfg("train.final_gossip_rounds=10", "algorithm.compression.name=topk",
+                  "algorithm.compression.ratio=0.99")  # fmt: skip
+    assert runtime.sparse(sparse) and not runtime.sparse(eight)
+    extra = runtime.run_seconds(sparse, 48000) - runtime.run_seconds(eight, 48000)
+    assert extra == pytest.approx(runtime.gossip_units(eight, 48000) * runtime.TOPK_NS / 1e9)
+
+
+def test_gossiped_entries_match_the_models():
+    from lpdt.models import build_model
+
+    for name in ("resnet20", "resnet54", "vgg11"):
+        model = build_model(load_config(None, [f"model.name={name}"]), 10, (3, 32, 32))
+        assert sum(p.numel() for p in model.parameters()) == runtime.GOSSIPED[name], name

@@ -57,18 +57,18 @@ def test_gradients_land_in_flat_grad_and_buffers_update_in_x():
     assert "0.running_max" not in local
 
 
-def test_average_model_and_consensus_distance():
+def test_average_model_of_the_debiased_rows():
+    """What the evaluation does (``Run.evaluate_all``): the average of the de-biased rows z_i / w_i
+    as a standalone model, which does not alias the node state."""
     st = NodeState(make(), 4)
     torch.manual_seed(1)
     st.x.add_(torch.randn_like(st.x))
-    w = torch.ones(4)
-    avg = st.average_model(w)
+    st.w.copy_(torch.tensor([0.5, 1.0, 1.5, 1.0]))
+    z = st.debiased_rows()
+    assert torch.allclose(z, st.x / st.w[:, None])
+    avg = st.model_from(z.mean(0), st.local_float_buffers().mean(0))
     flat = torch.cat([p.detach().reshape(-1) for p in avg.parameters()])
-    assert torch.allclose(flat, st.x[:, : st.p_train].mean(0), atol=1e-6)
-    xs = st.x[:, : st.p_train]
-    expected = float(((xs - xs.mean(0)) ** 2).sum(1).mean())
-    assert abs(st.consensus_distance(w) - expected) < 1e-5
-    # averaging the models does not touch the node state
+    assert torch.allclose(flat, (st.x / st.w[:, None])[:, : st.p_train].mean(0), atol=1e-6)
     before = st.x.clone()
     next(avg.parameters()).data.add_(1.0)
     assert torch.equal(st.x, before)

@@ -45,8 +45,10 @@ def overrides(nodes, algo, comp, topology, precision, qgm):
     o = [*BASE, f"topology.nodes={nodes}", f"algorithm.name={algo}", f"topology.name={topology}",
          f"precision.mode={precision}", f"optim.qgm={str(qgm).lower()}"]  # fmt: skip
     if comp != "none":
-        o += [f"algorithm.compression.name={comp}", "algorithm.compression.ratio=0.9",
-              "algorithm.compression.levels=4", "algorithm.consensus_lr=0.5"]  # fmt: skip
+        o += [f"algorithm.compression.name={comp}", "algorithm.compression.levels=4",
+              "algorithm.consensus_lr=0.5"]  # fmt: skip
+        if comp in ("topk", "randomk"):
+            o += ["algorithm.compression.ratio=0.9"]
     return o
 
 

@@ -105,3 +105,30 @@ def test_killed_rank_stops_the_run_and_resume_reproduces_it(tmp_path):
     assert resumed["communication"] == full["communication"]
     assert resumed["engine"] == "distributed"
     assert not list(cut.glob("checkpoint*.pt"))
+
+
+def test_run_dir_of_another_config_is_refused_and_force_overwrites_it(tmp_path):
+    """As with the simulator: another config's run directory or checkpoint is refused with
+    exit 2 and one line naming the key; ``--force`` runs over it."""
+    out = tmp_path / "run"
+    one_epoch = ["--set", "train.epochs=1"]
+    rc, _, err = finish(lpdt_train(out, *one_epoch))
+    assert rc == 0, err
+    first = json.loads((out / "metrics.json").read_text())["config"]
+
+    other = [*one_epoch, "--set", "optim.lr=0.05"]
+    rc, _, err = finish(lpdt_train(out, *other))
+    assert rc == 2 and err.count("\n") == 1 and "optim.lr" in err, err
+
+    rc, _, err = finish(lpdt_train(out, "--force", *other))
+    assert rc == 0, err
+    assert json.loads((out / "metrics.json").read_text())["config"]["optim"]["lr"] == 0.05
+
+    # A killed run of the first config: only its checkpoint is left (its config is read first).
+    import torch
+
+    (out / "metrics.json").unlink()
+    (out / "config.yaml").unlink()
+    torch.save({"run_config": first, "epoch": 1}, out / "checkpoint.rank0.pt")
+    rc, _, err = finish(lpdt_train(out, "--resume", *other))
+    assert rc == 2 and err.count("\n") == 1 and "optim.lr" in err, err

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from lpdt.report import cli
-from lpdt.report.aggregate import KEYS, aggregate, run_counts
+from lpdt.report.aggregate import KEYS, aggregate, engine_counts, run_counts
 from lpdt.report.claims import (
     HELD,
     INCONCLUSIVE,
@@ -86,6 +86,24 @@ def test_aggregate_statuses_and_stand_ins(tree: dict) -> None:
     assert ok["acc"].notna().all()
     assert (ok["stand_in"] == "fashion_mnist standing in for cifar10").all()
     assert set(KEYS) <= set(df.columns)
+
+
+def test_the_report_says_which_engine_produced_the_runs(tree: dict) -> None:
+    """Runs of both engines mix in one report: the summary counts them per engine and a table's
+    setup names the engine when it is not the default simulator."""
+    import dataclasses
+
+    from lpdt import record
+    from lpdt.report.describe import setup_text
+    from lpdt.report.pdf import what_ran
+
+    d = tree["manifest"].parent / "runs" / "run00"
+    dataclasses.replace(record.read(d / "metrics.json"), engine="distributed").write(d)
+    df, manifest = aggregate(tree["manifest"])
+    assert engine_counts(df) == {"distributed": 1, "simulated": 20}
+    assert dict(what_ran(df, manifest))["Engine"] == "distributed: 1 run, simulated: 20 runs"
+    assert "engine distributed" in setup_text(df[df["run_id"] == "run00"])
+    assert "engine" not in setup_text(df[df["run_id"] == "run01"])
 
 
 def test_missing_manifest_is_a_clear_error(tmp_path: Path) -> None:

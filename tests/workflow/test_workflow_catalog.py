@@ -41,6 +41,14 @@ def test_job_gpus(setting, device, visible, expected):
     assert gpus.job_gpus(setting, device, visible) == expected
 
 
+@pytest.mark.parametrize(("processes", "visible", "expected"), [(8, 8, 8), (8, 2, 2), (4, 0, 0)])
+def test_distributed_jobs_reserve_a_gpu_per_process_up_to_the_machines(processes, visible,
+                                                                       expected):  # fmt: skip
+    import gpus
+
+    assert gpus.job_gpus("auto", "auto", visible, processes) == expected
+
+
 def _gpu_env(visible: str) -> dict[str, str]:
     return {"CUDA_VISIBLE_DEVICES": visible}
 

@@ -120,7 +120,7 @@ rule plan:
         known = [r["est_s"] for r in rows if r["est_s"] is not None]
         wall = runtime.packed_wall_seconds(known, slots)
         print(f"estimated training wall time: ~{wall / 60:.0f} min with {slots} jobs at once "
-              f"(measured per-sample costs on a {runtime.REFERENCE}; lpdt.cost.runtime)")
+              f"(costs fitted on a {runtime.REFERENCE}; lpdt.cost.runtime)")
         if len(known) < len(rows):
             print(f"  ({len(rows) - len(known)} runs have no measured cost and are not counted)")
         print(f"per-run table: {output[0]}")

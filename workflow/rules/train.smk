@@ -12,13 +12,22 @@
 #   (each process then runs 1 torch thread per reserved core it shares; docs/engine.md).
 # - MLflow: the run is logged right after training; a logging failure only warns (the JSON
 #   files are the source of truth; the final mlflow_sync step logs what is missing).
+# - SIGTERM (SLURM's time limit or scancel; SLURM sends it before SIGKILL) ends the log with a
+#   line saying so (docs/workflow.md, "Running on SLURM").
+
+
+def train_processes(wildcards):
+    """Processes a training job starts: 1, or one per node with the distributed engine."""
+    if config.get("engine", "simulated") == "distributed":
+        return grid.config_from_dict(RUNS[wildcards.run_id].config).topology.nodes
+    return 1
 
 
 def train_cores(wildcards):
-    """Cores a training job reserves: its torch threads, or one per node (process) when the
+    """Cores a training job reserves: its torch threads, or one per process (node) when the
     distributed engine runs it."""
     if config.get("engine", "simulated") == "distributed":
-        return grid.config_from_dict(RUNS[wildcards.run_id].config).topology.nodes
+        return train_processes(wildcards)
     return config["train_threads"]
 
 
@@ -41,8 +50,8 @@ rule train:
         f"{RESULTS}/benchmarks/train/{{run_id}}.tsv"
     threads: train_cores
     resources:
-        # 1 per job on a machine with a GPU (train_gpus: auto); profiles/default caps it at 1
-        gpu=lambda w: gpus.job_gpus(config["train_gpus"], RUNS[w.run_id].config.get("device", "auto"), GPUS),
+        # train_gpus: auto: 1 per process on a machine with GPUs, at most all of them (gpus.py)
+        gpu=lambda w: gpus.job_gpus(config["train_gpus"], RUNS[w.run_id].config.get("device", "auto"), GPUS, train_processes(w)),
     params:
         out=f"{RUNS_DIR}/{{run_id}}",
         engine=config.get("engine", "simulated"),
@@ -54,6 +63,7 @@ rule train:
     shell:
         """
         export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads}
+        trap 'echo "lpdt train stopped by SIGTERM (a SLURM time limit, scancel or an interrupted Snakemake); a rerun resumes {params.out} from its last epoch checkpoint" >> {log}; exit 143' TERM
         {LPDT} train --config {input.cfg} --out {params.out} --resume --set engine={params.engine} > {log} 2>&1 \
             || [ $? -eq 3 ]
         if [ {params.mlflow} = true ]; then

@@ -21,10 +21,12 @@ def visible_gpus(env: Mapping[str, str] = os.environ, driver: Path = NVIDIA_GPUS
     return len(list(driver.iterdir())) if driver.is_dir() else 0
 
 
-def job_gpus(setting: int | str, device: str, gpus: int) -> int:
+def job_gpus(setting: int | str, device: str, gpus: int, processes: int = 1) -> int:
     """The `gpu` resource of one training job: ``setting`` (config train_gpus) when it is a
-    number; with "auto", 1 if the machine has a GPU and the run may use it (its device is not
-    cpu), else 0."""
+    number; with "auto", 0 if the machine has no GPU or the run may not use it (device cpu),
+    else one per process the job starts (``processes``: 1 for the simulator, ``topology.nodes``
+    for the distributed engine), at most the machine's GPUs (fewer than the processes: they
+    share them, over gloo; docs/engine.md)."""
     if setting != "auto":
         return int(setting)
-    return 1 if gpus > 0 and device != "cpu" else 0
+    return min(max(1, processes), gpus) if gpus > 0 and device != "cpu" else 0

@@ -4,12 +4,14 @@ A training job's time is modelled as
 
     start-up + training samples x (seconds per training sample)
              + evaluated images x (seconds per evaluated image)
+             + gossip rounds x nodes x gossiped entries x (seconds per entry)
 
-with the per-sample costs of its (model, precision, input px) measured on this project's
-reference machine (a 2-core x86_64 CPU, torch 2.14.1, eager, one thread per job, two jobs at
-once; see ``STEP_MS`` for how; ``benchmarks/bench_runtime.py`` prints the relative step costs). The grid's wall time is
-the jobs packed onto ``slots`` parallel job slots (longest first). On another machine the absolute
-numbers differ; the estimate scales with its per-sample speed.
+with the costs of its (model, precision, input px) fitted on this project's reference machine
+(a 2-core x86_64 CPU, torch 2.14.1, eager, one thread per job, two jobs at once; ``STEP_MS``,
+``GOSSIP_NS``, ``TOPK_NS``; ``benchmarks/fit_runtime.py`` refits them from any finished pipeline,
+``benchmarks/bench_runtime.py`` times the steps alone). The grid's wall time is the jobs packed
+onto ``slots`` parallel job slots (longest first). On another machine the absolute numbers
+differ; refit them there.
 """
 
 from __future__ import annotations
@@ -18,24 +20,37 @@ import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-# (model, precision, px) -> (ms per training sample (forward + backward + optimizer + gossip),
-#                            ms per evaluated image (forward only)).
-# Measured 2026-11-24 on the reference machine, two jobs at once: ResNet-20 from real `lpdt train`
-# epochs (8-node Choco, 6,000 images at 16 px: 5.5 s / epoch fp32, 12.0 s int8; evaluation 27 s
-# / 61 s for 90,000 images); the other models scaled from ResNet-20 by their step-time ratio in
-# benchmarks/bench_runtime.py (per-node batch 16; text models per example at 32 tokens).
+# (model, precision, px) -> (ms per training sample (forward + backward + optimizer, at the
+#                            quick scale's per-node batches), ms per evaluated image (forward)).
+# Training costs: fitted (benchmarks/fit_runtime.py, with GOSSIP_NS and TOPK_NS below) to the 69
+# training jobs of a fresh-clone `make report` on the reference machine, 2026-11-24 (two jobs at
+# once, 1 thread each): the estimate of that run's job times, 6,008 s measured, is 6,011 s (in
+# sample; median job error 6 %, largest 41 %: single-node jobs, whose per-node batch of 128 is
+# cheaper per sample than the 8-node runs' 16). Evaluation costs: ResNet-20 from real `lpdt
+# train` evaluations (27 s / 61 s for 90,000 images fp32 / 8-bit), the other models scaled by
+# their step-time ratio in benchmarks/bench_runtime.py.
 STEP_MS: dict[tuple[str, str, int], tuple[float, float]] = {
-    ("resnet20", "fp32", 16): (0.91, 0.30),
-    ("resnet20", "int8", 16): (2.0, 0.68),
-    ("resnet54", "fp32", 16): (2.05, 0.67),
-    ("resnet54", "int8", 16): (4.6, 1.6),
-    ("resnet18", "fp32", 32): (2.35, 0.45),
-    ("resnet18", "int8", 32): (4.3, 0.50),
-    ("vgg11", "fp32", 32): (3.7, 1.6),
-    ("vgg11", "int8", 32): (5.9, 4.2),
-    ("minilm", "fp32", 32): (21.0, 4.7),
-    ("minilm", "int8", 32): (24.0, 8.5),
+    ("resnet20", "fp32", 16): (0.67, 0.30),
+    ("resnet20", "int8", 16): (1.78, 0.68),
+    ("resnet54", "fp32", 16): (0.81, 0.67),
+    ("resnet54", "int8", 16): (1.92, 1.6),
+    ("resnet18", "fp32", 32): (0.91, 0.45),
+    ("resnet18", "int8", 32): (2.69, 0.50),
+    ("vgg11", "fp32", 32): (5.92, 1.6),
+    ("vgg11", "int8", 32): (7.40, 4.2),
+    ("minilm", "fp32", 32): (17.6, 4.7),
+    ("minilm", "int8", 32): (24.9, 8.5),
 }
+# Entries one node gossips per round (trainable parameters; 8-bit models add their ranges), from
+# `lpdt train` records (`model.gossiped`); a model not listed adds no gossip term.
+GOSSIPED = {"resnet20": 273_258, "resnet54": 760_458, "resnet18": 11_186_442,
+            "vgg11": 9_496_522, "minilm": 22_714_756}  # fmt: skip
+# Nanoseconds per gossiped entry, per node and round: the mixing, the optimizer step and the
+# algorithm's buffers (all compressions), plus top-k's selection (sparsifiers). They dominate
+# the many-node runs of large models (VGG-11 on 16 nodes, ResNet-18 on 8, MiniLM on 4), whose
+# compute is small at the quick scale. Fitted with benchmarks/fit_runtime.py (see STEP_MS).
+GOSSIP_NS = 8.7
+TOPK_NS = 16.4
 START_S = 8.0  # interpreter, imports, data loading, model build, final gossip, writing results
 REFERENCE = "2-core x86_64 CPU, torch 2.14.1, eager, 1 thread per job, 2 jobs at once"
 
@@ -65,13 +80,30 @@ def evaluated_images(cfg: Mapping[str, Any]) -> int:
     return per_eval * (evals + 1)  # + the final evaluation after the last gossip rounds
 
 
+def sparse(cfg: Mapping[str, Any]) -> bool:
+    """Whether the run's messages are sparsified (top-k / random-k)."""
+    return cfg["algorithm"]["compression"]["name"] in ("topk", "randomk")
+
+
+def gossip_units(cfg: Mapping[str, Any], samples: int) -> float:
+    """Gossip rounds x nodes x gossiped entries per node (0 for one node: nothing to gossip)."""
+    n = int(cfg["topology"]["nodes"])
+    if n < 2:
+        return 0.0
+    iterations = samples / (max(1, int(cfg["train"]["batch_size"]) // n) * n)
+    rounds = iterations + int(cfg["train"].get("final_gossip_rounds") or 0)
+    return rounds * n * GOSSIPED.get(cfg["model"]["name"], 0)
+
+
 def run_seconds(cfg: Mapping[str, Any], samples: int | None) -> float | None:
     """Estimated seconds of one training job (None: no measured cost for its model/precision/px)."""
     key = (cfg["model"]["name"], cfg["precision"]["mode"], input_px(cfg))
     if key not in STEP_MS or samples is None:
         return None
     train_ms, eval_ms = STEP_MS[key]
-    return START_S + samples * train_ms / 1e3 + evaluated_images(cfg) * eval_ms / 1e3
+    gossip_ns = GOSSIP_NS + (TOPK_NS if sparse(cfg) else 0.0)
+    return (START_S + samples * train_ms / 1e3 + evaluated_images(cfg) * eval_ms / 1e3
+            + gossip_units(cfg, samples) * gossip_ns / 1e9)  # fmt: skip
 
 
 def packed_wall_seconds(jobs: Iterable[float], slots: int) -> float:

@@ -18,7 +18,7 @@ paper's Algorithm 3) and mixes its own row with exactly the operations, in the s
 simulator's sparse mixing path (``Mixer._sparse``): so both engines run one implementation of
 every algorithm (``lpdt.decentral.algorithms``), and the distributed engine equals the simulator
 bit for bit when the simulator mixes sparsely, within float reassociation when it uses its dense
-product (tests/decentral/test_peer.py).
+product (tests/distributed/test_equivalence.py; the wire codec: tests/decentral/test_peer.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ gossiped (BatchNorm running statistics) stay local to each replica.
 Push-sum: ``x`` holds the numerators z_i and ``w`` the push-sum weights w_i (reference §2.4); the
 model of node i is the de-biased z_i / w_i. The local step and gossip act on z; everything that
 uses the model itself (forward and backward passes, evaluation, averaging) goes through
-``debiased()``, the one place that divides by w (and multiplies back).
+``debiased()`` (the replicas, in place, multiplied back after) or ``debiased_rows()`` (a copy):
+the only places that divide by w.
 
 The rows are the nodes *this process holds*: all n in the simulator, one in a process of the
 distributed engine (``lpdt.decentral.group``).
@@ -139,12 +140,6 @@ class NodeState:
         for m in self.models:
             m.train(mode)
 
-    def consensus_distance(self, w: torch.Tensor | None = None) -> float:
-        """(1/n) sum_i ||x_i - x_bar||^2 over the de-biased trainable parameters."""
-        w = self.w if w is None else w
-        z = self.x[:, : self.p_train] / w[:, None]
-        return float((z - z.mean(0, keepdim=True)).pow(2).sum(1).mean())
-
     def local_float_buffers(self) -> torch.Tensor:
         """``[n, B]``: every node's local float buffers (BatchNorm statistics), flattened in
         ``named_buffers()`` order (what the average model averages)."""
@@ -153,15 +148,6 @@ class NodeState:
             bufs = [b.reshape(-1) for b in self.local_buffers(i).values() if b.is_floating_point()]
             rows.append(torch.cat(bufs) if bufs else torch.zeros(0, device=self.device))
         return torch.stack(rows)
-
-    def average_model(self, w: torch.Tensor | None = None) -> nn.Module:
-        """A standalone replica holding the exact average of the de-biased node models.
-
-        Local float buffers (BatchNorm statistics) are averaged too, so that the average model can
-        be evaluated in eval mode (reference §9.2).
-        """
-        w = self.w if w is None else w
-        return self.model_from((self.x / w[:, None]).mean(0), self.local_float_buffers().mean(0))
 
     def model_from(self, mean: torch.Tensor, local_mean: torch.Tensor) -> nn.Module:
         """A standalone replica with gossiped tensors ``mean [P]`` and local float buffers

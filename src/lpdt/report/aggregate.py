@@ -132,7 +132,7 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, dict]:
             rows.append(row)
     cols = ["study", "kind", "block", "run_id", "dir", "seed", "status", *KEYS, "acc", *FINAL,
             "gb_per_node", "epochs_completed", "time_s", "dataset_used", "model_used", "model_coord",
-            "stand_in", "history", "versions"]  # fmt: skip
+            "stand_in", "history", "versions", "engine"]  # fmt: skip
     df = pd.DataFrame(rows, columns=cols)
     return df, manifest
 
@@ -150,6 +150,14 @@ def _num(v: object) -> float:
     except (TypeError, ValueError):
         return float("nan")
     return f if math.isfinite(f) else float("nan")
+
+
+def engine_counts(df: pd.DataFrame) -> dict[str, int]:
+    """Unique runs with a record, by the engine that produced them (``simulated``,
+    ``distributed``)."""
+    u = df.drop_duplicates("run_id")
+    u = u[u["engine"].astype(str) != ""] if "engine" in u else u.iloc[0:0]
+    return {str(k): int(v) for k, v in u["engine"].value_counts().sort_index().items()}
 
 
 def run_counts(df: pd.DataFrame) -> dict[str, int]:

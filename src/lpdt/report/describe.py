@@ -85,6 +85,9 @@ def setup_text(runs: pd.DataFrame) -> str:
             parts.append(f"model {model_text(runs)}")
         elif vs:
             parts.append(f"{k} {', '.join(_fmt(k, v) for v in vs)}")
+    engines = values(runs, "engine")
+    if engines and engines != ["simulated"]:  # the default engine goes unsaid
+        parts.append(f"engine {', '.join(str(e) for e in engines)}")
     n = runs["run_id"].nunique() if "run_id" in runs else len(runs)
     tail = f"{n} run{'s' if n != 1 else ''}"
     epochs = values(runs, "epochs_completed")

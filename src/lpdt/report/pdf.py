@@ -32,7 +32,7 @@ from reportlab.platypus import (
     TableStyle,  # fmt: skip
 )
 
-from lpdt.report.aggregate import run_counts, seeds_used, training_seconds
+from lpdt.report.aggregate import engine_counts, run_counts, seeds_used, training_seconds
 from lpdt.report.claims import effect_text, verdict_counts
 from lpdt.report.describe import (
     cost_setup_text,
@@ -266,7 +266,9 @@ def what_ran(df: pd.DataFrame, manifest: dict) -> list[list[str]]:
                      f"diverged, {counts['missing']} missing (no record)"],
             ["Training wall time", f"{duration(training_seconds(df))} summed over the {with_time} "
                                    "run records (time.total_s; parallel jobs overlap)"],
-            ["Datasets trained on", ", ".join(datasets) or "none"]]  # fmt: skip
+            ["Datasets trained on", ", ".join(datasets) or "none"],
+            ["Engine", ", ".join(f"{k}: {v} run{'s' if v != 1 else ''}"
+                                 for k, v in engine_counts(df).items()) or "none"]]  # fmt: skip
 
 
 def _differences(tables: dict, st: dict) -> list:

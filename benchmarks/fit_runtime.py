@@ -1,0 +1,89 @@
+"""Fit the plan's wall-time model (``lpdt.cost.runtime``) to the jobs of a finished pipeline.
+
+Usage: ``.venv/bin/python benchmarks/fit_runtime.py [--results results] [--plan PLAN.tsv]``
+
+Reads every training job's measured time (Snakemake's ``results/benchmarks/train/<id>.tsv``) and
+its record, and fits by least squares, with the start-up and evaluation costs held at their
+``runtime`` values,
+
+    time - start-up - evaluation = samples x train_ms[model, precision, px]
+                                 + rounds x nodes x gossiped entries x (gossip_ns + topk_ns [sparse])
+
+(``rounds``: training iterations plus final gossip rounds; single-node runs do not gossip). It
+prints the fitted constants in the form of ``runtime.STEP_MS`` / ``GOSSIP_NS`` / ``TOPK_NS``, and
+the estimate's error per job and in total, before and after the fit (in-sample: the fit is
+checked on the jobs it was fitted to).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from lpdt import record
+from lpdt.cost import runtime
+
+
+def jobs(results: Path) -> list[dict]:
+    out = []
+    for bench in sorted((results / "benchmarks" / "train").glob("*.tsv")):
+        rec_path = results / "runs" / bench.stem / record.METRICS_FILE
+        if not rec_path.exists():
+            continue
+        rec = record.read(rec_path)
+        cfg = rec.config
+        seconds = float(bench.read_text().splitlines()[1].split("\t")[0])
+        samples = rec.time.iterations * (cfg["train"]["batch_size"] // cfg["topology"]["nodes"]
+                                         ) * cfg["topology"]["nodes"]  # fmt: skip
+        out.append({"run_id": rec.run_id, "cfg": cfg, "seconds": seconds, "samples": samples,
+                    "key": (cfg["model"]["name"], cfg["precision"]["mode"], runtime.input_px(cfg)),
+                    "estimate": runtime.run_seconds(cfg, samples)})  # fmt: skip
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", default="results")
+    a = ap.parse_args()
+    js = [j for j in jobs(Path(a.results)) if j["key"] in runtime.STEP_MS]
+    if not js:
+        raise SystemExit(f"no finished training jobs with a benchmark file under {a.results}")
+    keys = sorted({j["key"] for j in js})
+    cols = len(keys) + 2
+    x, y = np.zeros((len(js), cols)), np.zeros(len(js))
+    for i, j in enumerate(js):
+        cfg = j["cfg"]
+        eval_ms = runtime.STEP_MS[j["key"]][1]
+        y[i] = j["seconds"] - runtime.START_S - runtime.evaluated_images(cfg) * eval_ms / 1e3
+        x[i, keys.index(j["key"])] = j["samples"] / 1e3  # -> ms per sample
+        units = runtime.gossip_units(cfg, j["samples"]) / 1e9  # -> ns per entry and round
+        x[i, -2] = units
+        x[i, -1] = units if runtime.sparse(cfg) else 0.0
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    fitted = {k: (round(float(c), 3), runtime.STEP_MS[k][1]) for k, c in zip(keys, coef, strict=False)}
+    gossip_ns, topk_ns = float(coef[-2]), float(coef[-1])
+    pred = x @ coef + (np.array([j["seconds"] for j in js]) - y)
+    print("STEP_MS = {")
+    for k, v in fitted.items():
+        print(f"    {k!r}: {v},")
+    print("}")
+    print(f"GOSSIP_NS = {gossip_ns:.2f}\nTOPK_NS = {topk_ns:.2f}")
+    act = np.array([j["seconds"] for j in js])
+    before = np.array([j["estimate"] for j in js])
+    print(f"\n{len(js)} jobs: measured {act.sum():.0f} s; estimated {before.sum():.0f} s with the "
+          f"current constants, {pred.sum():.0f} s with the fitted ones (in-sample)")  # fmt: skip
+    print(f"per job |error| / measured: median {np.median(abs(before - act) / act):.0%} -> "
+          f"{np.median(abs(pred - act) / act):.0%}, largest {np.max(abs(before - act) / act):.0%}"
+          f" -> {np.max(abs(pred - act) / act):.0%}")  # fmt: skip
+    worst = sorted(zip(js, pred, strict=True), key=lambda t: -abs(t[1] - t[0]["seconds"]))[:5]
+    for j, p in worst:
+        print(f"  {j['run_id']} {j['key']} nodes {j['cfg']['topology']['nodes']}: measured "
+              f"{j['seconds']:.0f} s, fitted {p:.0f} s")  # fmt: skip
+    print(json.dumps({"gossip_ns": gossip_ns, "topk_ns": topk_ns}))
+
+
+if __name__ == "__main__":
+    main()
