@@ -24,8 +24,8 @@ from typing import Any
 #                            quick scale's per-node batches), ms per evaluated image (forward)).
 # Training costs: fitted (benchmarks/fit_runtime.py, with GOSSIP_NS and TOPK_NS below) to the 69
 # training jobs of a fresh-clone `make report` on the reference machine, 2026-11-24 (two jobs at
-# once, 1 thread each): the estimate of that run's job times, 6,008 s measured, is 6,011 s (in
-# sample; median job error 6 %, largest 41 %: single-node jobs, whose per-node batch of 128 is
+# once, 1 thread each): the estimate of that run's job times, 6,008 s measured, is 6,003 s (in
+# sample; median job error 6 %, largest 40 %: single-node jobs, whose per-node batch of 128 is
 # cheaper per sample than the 8-node runs' 16). Evaluation costs: ResNet-20 from real `lpdt
 # train` evaluations (27 s / 61 s for 90,000 images fp32 / 8-bit), the other models scaled by
 # their step-time ratio in benchmarks/bench_runtime.py.

@@ -155,8 +155,10 @@ def _num(v: object) -> float:
 def engine_counts(df: pd.DataFrame) -> dict[str, int]:
     """Unique runs with a record, by the engine that produced them (``simulated``,
     ``distributed``)."""
+    if "engine" not in df:
+        return {}
     u = df.drop_duplicates("run_id")
-    u = u[u["engine"].astype(str) != ""] if "engine" in u else u.iloc[0:0]
+    u = u[u["engine"].astype(str) != ""]  # "": no record (a missing run)
     return {str(k): int(v) for k, v in u["engine"].value_counts().sort_index().items()}
 
 
