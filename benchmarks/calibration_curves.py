@@ -8,7 +8,9 @@ trains it for **twice** the quick scale's epochs (milestones doubled too) with a
 every epoch, and compares the end of that curve with the quick scale's final accuracy of the same
 cell (read from ``--results`` when the quick pipeline has run, otherwise trained here at 1x).
 Writes ``curves.csv`` / ``curves.md`` / ``curves.png`` under ``--out`` (docs/workflow.md quotes
-them). Every case costs about twice its quick-scale job (2 cases at once by default).
+them). Every case costs about twice its quick-scale job (2 cases at once by default), plus its
+evaluations (``--eval-every``). Finished runs under ``--out`` are kept, so the script can train
+the 2x runs first and be run again for the comparison once the pipeline has run.
 """
 
 from __future__ import annotations
@@ -64,12 +66,18 @@ def quick_run(study: str, coords: dict, scale: str = "quick") -> grid.Run:
     raise SystemExit(f"no {scale} run of {study} with {coords}")
 
 
-def longer(cfg: dict, factor: int) -> dict:
+def longer(cfg: dict, factor: int, eval_every: int = 1) -> dict:
     c = copy.deepcopy(cfg)
     c["train"]["epochs"] *= factor
     c["schedule"]["milestones"] = [m * factor for m in c["schedule"]["milestones"]]
-    c["train"]["eval_every"] = 1
+    c["train"]["eval_every"] = eval_every
     return c
+
+
+def complete(out: str) -> bool:
+    """A finished run in ``out`` (kept: the script can be run again, e.g. after the pipeline)."""
+    f = Path(out) / "metrics.json"
+    return f.exists() and json.loads(f.read_text()).get("status") == "ok"
 
 
 def _train(args: tuple[str, dict, str]) -> str:
@@ -89,7 +97,13 @@ def main() -> None:
     ap.add_argument("--results", default="results", help="the quick pipeline's results directory")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--eval-every", type=int, default=1,
+                    help="evaluate the 2x runs every N epochs (each costs two passes over the "
+                         "test split)")  # fmt: skip
     a = ap.parse_args()
+    unknown = [c for c in a.cases.split(",") if c not in CASES]
+    if unknown:
+        ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
     out = Path(a.out)
     jobs, rows = [], []
     for name in a.cases.split(","):
@@ -98,9 +112,13 @@ def main() -> None:
         base = run.config
         quick_metrics = Path(a.results) / "runs" / run.run_id / "metrics.json"
         if not quick_metrics.exists():
-            jobs.append((f"{name}_1x", longer(base, 1), str(out / f"{name}_1x")))
-        jobs.append((f"{name}_2x", longer(base, 2), str(out / f"{name}_2x")))
+            jobs.append((f"{name}_1x", longer(base, 1, a.eval_every), str(out / f"{name}_1x")))
+        jobs.append((f"{name}_2x", longer(base, 2, a.eval_every), str(out / f"{name}_2x")))
         rows.append((name, run.run_id, quick_metrics, base["train"]["epochs"]))
+    done_before = [j for j in jobs if complete(j[2])]
+    if done_before:
+        print(f"kept {len(done_before)} finished run(s) in {out}", flush=True)
+    jobs = [j for j in jobs if not complete(j[2])]
     jobs.sort(key=lambda j: (j[1]["precision"]["mode"] != "int8", -j[1]["train"]["epochs"]))
     print(f"{len(jobs)} training runs, {a.jobs} at once (8-bit first)", flush=True)
     with mp.get_context("spawn").Pool(a.jobs) as pool:  # one run per task: the pool stays busy

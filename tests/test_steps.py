@@ -98,6 +98,44 @@ def test_all_nodes_share_one_compiled_graph():
     assert all(state.grad[i].abs().sum() > 0 for i in range(4))
 
 
+def test_other_batch_sizes_run_eagerly_without_a_new_graph():
+    """An epoch's short last batch goes through the eager function: no second (dynamic) graph,
+    and its loss and gradients are those of the eager step."""
+    from torch._dynamo.utils import counters
+
+    model, ref_model = _model("fp32"), _model("fp32")
+    steps, eager = Steps(model, compile=True, log=lambda m: None), Steps(ref_model)
+    x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+    steps.train_step(model, x, y)
+    eager.train_step(ref_model, x, y)
+    graphs = counters["stats"]["unique_graphs"]
+    short_x, short_y = x[:3], y[:3]
+    l_c, g_c = _grads_after_step(steps, model, short_x, short_y)
+    l_e, g_e = _grads_after_step(eager, ref_model, short_x, short_y)
+    assert counters["stats"]["unique_graphs"] == graphs
+    torch.testing.assert_close(l_c, l_e)
+    for a, b in zip(g_c, g_e):
+        torch.testing.assert_close(a, b)
+    model.eval(), ref_model.eval()
+    steps.predict(model, x)  # compiles the evaluation graph for batches of 8
+    graphs = counters["stats"]["unique_graphs"]
+    torch.testing.assert_close(steps.predict(model, x[:3]), eager.predict(ref_model, x[:3]))
+    assert counters["stats"]["unique_graphs"] == graphs
+
+
+def test_compile_eval_false_keeps_the_evaluation_eager():
+    from torch._dynamo.utils import counters
+
+    lines: list[str] = []
+    model = _model("fp32")
+    steps = Steps(model, compile=True, log=lines.append, compile_eval=False)
+    x = torch.randn(4, 3, 16, 16)
+    model.eval()
+    graphs = counters["stats"]["unique_graphs"]
+    steps.predict(model, x)
+    assert counters["stats"]["unique_graphs"] == graphs and lines == []
+
+
 def test_compile_is_logged_with_its_time():
     lines: list[str] = []
     model = _model("fp32")
@@ -149,3 +187,18 @@ def test_resnet20_compiled_trains_to_the_same_accuracy(tmp_path, precision):
     # Both learned (chance is 10 %; measured: int8 67.2 % eager, 66.5 % compiled at this budget)
     assert acc[False] > 50 and acc[True] > 50, acc
     assert abs(acc[True] - acc[False]) <= 4.0, acc
+
+
+def test_inductor_cache_defaults_to_lpdt_cache_dir(tmp_path):
+    """lpdt's default cache directory wins over the one torch._dynamo's import writes into the
+    environment (it did not, before the default moved to ``lpdt/__init__``)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = str(tmp_path)
+    code = "import os, lpdt.train, torch._dynamo; print(os.environ['TORCHINDUCTOR_CACHE_DIR'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, check=True)  # fmt: skip
+    assert out.stdout.strip() == str(tmp_path / "lpdt" / "torchinductor")

@@ -9,14 +9,18 @@ run pays the compile once, not n times. AOTAutograd compiles the backward with t
 
 Compiled code is cached on disk by inductor (FX graph and AOTAutograd caches) under
 ``TORCHINDUCTOR_CACHE_DIR``; lpdt defaults it to ``~/.cache/lpdt/torchinductor`` (instead of
-torch's ``/tmp/torchinductor_$USER``) so that the cache survives reboots and every job of the
+torch's ``/tmp/torchinductor_$USER``; set when ``lpdt`` is imported, since importing
+``torch._dynamo`` writes torch's default into the environment) so that the cache survives reboots and every job of the
 workflow on a machine reuses it. Measured on a 2-core CPU (docs/engine.md): a first ResNet-20
 training-step compile takes about 40 s (fp32) / 80 s (8-bit); with the cache warm about 4 s /
 29 s (dynamo still traces the model in every process).
 
-Shapes: the first graph is specialised to the batch shape; an epoch's short last batch (the
-sampler does not drop it) makes torch compile one more graph with a dynamic batch size, which
-then serves every other size (at most two graphs per mode, both cached on disk).
+Shapes: each compiled function is specialised to the batch size of its first call, and a batch of
+any other size (an epoch's short last batch, which the sampler does not drop; the last batch of an
+evaluation shard) runs the same function eagerly. Letting torch compile a second graph with a
+dynamic batch size instead cost about 45 s per 8-bit run on the reference CPU, more than the
+compiled step saves in a short run; one short batch in ~48 costs almost nothing eagerly. Eager
+and compiled steps compute the same function (up to floating-point rounding of fused kernels).
 
 Compiler options: inductor's CPU layout optimisation (channels-last convolutions) is turned off
 for 8-bit models: their per-sample range reductions then read memory contiguously (measured: the
@@ -29,11 +33,12 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from lpdt import default_inductor_cache_dir
 
 Log = Callable[[str], None]
 
@@ -46,12 +51,6 @@ def _predict(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return model(x).argmax(1)
 
 
-def default_cache_dir() -> Path:
-    """Where inductor's on-disk caches go unless ``TORCHINDUCTOR_CACHE_DIR`` is set."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "lpdt" / "torchinductor"
-
-
 def _is_quantized(model: nn.Module) -> bool:
     from lpdt.layers.quant import QuantMeasure
 
@@ -62,40 +61,59 @@ class Steps:
     """One node's training step and evaluation forward, shared by every node of a run."""
 
     def __init__(
-        self, model: nn.Module, compile: bool = False, mode: str = "default", log: Log = print
+        self,
+        model: nn.Module,
+        compile: bool = False,
+        mode: str = "default",
+        log: Log = print,
+        compile_eval: bool = True,
     ) -> None:
         self.compiled = compile
+        self.compiled_eval = compile and compile_eval
         self.log = log
         self._first = {"train": True, "predict": True}
+        self._size: dict[str, int] = {}  # the batch size each compiled function is specialised to
+        self._loss, self._predict = _train_step, _predict
+        self._loss_eager, self._predict_eager = _train_step, _predict
         if not compile:
-            self._loss, self._predict = _train_step, _predict
             return
-        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(default_cache_dir()))
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(default_inductor_cache_dir()))
         kw: dict = {}
         if mode != "default":
             kw["mode"] = mode
         elif _is_quantized(model):
             kw["options"] = {"layout_optimization": False}
-        self._loss = torch.compile(_train_step, **kw)
-        self._predict = torch.compile(_predict, **kw)
+        self._loss = torch.compile(_train_step, dynamic=False, **kw)
+        if compile_eval:
+            self._predict = torch.compile(_predict, dynamic=False, **kw)
 
     def train_step(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Forward, loss and backward of one node; returns the detached loss."""
+        fn = self._loss if self._compiled_size("train", x) else self._loss_eager
         with self._timed("train"):
-            loss = self._loss(model, x, y)
+            loss = fn(model, x, y)
             loss.backward()
         return loss.detach()
 
     @torch.no_grad()
     def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         """Predicted classes of one node's model (the caller sets eval mode)."""
+        fn = self._predict if self._compiled_size("predict", x) else self._predict_eager
         with self._timed("predict"):
-            return self._predict(model, x)
+            return fn(model, x)
+
+    def _compiled_size(self, what: str, x: torch.Tensor) -> bool:
+        """Whether this batch goes through the compiled function: compiled, and the batch size
+        its graph was specialised to (the first call's)."""
+        if not (self.compiled if what == "train" else self.compiled_eval):
+            return False
+        return self._size.setdefault(what, x.shape[0]) == x.shape[0]
 
     @contextlib.contextmanager
     def _timed(self, what: str):
         """Log the first (compiling) call of a compiled function and how long it took."""
-        if not (self.compiled and self._first[what]):
+        compiled = self.compiled if what == "train" else self.compiled_eval
+        if not (compiled and self._first[what]):
             yield
             return
         self._first[what] = False

@@ -164,7 +164,8 @@ class Run:
         self.state = NodeState(model, len(ids), self.device)
         self.streams = NodeStreams(cfg.seed, ids, self.device)  # each node's random streams
         # One training step / evaluation forward for all nodes (compiled once if asked).
-        self.steps = Steps(model, cfg.train.compile, cfg.train.compile_mode, log)
+        self.steps = Steps(model, cfg.train.compile, cfg.train.compile_mode, log,
+                           compile_eval=cfg.train.compile_eval)  # fmt: skip
 
         # Communication: graph, compressor, gossip algorithm, local optimizer.
         self.peers = out_peers(cfg.topology.name, n, cfg.topology.rows)
@@ -385,7 +386,8 @@ def _duration(s: float) -> str:
 class _Progress:
     """In-epoch progress, at most one line per ``every_s`` seconds: epoch and iteration, mean
     loss of the epoch so far, images/s since the previous line, and the run's ETA (from this
-    session's wall time per iteration, evaluation included). ``after_gradients`` is the
+    session's wall time per iteration after its first, which includes any compile; evaluation
+    included). ``after_gradients`` is the
     ``on_iteration`` callback of ``Run.train_epoch``."""
 
     def __init__(self, run: Run, epochs: int, log: Log, every_s: float) -> None:
@@ -393,6 +395,7 @@ class _Progress:
         self.t0 = self.last_t = time.perf_counter()
         self.it0, self.last_samples = run.iterations, run.samples
         self.epoch, self.k, self.loss_sum = -1, 0, None
+        self.started = False
 
     def eta_s(self, done_in_iter: int = 0) -> float | None:
         """Seconds left for the run; ``done_in_iter``: the current iteration is (nearly) done."""
@@ -411,6 +414,11 @@ class _Progress:
         loss = losses.detach().mean()
         self.loss_sum = loss if self.loss_sum is None else self.loss_sum + loss
         now = time.perf_counter()
+        if not self.started:  # this session's first iteration includes compiling the step
+            self.started = True  # (train.compile): rates and the ETA start after it
+            self.t0 = self.last_t = now
+            self.it0, self.last_samples = r.iterations, r.samples
+            return
         if now - self.last_t < self.every_s or self.k >= r.iters:
             return
         ips = (r.samples - self.last_samples) / max(now - self.last_t, 1e-9)

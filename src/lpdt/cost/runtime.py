@@ -7,7 +7,8 @@ A training job's time is modelled as
              + gossip rounds x nodes x gossiped entries x (seconds per entry)
 
 with the costs of its (model, precision, input px) fitted on this project's reference machine
-(a 2-core x86_64 CPU, torch 2.14.1, eager, one thread per job, two jobs at once; ``STEP_MS``,
+(a compiled step, ``train.compile``, adds its compile time and has its own per-sample cost,
+``COMPILED_MS``) (a 2-core x86_64 CPU, torch 2.14.1, eager, one thread per job, two jobs at once; ``STEP_MS``,
 ``GOSSIP_NS``, ``TOPK_NS``; ``benchmarks/fit_runtime.py`` refits them from any finished pipeline,
 ``benchmarks/bench_runtime.py`` times the steps alone). The grid's wall time is the jobs packed
 onto ``slots`` parallel job slots (longest first). On another machine the absolute numbers
@@ -40,6 +41,15 @@ STEP_MS: dict[tuple[str, str, int], tuple[float, float]] = {
     ("vgg11", "int8", 32): (7.40, 4.2),
     ("minilm", "fp32", 32): (17.6, 4.7),
     ("minilm", "int8", 32): (24.9, 8.5),
+}
+# Compiled steps (``train.compile: true``; ``lpdt.steps``): (model, precision, px) -> (ms per
+# training sample, seconds of compiling in each process with inductor's cache warm). Measured
+# 2026-11-24 on the reference machine, two 16-epoch 8-node ResNet-20 jobs at once (skew 0.9):
+# 5.2 s (fp32) / 7.6 s (8-bit) per epoch of 6,000 samples less the gossip term; compile 28 s /
+# 42 s (the fp32 figure was a cold cache; warm it is about 4 s). Not listed: eager costs apply.
+COMPILED_MS: dict[tuple[str, str, int], tuple[float, float]] = {
+    ("resnet20", "fp32", 16): (0.72, 6.0),
+    ("resnet20", "int8", 16): (1.12, 42.0),
 }
 # Entries one node gossips per round (trainable parameters; 8-bit models add their ranges), from
 # `lpdt train` records (`model.gossiped`); a model not listed adds no gossip term.
@@ -101,8 +111,12 @@ def run_seconds(cfg: Mapping[str, Any], samples: int | None) -> float | None:
     if key not in STEP_MS or samples is None:
         return None
     train_ms, eval_ms = STEP_MS[key]
+    start = START_S
+    if cfg["train"].get("compile") and key in COMPILED_MS:
+        train_ms, compile_s = COMPILED_MS[key]
+        start += compile_s
     gossip_ns = GOSSIP_NS + (TOPK_NS if sparse(cfg) else 0.0)
-    return (START_S + samples * train_ms / 1e3 + evaluated_images(cfg) * eval_ms / 1e3
+    return (start + samples * train_ms / 1e3 + evaluated_images(cfg) * eval_ms / 1e3
             + gossip_units(cfg, samples) * gossip_ns / 1e9)  # fmt: skip
 
 
