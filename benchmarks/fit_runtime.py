@@ -9,8 +9,10 @@ its record, and fits by least squares, with the start-up and evaluation costs he
     time - start-up - evaluation = samples x train_ms[model, precision, px]
                                  + rounds x nodes x gossiped entries x (gossip_ns + topk_ns [sparse])
 
-(``rounds``: training iterations plus final gossip rounds; single-node runs do not gossip). It
-prints the fitted constants in the form of ``runtime.STEP_MS`` / ``GOSSIP_NS`` / ``TOPK_NS``, and
+(``rounds``: training iterations plus final gossip rounds; single-node runs do not gossip). A
+compiled job (``train.compile`` with an entry in ``runtime.COMPILED_MS``) has its own per-sample
+column, its compile time held at the ``COMPILED_MS`` value. It prints the fitted constants in the
+form of ``runtime.STEP_MS`` / ``COMPILED_MS`` / ``GOSSIP_NS`` / ``TOPK_NS``, and
 the estimate's error per job and in total, before and after the fit (in-sample: the fit is
 checked on the jobs it was fitted to).
 """
@@ -38,8 +40,10 @@ def jobs(results: Path) -> list[dict]:
         seconds = float(bench.read_text().splitlines()[1].split("\t")[0])
         samples = rec.time.iterations * (cfg["train"]["batch_size"] // cfg["topology"]["nodes"]
                                          ) * cfg["topology"]["nodes"]  # fmt: skip
+        key = (cfg["model"]["name"], cfg["precision"]["mode"], runtime.input_px(cfg))
+        compiled = bool(cfg["train"].get("compile")) and key in runtime.COMPILED_MS
         out.append({"run_id": rec.run_id, "cfg": cfg, "seconds": seconds, "samples": samples,
-                    "key": (cfg["model"]["name"], cfg["precision"]["mode"], runtime.input_px(cfg)),
+                    "key": (*key, "compiled") if compiled else key,
                     "estimate": runtime.run_seconds(cfg, samples)})  # fmt: skip
     return out
 
@@ -48,7 +52,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results")
     a = ap.parse_args()
-    js = [j for j in jobs(Path(a.results)) if j["key"] in runtime.STEP_MS]
+    js = [j for j in jobs(Path(a.results)) if j["key"][:3] in runtime.STEP_MS]
     if not js:
         raise SystemExit(f"no finished training jobs with a benchmark file under {a.results}")
     keys = sorted({j["key"] for j in js})
@@ -56,19 +60,26 @@ def main() -> None:
     x, y = np.zeros((len(js), cols)), np.zeros(len(js))
     for i, j in enumerate(js):
         cfg = j["cfg"]
-        eval_ms = runtime.STEP_MS[j["key"]][1]
+        eval_ms = runtime.STEP_MS[j["key"][:3]][1]
         y[i] = j["seconds"] - runtime.START_S - runtime.evaluated_images(cfg) * eval_ms / 1e3
+        if len(j["key"]) == 4:  # compiled: its compile time is held
+            y[i] -= runtime.COMPILED_MS[j["key"][:3]][1]
         x[i, keys.index(j["key"])] = j["samples"] / 1e3  # -> ms per sample
         units = runtime.gossip_units(cfg, j["samples"]) / 1e9  # -> ns per entry and round
         x[i, -2] = units
         x[i, -1] = units if runtime.sparse(cfg) else 0.0
     coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-    fitted = {k: (round(float(c), 3), runtime.STEP_MS[k][1]) for k, c in zip(keys, coef, strict=False)}
+    coefs = dict(zip(keys, coef, strict=False))
     gossip_ns, topk_ns = float(coef[-2]), float(coef[-1])
     pred = x @ coef + (np.array([j["seconds"] for j in js]) - y)
     print("STEP_MS = {")
-    for k, v in fitted.items():
-        print(f"    {k!r}: {v},")
+    for k, c in coefs.items():
+        if len(k) == 3:
+            print(f"    {k!r}: {(round(float(c), 3), runtime.STEP_MS[k][1])},")
+    print("}\nCOMPILED_MS = {")
+    for k, c in coefs.items():
+        if len(k) == 4:
+            print(f"    {k[:3]!r}: {(round(float(c), 3), runtime.COMPILED_MS[k[:3]][1])},")
     print("}")
     print(f"GOSSIP_NS = {gossip_ns:.2f}\nTOPK_NS = {topk_ns:.2f}")
     act = np.array([j["seconds"] for j in js])

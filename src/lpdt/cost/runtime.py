@@ -6,12 +6,12 @@ A training job's time is modelled as
              + evaluated images x (seconds per evaluated image)
              + gossip rounds x nodes x gossiped entries x (seconds per entry)
 
-with the costs of its (model, precision, input px) fitted on this project's reference machine
-(a compiled step, ``train.compile``, adds its compile time and has its own per-sample cost,
-``COMPILED_MS``) (a 2-core x86_64 CPU, torch 2.14.1, eager, one thread per job, two jobs at once; ``STEP_MS``,
-``GOSSIP_NS``, ``TOPK_NS``; ``benchmarks/fit_runtime.py`` refits them from any finished pipeline,
-``benchmarks/bench_runtime.py`` times the steps alone). The grid's wall time is the jobs packed
-onto ``slots`` parallel job slots (longest first). On another machine the absolute numbers
+with the costs of its (model, precision, input px) fitted on this project's reference machine (a
+2-core x86_64 CPU, torch 2.14.1, one thread per job, two jobs at once; eager steps ``STEP_MS``,
+``GOSSIP_NS``, ``TOPK_NS``: ``benchmarks/fit_runtime.py`` refits them from any finished pipeline,
+``benchmarks/bench_runtime.py`` times the steps alone). A compiled step (``train.compile``) has
+its own cost per sample and adds its compile time (``COMPILED_MS``). The grid's wall time is the
+jobs packed onto ``slots`` parallel job slots (longest first). On another machine the absolute numbers
 differ; refit them there.
 """
 
@@ -62,7 +62,7 @@ GOSSIPED = {"resnet20": 273_258, "resnet54": 760_458, "resnet18": 11_186_442,
 GOSSIP_NS = 8.7
 TOPK_NS = 16.4
 START_S = 8.0  # interpreter, imports, data loading, model build, final gossip, writing results
-REFERENCE = "2-core x86_64 CPU, torch 2.14.1, eager, 1 thread per job, 2 jobs at once"
+REFERENCE = "2-core x86_64 CPU, torch 2.14.1, 1 thread per job, 2 jobs at once"
 
 # Test-split sizes when no subset is set (images the evaluation reads).
 FULL_TEST_SIZES = {"cifar10": 10000, "fashion_mnist": 10000, "imagenette": 3925,
