@@ -232,7 +232,8 @@ EXECUTION_KEYS: tuple[str, ...] = (
     # mixing sum (docs/engine.md: equal to the simulator's sparse mixing bit for bit)
     "data.root",  # where the dataset files are, not which data
     "tracking",  # MLflow logging
-    "train.compile",  # torch.compile switch: speed only (same arithmetic; docs/engine.md)
+    "train.compile",  # torch.compile switch: speed; the same arithmetic up to the rounding of
+    # fused kernels, like ``threads`` (docs/engine.md)
     "train.compile_mode",
     "train.compile_eval",
 )

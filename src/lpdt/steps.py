@@ -9,9 +9,9 @@ run pays the compile once, not n times. AOTAutograd compiles the backward with t
 
 Compiled code is cached on disk by inductor (FX graph and AOTAutograd caches) under
 ``TORCHINDUCTOR_CACHE_DIR``; lpdt defaults it to ``~/.cache/lpdt/torchinductor`` (instead of
-torch's ``/tmp/torchinductor_$USER``; set when ``lpdt`` is imported, since importing
-``torch._dynamo`` writes torch's default into the environment) so that the cache survives reboots and every job of the
-workflow on a machine reuses it. Measured on a 2-core CPU (docs/engine.md): a first ResNet-20
+torch's ``/tmp/torchinductor_$USER``) so that the cache survives reboots and every job of the
+workflow on a machine reuses it (the default is set when ``lpdt`` is imported: importing
+``torch._dynamo`` writes torch's own default into the environment). Measured on a 2-core CPU (docs/engine.md): a first ResNet-20
 training-step compile takes about 40 s (fp32) / 80 s (8-bit); with the cache warm about 4 s /
 29 s (dynamo still traces the model in every process).
 

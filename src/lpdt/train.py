@@ -387,8 +387,7 @@ class _Progress:
     """In-epoch progress, at most one line per ``every_s`` seconds: epoch and iteration, mean
     loss of the epoch so far, images/s since the previous line, and the run's ETA (from this
     session's wall time per iteration after its first, which includes any compile; evaluation
-    included). ``after_gradients`` is the
-    ``on_iteration`` callback of ``Run.train_epoch``."""
+    included). ``after_gradients`` is the ``on_iteration`` callback of ``Run.train_epoch``."""
 
     def __init__(self, run: Run, epochs: int, log: Log, every_s: float) -> None:
         self.run, self.epochs, self.log, self.every_s = run, epochs, log, every_s
