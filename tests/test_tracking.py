@@ -378,31 +378,22 @@ def test_artifacts_survive_moving_the_results_dir(store, tmp_path):
 def test_lpdt_ui_serves_the_artifacts_of_a_moved_store(store, tmp_path):
     """The MLflow server started as `lpdt ui` starts it, on a store whose results/ was moved,
     lists and serves the run's artifacts."""
-    import socket
     import subprocess
-    import time
     import urllib.request
+
+    from lpdt.launch import free_port
+    from tests.servers import wait_until_healthy
 
     d = fake_run_dir(tmp_path / "runs", 9)
     mid = tracking.log_run(d, store, "lpdt")
     shutil.move(tmp_path / "results", tmp_path / "moved")
     uri = f"sqlite:///{tmp_path}/moved/mlflow.db"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(tracking.ui_command(uri, port=port), cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            try:
-                urllib.request.urlopen(f"{base}/health", timeout=2)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "the MLflow UI did not start in 120 s"
-                time.sleep(0.5)
+        wait_until_healthy(base, proc, lambda: proc.stderr.read().decode())
         listing = json.load(urllib.request.urlopen(
             f"{base}/ajax-api/2.0/mlflow/artifacts/list?run_uuid={mid}", timeout=30))  # fmt: skip
         assert {"metrics.json", "history.csv", "config.yaml"} <= {

@@ -12,11 +12,9 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +22,8 @@ import pytest
 import yaml
 
 from lpdt.config import deep_merge
+from lpdt.launch import free_port
+from tests.servers import wait_until_healthy
 
 from .test_snakemake import REPO, SNAKEMAKE, grid, workdir
 
@@ -136,12 +136,6 @@ def cluster(tmp_path_factory):
         assert r.returncode == 0 and not left, (r.stdout, r.stderr, left)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def group_members(pgid: int) -> list[int]:
     pids = []
     for p in Path("/proc").iterdir():
@@ -170,15 +164,7 @@ def mlflow_server(tmp_path_factory):
                             start_new_session=True)  # fmt: skip
     uri = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, (d / "server.log").read_text()[-2000:]
-            try:
-                urllib.request.urlopen(f"{uri}/health", timeout=2)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "mlflow server did not answer in 120 s"
-                time.sleep(0.5)
+        wait_until_healthy(uri, proc, (d / "server.log").read_text)
         yield uri
     finally:
         for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
