@@ -76,8 +76,10 @@ def longer(cfg: dict, factor: int, eval_every: int = 1) -> dict:
 
 def complete(out: str) -> bool:
     """A finished run in ``out`` (kept: the script can be run again, e.g. after the pipeline)."""
-    f = Path(out) / "metrics.json"
-    return f.exists() and json.loads(f.read_text()).get("status") == "ok"
+    from lpdt import record
+
+    f = Path(out) / record.METRICS_FILE
+    return f.exists() and record.read(f).status == "ok"
 
 
 def _train(args: tuple[str, dict, str]) -> str:

@@ -38,8 +38,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lpdt import default_inductor_cache_dir
-
 Log = Callable[[str], None]
 
 
@@ -60,6 +58,8 @@ def _is_quantized(model: nn.Module) -> bool:
 class Steps:
     """One node's training step and evaluation forward, shared by every node of a run."""
 
+    _EAGER: dict[str, Callable] = {"train": _train_step, "predict": _predict}
+
     def __init__(
         self,
         model: nn.Module,
@@ -68,29 +68,24 @@ class Steps:
         log: Log = print,
         compile_eval: bool = True,
     ) -> None:
-        self.compiled = compile
-        self.compiled_eval = compile and compile_eval
         self.log = log
-        self._first = {"train": True, "predict": True}
+        self._compiled: dict[str, Callable] = {}  # "train" / "predict" -> compiled function
         self._size: dict[str, int] = {}  # the batch size each compiled function is specialised to
-        self._loss, self._predict = _train_step, _predict
-        self._loss_eager, self._predict_eager = _train_step, _predict
         if not compile:
             return
-        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(default_inductor_cache_dir()))
         kw: dict = {}
         if mode != "default":
             kw["mode"] = mode
         elif _is_quantized(model):
             kw["options"] = {"layout_optimization": False}
-        self._loss = torch.compile(_train_step, dynamic=False, **kw)
+        self._compiled["train"] = torch.compile(_train_step, dynamic=False, **kw)
         if compile_eval:
-            self._predict = torch.compile(_predict, dynamic=False, **kw)
+            self._compiled["predict"] = torch.compile(_predict, dynamic=False, **kw)
 
     def train_step(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Forward, loss and backward of one node; returns the detached loss."""
-        fn = self._loss if self._compiled_size("train", x) else self._loss_eager
-        with self._timed("train"):
+        fn, first = self._function("train", x)
+        with self._timed("train", first):
             loss = fn(model, x, y)
             loss.backward()
         return loss.detach()
@@ -98,27 +93,29 @@ class Steps:
     @torch.no_grad()
     def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         """Predicted classes of one node's model (the caller sets eval mode)."""
-        fn = self._predict if self._compiled_size("predict", x) else self._predict_eager
-        with self._timed("predict"):
+        fn, first = self._function("predict", x)
+        with self._timed("predict", first):
             return fn(model, x)
 
-    def _compiled_size(self, what: str, x: torch.Tensor) -> bool:
-        """Whether this batch goes through the compiled function: compiled, and the batch size
-        its graph was specialised to (the first call's)."""
-        if not (self.compiled if what == "train" else self.compiled_eval):
-            return False
-        return self._size.setdefault(what, x.shape[0]) == x.shape[0]
+    def _function(self, what: str, x: torch.Tensor) -> tuple[Callable, bool]:
+        """The function for this batch, and whether this call compiles it: the compiled one when
+        there is one and the batch has the size its graph is specialised to (the first call's),
+        else the eager one."""
+        if what not in self._compiled:
+            return self._EAGER[what], False
+        first = what not in self._size
+        if self._size.setdefault(what, x.shape[0]) != x.shape[0]:
+            return self._EAGER[what], False
+        return self._compiled[what], first
 
     @contextlib.contextmanager
-    def _timed(self, what: str):
+    def _timed(self, what: str, first: bool):
         """Log the first (compiling) call of a compiled function and how long it took."""
-        compiled = self.compiled if what == "train" else self.compiled_eval
-        if not (compiled and self._first[what]):
+        if not first:
             yield
             return
-        self._first[what] = False
         step = "training step" if what == "train" else "evaluation forward"
-        cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]  # set when lpdt is imported
         self.log(f"compiling the {step} (torch.compile, cache {cache})")
         t0 = time.perf_counter()
         yield
