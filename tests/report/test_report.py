@@ -35,7 +35,7 @@ def _args(tree: dict, out: Path, only: str | None = None) -> argparse.Namespace:
         "--manifest", str(tree["manifest"]), "--cost", str(tree["cost"]), "--analysis", str(tree["analysis"]),
         "--paper", str(tree["paper"]), "--tables", str(out / "tables"), "--figures", str(out / "figures"),
         "--claims", str(out / "claims.json"), "--pdf", str(out / "report.pdf"),
-        *(["--only", only] if only else [])])  # fmt: skip
+        "--plateau", str(tree.get("plateau", "none")), *(["--only", only] if only else [])])  # fmt: skip
 
 
 # --- the paper's numbers ---------------------------------------------------------------------

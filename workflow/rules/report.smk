@@ -8,6 +8,7 @@ FIGURES = [f"{RESULTS}/figures/fig{f}.{ext}" for f in range(1, 8) for ext in ("p
 CLAIMS = f"{RESULTS}/claims.json"
 REPORT_PDF = config["report"]
 PAPER_RESULTS = config["paper_results"]
+PLATEAU_CHECK = config.get("plateau_check", "none")  # "none": the report says it is not measured
 
 
 def in_report(path, caption, category, **labels):
@@ -37,6 +38,7 @@ rule report:
         cost=COST_DIR,
         analysis=ANALYSIS_FILES,
         paper=PAPER_RESULTS,
+        plateau=[] if PLATEAU_CHECK == "none" else [PLATEAU_CHECK],
     output:
         reported=REPORTED,
         tables=[t for t in TABLES if t not in REPORTED],
@@ -48,6 +50,7 @@ rule report:
         analysis=lambda w, input: str(Path(input.analysis[0]).parent),
         tables=lambda w, output: str(Path(output.tables[0]).parent),
         figures=lambda w, output: str(Path(output.figures[0]).parent),
+        plateau=PLATEAU_CHECK,
     log:
         f"{RESULTS}/logs/report.log",
     benchmark:
@@ -56,4 +59,4 @@ rule report:
         "{LPDT} report --manifest {input.manifest} --cost {input.cost}"
         " --analysis {params.analysis} --paper {input.paper}"
         " --tables {params.tables} --figures {params.figures} --claims {output.claims}"
-        " --pdf {output.pdf} > {log} 2>&1"
+        " --pdf {output.pdf} --plateau {params.plateau} > {log} 2>&1"

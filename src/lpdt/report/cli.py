@@ -4,6 +4,7 @@ lpdt report [--manifest results/manifest.json] [--cost results/cost]
             [--analysis results/analysis] [--paper config/paper_results.csv]
             [--tables results/tables] [--figures results/figures]
             [--claims results/claims.json] [--pdf reports/report.pdf]
+            [--plateau config/plateau_check.csv]
             [--only tables|figures|claims|pdf]
 """
 
@@ -25,6 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--figures", default="results/figures", help="output directory for figures")
     p.add_argument("--claims", default="results/claims.json", help="claims check output (+ .md)")
     p.add_argument("--pdf", default="reports/report.pdf", help="the PDF report")
+    p.add_argument("--plateau", default="config/plateau_check.csv",
+                   help="plateau check summary (benchmarks/calibration_curves.py), matched to the "
+                        "runs by run id; 'none': the report says the plateau is not measured")  # fmt: skip
     p.add_argument("--only", choices=ONLY, default=None,
                    help="produce only this part (pdf also needs the figures; it draws them if absent)")  # fmt: skip
 
@@ -35,9 +39,11 @@ def run(args: argparse.Namespace) -> int:
     from lpdt.report.figures import write_figures
     from lpdt.report.paper import load_paper
     from lpdt.report.pdf import build_pdf
+    from lpdt.report.plateau import load_check
     from lpdt.report.tables import build_tables, write_tables
 
     df, manifest = aggregate(args.manifest)
+    plateau = load_check(args.plateau)  # a ValueError is lpdt's one-line error
     paper = load_paper(args.paper)
     cost, analysis = Path(args.cost), Path(args.analysis)
     tables_dir, figures_dir = Path(args.tables), Path(args.figures)
@@ -60,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"wrote {path}")
     if "pdf" in want:
         out = build_pdf(Path(args.pdf), df=df, manifest=manifest, tables=tables, claims=claims,
-                        figures_dir=figures_dir, analysis_dir=analysis, cost_dir=cost)  # fmt: skip
+                        figures_dir=figures_dir, analysis_dir=analysis, cost_dir=cost,
+                        plateau=plateau)  # fmt: skip
         print(f"wrote {out}")
     return 0

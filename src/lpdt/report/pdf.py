@@ -42,6 +42,7 @@ from lpdt.report.describe import (
     topology_text,
 )
 from lpdt.report.figures import figure_runs
+from lpdt.report.plateau import plateau_row, plateau_sentence
 from lpdt.report.stats import HELD, INCONCLUSIVE, LEVEL, NO_DATA, NOT_HELD
 from lpdt.report.tables import NOT_RUN, Rendered, ratio_ranges
 
@@ -215,8 +216,10 @@ def _n_phrase(counts: dict[str, int]) -> str:
     return ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def summary_sentences(claims: list[dict], df: pd.DataFrame) -> list[str]:
-    """The summary page's sentences, each computed from the claims and the run table."""
+def summary_sentences(claims: list[dict], df: pd.DataFrame,
+                      plateau: pd.DataFrame | None = None) -> list[str]:  # fmt: skip
+    """The summary page's sentences, each computed from the claims, the run table and the
+    plateau check (``lpdt.report.plateau``; None: no check)."""
     out = []
     acc = [c for c in claims if c.get("kind", "accuracy") == "accuracy"]
     cost = [c for c in claims if c.get("kind") == "cost"]
@@ -251,10 +254,12 @@ def summary_sentences(claims: list[dict], df: pd.DataFrame) -> list[str]:
     else:
         s4 += "; all runs used the paper's datasets and models"
     out.append(s4 + ".")
+    out.append(plateau_sentence(plateau, df.drop_duplicates("run_id") if len(df) else df))
     return out
 
 
-def what_ran(df: pd.DataFrame, manifest: dict) -> list[list[str]]:
+def what_ran(df: pd.DataFrame, manifest: dict,
+             plateau: pd.DataFrame | None = None) -> list[list[str]]:  # fmt: skip
     counts = run_counts(df) if len(df) else {"total": 0, "ok": 0, "diverged": 0, "missing": 0}
     used = df.drop_duplicates("run_id")
     with_time = int(used["time_s"].notna().sum()) if "time_s" in used else 0
@@ -268,7 +273,8 @@ def what_ran(df: pd.DataFrame, manifest: dict) -> list[list[str]]:
                                    "run records (time.total_s; parallel jobs overlap)"],
             ["Datasets trained on", ", ".join(datasets) or "none"],
             ["Engine", ", ".join(f"{k}: {v} run{'s' if v != 1 else ''}"
-                                 for k, v in engine_counts(df).items()) or "none"]]  # fmt: skip
+                                 for k, v in engine_counts(df).items()) or "none"],
+            ["Plateau check", plateau_row(plateau, used)]]  # fmt: skip
 
 
 def _differences(tables: dict, st: dict) -> list:
@@ -315,13 +321,13 @@ def _differences(tables: dict, st: dict) -> list:
 
 
 def _summary_page(df: pd.DataFrame, manifest: dict, claims: list[dict], st: dict,
-                  width: float) -> list:  # fmt: skip
+                  width: float, plateau: pd.DataFrame | None) -> list:  # fmt: skip
     story: list = [Paragraph("Low Precision Decentralized Training: reproduction summary", st["h1"]),
                    Paragraph(_esc("Aketi, Kodge, Roy (Neural Networks 2022), reproduced with lpdt; "
                                   f"scale {manifest.get('scale', '?')}. Every number and sentence "
                                   "on this page is computed from the run records."), st["cap"]),
                    Spacer(1, 4)]  # fmt: skip
-    story += [Paragraph(_esc(s), st["body"]) for s in summary_sentences(claims, df)]
+    story += [Paragraph(_esc(s), st["body"]) for s in summary_sentences(claims, df, plateau)]
     story.append(Spacer(1, 5))
     rows = []
     for c in claims:
@@ -353,7 +359,7 @@ def _summary_page(df: pd.DataFrame, manifest: dict, claims: list[dict], st: dict
                         "every row must lie in the range. The paper's effect is computed from its "
                         "published numbers with the same code.", st["cap"]),
               Spacer(1, 5)]  # fmt: skip
-    info = what_ran(df, manifest)
+    info = what_ran(df, manifest, plateau)
     t = Table([[Paragraph(_esc(a), st["shead"]), Paragraph(_esc(b), st["scell"])] for a, b in info],
               colWidths=[4 * cm, width - 4 * cm])  # fmt: skip
     t.setStyle(TableStyle([("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
@@ -408,12 +414,13 @@ def _claims_detail(claims: list[dict], st: dict, width: float) -> list:
 
 
 def build_pdf(path: Path, *, df: pd.DataFrame, manifest: dict, tables: dict, claims: list[dict],
-              figures_dir: Path, analysis_dir: Path, cost_dir: Path) -> Path:  # fmt: skip
+              figures_dir: Path, analysis_dir: Path, cost_dir: Path,
+              plateau: pd.DataFrame | None = None) -> Path:  # fmt: skip
     st = _styles()
     path.parent.mkdir(parents=True, exist_ok=True)
     page = landscape(A4)
     width = page[0] - 3 * cm
-    story: list = _summary_page(df, manifest, claims, st, width)
+    story: list = _summary_page(df, manifest, claims, st, width, plateau)
     story.append(PageBreak())
     story += _figures(figures_dir, figure_captions(df, analysis_dir, cost_dir), st, width, page)
     story.append(PageBreak())

@@ -1,0 +1,104 @@
+"""lpdt.report.plateau: the plateau check read into the report, matched to the runs by run id."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from lpdt.report.plateau import COLUMNS, load_check, plateau_row, plateau_sentence
+from tests.report.test_report import _args
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _check(rows: list[tuple[str, str, float]]) -> pd.DataFrame:
+    """A check summary: (case, run id, gain at 2x) with 16 epochs and a 1x accuracy of 80 %."""
+    return pd.DataFrame([{"case": c, "quick run": rid, "quick epochs": 16, "acc at 1x (%)": 80.0,
+                          "acc at 2x (%)": 80.0 + g, "gain of 2x (points)": g}
+                         for c, rid, g in rows], columns=COLUMNS)  # fmt: skip
+
+
+RUNS = pd.DataFrame({"run_id": ["aaa", "bbb", "ccc", "zzz"]})
+
+
+def test_sentence_counts_cells_near_and_far_from_their_plateau() -> None:
+    check = _check([("iid", "aaa", -0.2), ("skew", "bbb", 2.9), ("top", "ccc", 1.0),
+                    ("other", "yyy", 9.0)])  # fmt: skip
+    s = plateau_sentence(check, RUNS)
+    # 'other' has no run here (another configuration): it is not counted.
+    assert "covers 3 of these runs' configurations" in s
+    assert "2 end within 1 point of the longer run (-0.2 to +1.0 points)" in s
+    assert "1 gain more (+2.9 points: skew)" in s and "other" not in s
+    assert "twice its 16 epochs" in s
+    assert plateau_row(check, RUNS) == "iid -0.2; skew +2.9; top +1.0 points at 2x epochs (one seed)"
+
+
+def test_all_near_says_nothing_about_verdicts_moving() -> None:
+    s = plateau_sentence(_check([("iid", "aaa", 0.3), ("skew", "bbb", -0.9)]), RUNS)
+    assert "2 end within 1 point" in s and "gain more" not in s and "may move" not in s
+
+
+def test_a_check_of_other_configurations_or_none_is_said_so() -> None:
+    other = plateau_sentence(_check([("iid", "old", 0.1)]), RUNS)
+    assert "not measured here" in other and "other configurations" in other
+    assert "no plateau check was given" in plateau_sentence(None, RUNS)
+    assert plateau_row(None, RUNS) == "not measured for these configurations"
+
+
+def test_load_check(tmp_path: Path) -> None:
+    assert load_check(None) is None and load_check("none") is None
+    with pytest.raises(ValueError, match="not found"):
+        load_check(tmp_path / "nope.csv")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("case,gain\nx,1\n")
+    with pytest.raises(ValueError, match="no column"):
+        load_check(bad)
+    good = tmp_path / "good.csv"
+    good.write_text("# a comment line, as in config/plateau_check.csv\n")
+    _check([("iid", "aaa", 0.5)]).to_csv(good, mode="a", index=False)
+    assert load_check(good)["quick run"].tolist() == ["aaa"]
+
+
+def test_the_shipped_check_is_a_check_of_the_quick_grid() -> None:
+    """config/plateau_check.csv loads, and its run ids are run ids of the quick scale's grid
+    (a grid change that alters them makes the report say the check does not match)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
+    import grid
+
+    check = load_check(ROOT / "config" / "plateau_check.csv")
+    assert check is not None and len(check)
+    spec = grid.load(ROOT / "config" / "studies.yaml", ROOT / "config" / "scales" / "quick.yaml")
+    ids = set(grid.expand(spec))
+    assert set(check["quick run"]) <= ids
+
+
+def test_report_summary_page_carries_the_check(shared_tree: dict, tmp_path: Path) -> None:
+    from lpdt.report import cli
+
+    check = tmp_path / "check.csv"
+    _check([("iid", "run00", 0.2), ("skew", "run03", 2.5)]).to_csv(check, index=False)
+    assert cli.run(_args({**shared_tree, "plateau": check}, tmp_path / "out", only="pdf")) == 0
+    if not shutil.which("pdftotext"):
+        pytest.skip("poppler-utils not installed")
+    text = subprocess.run(["pdftotext", "-l", "1", str(tmp_path / "out" / "report.pdf"), "-"],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    text = " ".join(text.split())
+    assert "covers 2 of these runs' configurations" in text
+    assert "1 gain more (+2.5 points: skew)" in text
+
+
+def test_report_cli_missing_check_is_a_one_line_error(shared_tree: dict, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+    from lpdt.cli import main
+
+    argv = ["report", "--manifest", str(shared_tree["manifest"]), "--paper", str(shared_tree["paper"]),
+            "--plateau", str(tmp_path / "typo.csv"), "--only", "claims",
+            "--claims", str(tmp_path / "claims.json")]  # fmt: skip
+    assert main(argv) == 2
+    assert "plateau check" in capsys.readouterr().err
