@@ -202,3 +202,72 @@ def test_inductor_cache_defaults_to_lpdt_cache_dir(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120, check=True)  # fmt: skip
     assert out.stdout.strip() == str(tmp_path / "lpdt" / "torchinductor")
+
+
+_CACHE_PROBE = '''
+import json, sys
+import torch
+from torch import nn
+from torch._dynamo.utils import counters
+from lpdt.steps import Steps
+from tests.test_steps import _model
+
+K = {k}  # the custom backward's factor: the source of the Function changes with it
+
+
+class _Scale(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * K
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = _model("int8", deterministic=False)
+
+    def forward(self, x):
+        return _Scale.apply(self.body(x))
+
+
+torch.manual_seed(0)
+net = Net()
+x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
+Steps(net, compile=True, log=lambda m: None).train_step(net, x, y)
+print(json.dumps({{"grad": float(net.body.fc.weight.grad.norm()),
+                   "aot": dict(counters["aot_autograd"])}}))
+'''
+
+
+def test_aot_cache_serves_8bit_graphs_and_a_changed_backward_misses(tmp_path):
+    """8-bit graphs hold custom autograd Functions; lpdt lets AOTAutograd's on-disk cache keep
+    them. A second process with the same code hits the cache; a process whose Function's
+    backward differs must not be served the old graph (its gradient scales with the factor)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"),
+           "PYTHONPATH": str(root)}  # fmt: skip
+
+    def run(k: int) -> dict:
+        script = tmp_path / f"probe_{k}.py"
+        script.write_text(_CACHE_PROBE.format(k=k))
+        out = subprocess.run([sys.executable, str(script)], env=env, cwd=root, capture_output=True,
+                             text=True, timeout=300)  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    first, again, changed = run(2), run(2), run(3)
+    assert first["aot"].get("autograd_cache_saved") == 1, first
+    assert again["aot"].get("autograd_cache_hit") == 1, again
+    assert again["grad"] == pytest.approx(first["grad"], rel=1e-6)
+    assert changed["aot"].get("autograd_cache_hit") is None, changed
+    assert changed["grad"] == pytest.approx(1.5 * first["grad"], rel=1e-5)

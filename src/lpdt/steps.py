@@ -13,7 +13,8 @@ torch's ``/tmp/torchinductor_$USER``) so that the cache survives reboots and eve
 workflow on a machine reuses it (the default is set when ``lpdt`` is imported: importing
 ``torch._dynamo`` writes torch's own default into the environment). Measured on a 2-core CPU (docs/engine.md): a first ResNet-20
 training-step compile takes about 40 s (fp32) / 80 s (8-bit); with the cache warm about 4 s /
-29 s (dynamo still traces the model in every process).
+8 s (dynamo still traces the model in every process; AOTAutograd's cache also serves the 8-bit
+graphs, whose custom autograd Functions it would skip by default: see ``Steps.__init__``).
 
 Shapes: each compiled function is specialised to the batch size of its first call, and a batch of
 any other size (an epoch's short last batch, which the sampler does not drop; the last batch of an
@@ -73,6 +74,12 @@ class Steps:
         self._size: dict[str, int] = {}  # the batch size each compiled function is specialised to
         if not compile:
             return
+        # The 8-bit layers are custom autograd.Functions; AOTAutograd's on-disk cache skips graphs
+        # holding one unless allowed, and then every process re-traces the joint graph (8-bit
+        # ResNet-20: a warm compile of 20 s instead of 8 s). The cache key is computed from the
+        # traced graph, which holds the Functions' traced forward and backward bodies, so a
+        # changed backward is a new key (tests/test_steps.py checks it across processes).
+        torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True
         kw: dict = {}
         if mode != "default":
             kw["mode"] = mode

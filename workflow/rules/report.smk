@@ -50,7 +50,7 @@ rule report:
         analysis=lambda w, input: str(Path(input.analysis[0]).parent),
         tables=lambda w, output: str(Path(output.tables[0]).parent),
         figures=lambda w, output: str(Path(output.figures[0]).parent),
-        plateau=PLATEAU_CHECK,
+        plateau=lambda w, input: input.plateau[0] if input.plateau else "none",
     log:
         f"{RESULTS}/logs/report.log",
     benchmark:
