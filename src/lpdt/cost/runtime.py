@@ -45,11 +45,13 @@ STEP_MS: dict[tuple[str, str, int], tuple[float, float]] = {
 # Compiled steps (``train.compile: true``; ``lpdt.steps``): (model, precision, px) -> (ms per
 # training sample, seconds of compiling in each process with inductor's cache warm). Measured
 # 2026-11-24 on the reference machine, two 16-epoch 8-node ResNet-20 jobs at once (skew 0.9):
-# 5.2 s (fp32) / 7.6 s (8-bit) per epoch of 6,000 samples less the gossip term; compile 28 s /
-# 42 s (the fp32 figure was a cold cache; warm it is about 4 s). Not listed: eager costs apply.
+# 5.2 s (fp32) / 7.6 s (8-bit) per epoch of 6,000 samples less the gossip term. Compile: fp32
+# 4.3-5.0 s; 8-bit 11.4-12.7 s with the cache warm since AOTAutograd caches the 8-bit graphs
+# (28-34 s before), 88-91 s for the first, cold ones (the fresh-clone run of 03aebe5; rounded up
+# to 6 s / 16 s). Not listed: eager costs apply.
 COMPILED_MS: dict[tuple[str, str, int], tuple[float, float]] = {
     ("resnet20", "fp32", 16): (0.72, 6.0),
-    ("resnet20", "int8", 16): (1.12, 42.0),
+    ("resnet20", "int8", 16): (1.12, 16.0),
 }
 # Entries one node gossips per round (trainable parameters; 8-bit models add their ranges), from
 # `lpdt train` records (`model.gossiped`); a model not listed adds no gossip term.

@@ -68,8 +68,8 @@ def plateau_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
     if len(near):
         s += f" ({_range(near['gain of 2x (points)'])} points)"
     if len(far):
-        s += (f", {len(far)} gain more ({_range(far['gain of 2x (points)'])} points: "
-              f"{', '.join(map(str, far['case']))}), so verdicts resting on those cells may move "
+        s += (f", {len(far)} move further ({_range(far['gain of 2x (points)'])} points: "
+              f"{', '.join(map(str, far['case']))}), so verdicts resting on those cells may change "
               "with longer training")  # fmt: skip
     return s + "."
 
