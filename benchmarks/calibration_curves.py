@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import multiprocessing as mp
 import sys
 from pathlib import Path
@@ -28,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 
 import grid  # noqa: E402  (the workflow's grid expansion: the very configs the pipeline runs)
+
+from lpdt import record  # noqa: E402
 
 # case -> (study, coordinates that pick one cell)
 R20 = {"model": "resnet20", "nodes": 8, "algorithm": "choco"}
@@ -76,8 +77,6 @@ def longer(cfg: dict, factor: int, eval_every: int = 1) -> dict:
 
 def complete(out: str) -> bool:
     """A finished run in ``out`` (kept: the script can be run again, e.g. after the pipeline)."""
-    from lpdt import record
-
     f = Path(out) / record.METRICS_FILE
     return f.exists() and record.read(f).status == "ok"
 
@@ -112,7 +111,7 @@ def main() -> None:
         study, coords = CASES[name]
         run = quick_run(study, coords)
         base = run.config
-        quick_metrics = Path(a.results) / "runs" / run.run_id / "metrics.json"
+        quick_metrics = Path(a.results) / "runs" / run.run_id / record.METRICS_FILE
         if not quick_metrics.exists():
             jobs.append((f"{name}_1x", longer(base, 1, a.eval_every), str(out / f"{name}_1x")))
         jobs.append((f"{name}_2x", longer(base, 2, a.eval_every), str(out / f"{name}_2x")))
@@ -129,18 +128,18 @@ def main() -> None:
 
     records, curves = [], []
     for name, run_id, quick_metrics, epochs in rows:
-        one = quick_metrics if quick_metrics.exists() else out / f"{name}_1x" / "metrics.json"
-        acc_1x = json.loads(one.read_text())["final"]["acc_node_mean"]
-        two = json.loads((out / f"{name}_2x" / "metrics.json").read_text())["final"]
+        one = quick_metrics if quick_metrics.exists() else out / f"{name}_1x" / record.METRICS_FILE
+        acc_1x = record.read(one).final.acc_node_mean
+        two = record.read(out / f"{name}_2x" / record.METRICS_FILE).final
         hist = pd.read_csv(out / f"{name}_2x" / "history.csv")
         hist = hist[hist["epoch"] != "final"].dropna(subset=["acc_node_mean"])
         for _, h in hist.iterrows():
             curves.append({"case": name, "epoch": int(h["epoch"]) + 1, "acc": h["acc_node_mean"]})
-        curves.append({"case": name, "epoch": 2 * epochs, "acc": two["acc_node_mean"]})
+        curves.append({"case": name, "epoch": 2 * epochs, "acc": two.acc_node_mean})
         records.append({"case": name, "quick run": run_id, "quick epochs": epochs,
                         "acc at 1x (%)": round(acc_1x, 2),
-                        "acc at 2x (%)": round(two["acc_node_mean"], 2),
-                        "gain of 2x (points)": round(two["acc_node_mean"] - acc_1x, 2),
+                        "acc at 2x (%)": round(two.acc_node_mean, 2),
+                        "gain of 2x (points)": round(two.acc_node_mean - acc_1x, 2),
                         "1x source": "quick results" if one == quick_metrics else "trained here"})  # fmt: skip
     table = pd.DataFrame(records)
     out.mkdir(parents=True, exist_ok=True)

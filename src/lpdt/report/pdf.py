@@ -254,7 +254,7 @@ def summary_sentences(claims: list[dict], df: pd.DataFrame,
     else:
         s4 += "; all runs used the paper's datasets and models"
     out.append(s4 + ".")
-    out.append(plateau_sentence(plateau, df.drop_duplicates("run_id") if len(df) else df))
+    out.append(plateau_sentence(plateau, df))
     return out
 
 
