@@ -77,7 +77,9 @@ def test_killed_rank_stops_the_run_and_resume_reproduces_it(tmp_path):
     workers: list[int] = []
     try:
         deadline = time.monotonic() + TIMEOUT_S
-        while not (cut / "checkpoint.rank0.pt").exists():  # epoch 1 done: kill during epoch 2
+        # Epoch 1 done on every rank (each writes its own checkpoint, atomically; waiting for
+        # rank 0's alone let a loaded machine kill rank 2 before it had saved): kill in epoch 2.
+        while not all((cut / f"checkpoint.rank{r}.pt").exists() for r in range(NODES)):
             assert p.poll() is None and time.monotonic() < deadline, "run ended before the kill"
             time.sleep(0.02)
         workers = children(p.pid)
