@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
 import grid  # noqa: E402  (the workflow's grid expansion: the very configs the pipeline runs)
 
 from lpdt import record  # noqa: E402
+from lpdt.report import plateau  # noqa: E402
 
 # case -> (study, coordinates that pick one cell)
 R20 = {"model": "resnet20", "nodes": 8, "algorithm": "choco"}
@@ -136,11 +137,11 @@ def main() -> None:
         for _, h in hist.iterrows():
             curves.append({"case": name, "epoch": int(h["epoch"]) + 1, "acc": h["acc_node_mean"]})
         curves.append({"case": name, "epoch": 2 * epochs, "acc": two.acc_node_mean})
-        records.append({"case": name, "quick run": run_id, "quick epochs": epochs,
-                        "acc at 1x (%)": round(acc_1x, 2),
-                        "acc at 2x (%)": round(two.acc_node_mean, 2),
-                        "gain of 2x (points)": round(two.acc_node_mean - acc_1x, 2),
-                        "1x source": "quick results" if one == quick_metrics else "trained here"})  # fmt: skip
+        # the columns the report reads (lpdt.report.plateau.COLUMNS), then where 1x came from
+        values = [name, run_id, epochs, round(acc_1x, 2), round(two.acc_node_mean, 2),
+                  round(two.acc_node_mean - acc_1x, 2)]  # fmt: skip
+        records.append(dict(zip(plateau.COLUMNS, values, strict=True))
+                       | {"1x source": "quick results" if one == quick_metrics else "trained here"})  # fmt: skip
     table = pd.DataFrame(records)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "curves_summary.csv", index=False)

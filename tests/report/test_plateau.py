@@ -9,7 +9,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lpdt.report.plateau import COLUMNS, load_check, plateau_row, plateau_sentence
+from lpdt.report.plateau import (
+    COLUMNS,
+    claims_2x_sentence,
+    claims_at_2x,
+    load_check,
+    plateau_row,
+    plateau_sentence,
+)
 from tests.report.test_report import _args
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,9 +39,11 @@ def test_sentence_counts_cells_near_and_far_from_their_plateau() -> None:
     # 'other' has no run here (another configuration): it is not counted.
     assert "covers 3 of these runs' configurations" in s
     assert "2 end within 1 point of the longer run (-0.2 to +1.0 points)" in s
-    assert "1 move further (+2.9 points: skew)" in s and "other" not in s
+    assert "1 move further (+2.9 points; each cell under What ran)" in s and "other" not in s
     assert "twice its 16 epochs" in s
-    assert plateau_row(check, RUNS) == "iid -0.2; skew +2.9; top +1.0 points at 2x epochs (one seed)"
+    assert (
+        plateau_row(check, RUNS) == "iid -0.2; skew +2.9; top +1.0 points at 2x epochs (one seed)"
+    )
 
 
 def test_all_near_says_nothing_about_verdicts_moving() -> None:
@@ -47,6 +56,28 @@ def test_a_check_of_other_configurations_or_none_is_said_so() -> None:
     assert "not measured here" in other and "other configurations" in other
     assert "no plateau check was given" in plateau_sentence(None, RUNS)
     assert plateau_row(None, RUNS) == "not measured for these configurations"
+
+
+def test_claims_at_2x_recompute_each_claim_on_the_checked_runs(shared_tree: dict) -> None:
+    """The shared tree's table-3 Choco pair at skew 0 (run04 fp32 81.0 %, run05 int8 80.5 %):
+    FP - LP is 0.5 at 1x (the runs' own accuracies). The check puts them at 83.0 / 80.5 % at 2x:
+    2.5, across the claim's threshold of 1. run02 (the DS fp32 run) is not checked, so the DS
+    pair does not enter, at 1x either."""
+    from lpdt.report.aggregate import aggregate
+
+    df, _ = aggregate(shared_tree["manifest"])
+    check = _check([("fp", "run04", 3.0), ("lp", "run05", 0.5), ("ds_lp", "run03", 0.0)])
+    moved = {c["id"]: c for c in claims_at_2x(check, df)}
+    assert set(moved) == {"lp_close_to_fp_dense"}  # no other claim has a checked pair
+    c = moved["lp_close_to_fp_dense"]
+    assert (c["cells"], c["at_1x"], c["at_2x"], c["same_side"]) == (1, 0.5, 2.5, False)
+    s = claims_2x_sentence(check, df)
+    assert s is not None and "moves the effects of 1 accuracy claim by +2.0 points" in s
+    assert "1 crosses its threshold" in s and "0.50 to 2.50 (FP - LP accuracy (points) <= 1)" in s
+    # 2x equal to 1x: no move, no crossing; no check: no sentence
+    same = _check([("fp", "run04", 1.0), ("lp", "run05", 0.5)])
+    assert "none crosses its threshold" in claims_2x_sentence(same, df)
+    assert claims_2x_sentence(None, df) is None and claims_at_2x(None, df) == []
 
 
 def test_load_check(tmp_path: Path) -> None:
@@ -85,15 +116,21 @@ def test_report_summary_page_carries_the_check(shared_tree: dict, tmp_path: Path
     from lpdt.report import cli
 
     check = tmp_path / "check.csv"
-    _check([("iid", "run00", 0.2), ("skew", "run03", 2.5)]).to_csv(check, index=False)
+    _check([("iid", "run00", 0.2), ("skew", "run03", 2.5), ("fp", "run04", 3.0),
+            ("lp", "run05", 0.5)]).to_csv(check, index=False)  # fmt: skip
     assert cli.run(_args({**shared_tree, "plateau": check}, tmp_path / "out", only="pdf")) == 0
     if not shutil.which("pdftotext"):
         pytest.skip("poppler-utils not installed")
     text = subprocess.run(["pdftotext", "-l", "1", str(tmp_path / "out" / "report.pdf"), "-"],
                           capture_output=True, text=True, check=True).stdout  # fmt: skip
     text = " ".join(text.split())
-    assert "covers 2 of these runs' configurations" in text
-    assert "1 move further (+2.5 points: skew)" in text
+    assert "covers 4 of these runs' configurations" in text
+    assert "2 move further (+2.5 to +3.0 points; each cell under What ran)" in text
+    assert "twice the epochs moves the effects of 1 accuracy claim" in text
+    assert "Plateau check" in text  # the last row of What ran: the summary holds on one page
+    rest = subprocess.run(["pdftotext", str(tmp_path / "out" / "report.pdf"), "-"],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "Claims at twice the epochs" in rest
 
 
 def test_report_cli_missing_check_is_a_one_line_error(shared_tree: dict, tmp_path: Path,

@@ -42,7 +42,7 @@ from lpdt.report.describe import (
     topology_text,
 )
 from lpdt.report.figures import figure_runs
-from lpdt.report.plateau import plateau_row, plateau_sentence
+from lpdt.report.plateau import claims_2x_sentence, claims_at_2x, plateau_row, plateau_sentence
 from lpdt.report.stats import HELD, INCONCLUSIVE, LEVEL, NO_DATA, NOT_HELD
 from lpdt.report.tables import NOT_RUN, Rendered, ratio_ranges
 
@@ -97,6 +97,10 @@ def _styles() -> dict[str, ParagraphStyle]:
         "h1": ParagraphStyle("h1", parent=ss["Heading1"], fontSize=14),
         "h2": ParagraphStyle("h2", parent=ss["Heading2"], fontSize=11),
         "body": ParagraphStyle("b", parent=ss["BodyText"], fontSize=9.5, leading=12),
+        # the summary page's sentences: tighter, so that the page holds them and both tables
+        "sbody": ParagraphStyle(
+            "sb", parent=ss["BodyText"], fontSize=9.5, leading=12, spaceBefore=2, spaceAfter=2
+        ),
         "warn": ParagraphStyle(
             "w",
             parent=ss["BodyText"],
@@ -249,12 +253,15 @@ def summary_sentences(claims: list[dict], df: pd.DataFrame,
     s4 += f" ({', '.join(bad)})" if bad else ""
     stand = stand_ins(df)
     if stand:
-        s4 += (f"; the accuracies come from stand-ins ({'; '.join(stand)}), so compare the "
-               "direction and size of effects, not the values")  # fmt: skip
+        s4 += ("; the accuracies come from stand-in datasets or models (named under What ran), "
+               "so compare the direction and size of effects, not the values")  # fmt: skip
     else:
         s4 += "; all runs used the paper's datasets and models"
     out.append(s4 + ".")
     out.append(plateau_sentence(plateau, df))
+    moved = claims_2x_sentence(plateau, df)
+    if moved:
+        out.append(moved)
     return out
 
 
@@ -327,14 +334,14 @@ def _summary_page(df: pd.DataFrame, manifest: dict, claims: list[dict], st: dict
                                   f"scale {manifest.get('scale', '?')}. Every number and sentence "
                                   "on this page is computed from the run records."), st["cap"]),
                    Spacer(1, 4)]  # fmt: skip
-    story += [Paragraph(_esc(s), st["body"]) for s in summary_sentences(claims, df, plateau)]
+    story += [Paragraph(_esc(s), st["sbody"]) for s in summary_sentences(claims, df, plateau)]
     story.append(Spacer(1, 5))
     rows = []
     for c in claims:
-        stand = " (stand-in data)" if c.get("stand_in_data") else ""
+        # (on stand-in data: sentence 4 says so once; the claims detail marks every claim)
         pe = c.get("paper_effect")
         rows.append([c["statement"], c.get("rule", ""), "-" if pe is None else f"{pe:.2f}",
-                     effect_text(c), c["verdict"] + stand])  # fmt: skip
+                     effect_text(c), c["verdict"]])  # fmt: skip
     data = [[Paragraph(_esc(h), st["shead"]) for h in
              ("Claim (paper)", "Effect and threshold", "Paper's effect", f"Ours: mean [{_level()} CI] (n seeds)", "Verdict")]]  # fmt: skip
     for r in rows:
@@ -343,7 +350,7 @@ def _summary_page(df: pd.DataFrame, manifest: dict, claims: list[dict], st: dict
             [Paragraph(_esc(x), st["scell"]) for x in r[:4]]
             + [Paragraph(f'<font color="{color}"><b>{_esc(r[4])}</b></font>', st["scell"])]
         )
-    w = [3.2, 2.6, 1.0, 2.0, 1.2]
+    w = [3.2, 2.6, 0.9, 2.0, 1.2]
     tbl = Table(data, colWidths=[width * x / sum(w) for x in w], repeatRows=1)
     tbl.setStyle(TableStyle([("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
                              ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8e8e8")),
@@ -353,11 +360,10 @@ def _summary_page(df: pd.DataFrame, manifest: dict, claims: list[dict], st: dict
     story += [tbl, Spacer(1, 2),
               Paragraph(f"Verdict: held when the {_level()} interval of the effect lies entirely on the "
                         "claim's side of its threshold, not held when entirely on the other side, "
-                        "inconclusive otherwise; not enough data with fewer than two seeds. The "
-                        "interval is a Student t-interval over seeds of the per-seed paired "
-                        "difference (averaged over the claim's cells). Cost claims are analytic: "
-                        "every row must lie in the range. The paper's effect is computed from its "
-                        "published numbers with the same code.", st["cap"]),
+                        "inconclusive otherwise (not enough data: fewer than two seeds); a Student "
+                        "t-interval over seeds of the per-seed paired difference (mean over the "
+                        "claim's cells). Cost claims are analytic: every row must lie in the range. "
+                        "The paper's effect: its published numbers, through the same code.", st["cap"]),
               Spacer(1, 5)]  # fmt: skip
     info = what_ran(df, manifest, plateau)
     t = Table([[Paragraph(_esc(a), st["shead"]), Paragraph(_esc(b), st["scell"])] for a, b in info],
@@ -413,6 +419,23 @@ def _claims_detail(claims: list[dict], st: dict, width: float) -> list:
     )
 
 
+def _claims_2x(plateau: pd.DataFrame | None, df: pd.DataFrame, st: dict, width: float) -> list:
+    """The claims' effects on the plateau check's runs, at the scale's epochs and at 2x."""
+    moved = claims_at_2x(plateau, df)
+    if not moved:
+        return []
+    t = Rendered("Claims at twice the epochs (plateau check; lpdt.report.plateau)",
+                 ["Claim", "Effect and threshold", "Cells", "Effect at the scale's epochs",
+                  "Effect at 2x epochs", "Same side of the threshold"],
+                 [[c["statement"], c["rule"], str(c["cells"]), f"{c['at_1x']:.2f}",
+                   f"{c['at_2x']:.2f}", "yes" if c["same_side"] else "no"] for c in moved],
+                 ["One seed (the check's): the claim's effect recomputed with the same code on "
+                  "the checked runs alone, with their own accuracies and with those of the same "
+                  "configurations trained twice as long (milestones doubled). No interval: one "
+                  "seed shows the direction of the change, not its size beyond seed noise."])  # fmt: skip
+    return _table_flow(t, st, width, [3.2, 3.0, 0.8, 1.6, 1.6, 1.4])
+
+
 def build_pdf(path: Path, *, df: pd.DataFrame, manifest: dict, tables: dict, claims: list[dict],
               figures_dir: Path, analysis_dir: Path, cost_dir: Path,
               plateau: pd.DataFrame | None = None) -> Path:  # fmt: skip
@@ -425,6 +448,7 @@ def build_pdf(path: Path, *, df: pd.DataFrame, manifest: dict, tables: dict, cla
     story += _figures(figures_dir, figure_captions(df, analysis_dir, cost_dir), st, width, page)
     story.append(PageBreak())
     story += _claims_detail(claims, st, width)
+    story += _claims_2x(plateau, df, st, width)
     story += _differences(tables, st)
     story.append(PageBreak())
     story.append(Paragraph("Tables", st["h1"]))

@@ -7,6 +7,11 @@ as ``config/plateau_check.csv``. The report matches that file to the runs by **r
 of the resolved run config), so a check measured on other configurations never describes these
 runs: after a change to the grid the summary says that no check matches, until the check is run
 again.
+
+``claims_at_2x`` goes one step further: it recomputes each accuracy claim's effect with
+``lpdt.report.claims`` (the same code) on the checked runs alone, once with their own accuracies
+and once with the 2x accuracies, so the report can say how far longer training moves each claim's
+effect (one seed, no interval).
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ def load_check(path: Path | str | None) -> pd.DataFrame | None:
     if path is None or str(path) == "none":
         return None
     if not Path(path).is_file():
-        raise ValueError(f"plateau check {path} not found (pass --plateau none to report without one)")
+        raise ValueError(
+            f"plateau check {path} not found (pass --plateau none to report without one)"
+        )
     df = pd.read_csv(path, comment="#")
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
@@ -44,6 +51,60 @@ def matching(check: pd.DataFrame | None, runs: pd.DataFrame) -> pd.DataFrame:
     return check[check["quick run"].astype(str).isin(set(runs["run_id"].astype(str)))]
 
 
+def claims_at_2x(check: pd.DataFrame | None, runs: pd.DataFrame) -> list[dict]:
+    """Per accuracy claim with a pair among the checked runs: its effect on those runs at the
+    scale's epochs (``at_1x``, the runs' own accuracies) and with the check's 2x accuracies
+    (``at_2x``), the number of cells it pairs, and whether the effect keeps its side of the
+    claim's threshold (``same_side``). ``runs``: the report's run table (columns study, KEYS,
+    acc, seed, run_id); only the checked run ids enter, so each claim pairs the same cells at 1x
+    and 2x."""
+    from lpdt.report.aggregate import KEYS
+    from lpdt.report.claims import BY_ID, accuracy_claims
+
+    m = matching(check, runs)
+    if not len(m):
+        return []
+    at_2x = dict(zip(m["quick run"].astype(str), m["acc at 2x (%)"].astype(float), strict=True))
+    cols = ["study", *KEYS, "acc"] + (["seed"] if "seed" in runs else [])
+    one = runs[runs["run_id"].astype(str).isin(at_2x)]
+    two = one.assign(acc=one["run_id"].astype(str).map(at_2x))
+    a1, a2 = accuracy_claims(one[cols]), accuracy_claims(two[cols])
+    out = []
+    for cid, r1 in a1.items():
+        r2, claim = a2[cid], BY_ID[cid]
+        if r1.get("mean") is None or r2.get("mean") is None:
+            continue
+        thr = float(claim.threshold)  # type: ignore[arg-type]
+        side = [
+            (v > thr) if claim.direction == ">" else (v <= thr) for v in (r1["mean"], r2["mean"])
+        ]
+        out.append({"id": cid, "statement": claim.statement, "effect": claim.effect,
+                    "rule": claim.rule, "cells": r1["cells"], "at_1x": r1["mean"],
+                    "at_2x": r2["mean"], "same_side": side[0] == side[1]})  # fmt: skip
+    return out
+
+
+def claims_2x_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str | None:
+    """How far twice the epochs moves the claims' effects (one seed); None without a check."""
+    moved = claims_at_2x(check, runs)
+    if not moved:
+        return None
+    delta = pd.Series([c["at_2x"] - c["at_1x"] for c in moved])
+    flips = [c for c in moved if not c["same_side"]]
+    n = f"{len(moved)} accuracy claim" + ("s" if len(moved) != 1 else "")
+    s = (f"On the checked runs (one seed), twice the epochs moves the effects of {n} by "
+         f"{_range(delta)} points")  # fmt: skip
+    if flips:
+        return s + (f"; {len(flips)} cross{'es' if len(flips) == 1 else ''} its threshold: "
+                    + "; ".join(f"\"{c['statement']}\" {c['at_1x']:.2f} to {c['at_2x']:.2f} "
+                                f"({c['rule']})" for c in flips) + ".")  # fmt: skip
+    big = max(moved, key=lambda c: abs(c["at_2x"] - c["at_1x"]))
+    return s + (
+        f' (most: "{big["statement"]}", {big["at_1x"]:.2f} to {big["at_2x"]:.2f}); '
+        "none crosses its threshold."
+    )
+
+
 def _range(values: pd.Series) -> str:
     lo, hi = float(values.min()), float(values.max())
     return f"{lo:+.1f}" if round(lo, 1) == round(hi, 1) else f"{lo:+.1f} to {hi:+.1f}"
@@ -56,8 +117,10 @@ def plateau_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
     if not len(m):
         why = ("no plateau check was given" if check is None
                else "the plateau check was measured on other configurations (no run id matches)")  # fmt: skip
-        return (f"Whether these runs are trained to a plateau is not measured here: {why} "
-                "(benchmarks/calibration_curves.py trains each claim cell twice as long).")
+        return (
+            f"Whether these runs are trained to a plateau is not measured here: {why} "
+            "(benchmarks/calibration_curves.py trains each claim cell twice as long)."
+        )
     gain = m["gain of 2x (points)"].astype(float)
     near, far = m[gain.abs() <= NEAR_POINTS], m[gain.abs() > NEAR_POINTS]
     epochs = sorted({int(e) for e in m["quick epochs"]})
@@ -68,9 +131,9 @@ def plateau_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
     if len(near):
         s += f" ({_range(near['gain of 2x (points)'])} points)"
     if len(far):
-        s += (f", {len(far)} move further ({_range(far['gain of 2x (points)'])} points: "
-              f"{', '.join(map(str, far['case']))}), so verdicts resting on those cells may change "
-              "with longer training")  # fmt: skip
+        s += (f", {len(far)} move further ({_range(far['gain of 2x (points)'])} points; each "
+              "cell under What ran), so verdicts resting on those cells may change with longer "
+              "training")  # fmt: skip
     return s + "."
 
 
