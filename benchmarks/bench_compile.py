@@ -9,6 +9,7 @@ compile time, the time per node step, images/s and the ratios the issue's target
     python benchmarks/bench_compile.py                              # ResNet-20 x 8, VGG-11 x 16
     python benchmarks/bench_compile.py --cases resnet20:8 --iters 10 --rounds 4
     python benchmarks/bench_compile.py --device cuda                # on a GPU machine, unchanged
+    python benchmarks/bench_compile.py --cases resnet20:8 --profile 12  # where the time goes
 
 Numbers (docs/engine.md, docs/int8.md) are measured with this script.
 """
@@ -55,6 +56,26 @@ def time_rounds(steps: Steps, state: NodeState, x, y, iters: int, device) -> flo
     return (time.perf_counter() - t0) / iters
 
 
+def profile_round(steps: Steps, state: NodeState, x, y, device, top: int) -> str:
+    """One round under ``torch.profiler``: the share of the self time spent in convolutions
+    (forward and backward) and the ``top`` operators / inductor kernels by self time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        time_rounds(steps, state, x, y, 1, device)
+    events = prof.key_averages()
+    attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    total = sum(getattr(e, attr) for e in events)
+    # aten's convolution kernels (inductor's fused kernels may carry "convolution" in their names)
+    conv = sum(getattr(e, attr) for e in events if e.key.startswith("aten::") and "conv" in e.key)
+    head = (
+        f"self time {total / 1e3 / len(state.models):.1f} ms per node step, of which "
+        f"convolutions {conv / 1e3 / len(state.models):.1f} ms ({100 * conv / total:.0f} %)"
+    )
+    return head + "\n" + events.table(sort_by=attr, row_limit=top)
+
+
 def run_case(model_name: str, nodes: int, precision: str, args, device) -> dict:
     torch.manual_seed(0)
     state = NodeState(build(model_name, precision, args.size, device), nodes, device)
@@ -77,6 +98,10 @@ def run_case(model_name: str, nodes: int, precision: str, args, device) -> dict:
         out[name] = {"ms_per_node_step": 1e3 * t / nodes, "images_per_s": nodes * args.batch / t}
     out["ratio"] = out["compiled"]["ms_per_node_step"] / out["eager"]["ms_per_node_step"]
     out["round_ratios"] = [c / e for c, e in zip(per["compiled"], per["eager"])]
+    if args.profile:
+        for name, steps in (("eager", eager), ("compiled", compiled)):
+            print(f"--- profile: {model_name} x {nodes} {precision} {name}: "
+                  f"{profile_round(steps, state, x, y, device, args.profile)}", flush=True)  # fmt: skip
     return out
 
 
@@ -93,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (default cpu)")
     p.add_argument("--mode", default="default", help="torch.compile mode (default: default)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="also profile one round of each step and print its top N operators "
+                        "(inductor kernels named; default 0: no profile)")  # fmt: skip
     args = p.parse_args(argv)
     try:
         cases = [(m, int(n)) for m, n in (c.split(":") for c in args.cases.split(","))]
@@ -112,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.profile:  # name the generated kernels in the profile (changes the compiled code's key)
+        import torch._inductor.config as inductor_config
+
+        inductor_config.cpp.enable_kernel_profile = True
     device = torch.device(args.device)
     print(f"torch {torch.__version__}, device {device}"
           f"{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}, "

@@ -1,0 +1,46 @@
+"""benchmarks/bench_compile.py: eager vs compiled step times, and the profile behind docs/engine.md."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "bench_compile.py"
+
+
+def test_times_and_profiles_both_precisions(tmp_path: Path) -> None:
+    """A tiny model, one round: the ratios print, and each step's profile splits aten's
+    convolutions from the rest. In a subprocess: --profile changes inductor's code generation."""
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--cases", "tiny_cnn:2", "--iters", "1", "--rounds", "1",
+         "--size", "8", "--batch", "4", "--threads", "1", "--profile", "3"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = out.stdout
+    for prec in ("fp32", "int8"):
+        for step in ("eager", "compiled"):
+            m = re.search(rf"profile: tiny_cnn x 2 {prec} {step}: self time ([\d.]+) ms per node "
+                          r"step, of which convolutions ([\d.]+) ms \((\d+) %\)", text)  # fmt: skip
+            assert m, f"no profile line for {prec} {step}"
+            assert 0 < float(m.group(2)) <= float(m.group(1))
+        assert re.search(rf"tiny_cnn x 2 {prec}: compile [\d.]+ s \| eager .* compiled/eager", text)
+    assert "int8 compiled / fp32 compiled" in text
+
+
+@pytest.mark.parametrize("argv", [["--cases", "resnet20"], ["--cases", "nosuch:2"],
+                                  ["--precisions", "fp16"]])  # fmt: skip
+def test_bad_arguments_are_one_line_errors(argv: list[str], capsys: pytest.CaptureFixture) -> None:
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import bench_compile
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    assert bench_compile.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1
