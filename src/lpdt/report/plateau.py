@@ -60,6 +60,7 @@ def claims_at_2x(check: pd.DataFrame | None, runs: pd.DataFrame) -> list[dict]:
     and 2x."""
     from lpdt.report.aggregate import KEYS
     from lpdt.report.claims import BY_ID, accuracy_claims
+    from lpdt.report.stats import holds
 
     m = matching(check, runs)
     if not len(m):
@@ -75,12 +76,10 @@ def claims_at_2x(check: pd.DataFrame | None, runs: pd.DataFrame) -> list[dict]:
         if r1.get("mean") is None or r2.get("mean") is None:
             continue
         thr = float(claim.threshold)  # type: ignore[arg-type]
-        side = [
-            (v > thr) if claim.direction == ">" else (v <= thr) for v in (r1["mean"], r2["mean"])
-        ]
+        same = holds(r1["mean"], thr, claim.direction) == holds(r2["mean"], thr, claim.direction)
         out.append({"id": cid, "statement": claim.statement, "effect": claim.effect,
                     "rule": claim.rule, "cells": r1["cells"], "at_1x": r1["mean"],
-                    "at_2x": r2["mean"], "same_side": side[0] == side[1]})  # fmt: skip
+                    "at_2x": r2["mean"], "same_side": same})  # fmt: skip
     return out
 
 
