@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 
 import torch
+import torch._functorch.config  # noqa: F401  (imported for its settings, used below)
 import torch.nn.functional as F
 from torch import nn
 

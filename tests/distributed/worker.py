@@ -18,7 +18,7 @@ import torch.distributed as dist
 from lpdt.config import load_config
 from lpdt.decentral.peer import TorchGroup, init_process_group
 from lpdt.decentral.topology import TOPOLOGIES
-from lpdt.train import Run, lr_at
+from lpdt.train import Run, lr_at, resolve_device
 
 if "test_irregular" not in TOPOLOGIES:
 
@@ -47,13 +47,18 @@ def train_briefly(run: Run, epochs: int) -> None:
 def main() -> int:
     cases, out = json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    init_process_group(rank, world, torch.device("cpu"))
+    # Every case runs on the device its config names (cpu, or cuda: tests/test_cuda.py).
+    device = resolve_device(load_config(None, cases[0]["overrides"]).device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    init_process_group(rank, world, device)
     try:
         for c, case in enumerate(cases):
             cfg = load_config(None, case["overrides"])
-            run = Run(cfg, log=lambda s: None, group=TorchGroup(rank, world, torch.device("cpu")))
+            run = Run(cfg, log=lambda s: None, group=TorchGroup(rank, world, device))
             train_briefly(run, case["epochs"])
-            torch.save(node_state(run), out / f"{c}.rank{rank}.pt")
+            state = {k: v.cpu() for k, v in node_state(run).items()}
+            torch.save(state, out / f"{c}.rank{rank}.pt")
     finally:
         dist.destroy_process_group()
     return 0

@@ -62,6 +62,23 @@ def _gossiped_tensors(
     return out
 
 
+# On a GPU, rows start on 16-byte boundaries (4 float32 entries). torch.compile's GPU code is
+# generated for the alignment of the first call's parameters (inductor's example inputs) and, for
+# parameters and module buffers ("static inputs"), never checked again: with rows of any length,
+# a tensor aligned in node 0's row could be misaligned in node 1's, and the compiled step failed
+# with "CUDA error: misaligned address" (found on an H100, docs/engine.md "On a GPU"). With an
+# aligned row stride every replica (and every average model, ``model_from``) has each tensor at
+# the same offset modulo 16 bytes, so the first call's alignment holds for all. On the CPU
+# inductor assumes no alignment, so rows stay contiguous there (same layout, same numbers).
+GPU_ROW_ALIGN = 4
+
+
+def row_stride(p_total: int, device: torch.device) -> int:
+    """Entries from the start of one row of ``x`` to the next (``p_total`` plus padding)."""
+    align = GPU_ROW_ALIGN if device.type == "cuda" else 1
+    return -(-p_total // align) * align
+
+
 class NodeState:
     """n replicas of ``model`` (identical initial weights) sharing flat ``x [n, P]`` and ``grad``,
     and their push-sum weights ``w [n]`` (all 1 at the start)."""
@@ -85,7 +102,8 @@ class NodeState:
         self.segments: list[Segment] = segments
         self.p_total = offset
         self.p_train = sum(s.numel for s in segments if s.trainable)
-        self.x = torch.zeros(nodes, self.p_total, device=device)
+        self.x = torch.zeros(nodes, row_stride(self.p_total, device), device=device)
+        self.x = self.x[:, : self.p_total]
         self.grad = torch.zeros(nodes, self.p_train, device=device)
         self.w = torch.ones(nodes, device=device)  # push-sum weights
         # A pristine copy (not bound to x) to build average models from.
@@ -156,10 +174,14 @@ class NodeState:
         avg.train(self.models[0].training)
         tensors = _gossiped_tensors(avg, gossip_buffers=True)
         by_name = {name: (mod, attr) for name, mod, attr, _ in tensors}
+        # One fresh row laid out like the nodes' rows (same offsets, same alignment: see
+        # GPU_ROW_ALIGN), so that a compiled evaluation serves the average model and the nodes.
+        row = torch.empty(row_stride(self.p_total, self.device), device=self.device)
+        row = row[: self.p_total].copy_(mean)
         with torch.no_grad():
             for seg in self.segments:
                 mod, attr = by_name[seg.name]
-                value = mean[seg.offset : seg.offset + seg.numel].view(seg.shape).clone()
+                value = row[seg.offset : seg.offset + seg.numel].view(seg.shape)
                 if seg.trainable:
                     getattr(mod, attr).data = value
                     getattr(mod, attr).grad = None

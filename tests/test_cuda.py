@@ -1,0 +1,158 @@
+"""The CUDA paths: training end to end, compiled vs eager steps, the 8-bit quantisers and the
+distributed engine with its ranks on a GPU. Every test here needs a CUDA GPU and is skipped with
+that reason elsewhere (CI has none); on a GPU machine `pytest -q tests/test_cuda.py` runs them
+(docs/engine.md, "On a GPU", says where they last ran and what they measured)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from lpdt.cli import main
+from lpdt.config import ModelConfig, PrecisionConfig, load_config
+from lpdt.decentral import algorithms
+from lpdt.launch import free_port
+from lpdt.layers.quant import convert_to_int8, quantize
+from lpdt.models import MODELS
+from lpdt.steps import Steps
+from lpdt.train import Run
+from tests.distributed.worker import node_state, train_briefly
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)"
+)
+REPO = Path(__file__).resolve().parents[1]
+CUDA = torch.device("cuda")
+TINY = [
+    "data.dataset=synthetic", "data.train_subset=1920", "data.test_subset=200",
+    "model.name=tiny_cnn", "topology.nodes=8", "train.batch_size=64", "train.epochs=3",
+    "train.final_gossip_rounds=3", "schedule.warmup_epochs=0", "schedule.milestones=[]",
+    "optim.lr=0.1", "threads=1",
+]  # fmt: skip
+
+
+def _lpdt_train(out: Path, overrides: list[str]) -> dict:
+    rc = main(["train", *sum((["--set", o] for o in overrides), []), "--out", str(out)])
+    assert rc == 0
+    return json.loads((out / "metrics.json").read_text())
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_lpdt_train_on_cuda_learns_like_on_cpu(tmp_path, precision, compiled):
+    """The same run on the GPU and on the CPU: both learn, the record names the GPU, and the
+    final accuracies agree within 5 points (the arithmetic differs in rounding only, which
+    training amplifies; 200 test images: one image is 0.5 points)."""
+    extra = [f"precision.mode={precision}", f"train.compile={str(compiled).lower()}"]
+    gpu = _lpdt_train(tmp_path / "gpu", [*TINY, *extra, "device=cuda"])
+    cpu = _lpdt_train(tmp_path / "cpu", [*TINY, *extra, "device=cpu"])
+    assert gpu["status"] == "ok" and gpu["run_id"] == cpu["run_id"]  # device is no identity key
+    assert gpu["provenance"]["device"].startswith("cuda")
+    assert gpu["provenance"]["gpu"] == torch.cuda.get_device_name(0)
+    acc_gpu, acc_cpu = gpu["final"]["acc_node_mean"], cpu["final"]["acc_node_mean"]
+    assert acc_gpu > 50, acc_gpu  # 10 classes: chance is 10 %
+    assert abs(acc_gpu - acc_cpu) <= 5.0, (acc_gpu, acc_cpu)
+
+
+def _resnet20(precision: str) -> nn.Module:
+    torch.manual_seed(0)
+    mcfg = ModelConfig(name="resnet20", norm="evonorm" if precision == "fp32" else "rangeen")
+    model = MODELS.get("resnet20")(mcfg, 10, (3, 16, 16))
+    if precision == "int8":  # nearest rounding and fp32 gradients: deterministic
+        model = convert_to_int8(model, PrecisionConfig(act_rounding="nearest", grad_bits=32), mcfg)
+    return model.to(CUDA).train()
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_compiled_resnet20_step_equals_eager_on_cuda(precision):
+    """Compiled = eager on the GPU up to float reassociation (as tests/test_steps.py checks on
+    the CPU): loss to rtol 1e-4, gradients to 1e-3 in norm (TF32 is off by torch's default for
+    convolutions in float32 matmul mode 'highest')."""
+    x = torch.randn(16, 3, 16, 16, device=CUDA)
+    y = torch.randint(0, 10, (16,), device=CUDA)
+    model, ref = _resnet20(precision), _resnet20(precision)
+    compiled, eager = Steps(model, compile=True, log=lambda m: None), Steps(ref)
+    for _ in range(2):
+        for m in (model, ref):
+            m.zero_grad()
+        l_c, l_e = compiled.train_step(model, x, y), eager.train_step(ref, x, y)
+        torch.testing.assert_close(l_c, l_e, rtol=1e-4, atol=1e-5)
+        for a, b in zip(model.parameters(), ref.parameters()):
+            assert (a.grad - b.grad).norm() <= 1e-3 * b.grad.norm() + 1e-6
+    model.eval(), ref.eval()
+    agree = (compiled.predict(model, x) == eager.predict(ref, x)).float().mean()
+    assert agree >= 0.9  # argmax of nearly equal logits; one of 16 may flip
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_stochastic_rounding_on_cuda_is_unbiased_and_on_the_grid(compiled):
+    torch.manual_seed(0)
+    x = torch.rand(50, device=CUDA) * 2 - 1
+    lo, hi = torch.tensor([-1.0], device=CUDA), torch.tensor([1.0], device=CUDA)
+
+    def q(t: torch.Tensor) -> torch.Tensor:
+        return quantize(t, lo, hi, 4, True)
+
+    fn = torch.compile(q, dynamic=False) if compiled else q
+    draws = torch.stack([fn(x) for _ in range(4000)])
+    step = 2 / 15
+    assert (draws.mean(0) - x).abs().max() < 5 * (step / 2) / 4000**0.5
+    assert not torch.equal(draws[0], draws[1])
+    on_grid = (draws + 1.0) / step
+    assert (on_grid - on_grid.round()).abs().max() < 1e-4
+
+
+DIST = [
+    "data.dataset=synthetic", "data.train_subset=480", "data.test_subset=40",
+    "model.name=tiny_cnn", "train.batch_size=64", "train.max_iters_per_epoch=3",
+    "train.final_gossip_rounds=2", "schedule.warmup_epochs=1", "schedule.milestones=[]",
+    "optim.lr=0.1", "threads=1", "device=cuda", "data.augment=false", "topology.nodes=4",
+]  # fmt: skip
+DIST_CASES = [
+    [*DIST, "algorithm.name=sgp", "topology.name=directed_ring"],
+    [*DIST, "algorithm.name=choco", "topology.name=torus", "algorithm.compression.name=topk",
+     "algorithm.compression.ratio=0.9", "algorithm.consensus_lr=0.5", "optim.qgm=true"],
+]  # fmt: skip
+
+
+def test_distributed_ranks_on_one_gpu_equal_the_simulator(tmp_path, monkeypatch):
+    """4 ranks on the GPU(s) of this machine (fewer GPUs than ranks: gloo, messages staged
+    through host memory; one GPU per rank: NCCL) against the simulated engine on the GPU, per
+    edge. On the GPU the two are not bit-equal (cuDNN may pick other convolution kernels in
+    another process), so fp32 cases are compared to rtol 1e-3, atol 1e-4, as the simulator's
+    dense path is on the CPU (tests/distributed/test_equivalence.py)."""
+    spec = tmp_path / "cases.json"
+    spec.write_text(json.dumps([{"overrides": c, "epochs": 2} for c in DIST_CASES]))
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "WORLD_SIZE": "4", "LPDT_DIST_TIMEOUT_S": "300",
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    cmd = [sys.executable, "-m", "tests.distributed.worker", str(spec), str(tmp_path)]
+    procs = [subprocess.Popen(cmd, cwd=REPO, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
+             for r in range(4)]  # fmt: skip
+    try:
+        codes = [p.wait(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert codes == [0] * 4
+    for c, case in enumerate(DIST_CASES):
+        ranks = [torch.load(tmp_path / f"{c}.rank{r}.pt") for r in range(4)]
+        dist_state = {k: torch.cat([d[k] for d in ranks]) for k in ranks[0]}
+        with monkeypatch.context() as m:
+            m.setattr(algorithms, "DENSE_MAX_NODES", 0)
+            run = Run(load_config(None, case), log=lambda s: None)
+            train_briefly(run, 2)
+        sim = {k: v.cpu() for k, v in node_state(run).items()}
+        assert sim.keys() == dist_state.keys()
+        assert not torch.equal(dist_state["x"][0], dist_state["x"][1])  # the nodes differ
+        for k in sim:
+            assert torch.allclose(dist_state[k], sim[k], rtol=1e-3, atol=1e-4), (c, k)

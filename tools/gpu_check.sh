@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The CUDA checks of docs/engine.md ("On a GPU"), one stage per call, on a machine with a CUDA
+# GPU and a Python that has torch (the project's other dependencies on its path, e.g. through
+# PYTHONPATH). Logs go to $LOG_DIR (default ./gpu-logs).
+#
+#   tools/gpu_check.sh env        # GPU, driver, torch; NCCL with two ranks on one GPU
+#   tools/gpu_check.sh tests      # tests/test_cuda.py, then the default suite (on the CPU)
+#   tools/gpu_check.sh bench      # bench_compile.py --device cuda at the paper's shapes
+#   tools/gpu_check.sh epochs     # 2 epochs of the Table 3 ResNet-20 cell at paper scale
+set -uo pipefail
+cd "$(dirname "$0")/.."
+LOG_DIR=${LOG_DIR:-gpu-logs}
+mkdir -p "$LOG_DIR"
+PY=${PY:-python3}
+export PYTHONPATH="$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export MLFLOW_DISABLE_TELEMETRY=true HF_HUB_OFFLINE=1 PYTHONHASHSEED=0
+
+stage_env() {
+  nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
+  $PY -c "import torch, sys; print('python', sys.version.split()[0], 'torch', torch.__version__,
+'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version(), torch.cuda.get_device_name(0),
+torch.cuda.device_count(), 'GPUs; cpu cores', __import__('os').cpu_count())"
+  # NCCL refuses two ranks on one GPU in one communicator; lpdt then uses gloo (decentral/peer.py)
+  timeout 120 $PY -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
+    --master-port 29511 tools/nccl_probe.py 2>&1 | tail -5
+}
+
+stage_tests() {
+  timeout 420 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py -rs 2>&1 | tee "$LOG_DIR/test_cuda.log" | tail -25
+  timeout 300 $PY -m pytest -q -p no:cacheprovider -n 12 -x --deselect tests/test_cuda.py 2>&1 \
+    | tee "$LOG_DIR/suite.log" | tail -40
+}
+
+stage_bench() {
+  $PY benchmarks/bench_compile.py --device cuda --cases resnet20:8 --batch 32 --size 32 \
+    --iters 20 --rounds 3 2>&1 | grep -v Warning
+  $PY benchmarks/bench_compile.py --device cuda --cases vgg11:16 --batch 16 --size 32 \
+    --iters 10 --rounds 3 2>&1 | grep -v Warning
+  $PY benchmarks/bench_compile.py --device cuda --cases resnet18:8 --batch 32 --size 64 \
+    --iters 10 --rounds 3 2>&1 | grep -v Warning
+}
+
+stage_epochs() {
+  # CIFAR-10 in its on-disk format at the real size (50,000 + 10,000 random images: timing only)
+  $PY -c "from pathlib import Path; from tests.data.test_readers import write_cifar10;
+import shutil; shutil.rmtree('/tmp/cifar', ignore_errors=True); write_cifar10(Path('/tmp/cifar'), 10000)"
+  for prec in fp32 int8; do
+    norm=evonorm; [ $prec = int8 ] && norm=rangeen
+    $PY -m lpdt.cli train --config examples/cifar10_resnet20_lp_choco.yaml --out "/tmp/epochs-$prec" \
+      --set data.root=/tmp/cifar --set precision.mode=$prec --set model.norm=$norm \
+      --set train.epochs=2 --set train.compile=true --set device=cuda --set tracking.mlflow=false \
+      --force 2>&1 | grep -v Warning | tail -6
+    cp "/tmp/epochs-$prec/history.csv" "$LOG_DIR/epochs-$prec.csv"
+  done
+}
+
+for s in "$@"; do echo "=== $s"; "stage_$s"; done
