@@ -111,8 +111,9 @@ class TopologyConfig:
 
 @dataclass
 class CompressionConfig:
-    # none | topk | randomk (sparsifiers) | qsgd | int8 (quantizers; lpdt.decentral.compression)
-    name: Literal["none", "topk", "randomk", "qsgd", "int8"] = "none"
+    # none | topk | randomk (sparsifiers) | qsgd | int8 (quantizers) | topk_int8 (top-k with
+    # 8-bit values); lpdt.decentral.compression
+    name: Literal["none", "topk", "randomk", "qsgd", "int8", "topk_int8"] = "none"
     ratio: float = 0.0  # sparsifiers: fraction dropped per tensor: 0.99 keeps 1 %
     levels: int = 8  # qsgd: bits per value (s = 2^levels - 1 levels)
 
@@ -477,10 +478,10 @@ def _check_ranges(cfg: RunConfig) -> None:
     need(0.0 <= c.ratio < 1.0, "algorithm.compression.ratio", _ratio_hint(c.ratio))
     need(1 <= c.levels <= 8, "algorithm.compression.levels", "must be in 1..8 (bits)")
     need(
-        c.ratio == 0.0 or c.name in ("topk", "randomk"),
+        c.ratio == 0.0 or c.name in ("topk", "randomk", "topk_int8"),
         "algorithm.compression.ratio",
         f"{c.ratio:g} has no effect with algorithm.compression.name {c.name!r}"
-        " (only topk and randomk drop entries); set algorithm.compression.name=topk",
+        " (only topk, randomk and topk_int8 drop entries); set algorithm.compression.name=topk",
     )
     if cfg.algorithm.consensus_lr is not None:
         need(0 < cfg.algorithm.consensus_lr <= 1, "algorithm.consensus_lr", "must be in (0, 1]")

@@ -58,7 +58,8 @@ def run_ranks(nodes: int, cases: list[list[str]], out: Path, timeout_s: float) -
     spec.write_text(json.dumps([{"overrides": c, "epochs": EPOCHS} for c in cases]))
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
            "WORLD_SIZE": str(nodes), "LPDT_DIST_TIMEOUT_S": str(timeout_s),
-           "PYTHONPATH": str(REPO)}  # fmt: skip
+           # this checkout's sources first (not whichever lpdt the environment installed)
+           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}  # fmt: skip
     cmd = [sys.executable, "-m", "tests.distributed.worker", str(spec), str(out)]
     procs = [subprocess.Popen(cmd, cwd=REPO, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
              for r in range(nodes)]  # fmt: skip

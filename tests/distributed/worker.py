@@ -2,7 +2,9 @@
 
 For every case (a list of config overrides) it trains node RANK for a few epochs and the final
 gossip rounds through ``lpdt.train.Run`` with a ``TorchGroup`` (the distributed engine's code
-path), then saves the node's state to ``OUT_DIR/<case index>.rank<RANK>.pt``.
+path), then saves the node's state to ``OUT_DIR/<case index>.rank<RANK>.pt``, and rank 0 the bytes every
+node handed to the transport (``TorchGroup.wire_bytes``) and the gossip rounds to
+``OUT_DIR/<case index>.wire.json``.
 """
 
 from __future__ import annotations
@@ -59,6 +61,11 @@ def main() -> int:
             train_briefly(run, case["epochs"])
             state = {k: v.cpu() for k, v in node_state(run).items()}
             torch.save(state, out / f"{c}.rank{rank}.pt")
+            wire = run.group.wire_bytes()  # a collective: every rank calls it
+            if rank == 0:
+                rounds = run.iterations + run.cfg.train.final_gossip_rounds
+                (out / f"{c}.wire.json").write_text(json.dumps(
+                    {"wire_bytes_per_node": wire, "gossip_rounds": rounds}))  # fmt: skip
     finally:
         dist.destroy_process_group()
     return 0

@@ -278,7 +278,7 @@ def _paper_coordinates() -> set[str]:
 def _constants() -> set[str]:
     """Numbers of the method, fixed before any result: the claims' statements, definitions and
     thresholds and the paper's operation-count formulas."""
-    out = {f"{x:g}" for c in CLAIMS for x in
+    out = {f"{x:g}" for c in CLAIMS if c.threshold is not None for x in
            (c.threshold if isinstance(c.threshold, tuple) else (c.threshold,))}  # fmt: skip
     out |= set(_numbers(" ".join(f"{a} {m}" for t in FORMULAS.values() for a, m in t.values())))
     out |= set(_numbers(" ".join(f"{c.statement} {c.definition} {c.effect}" for c in CLAIMS)))

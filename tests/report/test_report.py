@@ -15,6 +15,8 @@ import pytest
 from lpdt.report import cli
 from lpdt.report.aggregate import KEYS, aggregate, engine_counts, run_counts
 from lpdt.report.claims import (
+    ARITHMETIC,
+    CLAIMS_VERSION,
     HELD,
     INCONCLUSIVE,
     NO_DATA,
@@ -288,14 +290,36 @@ def test_claims_without_data() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kw", "claim", "verdict"),
-    [({}, "comm_4x", HELD), ({"comm_ratio": 2.0}, "comm_4x", NOT_HELD),
-     ({}, "energy_20x", HELD), ({"energy_eff": 10.0}, "energy_20x", NOT_HELD),
-     ({}, "memory_3_5x_resnet", HELD), ({"mem_eff": 1.3}, "memory_3_5x_resnet", NOT_HELD)],
+    ("kw", "verdict"),
+    [({}, HELD), ({"comm_ratio": 2.0}, NOT_HELD),
+     # the paper's Table 3 counts a top-k 8-bit message as fp32 / 4: not what 8-bit values give
+     ({"topk_ratio": 4.0}, NOT_HELD), ({"topk_ratio": 1.6}, NOT_HELD),
+     ({"topk_ratio": 1.8}, HELD)],
 )  # fmt: skip
-def test_cost_claims(tmp_path: Path, kw: dict, claim: str, verdict: str) -> None:
+def test_comm_claim_tests_the_ratio_each_format_implies(tmp_path: Path, kw: dict,
+                                                        verdict: str) -> None:  # fmt: skip
+    """4x for dense messages, (4 + 2) / (1 + 2) = 2x for top-k with uint16 indices, +-12.5 %."""
     write_cost(tmp_path, **kw)
-    assert cost_claims(tmp_path)[claim]["verdict"] == verdict
+    r = cost_claims(tmp_path)["comm_4x"]
+    assert r["verdict"] == verdict and r["n"] == 2
+    assert r["dense_implied"] == [4.0] and r["top-k_implied"] == [2.0]
+    assert r["top-k_ratio"] == [pytest.approx(kw.get("topk_ratio", 2.0))] * 2
+
+
+def test_comm_claim_without_wire_bytes_says_which_file(tmp_path: Path) -> None:
+    r = cost_claims(tmp_path)["comm_4x"]
+    assert r["verdict"] == NO_DATA and "wire_bytes.csv not found" in r["why"]
+
+
+@pytest.mark.parametrize(("claim", "kw", "value"),
+                         [("energy_20x", {"energy_eff": 10.0}, 10.0),
+                          ("energy_20x", {}, 19.9),
+                          ("memory_3_5x_resnet", {"mem_eff": 1.3}, 1.3)])  # fmt: skip
+def test_energy_and_memory_are_arithmetic_without_a_verdict(tmp_path: Path, claim: str, kw: dict,
+                                                             value: float) -> None:  # fmt: skip
+    write_cost(tmp_path, **kw)
+    r = cost_claims(tmp_path)[claim]
+    assert r["verdict"] == ARITHMETIC and r["mean"] == pytest.approx(value)
 
 
 def test_claims_file(report_out: Path) -> None:
@@ -310,8 +334,12 @@ def test_claims_file(report_out: Path) -> None:
         for key in ("verdict", "mean", "ci", "n", "threshold", "direction", "paper_effect",
                     "interval_method", "effect", "rule", "paper_verdict"):  # fmt: skip
             assert key in c, (c["id"], key)
-    assert ids["comm_4x"]["verdict"] == HELD and ids["comm_4x"]["threshold"] == [3.5, 4.5]
-    assert sum(d["counts"].values()) == len(d["claims"])
+    assert ids["comm_4x"]["verdict"] == HELD and ids["comm_4x"]["threshold"] == [0.875, 1.125]
+    assert ids["comm_4x"]["paper_verdict"] == NOT_HELD  # the paper's top-k 8-bit GB is fp32 / 4
+    # energy and memory: shown, no verdict, not counted
+    assert {ids[k]["verdict"] for k in ("energy_20x", "memory_3_5x_resnet")} == {ARITHMETIC}
+    assert sum(d["counts"].values()) == len(d["claims"]) - 2
+    assert d["version"] == CLAIMS_VERSION and {c["version"] for c in d["claims"]} == {CLAIMS_VERSION}
     assert (report_out / "claims.md").read_text().count("\n") == len(d["claims"]) + 2
 
 

@@ -248,3 +248,72 @@ def test_summary_page(seeded_out: Path) -> None:
     # Figures before the long tables; versions in the appendix at the end
     assert text.index("Figure 4.") < text.index("Table 3: CIFAR-10") < text.index("Appendix")
     assert text.index("Appendix") < text.index("Version: python")
+
+
+# --- rules that match the words (claims version 4) ------------------------------------------------
+
+
+@pytest.mark.parametrize(("low", "high", "want"), [
+    (0.2, 1.8, HELD), (0.0, 2.0, HELD),  # the whole interval in [0, 2]
+    (-4.0, -1.0, NOT_HELD), (2.5, 3.0, NOT_HELD),  # entirely below / above the range
+    (-0.5, 1.0, INCONCLUSIVE), (1.5, 2.5, INCONCLUSIVE), (-1.0, 3.0, INCONCLUSIVE),
+])  # fmt: skip
+def test_range_verdict(low: float, high: float, want: str) -> None:
+    assert verdict(low, high, (0.0, 2.0), "within") == want
+
+
+def test_range_needs_a_range() -> None:
+    with pytest.raises(ValueError, match="needs a threshold"):
+        verdict(0.0, 1.0, 2.0, "within")
+    assert point_verdict(-3.0, (0.0, 2.0), "within") == NOT_HELD
+    assert point_verdict(1.2, (0.0, 2.0), "within") == HELD
+
+
+def _compressed(fp: dict[int, float], lp: dict[int, float]) -> dict:
+    rows = _fp_lp(fp, lp, compression=99)
+    return accuracy_claims(_cells(rows))["lp_loss_compressed"]
+
+
+@pytest.mark.parametrize(("lp", "want"), [
+    ({1: 79.0, 2: 79.1, 3: 78.9}, HELD),  # FP - LP = 1.0, 0.9, 1.1: a loss within 2 points
+    ({1: 83.0, 2: 83.1, 3: 82.9}, NOT_HELD),  # LP 3 points *better*: not the loss the paper says
+    ({1: 76.0, 2: 76.1, 3: 75.9}, NOT_HELD),  # a 4-point loss
+    ({1: 80.5, 2: 79.0, 3: 79.5}, INCONCLUSIVE),  # -0.5, 1.0, 0.5: the interval straddles 0
+])  # fmt: skip
+def test_lp_loss_compressed_is_a_loss_of_at_most_2_points(lp: dict, want: str) -> None:
+    r = _compressed({1: 80.0, 2: 80.0, 3: 80.0}, lp)
+    assert r["verdict"] == want, r
+
+
+def test_paper_effect_over_our_cells(seeded_tree: dict) -> None:
+    """The paper's effect is the mean over the paper's cells that match the cells ours used
+    (coordinates compared canonically: 8 and 8.0 nodes are one cell); its all-cells effect stays
+    beside it."""
+    paper = load_paper(PAPER_CSV)
+    df, _ = aggregate(seeded_tree["manifest"])
+    out = {c["id"]: c for c in check_claims(df, paper, seeded_tree["cost"])}
+    dense = out["lp_close_to_fp_dense"]
+    # ours: table3's 8-node ring, 0 %, skew 0 and 0.8, Choco and Deep-Squeeze (ResNet-20)
+    p = paper_cells(paper)
+    sel = p[(p["study"] == "table3") & (p["model"] == "resnet20") & (p["nodes"] == 8)
+            & (p["compression"] == 0) & p["skew"].isin([0.0, 0.8])]  # fmt: skip
+    fp, lp = sel[sel["precision"] == "fp32"], sel[sel["precision"] == "int8"]
+    m = fp.merge(lp, on=["skew", "algorithm"])
+    assert len(m) == 4 and dense["paper_cells"] == 4
+    assert dense["paper_effect"] == pytest.approx(float((m["acc_x"] - m["acc_y"]).mean()), abs=1e-4)
+    everything = accuracy_claims(p)["lp_close_to_fp_dense"]
+    assert dense["paper_cells_all"] == everything["cells"] > 4
+    assert dense["paper_effect_all_cells"] == everything["mean"] != dense["paper_effect"]
+
+
+def test_paper_effect_is_none_when_the_paper_has_none_of_our_cells() -> None:
+    """A claim whose cells the paper does not have (here: a 3-node ring) gets no paper effect,
+    not the paper's effect over other cells."""
+    paper = load_paper(PAPER_CSV)
+    rows = _fp_lp({1: 80.0, 2: 80.0}, {1: 79.5, 2: 79.0}, nodes=3)
+    df = _cells(rows).assign(stand_in="")
+    out = {c["id"]: c for c in check_claims(df, paper, Path("/nonexistent"))}
+    assert out["lp_close_to_fp_dense"]["mean"] == pytest.approx(0.75)
+    assert out["lp_close_to_fp_dense"]["paper_effect"] is None
+    assert out["lp_close_to_fp_dense"]["paper_cells"] == 0
+    assert out["lp_close_to_fp_dense"]["paper_effect_all_cells"] is not None

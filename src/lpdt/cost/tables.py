@@ -1,4 +1,5 @@
-"""The cost model's outputs for the report: Tables 7, 9, 10, Figure 7 data and Table 3 "Data".
+"""The cost model's outputs for the report: Tables 7, 9, 10, Figure 7 data, Table 3 "Data" and
+the measured wire bytes of fp32 and 8-bit messages (``lpdt.cost.wire``).
 
 Every table sets our number beside the paper's (where the paper prints one) with the ratio
 ours / paper. ``write_all`` writes them as CSV files plus a ``summary.json`` (``lpdt cost all``).
@@ -18,6 +19,7 @@ from lpdt.cost.memory import MEMORY_KINDS, mib
 from lpdt.cost.model import CIFAR_SHAPE, ModelCost, build, model_cost
 from lpdt.cost.ops import LAYER_TYPES, MODES, PRECISIONS
 from lpdt.cost.trace import trace_model
+from lpdt.cost.wire import wire_rows
 
 TABLE10_MODELS = ("resnet20", "resnet54", "vgg11")
 TABLE10_NORMS = ("rangebn", "rangeen")
@@ -285,10 +287,24 @@ def table3_rows(off_by_one: bool = False) -> list[dict]:
     return rows
 
 
+def table3_wire_rows() -> list[dict]:
+    """The wire bytes of an fp32 and an 8-bit message for every (model, norm, compression) of
+    Table 3's "Data" column, beside the paper's fp32 / 8-bit ratio for that cell."""
+    cells: dict[tuple[str, str, float], float] = {}
+    for p in paper.table3_data():
+        key = (p["model"], p["norm"], float(p["compression"]))
+        cells.setdefault(key, float(p["data_gb_fp32"]) / float(p["data_gb_int8"]))
+    rows = wire_rows(cells)
+    for r in rows:
+        r["paper_ratio"] = cells[(r["model"], r["norm"], r["compression"])]
+    return rows
+
+
 # --- summary and files ---------------------------------------------------------------------------
 
 
-def summary(costs: Costs, t10: list[dict], t3: list[dict], energy: EnergyTable) -> dict:
+def summary(costs: Costs, t10: list[dict], t3: list[dict], energy: EnergyTable,
+            wire: Sequence[dict] = ()) -> dict:  # fmt: skip
     """Headline numbers and acceptance checks (what docs/cost.md and the report quote)."""
     train = [r for r in t10 if r["phase"] == "training"]
     infer = [r for r in t10 if r["phase"] == "inference"]
@@ -331,7 +347,14 @@ def summary(costs: Costs, t10: list[dict], t3: list[dict], energy: EnergyTable) 
         "memory_all_within_1pct_except_noted": all(
             c["within_1pct"] for c in mem_checks if not c["reference_exception"]
         ),
-        "communication_8bit_reduction": sorted({round(r["gb_fp32"] / r["gb_int8"], 6) for r in t3}),
+        "communication_8bit_reduction_analytic": sorted(
+            {round(r["gb_fp32"] / r["gb_int8"], 6) for r in t3}
+        ),
+        "communication_8bit_wire": [
+            {k: r[k] for k in ("model", "norm", "format", "compression", "bytes_fp32",
+                               "bytes_int8", "ratio", "implied_ratio")}
+            for r in wire
+        ],  # fmt: skip
         "table3_data": [
             {
                 k: r[k]
@@ -374,13 +397,15 @@ def write_all(
     energy: EnergyTable = HOROWITZ_45NM,
     off_by_one: bool = False,
 ) -> dict[str, Path]:
-    """Write table7/9/10, fig7_memory/compute, table3_data CSVs and summary.json to ``out_dir``."""
+    """Write table7/9/10, fig7_memory/compute, table3_data, wire_bytes CSVs and summary.json to
+    ``out_dir``."""
     from lpdt.io import write_json_atomic, write_text_atomic
 
     out = Path(out_dir)
     costs = compute_costs(batch=batch, energy=energy)
     t10 = table10_rows(costs)
     t3 = table3_rows(off_by_one=off_by_one)
+    wire = table3_wire_rows()
     files = {
         "table7": (out / "table7.csv", op_table(costs, "training")),
         "table9": (out / "table9.csv", op_table(costs, "inference")),
@@ -388,11 +413,12 @@ def write_all(
         "fig7_memory": (out / "fig7_memory.csv", fig7_memory_rows(costs)),
         "fig7_compute": (out / "fig7_compute.csv", fig7_compute_rows(costs)),
         "table3_data": (out / "table3_data.csv", t3),
+        "wire_bytes": (out / "wire_bytes.csv", wire),
     }
     written: dict[str, Path] = {}
     for key, (path, rows) in files.items():
         write_text_atomic(path, to_csv(rows))
         written[key] = path
-    write_json_atomic(out / "summary.json", summary(costs, t10, t3, energy))
+    write_json_atomic(out / "summary.json", summary(costs, t10, t3, energy, wire))
     written["summary"] = out / "summary.json"
     return written

@@ -52,7 +52,7 @@ class Message:
     """
 
     dense: torch.Tensor
-    payload: tuple[torch.Tensor, torch.Tensor] | None
+    payload: tuple[torch.Tensor, ...] | None
     accumulate: bool
 
 

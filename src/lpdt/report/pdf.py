@@ -234,9 +234,14 @@ def summary_sentences(claims: list[dict], df: pd.DataFrame,
     s1 = f"Of {len(acc)} accuracy claims, {_n_phrase(verdict_counts(acc))}{over}"
     if cost:
         cc = verdict_counts(cost)
-        s1 += (f"; of {len(cost)} cost claims (analytic cost model), {cc[HELD]} held"
+        s1 += (f"; of {len(cost)} measured cost claim{'s' if len(cost) > 1 else ''} (message "
+               f"bytes on the wire), {cc[HELD]} held"
                + (f", {cc[NOT_HELD]} not held" if cc[NOT_HELD] else "")
                + (f", {cc[NO_DATA]} without data" if cc[NO_DATA] else ""))  # fmt: skip
+    arith = [c for c in claims if c.get("kind") == "arithmetic"]
+    if arith:
+        s1 += (f"; {len(arith)} ({', '.join(c['effect'].split(' (')[0] for c in arith)}) "
+               "are arithmetic from the paper's constants, shown without a verdict")
     out.append(s1 + ".")
     both = [c for c in acc if c.get("mean") is not None and c.get("paper_effect") is not None]
     if both:
@@ -362,8 +367,9 @@ def _summary_page(df: pd.DataFrame, manifest: dict, claims: list[dict], st: dict
                         "claim's side of its threshold, not held when entirely on the other side, "
                         "inconclusive otherwise (not enough data: fewer than two seeds); a Student "
                         "t-interval over seeds of the per-seed paired difference (mean over the "
-                        "claim's cells). Cost claims are analytic: every row must lie in the range. "
-                        "The paper's effect: its published numbers, through the same code.", st["cap"]),
+                        "claim's cells). Communication: measured message bytes, every row in the range; "
+                        "energy and memory: arithmetic, no verdict. The paper's effect: its published "
+                        "numbers through the same code, on the paper's cells that match ours.", st["cap"]),
               Spacer(1, 5)]  # fmt: skip
     info = what_ran(df, manifest, plateau)
     t = Table([[Paragraph(_esc(a), st["shead"]), Paragraph(_esc(b), st["scell"])] for a, b in info],

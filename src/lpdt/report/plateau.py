@@ -75,7 +75,7 @@ def claims_at_2x(check: pd.DataFrame | None, runs: pd.DataFrame) -> list[dict]:
         r2, claim = a2[cid], BY_ID[cid]
         if r1.get("mean") is None or r2.get("mean") is None:
             continue
-        thr = float(claim.threshold)  # type: ignore[arg-type]
+        thr = claim.threshold
         same = holds(r1["mean"], thr, claim.direction) == holds(r2["mean"], thr, claim.direction)
         out.append({"id": cid, "statement": claim.statement, "effect": claim.effect,
                     "rule": claim.rule, "cells": r1["cells"], "at_1x": r1["mean"],

@@ -12,7 +12,10 @@ Verdict for a claim "effect <direction> threshold":
 - direction ``<=`` (e.g. FP - LP <= 1.0): **held** if the interval's upper end is <= threshold,
   **not held** if its lower end is > threshold, **inconclusive** otherwise;
 - direction ``>`` (e.g. Choco - DS > 0): **held** if the lower end is > threshold, **not held**
-  if the upper end is <= threshold, **inconclusive** otherwise.
+  if the upper end is <= threshold, **inconclusive** otherwise;
+- direction ``within``, threshold ``(lo, hi)`` (e.g. 0 <= FP - LP <= 2): **held** if the whole
+  interval lies in ``[lo, hi]``, **not held** if it lies entirely outside (``high < lo`` or
+  ``low > hi``), **inconclusive** otherwise.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from dataclasses import dataclass
 
 HELD, NOT_HELD, INCONCLUSIVE, NO_DATA = "held", "not held", "inconclusive", "not enough data"
 VERDICTS = (HELD, NOT_HELD, INCONCLUSIVE, NO_DATA)
-DIRECTIONS = ("<=", ">")
+DIRECTIONS = ("<=", ">", "within")
+Threshold = float | tuple[float, float]  # a number; (lo, hi) for "within"
 LEVEL = 0.95
 METHOD = "95 % Student t-interval over seeds (mean of per-seed paired differences, n - 1 df)"
 
@@ -81,7 +85,16 @@ def t_interval(values: Iterable[float], level: float = LEVEL) -> Interval:
     return Interval(n, mean, sd, mean - half, mean + half, level)
 
 
-def verdict(low: float | None, high: float | None, threshold: float, direction: str) -> str:
+def _range(threshold: Threshold) -> tuple[float, float]:
+    if isinstance(threshold, (int, float)):
+        raise ValueError(f"direction 'within' needs a threshold (lo, hi), got {threshold!r}")
+    lo, hi = (float(t) for t in threshold)
+    if lo > hi:
+        raise ValueError(f"threshold range ({lo}, {hi}) has lo > hi")
+    return lo, hi
+
+
+def verdict(low: float | None, high: float | None, threshold: Threshold, direction: str) -> str:
     """held / not held / inconclusive for an interval [low, high]; not enough data without one."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
@@ -89,6 +102,12 @@ def verdict(low: float | None, high: float | None, threshold: float, direction: 
         return NO_DATA
     if low > high:
         raise ValueError(f"interval [{low}, {high}] has low > high")
+    if direction == "within":
+        lo, hi = _range(threshold)
+        if lo <= low and high <= hi:
+            return HELD
+        return NOT_HELD if high < lo or low > hi else INCONCLUSIVE
+    threshold = float(threshold)  # type: ignore[arg-type]
     if direction == "<=":
         if high <= threshold:
             return HELD
@@ -98,13 +117,17 @@ def verdict(low: float | None, high: float | None, threshold: float, direction: 
     return NOT_HELD if high <= threshold else INCONCLUSIVE
 
 
-def point_verdict(value: float | None, threshold: float, direction: str) -> str:
+def point_verdict(value: float | None, threshold: Threshold, direction: str) -> str:
     """The same rule on a single number (the paper's own effect: one run per cell)."""
     if value is None or not math.isfinite(value):
         return NO_DATA
     return verdict(value, value, threshold, direction)
 
 
-def holds(value: float, threshold: float, direction: str) -> bool:
-    """Whether a single number lies on the claim's side of its threshold."""
-    return value <= threshold if direction == "<=" else value > threshold
+def holds(value: float, threshold: Threshold, direction: str) -> bool:
+    """Whether a single number lies on the claim's side of its threshold (in its range)."""
+    if direction == "within":
+        lo, hi = _range(threshold)
+        return lo <= value <= hi
+    t = float(threshold)  # type: ignore[arg-type]
+    return value <= t if direction == "<=" else value > t
