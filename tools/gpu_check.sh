@@ -4,8 +4,10 @@
 # PYTHONPATH). Logs go to $LOG_DIR (default ./gpu-logs).
 #
 #   tools/gpu_check.sh env        # GPU, driver, torch; NCCL with two ranks on one GPU
-#   tools/gpu_check.sh tests      # tests/test_cuda.py, then the default suite (on the CPU)
-#   tools/gpu_check.sh bench      # bench_compile.py --device cuda at the paper's shapes
+#   tools/gpu_check.sh tests      # tests/test_cuda.py
+#   tools/gpu_check.sh suite      # the default suite (on the CPU)
+#   tools/gpu_check.sh bench      # bench_compile.py --device cuda, ResNet-20 x 8 at 32 px
+#   tools/gpu_check.sh bench_large  # VGG-11 x 16 at 32 px, ResNet-18 x 8 at 64 px
 #   tools/gpu_check.sh epochs     # 2 epochs of the Table 3 ResNet-20 cell at paper scale
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,18 +24,26 @@ stage_env() {
 torch.cuda.device_count(), 'GPUs; cpu cores', __import__('os').cpu_count())"
   # NCCL refuses two ranks on one GPU in one communicator; lpdt then uses gloo (decentral/peer.py)
   timeout 120 $PY -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
-    --master-port 29511 tools/nccl_probe.py 2>&1 | tail -5
+    --master-port 29511 tools/nccl_probe.py > "$LOG_DIR/nccl_probe.log" 2>&1
+  grep -E "^rank|Error|error|Duplicate" "$LOG_DIR/nccl_probe.log" | sort -u | head -8
 }
 
 stage_tests() {
-  timeout 420 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py -rs 2>&1 | tee "$LOG_DIR/test_cuda.log" | tail -25
-  timeout 300 $PY -m pytest -q -p no:cacheprovider -n 12 -x --deselect tests/test_cuda.py 2>&1 \
-    | tee "$LOG_DIR/suite.log" | tail -40
+  timeout 420 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py -rs --durations 5 2>&1 \
+    | tee "$LOG_DIR/test_cuda.log" | tail -25
+}
+
+stage_suite() {  # the default suite, on the CPU of the GPU machine
+  timeout 420 $PY -m pytest -q -p no:cacheprovider -n 14 --deselect tests/test_cuda.py 2>&1 \
+    | tee "$LOG_DIR/suite.log" | tail -30
 }
 
 stage_bench() {
   $PY benchmarks/bench_compile.py --device cuda --cases resnet20:8 --batch 32 --size 32 \
     --iters 20 --rounds 3 2>&1 | grep -v Warning
+}
+
+stage_bench_large() {
   $PY benchmarks/bench_compile.py --device cuda --cases vgg11:16 --batch 16 --size 32 \
     --iters 10 --rounds 3 2>&1 | grep -v Warning
   $PY benchmarks/bench_compile.py --device cuda --cases resnet18:8 --batch 32 --size 64 \
@@ -51,6 +61,8 @@ import shutil; shutil.rmtree('/tmp/cifar', ignore_errors=True); write_cifar10(Pa
       --set train.epochs=2 --set train.compile=true --set device=cuda --set tracking.mlflow=false \
       --force 2>&1 | grep -v Warning | tail -6
     cp "/tmp/epochs-$prec/history.csv" "$LOG_DIR/epochs-$prec.csv"
+    $PY -c "import csv; r = list(csv.DictReader(open('/tmp/epochs-$prec/history.csv')));
+print('$prec wall_s per row:', [(x['epoch'], x['wall_s']) for x in r])"
   done
 }
 
