@@ -163,7 +163,7 @@ def test_system_metrics_are_recorded_per_epoch_and_for_the_run(tmp_path):
     assert mean_ips == pytest.approx(m["time"]["images_per_s"], rel=1e-6)
     s = m["system"]
     assert s["cpu_count"] == cores and (s["cpu_model"] is None or s["cpu_model"].strip())
-    assert 0 < s["cpu_s"] and 0 < s["cpu_share"] <= 100 * 1.5 / cores + 1e-9
+    assert s["cpu_s"] > 0 and 0 < s["cpu_share"] <= 100 * 1.5 / cores + 1e-9
     # the peak is this process's (the test's) peak so far: the run's is no more than it
     own_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert epochs[0]["peak_rss_mb"] <= epochs[1]["peak_rss_mb"] <= s["peak_rss_mb"] <= own_peak_mb
