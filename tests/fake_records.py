@@ -17,6 +17,7 @@ from lpdt.record import (
     ModelRecord,
     Provenance,
     RunRecord,
+    SystemMetrics,
     Timing,
     Versions,
 )
@@ -41,13 +42,15 @@ def fake_record(
     (node-mean accuracy ``acc - 5 + e``, average model ``acc - 4 + e``, loss ``2 - e / 10``),
     then final metrics around ``acc`` (min ``acc - 1``, max ``acc + 1``, average model
     ``acc + 0.5``) unless ``status`` is "diverged" (no final metrics, the last epoch's loss NaN).
-    ``config`` is deep-merged over the default run config; ``provenance`` over a fixed one
-    (started at ``STARTED``)."""
+    Epoch rows and the ``system`` section carry fixed system metrics (CPU share ``40 + e`` %,
+    "Test CPU 9000" with 4 cores). ``config`` is deep-merged over the default run config;
+    ``provenance`` over a fixed one (started at ``STARTED``)."""
     cfg = deep_merge(RunConfig().to_dict(), config or {})
     history = [
         HistoryRow(epoch=e, lr=0.1, train_loss=2.0 - e / 10, acc_node_mean=acc - 5 + e,
                    acc_avg_model=acc - 4 + e, consensus_distance=0.1,
-                   bytes_per_node=1e6 * (e + 1), wall_s=epoch_s * (e + 1))
+                   bytes_per_node=1e6 * (e + 1), wall_s=epoch_s * (e + 1), cpu_share=40.0 + e,
+                   peak_rss_mb=500.0 + e, threads=8, images_per_s=100.0)
         for e in range(epochs)
     ]  # fmt: skip
     final = None
@@ -105,4 +108,6 @@ def fake_record(
         device="cpu",
         provenance=prov,
         versions=Versions(lpdt="0.1.0", torch="2.x", python="3.11"),
+        system=SystemMetrics(cpu_model="Test CPU 9000", cpu_count=4, cpu_s=epoch_s * epochs * 1.6,
+                             cpu_share=40.0, peak_rss_mb=502.0, threads_max=8),
     )

@@ -97,7 +97,7 @@ def _one_line_error(path: str) -> str:
     ("version", "says"),
     [
         (None, "older format (no schema_version)"),
-        (SCHEMA_VERSION - 1, f"older schema version {SCHEMA_VERSION - 1}"),
+        (0, "older schema version 0"),  # older than every version this lpdt upgrades
         (SCHEMA_VERSION + 1, f"schema version {SCHEMA_VERSION + 1}, newer than this lpdt knows"),
         ("1.0", "unknown schema version '1.0'"),
     ],
@@ -111,6 +111,23 @@ def test_record_of_another_schema_version_is_refused(tmp_path, version, says):
     msg = _one_line_error(_write_data(tmp_path, data))
     assert says in msg and f"reads schema version {SCHEMA_VERSION}" in msg
     assert "--force" in msg  # what to do about it
+
+
+def test_record_of_schema_version_1_is_read_without_system_metrics(tmp_path):
+    """Version 1 (before the system metrics) is upgraded on reading: the same record with
+    ``system`` None and no system columns in its history; written again, it is version 2."""
+    assert record.UPGRADABLE == (1,) and SCHEMA_VERSION == 2
+    rec = fake_record("v1", 60.0)
+    data = rec.to_dict()
+    data["schema_version"] = 1
+    del data["system"]
+    for row in data["history"]:
+        for k in ("cpu_share", "peak_rss_mb", "threads", "images_per_s"):
+            row.pop(k, None)
+    back = record.read(_write_data(tmp_path, data))
+    assert back.schema_version == SCHEMA_VERSION and back.system is None
+    assert back.final == rec.final and all(r.threads is None for r in back.history)
+    assert back.to_dict()["schema_version"] == SCHEMA_VERSION
 
 
 def _broken(change):

@@ -463,3 +463,106 @@ def test_unreadable_record_is_one_line_tracking_error(store, tmp_path):
         tracking.log_run(d, store, "lpdt")
     assert "\n" not in str(e.value) and "older format" in str(e.value)
     assert str(e.value).startswith(str(d / "metrics.json"))
+
+
+def test_cell_tag_names_the_coordinates_without_the_seed():
+    """The seeds of a cell share one ``cell`` tag (the UI's "Group by" aggregates them); a run
+    differing in a setting the name leaves out (epochs) is another cell."""
+    seeds = [fake_record(f"s{s}", config={"seed": s, "partition": {"seed": s}}) for s in (1, 2)]
+    longer = fake_record("e", config={"seed": 1, "partition": {"seed": 1},
+                                      "train": {"epochs": 64}})  # fmt: skip
+    cells = [tracking.cell_name(r) for r in (*seeds, longer)]
+    assert cells[0] == cells[1] != cells[2]
+    name = tracking.run_name(seeds[0])
+    assert cells[0].startswith(name + " #") and cells[2].startswith(name + " #")
+    assert "seed" not in cells[0]
+    assert tracking.run_tags(seeds[0])["cell"] == cells[0]
+
+
+def test_run_note_says_what_the_run_is():
+    rec = fake_record("n1", 71.5, config={
+        "seed": 1235, "precision": {"mode": "int8"}, "model": {"name": "resnet20"},
+        "topology": {"name": "directed_ring", "nodes": 8},
+        "algorithm": {"name": "choco", "compression": {"name": "topk", "ratio": 0.99}},
+        "partition": {"skew": 0.8}, "train": {"epochs": 32}})  # fmt: skip
+    note = tracking.run_note(rec, "results/runs/n1", "table3,fig4", "lp_loss_compressed")
+    assert "\n" not in note
+    for part in ("resnet20 (1,000 parameters, 8-bit) trained with CHOCO-SGD on 8 nodes in a "
+                 "directed ring, topk compression dropping 99 % of each message, for 32 epochs "
+                 "(seed 1235)", "fashion_mnist (1,000 training and 200 test samples, 10 classes) "
+                 "standing in for cifar10", "skew 0.8", "studies table3 and fig4",
+                 "the claims lp_loss_compressed read it", "71.50 % (nodes 70.50 to 72.50 %, "
+                 "average model 72.00 %)", str(Path("results/runs/n1").resolve())):  # fmt: skip
+        assert part in note, (part, note)
+    div = tracking.run_note(fake_record("d", status="diverged", epochs=3), None, "table2", "none")
+    assert "diverged after 3 of" in div and "no claim of the paper reads it" in div
+    assert "Final accuracy" not in div and "files" not in div
+
+
+def test_log_run_sets_description_cpu_tags_and_system_metrics(store, tmp_path):
+    d = fake_run_dir(tmp_path / "runs", 5)
+    mid = tracking.log_run(d, store, "lpdt", {"studies": "table3", "claims": "choco_beats_ds"})
+    c, runs = _logged(store)
+    tags, metrics = runs[0].data.tags, runs[0].data.metrics
+    rec = record.read(d)
+    assert tags["mlflow.note.content"] == tracking.run_note(rec, d, "table3", "choco_beats_ds")
+    assert tags["cpu_model"] == "Test CPU 9000" and tags["cpu_count"] == "4"
+    assert tags["cell"] == tracking.cell_name(rec)
+    assert metrics["system.cpu_share"] == 40.0 and metrics["system.peak_rss_mb"] == 502.0
+    assert [m.value for m in c.get_metric_history(mid, "cpu_share")] == [40.0, 41.0, 42.0]
+    assert [m.step for m in c.get_metric_history(mid, "images_per_s")] == [0, 1, 2]
+
+
+def test_sync_tags_the_claims_that_read_each_run(store, tmp_path):
+    """Table 3 runs fp32 / int8 x seeds 1, 2 without compression are read by the dense
+    precision claim; a third seed without its int8 partner and a Table 2 run by no claim."""
+    cell = {"dataset": "cifar10", "model": "resnet20", "topology": "directed_ring", "nodes": 8,
+            "compression": "0", "skew": 0.5, "algorithm": "choco"}  # fmt: skip
+    entries = []
+    runs = [("fp32", 1), ("int8", 1), ("fp32", 2), ("int8", 2), ("fp32", 3)]
+    for i, (precision, seed) in enumerate(runs, start=1):
+        d = fake_run_dir(tmp_path / "runs", i)
+        entries.append({"run_id": f"rid{i:02d}", "dir": str(d), "seed": seed,
+                        "coords": {**cell, "precision": precision}})  # fmt: skip
+    d6 = fake_run_dir(tmp_path / "runs", 6)
+    manifest = {"scale": "smoke", "studies": {
+        "table3": {"kind": "grid", "runs": entries},
+        "table2": {"kind": "baseline", "runs": [{"run_id": "rid06", "dir": str(d6), "seed": 1,
+                                                 "coords": {**cell, "nodes": 1}}]}}}  # fmt: skip
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    tracking.sync_manifest(tmp_path / "manifest.json", store, "lpdt")
+    _, runs = _logged(store)
+    claims = {r.data.tags["lpdt_run_id"]: r.data.tags["claims"] for r in runs}
+    assert claims == {"rid01": "lp_close_to_fp_dense", "rid02": "lp_close_to_fp_dense",
+                      "rid03": "lp_close_to_fp_dense", "rid04": "lp_close_to_fp_dense",
+                      "rid05": "none", "rid06": "none"}  # fmt: skip
+    note = next(r for r in runs if r.data.tags["lpdt_run_id"] == "rid01").data.tags[
+        "mlflow.note.content"]  # fmt: skip
+    assert "the claims lp_close_to_fp_dense read it" in note
+
+
+def test_lpdt_ui_prints_the_training_runs_address(store, monkeypatch, capsys):
+    """`lpdt ui` prints the experiment's run table in the Model training view, then execs the
+    server (replaced here by a stub that records the command)."""
+    exp_id = tracking.init_store(store, "lpdt")
+    seen = []
+    monkeypatch.setattr(tracking.os, "execv", lambda exe, cmd: seen.append(cmd))
+    tracking.ui(store, "127.0.0.1", 5123, "lpdt")
+    out = capsys.readouterr().out
+    url = f"http://127.0.0.1:5123/#/experiments/{exp_id}/runs?workflowType=machine_learning"
+    assert url in out.splitlines()[1] and seen[0][-4:] == ["--host", "127.0.0.1", "--port", "5123"]
+    tracking.ui(store, "127.0.0.1", 5123, "other")  # no such experiment: the start page
+    assert "at http://127.0.0.1:5123 (no experiment 'other' yet" in capsys.readouterr().out
+
+
+def test_the_ui_takes_its_workflow_view_from_the_url_parameter():
+    """The parameter ``lpdt ui`` prints is the one the installed MLflow UI reads: its bundle
+    takes the GenAI / Model training switch from ``workflowType`` in the URL (MLflow issue
+    24498: otherwise from localStorage, default GenAI)."""
+    import mlflow
+
+    js = Path(mlflow.__file__).parent / "server" / "js" / "build" / "static" / "js"
+    text = "".join(f.read_text(errors="ignore") for f in js.glob("main.*.js"))
+    name, value = tracking.WORKFLOW_PARAM.split("=")
+    assert f'.get("{name}")' in text and f'MACHINE_LEARNING="{value}"' in text
+    assert '"mlflow.workflowType"' in text  # the localStorage key it falls back to

@@ -142,6 +142,36 @@ def test_metrics_record_provenance(tmp_path):
         assert p["git_commit"] == head.stdout.strip() and isinstance(p["git_dirty"], bool)
 
 
+def test_system_metrics_are_recorded_per_epoch_and_for_the_run(tmp_path):
+    """CPU share, peak memory, threads and images/s in every epoch's row and in the record's
+    ``system`` section, with values a real run can have (threads=1: torch runs one intra-op
+    thread, so the process cannot use much more than one core)."""
+    import os
+    import resource
+
+    m = train(cfg("train.epochs=2", "data.train_subset=640", "data.test_subset=100"),
+              tmp_path / "r", log=lambda s: None)  # fmt: skip
+    cores = os.cpu_count()
+    epochs = [r for r in m["history"] if r["epoch"] != "final"]
+    assert len(epochs) == 2
+    for r in epochs:
+        assert 0 < r["cpu_share"] <= 100 * 1.5 / cores + 1e-9, r  # at most ~1 core of `cores`
+        assert 10 < r["peak_rss_mb"] < 64 * 1024 and r["threads"] >= 1
+        assert r["images_per_s"] > 0
+    # images/s of the epochs agree with the run's own figure (same images, same training time)
+    mean_ips = 640 * 2 / sum(640 / r["images_per_s"] for r in epochs)
+    assert mean_ips == pytest.approx(m["time"]["images_per_s"], rel=1e-6)
+    s = m["system"]
+    assert s["cpu_count"] == cores and (s["cpu_model"] is None or s["cpu_model"].strip())
+    assert s["cpu_s"] > 0 and 0 < s["cpu_share"] <= 100 * 1.5 / cores + 1e-9
+    # the peak is this process's (the test's) peak so far: the run's is no more than it
+    own_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert epochs[0]["peak_rss_mb"] <= epochs[1]["peak_rss_mb"] <= s["peak_rss_mb"] <= own_peak_mb
+    assert s["threads_max"] >= max(r["threads"] for r in epochs)
+    rows = list(csv.DictReader((tmp_path / "r" / "history.csv").open()))
+    assert float(rows[0]["cpu_share"]) == epochs[0]["cpu_share"] and rows[-1]["threads"] == ""
+
+
 def test_git_state_outside_a_checkout_is_none(tmp_path):
     from lpdt import provenance
 

@@ -15,8 +15,10 @@ This module is the only place that knows the format. The trainer (``lpdt.train``
 computing it in the trainer).
 
 ``read`` validates. It checks the schema version first: a record without ``schema_version``
-(written before versioning, "version 0") or with any version other than ``SCHEMA_VERSION`` is a
-``RecordError`` naming both versions; then the presence and the type of every field. Every
+(written before versioning, "version 0") or with any version other than ``SCHEMA_VERSION`` and
+those in ``UPGRADABLE`` is a ``RecordError`` naming both versions; then the presence and the type
+of every field. A record of an upgradable version is read as one of ``SCHEMA_VERSION``: the
+fields it lacks all have defaults (version 1: no system metrics). Every
 ``RecordError`` message is one line that starts with the file's path.
 
 JSON conventions (the files users see): ``final`` is ``{}`` for a run that diverged (``None``
@@ -42,7 +44,11 @@ from typing import Any, Literal, TypeVar
 import lpdt
 from lpdt.io import write_json_atomic, write_text_atomic
 
-SCHEMA_VERSION = 1  # version 1: the first versioned record (before it: no schema_version field)
+# Version 1: the first versioned record (before it: no schema_version field). Version 2 adds the
+# system metrics (``SystemMetrics``, four ``HistoryRow`` columns). Version 1 is still read: it is a
+# version 2 record without them (``None``), see ``UPGRADABLE``.
+SCHEMA_VERSION = 2
+UPGRADABLE = (1,)  # older schema versions ``read`` upgrades (their records lack only defaults)
 METRICS_FILE = "metrics.json"
 HISTORY_FILE = "history.csv"
 
@@ -159,6 +165,20 @@ class Provenance:
 
 
 @dataclass(frozen=True)
+class SystemMetrics:
+    """What the training used of its host (``lpdt.sysmetrics``), measured in the process that
+    writes the record (distributed engine: process 0), over the session that finished the run
+    (a resumed run: its last session)."""
+
+    cpu_model: str | None  # e.g. "AMD EPYC 7R13 Processor"; None where the OS does not say
+    cpu_count: int | None  # logical cores of the host (os.cpu_count())
+    cpu_s: float  # CPU time of the process (user + system, all threads)
+    cpu_share: float | None  # cpu_s / (wall time x cpu_count), in %; None without wall time
+    peak_rss_mb: float  # peak resident memory of the process, MiB
+    threads_max: int  # most OS threads of the process seen at an epoch's end
+
+
+@dataclass(frozen=True)
 class Versions:
     lpdt: str
     torch: str
@@ -181,6 +201,11 @@ class HistoryRow:
     consensus_distance: float | None = None
     bytes_per_node: float | None = None  # cumulative, training and final rounds so far
     wall_s: float | None = None  # wall time of the run when the row was written (across resumes)
+    # System metrics of the epoch (``lpdt.sysmetrics``; the writing process; None in version 1):
+    cpu_share: float | None = None  # % of the host's CPU capacity (all cores) used in the epoch
+    peak_rss_mb: float | None = None  # peak resident memory of the process so far, MiB
+    threads: int | None = None  # OS threads of the process at the end of the epoch
+    images_per_s: float | None = None  # training images (all nodes) per second of training
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in _to_json(self).items() if v is not None}
@@ -214,6 +239,7 @@ class RunRecord:
     provenance: Provenance
     versions: Versions
     engine: Literal["simulated", "distributed"] = "simulated"  # config ``engine`` that ran it
+    system: SystemMetrics | None = None  # None: a version 1 record
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -236,6 +262,7 @@ class RunRecord:
         if not isinstance(data, dict):
             raise RecordError(f"{source}: not a run record (a JSON object expected)")
         _check_version(data.get("schema_version", _UNVERSIONED), source)
+        data = {**data, "schema_version": SCHEMA_VERSION}  # an upgradable version is read as this
         if data.get("final") == {}:
             data = {**data, "final": None}
         try:
@@ -330,9 +357,11 @@ _UNVERSIONED = object()  # a record without schema_version (lpdt before record v
 
 
 def _check_version(version: Any, source: str) -> None:
-    if isinstance(version, int) and not isinstance(version, bool) and version == SCHEMA_VERSION:
+    readable = (*UPGRADABLE, SCHEMA_VERSION)
+    if isinstance(version, int) and not isinstance(version, bool) and version in readable:
         return
-    reads = f"this lpdt ({lpdt.__version__}) reads schema version {SCHEMA_VERSION}"
+    reads = f"this lpdt ({lpdt.__version__}) reads schema version {SCHEMA_VERSION}" + (
+        f" (and {', '.join(map(str, UPGRADABLE))})" if UPGRADABLE else "")  # fmt: skip
     if version is _UNVERSIONED:
         what = "a run record of an older format (no schema_version)"
     elif isinstance(version, int) and not isinstance(version, bool) and version < SCHEMA_VERSION:

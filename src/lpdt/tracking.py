@@ -10,9 +10,14 @@ truth; MLflow is a view of it, and everything logged is derived from the record:
   row was written (``RunRecord.row_times``), the final metrics, communication and timing as
   metrics at the last step;
 - the dataset (name, source, stand-in) as an MLflow dataset input;
-- tags: the lpdt run id, dataset, model, status, and the provenance captured at training time
-  (git commit and dirty flag, host, lpdt version, device), never the state of the machine that
-  logs, so logging a run again (``mlflow_sync``) does not change them;
+- tags: the lpdt run id, dataset, model, status, the provenance captured at training time (git
+  commit and dirty flag, host, lpdt version, device) and the host's CPU model and cores from the
+  record's system metrics, never the state of the machine that logs, so logging a run again
+  (``mlflow_sync``) does not change them; ``cell`` (``cell_name``: the coordinates without the
+  seed, so that the UI's "Group by" aggregates a cell's seeds); from the workflow the studies
+  and the claims that read the run (``sync_manifest``);
+- the run's description (``mlflow.note.content``, ``run_note``): one paragraph saying what was
+  trained on which data standing in for which, who reads it, its final accuracy, its files;
 - ``metrics.json``, ``history.csv`` and ``config.yaml`` as artifacts.
 
 ``log_run`` is idempotent: a run already logged (found by its ``lpdt_run_id`` tag) is not logged
@@ -20,7 +25,11 @@ twice; only its tags and name are brought up to date (studies sharing a run may 
 ``log_report`` attaches the report PDF and the figures of one scale to one run per scale.
 
 Experiments are created with the tag ``mlflow.experimentKind = custom_model_development``, so that
-MLflow 3 opens them on their training-runs view, not on its GenAI overview.
+MLflow 3 opens them on their training-runs view, not on its GenAI overview. The UI's sidebar
+(GenAI / Model training) does not follow that tag: it follows the URL parameter
+``workflowType=machine_learning``, else the browser's ``localStorage`` (``mlflow.workflowType``,
+default GenAI; MLflow issue 24498, still so in 3.18.0), so ``lpdt ui`` prints the experiment's
+URL with that parameter (``ui_url``).
 
 Artifacts of a SQLite store live in ``mlflow-artifacts/`` next to the database, and runs refer to
 them by ``mlflow-artifacts:/`` URIs, which are relative: ``lpdt ui`` serves them from the folder
@@ -75,6 +84,11 @@ LOCK_TIMEOUT_S = 120.0  # longest wait for another process to finish opening a S
 # experiment page reads the tag; the UI's kind selector writes it). Verified with MLflow 3.17.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
+# The UI's sidebar takes its GenAI / Model training switch from this URL parameter (else from the
+# browser's localStorage, default GenAI); verified in MLflow 3.17.2's and 3.18.0's JavaScript.
+WORKFLOW_PARAM = "workflowType=machine_learning"
+CELL_TAG = "cell"
+NOTE_TAG = "mlflow.note.content"  # the run's description in the UI
 ARTIFACTS_DIR = "mlflow-artifacts"  # next to a SQLite database
 RUN_FILES = (record.METRICS_FILE, record.HISTORY_FILE, "config.yaml")  # logged as artifacts
 
@@ -332,20 +346,99 @@ def run_name(rec: RunRecord, with_seed: bool = False) -> str:
     return " ".join(parts)
 
 
+def cell_name(rec: RunRecord) -> str:
+    """The run's cell: its name without the seed (``run_name``) and ``#`` six hex digits of its
+    result-affecting config without ``seed`` and ``partition.seed``, so that runs differing in a
+    setting the name leaves out (epochs, learning rate, ...) are not one cell. The runs of one
+    cell differ in their seed only."""
+    from lpdt.config import result_dict
+
+    tree = result_dict(rec.config)
+    tree.pop("seed", None)
+    if isinstance(tree.get("partition"), dict):
+        tree["partition"].pop("seed", None)
+    digest = hashlib.sha1(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:6]
+    return f"{run_name(rec)} #{digest}"
+
+
+# Readable names in run descriptions.
+TOPOLOGY_WORDS = {"directed_ring": "directed ring", "ring": "undirected ring"}
+ALGORITHM_WORDS = {"choco": "CHOCO-SGD", "deepsqueeze": "DeepSqueeze", "sgp": "SGP"}
+
+
+def _list(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def run_note(rec: RunRecord, run_dir: str | Path | None = None,
+             studies: str = "", claims: str = "") -> str:  # fmt: skip
+    """The run's description (MLflow note): one paragraph saying what was trained (model,
+    precision, nodes, topology, algorithm, compression, data split, epochs, seed), on which data
+    standing in for which, which studies and claims read it (``studies``, ``claims``: the
+    comma-separated tags), its final accuracy, and where its files are."""
+    c = rec.config
+    topo, part, comp = c["topology"], c["partition"], c["algorithm"]["compression"]
+    precision = "8-bit" if c["precision"]["mode"] == "int8" else c["precision"]["mode"]
+    algo = ALGORITHM_WORDS.get(c["algorithm"]["name"], c["algorithm"]["name"])
+    if c["optim"]["qgm"]:
+        algo += " with quasi-global momentum"
+    if comp["name"] == "none":
+        sent = "uncompressed messages"
+    else:
+        sent = f"{comp['name']} compression dropping {100 * comp['ratio']:g} % of each message"
+    split = (f"Dirichlet alpha {part['alpha']:g}" if part["kind"] == "dirichlet"
+             else f"skew {part['skew']:g}")  # fmt: skip
+    d = rec.dataset
+    data = f"{d.name} ({d.train_samples:,} training and {d.test_samples:,} test samples"
+    data += f", {d.num_classes} classes)"
+    if d.stand_in:
+        data += f" standing in for {d.stand_in_for or 'the paper dataset'}"
+    epochs = c["train"]["epochs"]
+    text = (f"{rec.model.name} ({rec.model.params:,} parameters, {precision}) trained with {algo}"
+            f" on {topo['nodes']} nodes in a {TOPOLOGY_WORDS.get(topo['name'], topo['name'])}, "
+            f"{sent}, for {epochs} epochs (seed {c['seed']}), on {data}, split over the nodes "
+            f"with {split}, by the {rec.engine} engine.")  # fmt: skip
+    study_list = [x for x in studies.split(",") if x]
+    claim_list = [x for x in claims.split(",") if x and x != "none"]
+    if study_list:
+        text += f" It is a run of the {'study' if len(study_list) == 1 else 'studies'} "
+        text += _list(study_list)
+        text += (f"; the claims {_list(claim_list)} read it." if claim_list
+                 else "; no claim of the paper reads it.")  # fmt: skip
+    if rec.final is not None:
+        f = rec.final
+        text += (f" Final accuracy (mean over nodes after the final gossip rounds): "
+                 f"{f.acc_node_mean:.2f} % (nodes {f.acc_node_min:.2f} to {f.acc_node_max:.2f} %,"
+                 f" average model {f.acc_avg_model:.2f} %).")  # fmt: skip
+    else:
+        text += (f" It diverged after {rec.epochs_completed} of {epochs} epochs: no final "
+                 "accuracy.")  # fmt: skip
+    if run_dir is not None:
+        text += (f" Its files are in {Path(run_dir).resolve()} (metrics.json, the run record; "
+                 "history.csv; config.yaml), copied to this run's artifacts.")  # fmt: skip
+    return text
+
+
 def _tag(v: Any) -> str:
     if v is None:
         return "unknown"
     return str(v).lower() if isinstance(v, bool) else str(v)
 
 
-def run_tags(rec: RunRecord, tags: dict[str, Any] | None = None) -> dict[str, str]:
-    """The tags of an MLflow run: lpdt run id, dataset (and whether it is a stand-in), model,
-    status, and the provenance recorded at training time (git commit and dirty flag, host, lpdt
-    version, device; "unknown" where the record has none), plus the caller's tags (studies,
-    scale). A function of the record only: logging the same run again gives the same tags."""
-    prov = rec.provenance
+def run_tags(
+    rec: RunRecord, tags: dict[str, Any] | None = None, run_dir: str | Path | None = None
+) -> dict[str, str]:
+    """The tags of an MLflow run: lpdt run id, cell (``cell_name``), dataset (and whether it is a
+    stand-in), model, status, the provenance recorded at training time (git commit and dirty
+    flag, host, lpdt version, device; "unknown" where the record has none), the host's CPU model
+    and logical cores (system metrics; "unknown" in a record without them), plus the caller's
+    tags (studies, claims, scale), and the description (``run_note``, which names ``run_dir``).
+    A function of the record, the caller's tags and ``run_dir``: logging the same run again
+    gives the same tags."""
+    prov, system = rec.provenance, rec.system
     out = {
         RUN_ID_TAG: rec.run_id,
+        CELL_TAG: cell_name(rec),
         "dataset": rec.dataset.name,
         "stand_in": _tag(rec.dataset.stand_in),
         "stand_in_for": rec.dataset.stand_in_for or "",
@@ -357,10 +450,13 @@ def run_tags(rec: RunRecord, tags: dict[str, Any] | None = None) -> dict[str, st
         "lpdt_version": _tag(prov.lpdt_version),
         "device": _tag(prov.device),
         "engine": rec.engine,  # simulated | distributed
+        "cpu_model": _tag(system.cpu_model if system else None),
+        "cpu_count": _tag(system.cpu_count if system else None),
     }
     if prov.git_commit:  # shown by the MLflow UI as the run's source version
         out["mlflow.source.git.commit"] = prov.git_commit
     out.update({str(k): str(v) for k, v in (tags or {}).items()})
+    out[NOTE_TAG] = run_note(rec, run_dir, out.get("studies", ""), out.get("claims", ""))
     return out
 
 
@@ -382,7 +478,7 @@ def _run_metrics(rec: RunRecord):
                 out.append(Metric(k, x, _ms(when), row.epoch))
     summary: dict[str, Any] = {"epochs_completed": rec.epochs_completed,
                                "iters_per_epoch": rec.iters_per_epoch}  # fmt: skip
-    for section in ("final", "communication", "time", "model"):
+    for section in ("final", "communication", "time", "model", "system"):
         obj = getattr(rec, section)
         if obj is not None:
             summary.update({f"{section}.{k}": v for k, v in dataclasses.asdict(obj).items()})
@@ -423,7 +519,7 @@ def log_run(
 
     rec = read_record(run_dir)
     client, exp_id = _open(uri, experiment)
-    all_tags = run_tags(rec, tags)
+    all_tags = run_tags(rec, tags, run_dir)
     name = run_name(rec, seed_in_name)
 
     for r in _search(client, exp_id, RUN_ID_TAG, rec.run_id):
@@ -513,8 +609,14 @@ def sync_manifest(
     tags: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """Log every run of a workflow manifest (``results/manifest.json``) that is not logged yet and
-    refresh the ``studies`` tag of the others; returns {lpdt run id: MLflow run id}."""
+    refresh the ``studies`` and ``claims`` tags of the others (``claims``: the paper's accuracy
+    claims that read the run, ``lpdt.report.readers``, "none" if no claim does); returns
+    {lpdt run id: MLflow run id}."""
+    from lpdt.report.aggregate import aggregate
+    from lpdt.report.readers import claims_by_run
+
     m = json.loads(Path(manifest).read_text())
+    claims = claims_by_run(aggregate(manifest)[0])
     studies: dict[str, list[str]] = {}
     dirs: dict[str, str] = {}
     for study, entry in sorted(m["studies"].items()):
@@ -526,7 +628,8 @@ def sync_manifest(
     for rid, d in sorted(dirs.items()):
         if not (Path(d) / record.METRICS_FILE).is_file():
             continue
-        t = {"studies": ",".join(sorted(set(studies[rid]))), "scale": m["scale"]}
+        t = {"studies": ",".join(sorted(set(studies[rid]))), "scale": m["scale"],
+             "claims": ",".join(claims.get(rid, [])) or "none"}  # fmt: skip
         out[rid] = log_run(d, uri, experiment, {**t, **(tags or {})}, rid in seeded)
     return out
 
@@ -541,8 +644,23 @@ def ui_command(uri: str = DEFAULT_URI, host: str = "127.0.0.1", port: int = 5000
     return cmd + ["--host", host, "--port", str(port)]
 
 
-def ui(uri: str = DEFAULT_URI, host: str = "127.0.0.1", port: int = 5000) -> int:
-    """Serve the MLflow UI for ``uri`` (blocks until interrupted)."""
+def ui_url(host: str, port: int, experiment_id: str | None = None) -> str:
+    """The UI's address: the experiment's training-run table in the Model training view (the
+    ``workflowType`` parameter; see the module docstring), else the start page."""
+    base = f"http://{host}:{port}"
+    if experiment_id is None:
+        return base
+    return f"{base}/#/experiments/{experiment_id}/runs?{WORKFLOW_PARAM}"
+
+
+def ui(
+    uri: str = DEFAULT_URI,
+    host: str = "127.0.0.1",
+    port: int = 5000,
+    experiment: str = DEFAULT_EXPERIMENT,
+) -> int:
+    """Serve the MLflow UI for ``uri`` (blocks until interrupted); prints the address of
+    ``experiment``'s training runs (``ui_url``)."""
     path = sqlite_path(uri)
     if path is not None and not path.is_file():
         raise TrackingError(
@@ -550,13 +668,19 @@ def ui(uri: str = DEFAULT_URI, host: str = "127.0.0.1", port: int = 5000) -> int
             "tracking.mlflow=true first, or pass --uri"
         )
     try:  # open it under the store lock: the server then finds its schema complete
-        _client(uri)
+        client = _client(uri)
+        exp = with_retry(lambda: client.get_experiment_by_name(experiment))
     except TrackingError:
         raise
     except Exception as e:
         raise TrackingError(f"cannot open the MLflow store {uri}: {e}".replace("\n", " ")) from e
     cmd = ui_command(uri, host, port)
-    print(f"MLflow UI for {uri} at http://{host}:{port} (Ctrl-C to stop)", flush=True)
+    if exp is None:
+        print(f"MLflow UI for {uri} at {ui_url(host, port)} (no experiment {experiment!r} yet; "
+              "Ctrl-C to stop)", flush=True)  # fmt: skip
+    else:
+        print(f"MLflow UI for {uri}; the training runs of {experiment!r}:\n"
+              f"  {ui_url(host, port, exp.experiment_id)}\n(Ctrl-C to stop)", flush=True)  # fmt: skip
     # exec: the server replaces this process, so Ctrl-C and kill reach it directly
     os.execv(sys.executable, cmd)
     return 0  # not reached
@@ -571,11 +695,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--uri", default=DEFAULT_URI, help=f"tracking URI (default {DEFAULT_URI})")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
+    p.add_argument("--experiment", default=DEFAULT_EXPERIMENT,
+                   help=f"experiment whose runs the printed address opens (default {DEFAULT_EXPERIMENT})")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        return ui(args.uri, args.host, args.port)
+        return ui(args.uri, args.host, args.port, args.experiment)
     except TrackingError as e:
         print(f"lpdt ui: error: {e}", file=sys.stderr)
         return 2

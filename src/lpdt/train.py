@@ -54,6 +54,7 @@ from lpdt.record import (
     Versions,
 )
 from lpdt.steps import Steps
+from lpdt.sysmetrics import SystemSampler
 
 Log = Callable[[str], None]
 
@@ -507,6 +508,7 @@ def train(
         return wall0 + time.perf_counter() - t_start
 
     progress = _Progress(run, cfg.train.epochs, log, PROGRESS_EVERY_S)
+    system = SystemSampler(group.total(run.samples), run.train_s)  # CPU, memory, threads, images/s
     while run.epoch < cfg.train.epochs:
         epoch = run.epoch
         lr = lr_at(cfg, epoch)
@@ -523,6 +525,7 @@ def train(
         if (epoch + 1) % cfg.train.eval_every == 0 and not last:
             row.update(run.evaluate_all())
         row.update(bytes_per_node=run.bytes_train, wall_s=wall())
+        row.update(system.epoch(group.total(run.samples), run.train_s))
         run.history.append(row)
         run.epoch += 1
         if group.writer:  # grows by a row per epoch, for watching a run
@@ -593,6 +596,7 @@ def train(
             lpdt=lpdt.__version__, torch=torch.__version__, python=platform.python_version()
         ),  # fmt: skip
         engine=group.engine,
+        system=system.summary(),
     )
     if group.writer:
         rec.write(out)  # history.csv, then metrics.json last: its presence means "complete"
