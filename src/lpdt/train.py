@@ -220,9 +220,22 @@ class Run:
 
     def gossip(self, lr: float) -> None:
         st = self.state
-        delta = self.algo.delta(st.x, st.w)  # mixes st.w too
-        st.x.add_(delta)
-        self.opt.after_gossip(delta[:, : st.p_train], st.w, lr)
+        delta = st.gossip(self.algo)  # z += delta; w <- the mixed weights
+        if self.opt.folds_gossip:  # QGM; st.grad is free until the next backward
+            self.opt.after_gossip(st.debias(delta[:, : st.p_train], out=st.grad), lr)
+
+    def iteration(self, lr: float) -> torch.Tensor | None:
+        """One training iteration of the held nodes: gradients at z/w, the local step, gossip.
+        Returns the mean loss over all nodes; None (nothing stepped) when it is not finite."""
+        losses = self.local_gradients()
+        loss = self.group.mean(losses)  # over all nodes: a non-finite loss anywhere shows
+        if not torch.isfinite(loss):
+            return None
+        self.opt.step(self.state.x[:, : self.state.p_train], self.state.grad, lr)
+        self.gossip(lr)
+        self.bytes_train += self.msg_bytes * self.msgs_per_round
+        self.iterations += 1
+        return loss
 
     def train_epoch(
         self, lr: float, on_iteration: Callable[[torch.Tensor], None] | None = None
@@ -235,14 +248,9 @@ class Run:
         total = torch.zeros(())
         t0 = time.perf_counter()
         for _ in range(self.iters):
-            losses = self.local_gradients()
-            loss = self.group.mean(losses)  # over all nodes: a non-finite loss anywhere shows
-            if not torch.isfinite(loss):
+            loss = self.iteration(lr)
+            if loss is None:
                 return math.nan
-            self.opt.step(self.state.x[:, : self.state.p_train], self.state.grad, lr)
-            self.gossip(lr)
-            self.bytes_train += self.msg_bytes * self.msgs_per_round
-            self.iterations += 1
             total += loss.cpu()
             if on_iteration is not None:
                 on_iteration(loss.reshape(1))
