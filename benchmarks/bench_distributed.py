@@ -47,13 +47,13 @@ def overrides(args: argparse.Namespace, case: str) -> list[str]:
 
 
 def iterate(run: Run, gossip: bool) -> None:
-    """One training iteration as ``Run.train_epoch`` runs it (without gossip: compute only)."""
-    losses = run.local_gradients()
+    """One training iteration: the engine's own (``Run.iteration``), or without gossip and the
+    loss reduction (compute only)."""
     if gossip:
-        run.group.mean(losses)  # the per-iteration loss reduction of train_epoch
+        run.iteration(0.01)
+        return
+    run.local_gradients()
     run.opt.step(run.state.x[:, : run.state.p_train], run.state.grad, 0.01)
-    if gossip:
-        run.gossip(0.01)
 
 
 def measure(run: Run, gossip: bool, args: argparse.Namespace, barrier) -> float:

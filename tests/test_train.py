@@ -70,8 +70,6 @@ def test_same_seed_same_numbers_and_completed_run_is_skipped(tmp_path):
 
 @pytest.mark.parametrize("extra", [(), ("precision.mode=int8",)])
 def test_killed_run_resumes_to_identical_result(tmp_path, extra):
-    if extra and not _has_int8():
-        pytest.skip("8-bit layers not available")
     c = cfg("algorithm.name=deepsqueeze", "algorithm.compression.name=topk", "ratio=0.9",
             "optim.qgm=true", *extra)  # fmt: skip
     full = train(c, tmp_path / "full", log=lambda s: None)
@@ -90,14 +88,6 @@ def test_killed_run_resumes_to_identical_result(tmp_path, extra):
     resumed = train(c, tmp_path / "cut", resume=True, log=lambda s: None)
     assert resumed["final"] == full["final"]
     assert resumed["communication"] == full["communication"]
-
-
-def _has_int8():
-    try:
-        import lpdt.layers.quant  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def test_divergence_ends_cleanly(tmp_path):

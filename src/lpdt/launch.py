@@ -205,8 +205,9 @@ def launch_local(
         if metrics.exists():
             log(f"{out}: already complete (use --force to run it again)")
             return record.read(metrics).to_dict()
-        if resume and (out / "checkpoint.rank0.pt").exists():  # refused here, in one line
-            _load_checkpoint(cfg, out / "checkpoint.rank0.pt", torch.device("cpu"))
+        checkpoints = sorted(out.glob("checkpoint.rank*.pt"))  # any rank's, current or .prev
+        if resume and checkpoints:  # another config's is refused here, in one line
+            _load_checkpoint(cfg, checkpoints[0], torch.device("cpu"))
     n = cfg.topology.nodes
     grace = float(os.environ.get("LPDT_DIST_GRACE_S", DEFAULT_GRACE_S))
     with tempfile.TemporaryDirectory(prefix="lpdt-launch-") as tmp:

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import platform
 import random
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -219,9 +221,22 @@ class Run:
 
     def gossip(self, lr: float) -> None:
         st = self.state
-        delta = self.algo.delta(st.x, st.w)  # mixes st.w too
-        st.x.add_(delta)
-        self.opt.after_gossip(delta[:, : st.p_train], st.w, lr)
+        delta = st.gossip(self.algo)  # z += delta; w <- the mixed weights
+        if self.opt.folds_gossip:  # QGM; st.grad is free until the next backward
+            self.opt.after_gossip(st.debias(delta[:, : st.p_train], out=st.grad), lr)
+
+    def iteration(self, lr: float) -> torch.Tensor | None:
+        """One training iteration of the held nodes: gradients at z/w, the local step, gossip.
+        Returns the mean loss over all nodes; None (nothing stepped) when it is not finite."""
+        losses = self.local_gradients()
+        loss = self.group.mean(losses)  # over all nodes: a non-finite loss anywhere shows
+        if not torch.isfinite(loss):
+            return None
+        self.opt.step(self.state.x[:, : self.state.p_train], self.state.grad, lr)
+        self.gossip(lr)
+        self.bytes_train += self.msg_bytes * self.msgs_per_round
+        self.iterations += 1
+        return loss
 
     def train_epoch(
         self, lr: float, on_iteration: Callable[[torch.Tensor], None] | None = None
@@ -234,14 +249,9 @@ class Run:
         total = torch.zeros(())
         t0 = time.perf_counter()
         for _ in range(self.iters):
-            losses = self.local_gradients()
-            loss = self.group.mean(losses)  # over all nodes: a non-finite loss anywhere shows
-            if not torch.isfinite(loss):
+            loss = self.iteration(lr)
+            if loss is None:
                 return math.nan
-            self.opt.step(self.state.x[:, : self.state.p_train], self.state.grad, lr)
-            self.gossip(lr)
-            self.bytes_train += self.msg_bytes * self.msgs_per_round
-            self.iterations += 1
             total += loss.cpu()
             if on_iteration is not None:
                 on_iteration(loss.reshape(1))
@@ -459,6 +469,7 @@ def train(
     if force:
         metrics_path.unlink(missing_ok=True)
         ck_path.unlink(missing_ok=True)
+        _previous(ck_path).unlink(missing_ok=True)
     else:
         _check_run_dir(cfg, out)
         if metrics_path.exists():
@@ -470,27 +481,25 @@ def train(
     st = run.state
     info = run.data.info
     wall0 = 0.0  # wall time of the earlier sessions of a resumed run
-    ck = _load_checkpoint(cfg, ck_path, run.device) if resume and ck_path.exists() else None
-    if ck is not None:
+    found = _restorable(cfg, ck_path, run.device) if resume else {}
+    # Every process takes part (a distributed run's processes must all start at one epoch).
+    target = _common_epoch(group, found)
+    holds: Path | None = None  # which of this process's files holds this run's last epoch
+    if target:
+        holds, ck = found[target]
         run.restore(ck)
-    # A distributed run killed between its processes' saves of one epoch: those ahead go back.
-    target = int(group.gather(torch.tensor([run.epoch], dtype=torch.float64)).min())
-    if run.epoch != target:
-        prev = _previous(ck_path)
-        ck = _load_checkpoint(cfg, prev, run.device) if prev.exists() else None
-        if ck is None or ck["epoch"] != target:
-            raise RuntimeError(f"{out}: no checkpoint of epoch {target} beside {ck_path.name}; "
-                               "cannot resume consistently (use --force)")  # fmt: skip
-        run.restore(ck)
-    if ck is not None:
         last_wall = run.history[-1].get("wall_s") if run.history else None
         wall0 = float(ck.get("wall_s", last_wall or 0.0))
         if ck.get("provenance"):  # the record describes the session that started the run
-            first = Provenance.from_dict(ck["provenance"], str(ck_path))
+            first = Provenance.from_dict(ck["provenance"], str(holds))
             prov = provenance.resumed(first, prov, run.epoch)
-        log(f"resumed from {ck_path} after epoch {run.epoch}")
+        log(f"resumed from {holds} after epoch {run.epoch}")
+    elif found:
+        log(f"note: not every process has a checkpoint of one epoch (this one has epochs "
+            f"{sorted(found)}); starting from scratch")  # fmt: skip
     elif ck_path.exists():
         log(f"note: {ck_path} exists; starting from scratch (pass --resume to continue it)")
+    del found
     out.mkdir(parents=True, exist_ok=True)
     if group.writer:
         write_text_atomic(out / "config.yaml", dump_config(cfg))
@@ -534,9 +543,16 @@ def train(
         if not last:
             ck = run.checkpoint()
             ck.update(run_config=cfg.to_dict(), wall_s=row["wall_s"], provenance=prov.to_dict())
-            if group.engine == "distributed" and ck_path.exists():
-                ck_path.replace(_previous(ck_path))  # until every process has saved this epoch
+            _fault_point("before-save", group, run.epoch)
+            if group.engine == "distributed":  # keep the epoch before until all have saved
+                if holds == ck_path:  # this run's previous epoch
+                    ck_path.replace(_previous(ck_path))
+                elif holds is None:  # a fresh start: any older file is another session's
+                    _previous(ck_path).unlink(missing_ok=True)
+                # (holds == the .prev file: it is the epoch before; the current one is replaced)
+                _fault_point("after-rename", group, run.epoch)
             torch_save_atomic(ck_path, ck)
+            holds = ck_path
 
     final: FinalMetrics | None = None
     wire_train = group.wire_bytes()  # measured (distributed engine), before the final rounds
@@ -617,6 +633,46 @@ def train(
 def _previous(ck_path: Path) -> Path:
     """Where a distributed process keeps its checkpoint of the epoch before."""
     return ck_path.with_suffix(".prev.pt")
+
+
+def _restorable(cfg: RunConfig, ck_path: Path, device: torch.device) -> dict[int, tuple[Path, dict]]:
+    """The checkpoints this process could resume from, by epoch: its checkpoint and, in the
+    distributed engine, the one of the epoch before (``.prev``), whichever exist."""
+    found: dict[int, tuple[Path, dict]] = {}
+    for path in (ck_path, _previous(ck_path)):
+        if path.exists():
+            ck = _load_checkpoint(cfg, path, device)
+            found.setdefault(int(ck["epoch"]), (path, ck))
+    return found
+
+
+def _common_epoch(group: NodeGroup, epochs: Iterable[int]) -> int:
+    """The newest epoch that every process of the run can restore; 0 (start from scratch) when
+    there is none, e.g. a process killed before its first save.
+
+    A distributed process saves epoch e only after every process has finished saving epoch e - 1
+    (epoch e's gossip and reductions need all of them), and keeps e - 1 as ``.prev`` until its
+    save of e is complete: so wherever processes are killed, they hold epochs e and e - 1 between
+    them and agree on one, or some process has none (it died before its first save)."""
+    mine = sorted(epochs, reverse=True)[:2]
+    row = torch.tensor([mine + [-1] * (2 - len(mine))], dtype=torch.float64)  # [1, 2]
+    rows = group.gather(row).reshape(-1, 2).tolist()  # one row per process
+    common = set.intersection(*({int(e) for e in r if e >= 0} for r in rows))
+    return max(common, default=0)
+
+
+FAULT_ENV = "LPDT_TEST_FAULT"
+
+
+def _fault_point(point: str, group: NodeGroup, epoch: int) -> None:
+    """Test-only fault injection (tests/distributed/test_faults.py): with ``LPDT_TEST_FAULT`` set
+    to ``<point>:<node>:<epoch>``, the process holding node ``<node>`` kills itself (SIGKILL) at
+    ``point`` of its save of ``epoch`` ("before-save": before touching its files; "after-rename":
+    its last checkpoint moved to ``.prev``, the new one not written), a window that a kill from
+    outside can hit only by chance. Not for users: nothing else reads it."""
+    spec = os.environ.get(FAULT_ENV)
+    if spec and spec == f"{point}:{group.ids[0]}:{epoch}":
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _load_checkpoint(cfg: RunConfig, path: Path, device: torch.device) -> dict:

@@ -9,15 +9,8 @@ from lpdt.cost.trace import trace_model
 from lpdt.decentral.compression import kept_total
 
 
-def _need_quant():
-    quant = pytest.importorskip("lpdt.layers.quant")
-    if not hasattr(quant, "convert_to_int8"):
-        pytest.skip("lpdt.layers.quant.convert_to_int8 is not there yet")
-
-
 @pytest.mark.parametrize("norm", ["rangeen", "rangebn"])
 def test_converted_model_traces_like_the_fp32_model(norm):
-    _need_quant()
     fp = build("resnet20", norm)
     lp = build("resnet20", norm, precision="int8")
 
@@ -31,7 +24,6 @@ def test_converted_model_traces_like_the_fp32_model(norm):
 
 def test_8bit_resnet20_gossips_the_reference_tensor_count():
     """Reference §4.5: the LP ResNet-20 gossips P = 273,380 (122 range scalars) and K = 2,889."""
-    _need_quant()
     numels = gossiped_numels(build("resnet20", "rangeen", precision="int8"))
     assert sum(numels) == 273_380
     assert kept_total(numels, "topk", 0.99) == 2_889

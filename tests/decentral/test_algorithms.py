@@ -50,7 +50,8 @@ def test_no_compression_eta_one_all_algorithms_identical():
         opt = SGD(z, 0.9, True, 1e-4)
         for g in grads:
             opt.step(z, g.clone(), 0.05)  # step() consumes g
-            z.add_(algo.delta(z, w))
+            d, w = algo.delta(z, w)
+            z.add_(d)
         finals[name] = z
     assert torch.allclose(finals["sgp"], finals["deepsqueeze"], atol=1e-5)
     assert torch.allclose(finals["sgp"], finals["choco"], atol=1e-5)
@@ -72,7 +73,7 @@ def test_deepsqueeze_error_feedback_and_mass_conservation():
     for _ in range(5):
         z_before, e_before = z.clone(), algo.error.clone()
         v = z_before + e_before
-        d = algo.delta(z, w)
+        d, w = algo.delta(z, w)
         c = v - algo.error  # what was sent
         assert torch.allclose(c + algo.error, v)  # nothing is lost: sent + new error = v
         assert ((c[:, :12] != 0).sum(1) <= 3).all()  # top-k of 12 at 75 % dropped keeps 3
@@ -90,9 +91,25 @@ def test_choco_public_copies_track_models():
     algo = make_algorithm("choco", w_mat, comp("topk", 0.5), 0.2, z)
     gaps = []
     for _ in range(40):
-        z.add_(algo.delta(z, w))
+        d, w = algo.delta(z, w)
+        z.add_(d)
         gaps.append(float((z - algo.xhat).norm()))
     assert gaps[-1] < 0.05 * gaps[0]  # x^ converges to x without further local steps
+
+
+@pytest.mark.parametrize("name,compression", [("sgp", "none"), ("deepsqueeze", "topk"),
+                                              ("choco", "topk")])  # fmt: skip
+def test_delta_changes_neither_z_nor_w(name, compression):
+    """The numerators and push-sum weights belong to the caller (``NodeState``): ``delta``
+    returns the correction and the mixed weights and leaves both arguments as they were."""
+    w_mat = matrix_from_peers([[1, 2, 3], [2], [3], [0]])  # irregular: the weights do move
+    z, w = torch.randn(4, 20), torch.ones(4)
+    algo = make_algorithm(name, w_mat, comp(compression, 0.5), 1.0, z)
+    z0, w0 = z.clone(), w.clone()
+    d, w_mixed = algo.delta(z, w)
+    assert torch.equal(z, z0) and torch.equal(w, w0)
+    assert not torch.equal(w_mixed, w0)
+    assert torch.allclose(w_mixed, w_mat.float() @ w0)  # eta 1: w <- W w
 
 
 def test_sgp_refuses_compression():
@@ -107,7 +124,8 @@ def test_push_sum_weights_stay_one_on_regular_graphs(topology):
     z, w = torch.randn(16, 20), torch.ones(16)
     algo = make_algorithm("choco", w_mat, comp("topk", 0.9), 0.01, z)
     for _ in range(50):
-        z.add_(algo.delta(z, w))
+        d, w = algo.delta(z, w)
+        z.add_(d)
     assert (w - 1).abs().max() < 1e-6
 
 
@@ -121,7 +139,8 @@ def test_push_sum_debiases_on_irregular_directed_graph(name):
     z, w = z0.clone(), torch.ones(4)
     algo = make_algorithm(name, w_mat, comp(), 1.0, z)
     for _ in range(200):
-        z.add_(algo.delta(z, w))
+        d, w = algo.delta(z, w)
+        z.add_(d)
     target = z0.mean(0)
     assert (w - 1).abs().max() > 0.1  # the weights really moved
     assert torch.allclose(z / w[:, None], target.expand(4, -1), atol=1e-4)
@@ -158,7 +177,8 @@ def test_convex_non_iid_consensus_near_global_optimum(name, compression, eta):
         x = z / w[:, None]
         grad = torch.einsum("nkd,nk->nd", a, torch.einsum("nkd,nd->nk", a, x) - b)
         opt.step(z, grad, 0.1 * 1e-4 ** (max(0, t - flat) / decay))
-        z.add_(algo.delta(z, w))
+        d, w = algo.delta(z, w)
+        z.add_(d)
     x = z / w[:, None]
     rel_opt = float((x.mean(0) - x_star).norm() / x_star.norm())
     rel_cons = float((x - x.mean(0)).norm(dim=1).max() / x_star.norm())

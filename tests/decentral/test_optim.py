@@ -47,7 +47,6 @@ def test_qgm_buffer_is_ema_of_displacement():
     """m tracks EMA_beta((z_t - z_{t+1}) / lr) including the gossip correction (reference §8.3)."""
     torch.manual_seed(2)
     z = torch.randn(2, 30)
-    w = torch.ones(2)
     opt = QGM(z, momentum=0.9, weight_decay=0.0)
     lr, ema = 0.1, torch.zeros_like(z)
     for _ in range(20):
@@ -55,6 +54,6 @@ def test_qgm_buffer_is_ema_of_displacement():
         opt.step(z, torch.randn_like(z), lr)
         delta = 0.01 * torch.randn_like(z)  # a gossip correction
         z.add_(delta)
-        opt.after_gossip(delta, w, lr)
+        opt.after_gossip(delta, lr)  # push-sum weights 1: the de-biased correction is delta
         ema = 0.9 * ema + 0.1 * (before - z) / lr
     assert torch.allclose(opt.m, ema, atol=1e-5)

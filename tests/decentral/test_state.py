@@ -72,3 +72,23 @@ def test_average_model_of_the_debiased_rows():
     before = st.x.clone()
     next(avg.parameters()).data.add_(1.0)
     assert torch.equal(st.x, before)
+
+
+def test_gossip_adds_the_correction_and_takes_the_mixed_weights():
+    """The state owns z and w: ``gossip(algo)`` applies the algorithm's correction and mixed
+    weights (here plain push-sum on an irregular graph, where w really changes)."""
+    from lpdt.decentral.algorithms import make_algorithm
+    from lpdt.decentral.compression import LayerwiseCompressor
+    from lpdt.decentral.topology import matrix_from_peers
+
+    st = NodeState(make(), 4)
+    torch.manual_seed(2)
+    st.x.add_(torch.randn_like(st.x))
+    w_mat = matrix_from_peers([[1, 2, 3], [2], [3], [0]]).float()
+    comp = LayerwiseCompressor([(s.offset, s.numel) for s in st.segments], "none", 0.0)
+    algo = make_algorithm("sgp", w_mat, comp, 1.0, st.x)
+    x0, w0, w_obj = st.x.clone(), st.w.clone(), st.w
+    delta = st.gossip(algo)
+    assert torch.allclose(st.x, w_mat @ x0, atol=1e-6) and torch.allclose(delta, st.x - x0)
+    assert torch.allclose(st.w, w_mat @ w0) and st.w is w_obj  # updated in place, by the state
+    assert torch.equal(st.debias(delta), delta / st.w[:, None])

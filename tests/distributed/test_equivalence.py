@@ -56,10 +56,14 @@ def run_ranks(nodes: int, cases: list[list[str]], out: Path, timeout_s: float) -
     """Run ``tests.distributed.worker`` on ``nodes`` processes (bounded; killed by pid)."""
     spec = out / "cases.json"
     spec.write_text(json.dumps([{"overrides": c, "epochs": EPOCHS} for c in cases]))
+    # This checkout's src/ first (the ranks must run the simulator's code, not whichever lpdt the
+    # environment installed), REPO for tests.distributed.worker, then the caller's path.
+    path = os.pathsep.join(
+        p for p in (str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH")) if p
+    )
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
            "WORLD_SIZE": str(nodes), "LPDT_DIST_TIMEOUT_S": str(timeout_s),
-           # this checkout's sources first (not whichever lpdt the environment installed)
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}  # fmt: skip
+           "PYTHONPATH": path}  # fmt: skip
     cmd = [sys.executable, "-m", "tests.distributed.worker", str(spec), str(out)]
     procs = [subprocess.Popen(cmd, cwd=REPO, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
              for r in range(nodes)]  # fmt: skip

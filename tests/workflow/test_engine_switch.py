@@ -3,10 +3,8 @@ process per node and reserves that many cores for it (dry runs in a temporary di
 
 import re
 
-import pytest
-
 from lpdt.config import config_from_dict
-from tests.workflow.test_snakemake import REPO, expandable, grid, snakemake, workdir
+from tests.workflow.test_snakemake import REPO, grid, snakemake, workdir
 
 
 def train_jobs(out: str) -> dict[str, tuple[int, str]]:
@@ -21,9 +19,6 @@ def train_jobs(out: str) -> dict[str, tuple[int, str]]:
 
 
 def test_distributed_engine_reserves_a_core_per_node(tmp_path):
-    why = expandable("smoke")
-    if why:
-        pytest.skip(f"smoke run configs do not resolve yet: {why[:200]}")
     wd = workdir(tmp_path)
     args = ("-n", "-p", "--cores", "64", "--config", "scale=smoke", "mlflow=False")
     sim = train_jobs(snakemake(wd, *args).stdout)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflow.test_snakemake import REPO, expandable, grid, snakemake, workdir
+from tests.workflow.test_snakemake import REPO, grid, snakemake, workdir
 
 
 def test_visible_gpus_reads_cuda_visible_devices_then_the_driver(tmp_path):
@@ -77,9 +77,6 @@ def _train_gpus(out: str) -> set[int]:
 def test_paper_training_jobs_ask_for_a_gpu_only_on_a_gpu_machine(tmp_path, visible, gpus):
     """train_gpus: auto gives each paper-scale training job gpu=1 where a GPU is visible and 0
     where none is (CUDA_VISIBLE_DEVICES stands in for the machine)."""
-    why = expandable("paper")
-    if why:
-        pytest.skip(f"paper run configs do not resolve yet: {why[:200]}")
     r = _run(workdir(tmp_path), "-n", "--config", "scale=paper", env=_gpu_env(visible))
     assert r.returncode == 0, r.stderr[-2000:]
     assert _train_gpus(r.stdout) == gpus
@@ -118,9 +115,6 @@ def _intervals(wd: Path, run_ids: list[str]) -> list[tuple[dt.datetime, dt.datet
 def test_one_gpu_trains_one_job_at_a_time(tmp_path):
     """Four smoke runs that each ask for the GPU (train_gpus=1), two cores: with the default
     profile's gpu=1 their training never overlaps."""
-    why = expandable("smoke")
-    if why:
-        pytest.skip(f"smoke run configs do not resolve yet: {why[:200]}")
     wd = workdir(tmp_path)
     spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/smoke.yaml")
     run_ids = list(grid.expand(spec))[:4]
@@ -157,9 +151,6 @@ def test_results_are_marked_for_the_report_with_captions():
 def test_snakemake_report_shows_figures_tables_and_pdf(tmp_path):
     """`snakemake --report report.zip` after the smoke pipeline holds the figures, tables,
     claims and PDF with their captions."""
-    why = expandable("smoke")
-    if why:
-        pytest.skip(f"smoke run configs do not resolve yet: {why[:200]}")
     wd = workdir(tmp_path)
     r = snakemake(wd, "--cores", "2", "--config", "scale=smoke", "mlflow=False", timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -1,9 +1,10 @@
 """Gossip algorithms in matrix form (reference §3.4), all nodes at once.
 
 Rows are nodes. After the local step has produced the numerators ``Z`` (``[n, P]``), each
-algorithm returns the consensus correction ``delta`` that the caller adds to ``Z``, and updates
-the push-sum weights ``w`` (exchanged uncompressed, reference §2.4). ``eta`` is the consensus
-step size (the reference's ``--eta``; the paper's gamma).
+algorithm returns the consensus correction ``delta`` that the caller adds to ``Z``, and the mixed
+push-sum weights ``w`` (exchanged uncompressed, reference §2.4) that replace the caller's; it
+changes neither (``lpdt.decentral.state.NodeState.gossip`` applies both). ``eta`` is the
+consensus step size (the reference's ``--eta``; the paper's gamma).
 
 - ``sgp`` (SGP / D-PSGD on regular graphs): delta = eta (W Z - Z). No compression.
 - ``deepsqueeze`` (Sparse-Push): V = Z + E; C = comp(V); E = V - C; delta = eta (W C - C).
@@ -17,7 +18,7 @@ get mixed (SGP: Z, Deep-Squeeze: C, CHOCO: X^), updating its own buffers (E, X^)
 ``Message`` that brings a receiver's copy of Y up to date (the dense rows, or the kept entries of
 a compressed vector; receivers *replace* their copy with it, or *add* it to their copy for
 CHOCO, whose messages are the increments Q of X^). An ``Exchange`` then delivers the messages
-and computes ``eta (W Y - Y)`` and the push-sum weights:
+and computes ``eta (W Y - Y)`` and the mixed push-sum weights:
 
 - ``Mixer`` (the simulator): every node's Y is a row of one ``[n, P]`` tensor, which is what
   every receiver's copy equals, so no message needs to move and W Y is one product.
@@ -61,10 +62,10 @@ class Exchange(Protocol):
 
     def gossip(
         self, public: torch.Tensor, message: Message, w: torch.Tensor, eta: float, out: torch.Tensor
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Write ``eta (W Y - Y)`` for the held rows into ``out`` (``Y``: the public vectors,
-        ``public`` holding the held nodes' rows) and return it; mix the held push-sum weights
-        ``w`` in place: ``w += eta (W w - w)``."""
+        ``public`` holding the held nodes' rows) and return it with the held nodes' mixed
+        push-sum weights ``w + eta (W w - w)`` (a new tensor; ``w`` is not changed)."""
         ...
 
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -122,12 +123,11 @@ class Mixer:
 
     def gossip(
         self, public: torch.Tensor, message: Message, w: torch.Tensor, eta: float, out: torch.Tensor
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """The in-process ``Exchange``: ``public`` holds every node's row, which is exactly what
         every receiver's copy of it would be, so ``message`` needs no delivery."""
         self.correction(public, eta, out)
-        w.add_(self(w) - w, alpha=eta)
-        return out
+        return out, torch.add(w, self(w) - w, alpha=eta)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return {}  # the receivers' copies are the rows themselves
@@ -144,8 +144,8 @@ class Mixer:
 
 
 class Gossip:
-    """Base class. ``delta(z, w)`` returns the correction for ``z`` and mixes the push-sum weights
-    ``w`` in place (they travel with every message, uncompressed).
+    """Base class. ``delta(z, w)`` returns the correction for ``z`` and the mixed push-sum
+    weights (which travel with every message, uncompressed); it changes neither ``z`` nor ``w``.
 
     The returned correction lives in a buffer the algorithm owns and overwrites at the next call
     (no per-iteration allocation of ``[n, P]`` temporaries): add it to ``z`` before gossiping again.
@@ -165,7 +165,8 @@ class Gossip:
         the held nodes and the message that brings receivers' copies of them up to date."""
         raise NotImplementedError
 
-    def delta(self, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    def delta(self, z: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(delta, mixed w)`` for numerators ``z`` and push-sum weights ``w``."""
         public, message = self.encode(z)
         return self.exchange.gossip(public, message, w, self.eta, self.out)
 

@@ -7,7 +7,8 @@ to the push-sum numerator z, and weight decay acts on z.
   first step); step = d + mu*buf (Nesterov) or buf.
 - ``QGM``: Quasi-Global Momentum (Lin et al. 2021, reference §8.3). The step uses a Nesterov-form
   direction built from the QGM buffer m; after gossip, ``after_gossip`` folds the consensus
-  correction into m so that m tracks EMA_mu((z_t - z_{t+1}) / lr).
+  correction, de-biased by the node state (``NodeState.debias``: delta / w), into m so that m
+  tracks EMA_mu((z_t - z_{t+1}) / lr).
 - ``Adam``: torch's Adam (L2 weight decay added to the gradient), used for the NLP runs.
 """
 
@@ -19,6 +20,8 @@ from lpdt.config import OptimConfig
 
 
 class LocalOptimizer:
+    folds_gossip = False  # whether ``after_gossip`` uses the gossip correction (QGM only)
+
     def step(self, z: torch.Tensor, g: torch.Tensor, lr: float) -> None:
         """One local step on all nodes: ``z`` is updated in place.
 
@@ -27,8 +30,9 @@ class LocalOptimizer:
         """
         raise NotImplementedError
 
-    def after_gossip(self, delta: torch.Tensor, w: torch.Tensor, lr: float) -> None:
-        """Called with the consensus correction added to z (only QGM uses it)."""
+    def after_gossip(self, debiased_delta: torch.Tensor, lr: float) -> None:
+        """Called, when ``folds_gossip``, with the consensus correction just added to z divided
+        by the push-sum weights (``NodeState.debias``); the caller may reuse the tensor after."""
 
     def state_dict(self) -> dict:
         return {k: v for k, v in vars(self).items() if isinstance(v, torch.Tensor | int | float)}
@@ -61,6 +65,8 @@ class SGD(LocalOptimizer):
 
 
 class QGM(LocalOptimizer):
+    folds_gossip = True
+
     def __init__(self, z: torch.Tensor, momentum: float, weight_decay: float):
         self.mu, self.wd = momentum, weight_decay
         self.m = torch.zeros_like(z)
@@ -71,9 +77,12 @@ class QGM(LocalOptimizer):
         self.m.mul_(self.mu).add_(d, alpha=1 - self.mu)
         z.add_(d, alpha=-lr)
 
-    def after_gossip(self, delta, w, lr):
-        # m <- m + (mu - 1) * delta / (lr * w): the gossip displacement joins the momentum.
-        self.m.addcdiv_(delta, (lr * w)[:, None], value=self.mu - 1)
+    def after_gossip(self, debiased_delta, lr):
+        # m <- m + (mu - 1) * (delta / w) / lr: the gossip displacement joins the momentum. Where
+        # w = 1 exactly (every registered topology but `complete` on 10+ nodes), this is bit for
+        # bit the former ((mu - 1) * delta) / (lr * w).
+        lr_t = torch.full((), lr, dtype=self.m.dtype, device=self.m.device)
+        self.m.addcdiv_(debiased_delta, lr_t, value=self.mu - 1)
 
 
 class Adam(LocalOptimizer):

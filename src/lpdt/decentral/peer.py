@@ -103,7 +103,7 @@ class PeerExchange:
 
     def gossip(
         self, public: torch.Tensor, message: Message, w: torch.Tensor, eta: float, out: torch.Tensor
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         self.codec.pack(message, w, self.send_buf)
         reqs = [dist.isend(self.send_buf, dst=j) for j in self.out_peers]
         reqs += [dist.irecv(self.recv_bufs[k], src=j) for k, j in enumerate(self.in_peers)]
@@ -118,12 +118,11 @@ class PeerExchange:
         torch.mul(public, ((self.diag - 1.0) * eta).view(-1, 1), out=out)
         for k in range(len(self.in_peers)):
             out.addcmul_(self.copies[k : k + 1], (self.coef[k : k + 1] * eta).view(-1, 1))
-        # w += eta (W w - w), W w as Mixer._sparse with eta 1
+        # w + eta (W w - w), W w as Mixer._sparse with eta 1
         mixed = torch.mul(w, self.diag * 1.0)
         for k in range(len(self.in_peers)):
             mixed.addcmul_(self.in_w[k : k + 1], self.coef[k : k + 1] * 1.0)
-        w.add_(mixed - w, alpha=eta)
-        return out
+        return out, torch.add(w, mixed - w, alpha=eta)
 
     def state_dict(self) -> dict:
         """The receiver's copies (CHOCO's x^_j of the in-neighbours) and the byte counter."""

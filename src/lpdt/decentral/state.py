@@ -11,10 +11,12 @@ the gossiped buffers (e.g. the 8-bit activation ranges, reference §5.5). Buffer
 gossiped (BatchNorm running statistics) stay local to each replica.
 
 Push-sum: ``x`` holds the numerators z_i and ``w`` the push-sum weights w_i (reference §2.4); the
-model of node i is the de-biased z_i / w_i. The local step and gossip act on z; everything that
-uses the model itself (forward and backward passes, evaluation, averaging) goes through
-``debiased()`` (the replicas, in place, multiplied back after) or ``debiased_rows()`` (a copy):
-the only places that divide by w.
+model of node i is the de-biased z_i / w_i. The state owns both: the local step acts on z, and
+``gossip(algo)`` adds the algorithm's correction to z and replaces w by the mixed weights (no
+algorithm changes them itself). Everything that uses the model itself (forward and backward
+passes, evaluation, averaging) goes through ``debiased()`` (the replicas, in place, multiplied
+back after) or ``debiased_rows()`` (a copy), and QGM's fold of the gossip correction into its
+momentum through ``debias(rows)``: the only places that divide by w.
 
 The rows are the nodes *this process holds*: all n in the simulator, one in a process of the
 distributed engine (``lpdt.decentral.group``).
@@ -26,9 +28,13 @@ import contextlib
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from lpdt.decentral.algorithms import Gossip
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,19 @@ class NodeState:
 
     def debiased_rows(self) -> torch.Tensor:
         """A new ``[n, P]`` tensor of the de-biased models z_i / w_i."""
-        return self.x / self.w[:, None]
+        return self.debias(self.x)
+
+    def debias(self, rows: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """``rows / w`` (row i divided by w_i), into ``out`` when given."""
+        return torch.div(rows, self.w[:, None], out=out)
+
+    def gossip(self, algo: Gossip) -> torch.Tensor:
+        """One gossip round of the held rows: ``z += delta`` and ``w`` becomes the mixed weights.
+        Returns ``delta`` (the algorithm's buffer, overwritten at its next round)."""
+        delta, w = algo.delta(self.x, self.w)
+        self.x.add_(delta)
+        self.w.copy_(w)
+        return delta
 
     # -- helpers ---------------------------------------------------------------------------
     @property
