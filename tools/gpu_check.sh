@@ -40,7 +40,7 @@ stage_suite() {  # the default suite, on the CPU of the GPU machine
 
 stage_bench() {
   $PY benchmarks/bench_compile.py --device cuda --cases resnet20:8 --batch 32 --size 32 \
-    --iters 20 --rounds 3 2>&1 | grep -v Warning
+    --iters 20 --rounds 3 --precisions "${BENCH_PRECISIONS:-fp32,int8}" 2>&1 | grep -v Warning
 }
 
 stage_bench_large() {
@@ -54,12 +54,13 @@ stage_epochs() {
   # CIFAR-10 in its on-disk format at the real size (50,000 + 10,000 random images: timing only)
   $PY -c "from pathlib import Path; from tests.data.test_readers import write_cifar10;
 import shutil; shutil.rmtree('/tmp/cifar', ignore_errors=True); write_cifar10(Path('/tmp/cifar'), 10000)"
-  for prec in fp32 int8; do
+  for prec in ${EPOCH_PRECISIONS:-fp32 int8}; do
     norm=evonorm; [ $prec = int8 ] && norm=rangeen
     $PY -m lpdt.cli train --config examples/cifar10_resnet20_lp_choco.yaml --out "/tmp/epochs-$prec" \
       --set data.root=/tmp/cifar --set precision.mode=$prec --set model.norm=$norm \
       --set train.epochs=2 --set train.compile=true --set device=cuda --set tracking.mlflow=false \
-      --force 2>&1 | grep -v Warning | tail -6
+      --force > "$LOG_DIR/epochs-$prec.log" 2>&1
+    grep -v Warning "$LOG_DIR/epochs-$prec.log" | tail -8
     cp "/tmp/epochs-$prec/history.csv" "$LOG_DIR/epochs-$prec.csv"
     $PY -c "import csv; r = list(csv.DictReader(open('/tmp/epochs-$prec/history.csv')));
 print('$prec wall_s per row:', [(x['epoch'], x['wall_s']) for x in r])"
