@@ -163,9 +163,9 @@ def run_case(model_name: str, nodes: int, precisions: list[str], args, device) -
         rate = matmul_gflops(device)
         best = 1e3 * min(per["fp32 compiled"])
         floor = 1e3 * flops / (rate * 1e9)
-        print(f"{model_name} x {nodes}: floor {flops / 1e9:.3f} GFLOP per node step (convolutions "
+        print(f"{model_name} x {nodes}: floor {flops / 1e9:.3g} GFLOP per node step (convolutions "
               f"and matmuls) / {rate:.0f} GFLOP/s (fp32 matmul {torch.get_num_threads()} "
-              f"threads) = {floor:.1f} ms; fp32 compiled best block {best:.1f} ms = "
+              f"threads) = {floor:.3g} ms; fp32 compiled best block {best:.1f} ms = "
               f"{best / floor:.1f}x the floor", flush=True)  # fmt: skip
 
 
