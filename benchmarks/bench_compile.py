@@ -1,10 +1,14 @@
 """Eager vs compiled training step (``train.compile``), fp32 and 8-bit, on CPU or CUDA.
 
-For each case (model, nodes, precision) the script builds the engine's n node replicas
-(``lpdt.decentral.state.NodeState``) and times one *round*: every node's forward, loss and
-backward through ``lpdt.steps.Steps`` (the trainer's code), eager and compiled, in alternating
-blocks (``--rounds``) so that drifting machine load hits both alike. It prints the first
-compile time, the time per node step, images/s and the ratios the issue's targets use.
+For each case (model, nodes) the script builds the engine's n node replicas
+(``lpdt.decentral.state.NodeState``) for each precision and times one *round*: every node's
+forward, loss and backward through ``lpdt.steps.Steps`` (the trainer's code). All four steps
+(fp32 eager, fp32 compiled, 8-bit eager, 8-bit compiled) run in turn within each of
+``--rounds`` blocks, so that drifting machine load hits all alike; every ratio is taken within
+a block and reported as the median with its range over blocks. It prints the first compile
+time, the time per node step, images/s, the ratios the issue's targets use, each step's share
+of aten convolution time (one profiled round each), and the arithmetic floor: FLOPs per node
+step (``torch.utils.flop_counter``) over the rate of a large fp32 matmul on the same threads.
 
     python benchmarks/bench_compile.py                              # ResNet-20 x 8, VGG-11 x 16
     python benchmarks/bench_compile.py --cases resnet20:8 --iters 10 --rounds 4
@@ -69,40 +73,100 @@ def profile_round(steps: Steps, state: NodeState, x, y, device, top: int) -> str
     total = sum(getattr(e, attr) for e in events)
     # aten's convolution kernels (inductor's fused kernels may carry "convolution" in their names)
     conv = sum(getattr(e, attr) for e in events if e.key.startswith("aten::") and "conv" in e.key)
+    nodes = len(state.models)
     head = (
-        f"self time {total / 1e3 / len(state.models):.1f} ms per node step, of which "
-        f"convolutions {conv / 1e3 / len(state.models):.1f} ms ({100 * conv / total:.0f} %)"
+        f"self time {total / 1e3 / nodes:.1f} ms per node step, of which "
+        f"convolutions {conv / 1e3 / nodes:.1f} ms ({100 * conv / total:.0f} %)"
     )
-    return head + "\n" + events.table(sort_by=attr, row_limit=top)
+    return head if top <= 0 else head + "\n" + events.table(sort_by=attr, row_limit=top)
 
 
-def run_case(model_name: str, nodes: int, precision: str, args, device) -> dict:
-    torch.manual_seed(0)
-    state = NodeState(build(model_name, precision, args.size, device), nodes, device)
-    state.train()
+def loadavg() -> str:
+    """The 1/5/15-minute load averages (Linux), to print next to every measurement."""
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def step_flops(model: torch.nn.Module, x, y) -> int:
+    """FLOPs of one eager forward + backward (``torch.utils.flop_counter``: matmuls and
+    convolutions only, which is what the floor counts)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        Steps(model).train_step(model, x, y)
+    model.zero_grad(set_to_none=False)
+    return counter.get_total_flops()
+
+
+def matmul_gflops(device: torch.device, n: int = 1024, reps: int = 20) -> float:
+    """The attainable fp32 rate: a large square matmul on the same threads (best of 3)."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    a @ b
+    best = float("inf")
+    for _ in range(3):
+        sync(device)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            a @ b
+        sync(device)
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return 2 * n**3 / best / 1e9
+
+
+def spread(vals: list[float]) -> str:
+    return f"{statistics.median(vals):.2f} (blocks {', '.join(f'{v:.2f}' for v in vals)})"
+
+
+def run_case(model_name: str, nodes: int, precisions: list[str], args, device) -> None:
+    """All steps of one case in alternating blocks; prints the times, ratios and profiles."""
     x = torch.randn(args.batch, 3, args.size, args.size, device=device)
     y = torch.randint(0, 10, (args.batch,), device=device)
-    eager = Steps(state.models[0], compile=False)
-    compiled = Steps(state.models[0], compile=True, mode=args.mode, log=lambda m: None)
-    t0 = time.perf_counter()
-    time_rounds(compiled, state, x, y, 1, device)  # compiles once; all nodes share the graph
-    compile_s = time.perf_counter() - t0
-    time_rounds(eager, state, x, y, 1, device)  # warm-up
-    per = {"eager": [], "compiled": []}
+    variants: dict[str, tuple[Steps, NodeState]] = {}
+    compile_s: dict[str, float] = {}
+    for prec in precisions:
+        torch.manual_seed(0)
+        state = NodeState(build(model_name, prec, args.size, device), nodes, device)
+        state.train()
+        compiled = Steps(state.models[0], compile=True, mode=args.mode, log=lambda m: None)
+        t0 = time.perf_counter()
+        time_rounds(compiled, state, x, y, 1, device)  # compiles once; all nodes share the graph
+        compile_s[prec] = time.perf_counter() - t0
+        eager = Steps(state.models[0], compile=False)
+        time_rounds(eager, state, x, y, 1, device)  # warm-up
+        variants[f"{prec} eager"] = (eager, state)
+        variants[f"{prec} compiled"] = (compiled, state)
+    per: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.rounds):
-        for name, steps in (("eager", eager), ("compiled", compiled)):
-            per[name].append(time_rounds(steps, state, x, y, args.iters, device))
-    out = {"compile_s": compile_s}
-    for name, ts in per.items():
-        t = statistics.median(ts)
-        out[name] = {"ms_per_node_step": 1e3 * t / nodes, "images_per_s": nodes * args.batch / t}
-    out["ratio"] = out["compiled"]["ms_per_node_step"] / out["eager"]["ms_per_node_step"]
-    out["round_ratios"] = [c / e for c, e in zip(per["compiled"], per["eager"])]
-    if args.profile:
-        for name, steps in (("eager", eager), ("compiled", compiled)):
-            print(f"--- profile: {model_name} x {nodes} {precision} {name}: "
-                  f"{profile_round(steps, state, x, y, device, args.profile)}", flush=True)  # fmt: skip
-    return out
+        for name, (steps, state) in variants.items():
+            per[name].append(time_rounds(steps, state, x, y, args.iters, device) / nodes)
+    for prec in precisions:
+        e, c = per[f"{prec} eager"], per[f"{prec} compiled"]
+        print(f"{model_name} x {nodes} {prec}: compile {compile_s[prec]:.1f} s | eager "
+              f"{1e3 * statistics.median(e):.1f} ms/step {args.batch / statistics.median(e):.0f} img/s"
+              f" | compiled {1e3 * statistics.median(c):.1f} ms/step "
+              f"{args.batch / statistics.median(c):.0f} img/s | compiled/eager "
+              f"{spread([b / a for a, b in zip(e, c)])}", flush=True)  # fmt: skip
+    if {"fp32", "int8"} <= set(precisions):
+        for kind in ("eager", "compiled"):
+            q, f = per[f"int8 {kind}"], per[f"fp32 {kind}"]
+            print(f"{model_name} x {nodes}: int8 {kind} / fp32 {kind} "
+                  f"{spread([a / b for a, b in zip(q, f)])}", flush=True)  # fmt: skip
+    for name, (steps, state) in variants.items():
+        print(f"--- profile: {model_name} x {nodes} {name}: "
+              f"{profile_round(steps, state, x, y, device, args.profile)}", flush=True)  # fmt: skip
+    if "fp32" in precisions:
+        state = variants["fp32 eager"][1]
+        flops = step_flops(state.models[0], x, y)
+        rate = matmul_gflops(device)
+        best = 1e3 * min(per["fp32 compiled"])
+        floor = 1e3 * flops / (rate * 1e9)
+        print(f"{model_name} x {nodes}: floor {flops / 1e9:.3g} GFLOP per node step (convolutions "
+              f"and matmuls) / {rate:.0f} GFLOP/s (fp32 matmul {torch.get_num_threads()} "
+              f"threads) = {floor:.3g} ms; fp32 compiled best block {best:.1f} ms = "
+              f"{best / floor:.1f}x the floor", flush=True)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,8 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (default cpu)")
     p.add_argument("--mode", default="default", help="torch.compile mode (default: default)")
     p.add_argument("--profile", type=int, default=0, metavar="N",
-                   help="also profile one round of each step and print its top N operators "
-                        "(inductor kernels named; default 0: no profile)")  # fmt: skip
+                   help="print each step's top N operators in its profiled round (inductor "
+                        "kernels named; default 0: the convolution share only)")  # fmt: skip
     args = p.parse_args(argv)
     try:
         cases = [(m, int(n)) for m, n in (c.split(":") for c in args.cases.split(","))]
@@ -150,21 +214,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{torch.get_num_threads()} threads, per-node batch {args.batch}, {args.size} px, "
           f"median of {args.rounds} blocks x {args.iters} rounds", flush=True)  # fmt: skip
     for model_name, nodes in cases:
-        res = {}
-        for prec in precisions:
-            r = res[prec] = run_case(model_name, nodes, prec, args, device)
-            print(f"{model_name} x {nodes} {prec}: compile {r['compile_s']:.1f} s | eager "
-                  f"{r['eager']['ms_per_node_step']:.1f} ms/step {r['eager']['images_per_s']:.0f} img/s"
-                  f" | compiled {r['compiled']['ms_per_node_step']:.1f} ms/step "
-                  f"{r['compiled']['images_per_s']:.0f} img/s | compiled/eager {r['ratio']:.2f} "
-                  f"(blocks {', '.join(f'{v:.2f}' for v in r['round_ratios'])})", flush=True)  # fmt: skip
-        if {"fp32", "int8"} <= set(res):
-            f, q = res["fp32"], res["int8"]
-            print(f"{model_name} x {nodes}: int8/fp32 eager "
-                  f"{q['eager']['ms_per_node_step'] / f['eager']['ms_per_node_step']:.2f}, "
-                  f"int8 compiled / fp32 compiled "
-                  f"{q['compiled']['ms_per_node_step'] / f['compiled']['ms_per_node_step']:.2f}",
-                  flush=True)  # fmt: skip
+        print(f"load average before {model_name}: {loadavg()}", flush=True)
+        run_case(model_name, nodes, precisions, args, device)
+        print(f"load average after {model_name}: {loadavg()}", flush=True)
     return 0
 
 

@@ -14,8 +14,8 @@ SCRIPT = ROOT / "benchmarks" / "bench_compile.py"
 
 
 def test_times_and_profiles_both_precisions(tmp_path: Path) -> None:
-    """A tiny model, one round: the ratios print, and each step's profile splits aten's
-    convolutions from the rest. In a subprocess: --profile changes inductor's code generation."""
+    """A tiny model, one round: the ratios and the floor print, and each step's profile splits
+    aten's convolutions from the rest. In a subprocess: --profile changes inductor's code generation."""
     out = subprocess.run(
         [sys.executable, str(SCRIPT), "--cases", "tiny_cnn:2", "--iters", "1", "--rounds", "1",
          "--size", "8", "--batch", "4", "--threads", "1", "--profile", "3"],
@@ -30,7 +30,10 @@ def test_times_and_profiles_both_precisions(tmp_path: Path) -> None:
             assert m, f"no profile line for {prec} {step}"
             assert 0 < float(m.group(2)) <= float(m.group(1))
         assert re.search(rf"tiny_cnn x 2 {prec}: compile [\d.]+ s \| eager .* compiled/eager", text)
-    assert "int8 compiled / fp32 compiled" in text
+    assert re.search(r"int8 compiled / fp32 compiled [\d.]+ \(blocks [\d.]+\)", text)
+    m = re.search(r"floor ([\d.]+) GFLOP per node step .* = ([\d.]+) ms; fp32 compiled best block "
+                  r"([\d.]+) ms", text)  # fmt: skip
+    assert m and float(m.group(1)) > 0 and float(m.group(2)) > 0, text[-2000:]
 
 
 @pytest.mark.parametrize("argv", [["--cases", "resnet20"], ["--cases", "nosuch:2"],

@@ -70,6 +70,23 @@ def test_run_id_hashes_only_what_changes_results():
         assert result_diff(a, c.to_dict()) == [resolve_key(change.split("=")[0])]
 
 
+def test_recipe_version_moves_only_8bit_run_ids():
+    """fp32 ids hash the config alone (as before the versions existed); 8-bit ids also hash the
+    8-bit recipe's version, so a changed rounding-noise recipe gets new run directories."""
+    import hashlib
+    import json
+
+    from lpdt.config import RECIPE_VERSIONS, result_dict
+
+    def plain_hash(cfg) -> str:
+        blob = json.dumps(result_dict(cfg.to_dict()), sort_keys=True, default=str).encode()
+        return hashlib.sha1(blob).hexdigest()[:12]
+
+    fp32, int8 = load_config(None, ["skew=0.4"]), load_config(None, ["precision.mode=int8"])
+    assert "fp32" not in RECIPE_VERSIONS and fp32.run_id() == plain_hash(fp32)
+    assert RECIPE_VERSIONS["int8"] >= 2 and int8.run_id() != plain_hash(int8)
+
+
 @pytest.mark.parametrize("key", ["algorithm.compression.ratio", "ratio"])
 @pytest.mark.parametrize("value", [99, 90, 1])
 def test_compression_percentage_is_refused_with_the_fraction_it_means(key, value, capsys):

@@ -214,9 +214,23 @@ class RunConfig:
         return _to_plain(dataclasses.asdict(self))
 
     def run_id(self) -> str:
-        """A stable short hash of what changes the results (``EXECUTION_KEYS`` excluded)."""
-        blob = json.dumps(result_dict(self.to_dict()), sort_keys=True, default=str).encode()
+        """A stable short hash of what changes the results (``EXECUTION_KEYS`` excluded), and of
+        the precision's recipe version (``RECIPE_VERSIONS``) where it has one."""
+        tree = result_dict(self.to_dict())
+        version = RECIPE_VERSIONS.get(self.precision.mode)
+        if version is not None:
+            tree["recipe_version"] = version
+        blob = json.dumps(tree, sort_keys=True, default=str).encode()
         return hashlib.sha1(blob).hexdigest()[:12]
+
+
+# Numerical recipes that changed without a config key to show it: the version joins the run id
+# of that precision's runs, so runs of an older recipe keep their own ids and directories. A
+# precision without an entry hashes exactly as before (fp32 run ids never moved).
+# int8 2 (2026-11-25): the rounding noise is a counter hash keyed by a per-step seed, the same
+# eager and compiled (docs/int8.md); version 1 drew other noise eager (16-bit lanes of torch's
+# generator) and compiled (a hash seeded inside the graph).
+RECIPE_VERSIONS: dict[str, int] = {"int8": 2}
 
 
 # Keys that do not change a run's results: its label, how and where it executes, and how it is

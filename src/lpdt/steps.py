@@ -23,6 +23,12 @@ dynamic batch size instead cost about 45 s per 8-bit run on the reference CPU, m
 compiled step saves in a short run; one short batch in ~48 costs almost nothing eagerly. Eager
 and compiled steps compute the same function (up to floating-point rounding of fused kernels).
 
+Rounding noise (8-bit models): each training step and each evaluation forward draws one noise
+seed from torch's generator (the node's stream) *outside* the compiled function and runs under
+``noise_seed``; the quantisers hash it with their call site and element index in plain tensor
+ops. So an eager and a compiled step draw the same noise, and a compiled graph holds no random
+ops of its own (docs/int8.md). fp32 models draw nothing.
+
 Compiler options: inductor's CPU layout optimisation (channels-last convolutions) is turned off
 for 8-bit models: their per-sample range reductions then read memory contiguously (measured: the
 compiled 8-bit ResNet-20 step 1.2x slower with it on). fp32 models keep torch's default.
@@ -36,7 +42,7 @@ import time
 from collections.abc import Callable
 
 import torch
-import torch._functorch.config  # noqa: F401  (imported for its settings, used below)
+import torch._functorch.config  # not imported by ``import torch``; Steps sets a flag in it
 import torch.nn.functional as F
 from torch import nn
 
@@ -51,7 +57,8 @@ def _predict(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return model(x).argmax(1)
 
 
-def _is_quantized(model: nn.Module) -> bool:
+def is_quantized(model: nn.Module) -> bool:
+    """Whether ``model`` holds 8-bit layers (their activation quantisers)."""
     from lpdt.layers.quant import QuantMeasure
 
     return any(isinstance(m, QuantMeasure) for m in model.modules())
@@ -73,6 +80,7 @@ class Steps:
         self.log = log
         self._compiled: dict[str, Callable] = {}  # "train" / "predict" -> compiled function
         self._size: dict[str, int] = {}  # the batch size each compiled function is specialised to
+        self.quantized = is_quantized(model)  # then each call draws a rounding-noise seed
         if not compile:
             return
         # The 8-bit layers are custom autograd.Functions; AOTAutograd's on-disk cache skips graphs
@@ -84,7 +92,7 @@ class Steps:
         kw: dict = {}
         if mode != "default":
             kw["mode"] = mode
-        elif _is_quantized(model):
+        elif self.quantized:
             kw["options"] = {"layout_optimization": False}
         self._compiled["train"] = torch.compile(_train_step, dynamic=False, **kw)
         if compile_eval:
@@ -93,7 +101,7 @@ class Steps:
     def train_step(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Forward, loss and backward of one node; returns the detached loss."""
         fn, first = self._function("train", x)
-        with self._timed("train", first):
+        with self._timed("train", first), self._noise(x.device):
             loss = fn(model, x, y)
             loss.backward()
         return loss.detach()
@@ -102,8 +110,16 @@ class Steps:
     def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         """Predicted classes of one node's model (the caller sets eval mode)."""
         fn, first = self._function("predict", x)
-        with self._timed("predict", first):
+        with self._timed("predict", first), self._noise(x.device):
             return fn(model, x)
+
+    def _noise(self, device: torch.device) -> contextlib.AbstractContextManager:
+        """8-bit models: one rounding-noise seed for this call, drawn from torch's generator."""
+        if not self.quantized:
+            return contextlib.nullcontext()
+        from lpdt.layers.quant.quantizers import draw_seed, noise_seed
+
+        return noise_seed(draw_seed(device))
 
     def _function(self, what: str, x: torch.Tensor) -> tuple[Callable, bool]:
         """The function for this batch, and whether this call compiles it: the compiled one when

@@ -309,3 +309,51 @@ def test_compiled_stochastic_rounding_is_unbiased():
     assert not torch.equal(draws[0], draws[1])
     on_grid = (draws + 1.0) / step
     assert (on_grid - on_grid.round()).abs().max() < 1e-4  # values stay on the 4-bit grid
+
+
+def test_dither_is_uniform_on_the_16_bit_grid_and_independent_across_keys():
+    """The rounding noise is the old one's distribution, U(-1/2, 1/2) on 2^16 levels: every
+    value on the grid, the 256 coarse bins equally filled (chi-square), mean 0, variance 1/12;
+    streams of other seeds, salts and neighbouring elements are uncorrelated."""
+    from lpdt.layers.quant.quantizers import dither
+
+    n = 2**20
+    xi = dither(torch.zeros(n), torch.tensor([1234]), salt=5)
+    levels = (xi + 0.5) * 2**16 - 0.5
+    assert torch.equal(levels, levels.round()) and levels.min() >= 0 and levels.max() < 2**16
+    counts = torch.bincount((levels // 256).long(), minlength=256).double()
+    chi2 = ((counts - n / 256) ** 2 / (n / 256)).sum()
+    assert chi2 < 255 + 5 * (2 * 255) ** 0.5  # 255 degrees of freedom, 5 sigma
+    assert abs(xi.mean()) < 5 * (1 / 12 / n) ** 0.5
+    assert abs(xi.var() - 1 / 12) < 1e-3
+    others = [
+        dither(torch.zeros(n), torch.tensor([1235]), salt=5),
+        dither(torch.zeros(n), torch.tensor([1234]), salt=6),
+        torch.roll(xi, 1),
+    ]
+    for other in others:
+        corr = torch.corrcoef(torch.stack([xi, other]))[0, 1]
+        assert abs(corr) < 5 / n**0.5
+
+
+def test_dither_eager_equals_compiled_and_fuses_into_the_rounding_kernel():
+    """The same (seed, salt) gives the same noise bits eager and compiled, for any size (vector
+    tails included); a compiled per-tensor quantiser is one kernel (range reduction and
+    rounding with the in-kernel hash), with no random-number op in the generated code."""
+    from torch._inductor.utils import run_and_get_code
+
+    from lpdt.layers.quant.quantizers import dither, quantize_minmax
+
+    seed = torch.tensor([987654])
+    compiled_dither = torch.compile(lambda t, s: dither(t, s, 3), dynamic=False)
+    for n in (1, 15, 17, 1000):
+        x = torch.zeros(n)
+        assert torch.equal(compiled_dither(x, seed), dither(x, seed, 3))
+    assert not torch.equal(dither(torch.zeros(64), seed, 3), dither(torch.zeros(64), seed, 4))
+    g = torch.randn(4, 8, 6, 6)
+    f = torch.compile(lambda t, s: quantize_minmax(t, 8, True, s, 7), dynamic=False)
+    out, (code,) = run_and_get_code(f, g, seed)
+    assert torch.equal(out, quantize_minmax(g, 8, True, seed, 7))
+    assert code.count("async_compile.cpp") == 1, "range and rounding in one fused kernel"
+    assert "amax" in code and "round" in code
+    assert not any(op in code for op in ("randint", "rand_like", "inductor_lookup_seed", "philox"))

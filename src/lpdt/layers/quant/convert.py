@@ -115,7 +115,16 @@ def convert_to_int8(model: nn.Module, precision_cfg, model_cfg=None, linear_only
         from lpdt.models.common import init_lp_
 
         init_lp_(model)
+    number_noise_sites(model)
     return model
+
+
+def number_noise_sites(model: nn.Module) -> None:
+    """Give every stochastic-rounding module its index in ``model.modules()`` as ``noise_salt``,
+    so that the call sites of one step draw independent noise from the step's one seed."""
+    for i, m in enumerate(model.modules()):
+        if hasattr(m, "noise_salt"):
+            m.noise_salt = i
 
 
 def gossip_buffer_names(model: nn.Module) -> list[str]:

@@ -3,6 +3,8 @@
 - ``ste``/``ste_minmax``: quantise in the forward, identity in the backward (no clipping mask);
 - ``quantize_grad``: identity in the forward, the backward quantises the gradient (per tensor
   [g.min, g.max], stochastic rounding): the reference's ``quantize_grad``;
+- the stochastic ones take the noise ``seed`` (the step's, ``quantizers.step_seed()``, or None
+  for a fresh draw) and their call site's ``salt``; a backward uses the seed of its forward;
 - ``biprec_conv2d``/``biprec_linear`` (gradient bifurcation, Banner et al.): the layer runs once
   in the forward; in the backward the gradient passed to the previous layer is computed from the
   quantised output gradient Q(g) and the weight gradient from the fp32 g. The backward uses the
@@ -17,17 +19,17 @@ import torch
 import torch.nn.functional as F
 from torch.nn.grad import conv2d_input, conv2d_weight
 
-from lpdt.layers.quant.quantizers import quantize, quantize_minmax
+from lpdt.layers.quant.quantizers import quantize, quantize_minmax, step_seed
 
 
 class _STE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, lo, hi, bits: int, stochastic: bool):  # noqa: D102
-        return quantize(x.detach(), lo, hi, bits, stochastic)
+    def forward(ctx, x, lo, hi, bits: int, stochastic: bool, seed, salt: int):  # noqa: D102
+        return quantize(x.detach(), lo, hi, bits, stochastic, seed, salt)
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102
-        return g, None, None, None, None
+        return g, None, None, None, None, None, None
 
 
 class _STEMinMax(torch.autograd.Function):
@@ -42,18 +44,24 @@ class _STEMinMax(torch.autograd.Function):
 
 class _QuantGrad(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, bits: int):  # noqa: D102
-        ctx.bits = bits
+    def forward(ctx, x, bits: int, seed, salt: int):  # noqa: D102
+        ctx.bits, ctx.salt = bits, salt
+        ctx.save_for_backward(seed)
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102
-        return quantize_minmax(g, ctx.bits, stochastic=True), None
+        (seed,) = ctx.saved_tensors
+        return quantize_minmax(g, ctx.bits, True, seed, ctx.salt), None, None, None
 
 
-def ste(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bits: int, stochastic: bool):
+def ste(
+    x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bits: int, stochastic: bool, salt: int = 0
+) -> torch.Tensor:
     """Quantised ``x`` over ``[lo, hi]`` whose gradient passes straight through."""
-    return x if bits >= 32 else _STE.apply(x, lo, hi, bits, stochastic)
+    if bits >= 32:
+        return x
+    return _STE.apply(x, lo, hi, bits, stochastic, step_seed() if stochastic else None, salt)
 
 
 def ste_minmax(x: torch.Tensor, bits: int) -> torch.Tensor:
@@ -61,63 +69,65 @@ def ste_minmax(x: torch.Tensor, bits: int) -> torch.Tensor:
     return x if bits >= 32 else _STEMinMax.apply(x, bits)
 
 
-def quantize_grad(x: torch.Tensor, bits: int) -> torch.Tensor:
+def quantize_grad(x: torch.Tensor, bits: int, salt: int = 0) -> torch.Tensor:
     """Identity whose backward quantises the incoming gradient (stochastic, per tensor)."""
-    return x if bits >= 32 else _QuantGrad.apply(x, bits)
+    return x if bits >= 32 else _QuantGrad.apply(x, bits, step_seed(), salt)
 
 
 class _BiprecConv(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, xq, wq, bias, stride, padding, dilation, groups, grad_bits):  # noqa: D102
-        ctx.save_for_backward(xq, wq)
-        ctx.conf = (stride, padding, dilation, groups, grad_bits, bias is not None)
+    def forward(ctx, xq, wq, bias, stride, padding, dilation, groups, grad_bits, seed, salt):  # noqa: D102
+        ctx.save_for_backward(xq, wq, seed)
+        ctx.conf = (stride, padding, dilation, groups, grad_bits, bias is not None, salt)
         return F.conv2d(xq, wq, bias, stride, padding, dilation, groups)
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102
-        xq, wq = ctx.saved_tensors
-        stride, padding, dilation, groups, grad_bits, has_bias = ctx.conf
+        xq, wq, seed = ctx.saved_tensors
+        stride, padding, dilation, groups, grad_bits, has_bias, salt = ctx.conf
         gx = gw = gb = None
         if ctx.needs_input_grad[0]:
-            gq = quantize_minmax(g, grad_bits, stochastic=True)
+            gq = quantize_minmax(g, grad_bits, True, seed, salt)
             gx = conv2d_input(xq.shape, wq, gq, stride, padding, dilation, groups)
         if ctx.needs_input_grad[1]:
             gw = conv2d_weight(xq, wq.shape, g, stride, padding, dilation, groups)
         if has_bias and ctx.needs_input_grad[2]:
             gb = g.sum((0, 2, 3))
-        return gx, gw, gb, None, None, None, None, None
+        return gx, gw, gb, None, None, None, None, None, None, None
 
 
 class _BiprecLinear(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, xq, wq, bias, grad_bits):  # noqa: D102
-        ctx.save_for_backward(xq, wq)
-        ctx.grad_bits, ctx.has_bias = grad_bits, bias is not None
+    def forward(ctx, xq, wq, bias, grad_bits, seed, salt):  # noqa: D102
+        ctx.save_for_backward(xq, wq, seed)
+        ctx.grad_bits, ctx.has_bias, ctx.salt = grad_bits, bias is not None, salt
         return F.linear(xq, wq, bias)
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102
-        xq, wq = ctx.saved_tensors
+        xq, wq, seed = ctx.saved_tensors
         gx = gw = gb = None
         if ctx.needs_input_grad[0]:
-            gx = quantize_minmax(g, ctx.grad_bits, stochastic=True) @ wq
+            gx = quantize_minmax(g, ctx.grad_bits, True, seed, ctx.salt) @ wq
         g2 = g.reshape(-1, g.shape[-1])
         if ctx.needs_input_grad[1]:
             gw = g2.t() @ xq.reshape(-1, xq.shape[-1])
         if ctx.has_bias and ctx.needs_input_grad[2]:
             gb = g2.sum(0)
-        return gx, gw, gb, None
+        return gx, gw, gb, None, None, None
 
 
-def biprec_conv2d(xq, wq, bias, stride, padding, dilation, groups, grad_bits: int):
+def biprec_conv2d(xq, wq, bias, stride, padding, dilation, groups, grad_bits: int, salt: int = 0):
     """``F.conv2d`` with gradient bifurcation (plain conv at 32 gradient bits)."""
     if grad_bits >= 32:
         return F.conv2d(xq, wq, bias, stride, padding, dilation, groups)
-    return _BiprecConv.apply(xq, wq, bias, stride, padding, dilation, groups, grad_bits)
+    return _BiprecConv.apply(
+        xq, wq, bias, stride, padding, dilation, groups, grad_bits, step_seed(), salt
+    )
 
 
-def biprec_linear(xq, wq, bias, grad_bits: int):
+def biprec_linear(xq, wq, bias, grad_bits: int, salt: int = 0):
     """``F.linear`` with gradient bifurcation (plain linear at 32 gradient bits)."""
     if grad_bits >= 32:
         return F.linear(xq, wq, bias)
-    return _BiprecLinear.apply(xq, wq, bias, grad_bits)
+    return _BiprecLinear.apply(xq, wq, bias, grad_bits, step_seed(), salt)

@@ -10,6 +10,11 @@ Scheme (Banner et al. as in the authors' code; docs/int8.md):
   nearest (``precision.act_rounding``);
 - gradient bifurcation for conv / linear, quantised output gradients for norms and residual adds;
 - straight-through estimator without clipping mask for every quantiser.
+
+Every module that rounds stochastically has a ``noise_salt`` (an int, 0 when built; the index of
+the module in ``model.modules()`` after ``convert_to_int8``): the noise of one step is a hash of
+(the step's seed, the salt, the element index), so the call sites of a step draw independent
+noise, and eager and compiled steps draw the same (``quantizers``).
 """
 
 from __future__ import annotations
@@ -61,6 +66,7 @@ class QuantMeasure(nn.Module):
         self.register_buffer("running_min", torch.zeros(1))
         self.register_buffer("running_max", torch.zeros(1))
         self.gossip_buffers: tuple[str, ...] = ("running_min", "running_max") if gossip else ()
+        self.noise_salt = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.bits >= 32:
@@ -72,7 +78,7 @@ class QuantMeasure(nn.Module):
                 self.running_max.lerp_(hi, RANGE_MOMENTUM)
         else:
             lo, hi = self.running_min, self.running_max
-        return ste(x, lo, hi, self.bits, self.stochastic)
+        return ste(x, lo, hi, self.bits, self.stochastic, self.noise_salt)
 
     def extra_repr(self) -> str:
         return f"bits={self.bits}, stochastic={self.stochastic}, gossip={bool(self.gossip_buffers)}"
@@ -85,13 +91,14 @@ class QConv2d(nn.Conv2d):
         super().__init__(*args, **kwargs)
         if self.padding_mode != "zeros" or isinstance(self.padding, str):
             raise ValueError("QConv2d supports numeric zero padding only")
-        self.spec = spec
+        self.spec, self.noise_salt = spec, 0
         self.quantize_input = QuantMeasure(spec.act_bits, spec.act_stochastic, spec.gossip_ranges)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return biprec_conv2d(
             self.quantize_input(x), qparam(self, "weight"), qparam(self, "bias"),
             self.stride, self.padding, self.dilation, self.groups, self.spec.grad_bits,
+            self.noise_salt,
         )  # fmt: skip
 
 
@@ -100,7 +107,7 @@ class QLinear(nn.Linear):
 
     def __init__(self, *args, spec: QuantSpec = DEFAULT_SPEC, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.spec = spec
+        self.spec, self.noise_salt = spec, 0
         self.quantize_input = QuantMeasure(spec.act_bits, spec.act_stochastic, spec.gossip_ranges)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -109,6 +116,7 @@ class QLinear(nn.Linear):
             qparam(self, "weight"),
             qparam(self, "bias"),
             self.spec.grad_bits,
+            self.noise_salt,
         )
 
 
@@ -117,12 +125,13 @@ class QAdd(nn.Module):
 
     def __init__(self, spec: QuantSpec = DEFAULT_SPEC) -> None:
         super().__init__()
-        self.spec = spec
+        self.spec, self.noise_salt = spec, 0
         self.quantize_a = QuantMeasure(spec.act_bits, spec.act_stochastic, spec.gossip_ranges)
         self.quantize_b = QuantMeasure(spec.act_bits, spec.act_stochastic, spec.gossip_ranges)
 
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return quantize_grad(self.quantize_a(a) + self.quantize_b(b), self.spec.grad_bits)
+        out = self.quantize_a(a) + self.quantize_b(b)
+        return quantize_grad(out, self.spec.grad_bits, self.noise_salt)
 
 
 class QRangeEvoNorm(nn.Module):
@@ -155,7 +164,7 @@ class QRangeEvoNorm(nn.Module):
         if estimator == "paper":
             range_constant_paper(channels // groups)
         self.channels, self.groups, self.estimator = channels, groups, estimator
-        self.chunks, self.eps, self.spec = chunks, eps, spec
+        self.chunks, self.eps, self.spec, self.noise_salt = chunks, eps, spec, 0
         self.weight = nn.Parameter(torch.ones(1, channels, 1, 1))
         self.bias = nn.Parameter(torch.zeros(1, channels, 1, 1))
         self.v = nn.Parameter(torch.ones(1, channels, 1, 1))
@@ -170,7 +179,7 @@ class QRangeEvoNorm(nn.Module):
         n = x * F.hardsigmoid(x * qparam(self, "v"))
         s = ste_minmax(self.scale(x), self.spec.weight_bits)
         out = _scale_affine(n, s, qparam(self, "weight"), qparam(self, "bias"))
-        return quantize_grad(out, self.spec.grad_bits)
+        return quantize_grad(out, self.spec.grad_bits, self.noise_salt)
 
     def extra_repr(self) -> str:
         return f"{self.channels}, groups={self.groups}, estimator={self.estimator}, eps={self.eps}"
@@ -200,7 +209,7 @@ class QRangeBatchNormAct2d(nn.Module):
         super().__init__()
         self.channels, self.momentum, self.chunks, self.eps = channels, momentum, chunks, eps
         self.act_kind = "relu" if act else "none"
-        self.spec = spec
+        self.spec, self.noise_salt = spec, 0
         self.weight = nn.Parameter(torch.ones(channels))
         self.bias = nn.Parameter(torch.zeros(channels))
         self.register_buffer("running_mean", torch.zeros(channels))
@@ -224,7 +233,7 @@ class QRangeBatchNormAct2d(nn.Module):
             mean, scale = self.running_mean, self.running_scale
         k = ste_minmax(scale, self.spec.weight_bits) * qparam(self, "weight")
         y = (x - mean[:, None, None]) * k[:, None, None] + qparam(self, "bias")[:, None, None]
-        y = quantize_grad(y, self.spec.grad_bits)
+        y = quantize_grad(y, self.spec.grad_bits, self.noise_salt)
         return F.relu(y) if self.act_kind == "relu" else y
 
     def extra_repr(self) -> str:

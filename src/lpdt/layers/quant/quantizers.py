@@ -2,62 +2,102 @@
 
 Written as a handful of out-of-place elementwise operations and reductions so that
 ``torch.compile`` fuses each call into one or two kernels (one reduction for the range, one pass
-for subtract / divide / noise / clamp / round / rescale). The rounding noise comes from torch's
-own generator (``torch.rand_like``): eager draws it from the global generator, a compiled graph
-from inductor's in-kernel generator seeded from it, so ``torch.manual_seed`` decides both (the
-two streams differ; the distribution is the same).
+for subtract / divide / noise / clamp / round / rescale).
+
+Rounding noise (``dither``) is a counter-based hash of (seed, salt, element index) written in
+plain integer tensor ops (a 32-bit hash computed in int64 with masks): eager and compiled code compute the same bits, and a compiled
+graph computes it inside the fused rounding kernel (no random-number kernel, no extra pass).
+The seed is an int64 tensor: the training step's (``noise_seed``: ``lpdt.steps`` draws one per
+node step from torch's generator, outside any compiled graph, so eager and compiled steps draw
+the same noise), or, outside a step, a fresh draw from torch's generator per call. The salt is
+a Python int that tells the call sites of one step apart (``convert_to_int8`` numbers them).
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 import torch
 
 from lpdt.layers.quant.spec import MIN_STEP
 
+# Multipliers of the 32-bit hash (Wellons' "lowbias32"; 2^32 minus the golden-ratio constant
+# 0x9E3779B9), all below 2^31: int64 products of 32-bit values never overflow, and on a GPU
+# inductor folds ``arange * _GOLDEN`` into an int32 index expression, where Triton refuses a
+# literal of 2^31 or more (0x9E3779B1 failed to compile on an H100; docs/engine.md "On a GPU").
+# The int32 product wraps there, which keeps its low 32 bits: the same hash after the mask.
+# (int32 arithmetic throughout would be cheaper, but inductor 2.14's CPU code for it corrupted
+# the heap in a fused backward kernel.)
+_GOLDEN = 0x61C88647
+_M1 = 0x21F0AAAD
+_M2 = 0x735A2D97
+_SALT = 0x632BE5AB  # spreads the salts over the 32-bit key space
 _MASK32 = 0xFFFFFFFF
 
+_step_seed: torch.Tensor | None = None
 
-def _hash_dither(x: torch.Tensor) -> torch.Tensor:
-    """U(-1/2, 1/2) noise on 2^16 levels shaped like ``x``: hash(index, seed), fusable.
 
-    A 32-bit integer hash (Wellons' "lowbias32" constants, all below 2^31 so that int64
-    products never overflow) of ``index * golden + seed``; the top 16 bits give the level, as
-    fine as fp32 itself near 255 (unbiased to within 2^-17 of a step).
+@contextlib.contextmanager
+def noise_seed(seed: torch.Tensor) -> Iterator[None]:
+    """Every stochastic rounding inside the block (forward, and the backward if it runs inside
+    too) uses ``seed`` (an int64 tensor with one element), told apart by the call sites' salts."""
+    global _step_seed
+    saved, _step_seed = _step_seed, seed
+    try:
+        yield
+    finally:
+        _step_seed = saved
+
+
+def step_seed() -> torch.Tensor | None:
+    """The seed set by the enclosing ``noise_seed`` block, or None."""
+    return _step_seed
+
+
+def draw_seed(device: torch.device | str = "cpu") -> torch.Tensor:
+    """A fresh 31-bit noise seed from torch's generator of ``device``."""
+    return torch.randint(0, 2**31, (1,), device=device)
+
+
+def _mix(h: torch.Tensor) -> torch.Tensor:
+    """Wellons' lowbias32 finaliser on 32-bit values held in int64 tensors."""
+    h = ((h ^ (h >> 16)) * _M1) & _MASK32
+    h = ((h ^ (h >> 15)) * _M2) & _MASK32
+    return h ^ (h >> 15)
+
+
+def dither(x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0) -> torch.Tensor:
+    """U(-1/2, 1/2) noise on 2^16 levels shaped like ``x``: the top 16 bits of a 32-bit hash of
+    the element index, keyed by (seed, salt). ``seed=None``: a fresh seed from torch's generator.
+
+    Unbiased to within 2^-17 of a quantisation step (as fine as fp32 itself near 255).
     """
-    seed = torch.randint(0, 2**31, (1,), device=x.device)
-    h = torch.arange(x.numel(), device=x.device, dtype=torch.int64).view(x.shape)
-    h = (h * 0x9E3779B1 + seed) & _MASK32
-    h = ((h ^ (h >> 16)) * 0x21F0AAAD) & _MASK32
-    h = ((h ^ (h >> 15)) * 0x735A2D97) & _MASK32
-    h = h ^ (h >> 15)
+    if x.numel() >= 2**31:
+        raise ValueError(f"dither: {x.numel()} elements; the 32-bit counter holds at most 2^31")
+    if seed is None:
+        seed = draw_seed(x.device)
+    key = _mix((seed.reshape(()).to(torch.int64) + salt * _SALT) & _MASK32)
+    idx = torch.arange(x.numel(), device=x.device, dtype=torch.int64).view(x.shape)
+    h = _mix((idx * _GOLDEN + key) & _MASK32)
     return ((h >> 16).to(x.dtype) + 0.5) * 2.0**-16 - 0.5
 
 
-def _lane_dither(x: torch.Tensor) -> torch.Tensor:
-    """U(-1/2, 1/2) noise on 2^16 levels shaped like ``x``: 64-bit words in 16-bit lanes."""
-    n = x.numel()
-    words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device)
-    words.random_(-(2**63), 2**63 - 1)  # the full 64 bits (random_() leaves the sign bit 0)
-    lanes = words.view(torch.int16)[:n].to(x.dtype).view(x.shape)  # uniform on [-2^15, 2^15)
-    return (lanes + 0.5) * 2.0**-16
-
-
-def dither(x: torch.Tensor) -> torch.Tensor:
-    """Rounding noise U(-1/2, 1/2) on 2^16 levels shaped like ``x`` (eager: 16-bit lanes of
-    64-bit random words; compiled: an in-kernel hash)."""
-    if torch.compiler.is_compiling():
-        return _hash_dither(x)
-    return _lane_dither(x)
-
-
 def quantize(
-    x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor, bits: int, stochastic: bool
+    x: torch.Tensor,
+    lo: torch.Tensor,
+    hi: torch.Tensor,
+    bits: int,
+    stochastic: bool,
+    seed: torch.Tensor | None = None,
+    salt: int = 0,
 ) -> torch.Tensor:
     """Uniform asymmetric quantisation of ``x`` to ``bits`` bits over ``[lo, hi]``.
 
     q = round(clamp((x - lo)/step + xi, 0, 2^b - 1)), output q*step + lo with
-    step = max((hi - lo)/(2^b - 1), 1e-8); xi ~ U[-1/2, 1/2) when ``stochastic`` (unbiased inside
-    the range), else 0. ``lo``/``hi`` are tensors (no host synchronisation). 32 bits: a copy.
+    step = max((hi - lo)/(2^b - 1), 1e-8); xi = ``dither(x, seed, salt)`` when ``stochastic``
+    (unbiased inside the range), else 0. ``lo``/``hi`` are tensors (no host synchronisation).
+    32 bits: a copy.
     """
     if bits >= 32:
         return x.clone()
@@ -65,16 +105,22 @@ def quantize(
     step = ((hi - lo) / levels).clamp_min(MIN_STEP)
     q = (x - lo).div_(step)  # in place on fresh tensors: fewer allocations eager, same graph
     if stochastic:
-        q.add_(dither(q))
+        q.add_(dither(q, seed, salt))
     return q.clamp_(0.0, levels).round_().mul_(step).add_(lo)
 
 
-def quantize_minmax(x: torch.Tensor, bits: int, stochastic: bool = False) -> torch.Tensor:
+def quantize_minmax(
+    x: torch.Tensor,
+    bits: int,
+    stochastic: bool = False,
+    seed: torch.Tensor | None = None,
+    salt: int = 0,
+) -> torch.Tensor:
     """Quantise ``x`` over its own per-tensor [min, max] (weights: nearest; gradients: stochastic)."""
     if bits >= 32:
         return x
     x = x.detach()
-    return quantize(x, x.amin(), x.amax(), bits, stochastic)
+    return quantize(x, x.amin(), x.amax(), bits, stochastic, seed, salt)
 
 
 def batch_range(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
