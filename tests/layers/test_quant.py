@@ -357,3 +357,24 @@ def test_dither_eager_equals_compiled_and_fuses_into_the_rounding_kernel():
     assert code.count("async_compile.cpp") == 1, "range and rounding in one fused kernel"
     assert "amax" in code and "round" in code
     assert not any(op in code for op in ("randint", "rand_like", "inductor_lookup_seed", "philox"))
+
+
+def test_compiled_dither_keeps_large_constants_out_of_index_arithmetic():
+    """On a GPU inductor computes kernel indices in int32 and Triton refuses a constant of 2^31
+    or more there: the hash once multiplied the element index by a 32-bit constant, which
+    inductor folded into the index (``13439234269184*x0`` for a per-sample quantiser) and the
+    8-bit compiled step failed to compile on an H100. The CPU code shows the same folding, so
+    this checks, without a GPU, that no index variable is multiplied by such a constant."""
+    import re
+
+    from torch._inductor.utils import run_and_get_code
+
+    def per_sample(x: torch.Tensor, seed: torch.Tensor) -> torch.Tensor:
+        lo, hi = x.amin(dim=(1, 2, 3), keepdim=True), x.amax(dim=(1, 2, 3), keepdim=True)
+        return quantize(x, lo, hi, 8, True, seed=seed, salt=3)
+
+    x, seed = torch.randn(16, 8, 32, 32), torch.tensor([12345])
+    out, (code,) = run_and_get_code(torch.compile(per_sample, dynamic=False), x, seed)
+    assert torch.equal(out, per_sample(x, seed))
+    products = re.findall(r"\b(\d+)L?\s*\*\s*[xr]\d", code)
+    assert all(int(c) < 2**31 for c in products), products

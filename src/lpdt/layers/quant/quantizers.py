@@ -23,11 +23,7 @@ import torch
 from lpdt.layers.quant.spec import MIN_STEP
 
 # Multipliers of the 32-bit hash (Wellons' "lowbias32"; 2^32 minus the golden-ratio constant
-# 0x9E3779B9), all below 2^31: int64 products of 32-bit values never overflow, and on a GPU
-# inductor folds ``arange * _GOLDEN`` into an int32 index expression, where Triton refuses a
-# literal of 2^31 or more (0x9E3779B1 failed to compile on an H100; docs/engine.md "On a GPU").
-# The int32 product wraps there, which keeps its low 32 bits: the same hash after the mask.
-# (int32 arithmetic throughout would be cheaper, but inductor 2.14's CPU code for it corrupted
+# 0x9E3779B9), all below 2^31, so that int64 products of 32-bit values never overflow. (int32 arithmetic throughout would be cheaper, but inductor 2.14's CPU code for it corrupted
 # the heap in a fused backward kernel.)
 _GOLDEN = 0x61C88647
 _M1 = 0x21F0AAAD
@@ -79,7 +75,10 @@ def dither(x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0) -> 
         seed = draw_seed(x.device)
     key = _mix((seed.reshape(()).to(torch.int64) + salt * _SALT) & _MASK32)
     idx = torch.arange(x.numel(), device=x.device, dtype=torch.int64).view(x.shape)
-    h = _mix((idx * _GOLDEN + key) & _MASK32)
+    # The key is added before the multiply: a constant times the index alone is folded by
+    # inductor into the kernel's index arithmetic, int32 on a GPU, where Triton refuses products
+    # of 2^31 or more (a per-sample view made it 8192 x _GOLDEN). Key-plus-index is a value.
+    h = _mix((((idx + key) & _MASK32) * _GOLDEN) & _MASK32)
     return ((h >> 16).to(x.dtype) + 0.5) * 2.0**-16 - 0.5
 
 
