@@ -49,6 +49,12 @@ def _model(precision: str, deterministic: bool = True) -> nn.Module:
     return model
 
 
+def relative_difference(grads: list[torch.Tensor], ref: list[torch.Tensor]) -> float:
+    """||grads - ref|| / ||ref|| over all parameters together."""
+    diff = sum(float(((a - b) ** 2).sum()) for a, b in zip(grads, ref, strict=True))
+    return (diff / sum(float((b**2).sum()) for b in ref)) ** 0.5
+
+
 def _grads_after_step(steps: Steps, model: nn.Module, x, y) -> tuple[torch.Tensor, list]:
     model.zero_grad()
     loss = steps.train_step(model, x, y)
@@ -101,11 +107,15 @@ def test_all_nodes_share_one_compiled_graph():
 def test_compiled_8bit_stochastic_step_draws_the_eager_noise():
     """8-bit with stochastic rounding (activations and gradients): under the same seed an eager
     and a compiled step draw the same rounding noise (a hash of the step's seed, the call site
-    and the element index), so they compute the same numbers up to float rounding: the same
-    comparison as the deterministic test above, over three steps with the node's generator
-    running on. A different seed gives a different step (the noise is really drawn)."""
-    x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
-    model, ref_model = _model("int8", False), _model("int8", False)
+    and the element index), so they compute the same numbers up to float rounding, over three
+    steps with the node's generator running on. In float32 the rounding of fused kernels (and
+    of multi-threaded reductions, which differ from run to run) now and then moves a value that
+    sits on a rounding boundary by one 8-bit level, which moved the gradients by up to 7e-3
+    against 2.5e-2 for another seed: too close to test. In float64 such a flip is vanishingly
+    rare, so the same noise shows as agreement to 1e-6, and another seed as a difference."""
+    x = torch.randn(8, 3, 16, 16, dtype=torch.float64)
+    y = torch.randint(0, 10, (8,))
+    model, ref_model = _model("int8", False).double(), _model("int8", False).double()
     model.train(), ref_model.train()
     eager = Steps(ref_model, compile=False)
     compiled = Steps(model, compile=True, log=lambda m: None)
@@ -115,14 +125,13 @@ def test_compiled_8bit_stochastic_step_draws_the_eager_noise():
         l_e, g_e = _grads_after_step(eager, ref_model, x, y)
         torch.manual_seed(100 + step)
         l_c, g_c = _grads_after_step(compiled, model, x, y)
-        torch.testing.assert_close(l_c, l_e, rtol=1e-4, atol=1e-5)
-        for a, b in zip(g_c, g_e):
-            assert (a - b).norm() <= 1e-3 * b.norm() + 1e-6
+        torch.testing.assert_close(l_c, l_e, rtol=1e-9, atol=1e-12)
+        assert relative_difference(g_c, g_e) <= 1e-6, step
     for (name, b_c), (_, b_e) in zip(model.named_buffers(), ref_model.named_buffers()):
-        torch.testing.assert_close(b_c, b_e, rtol=1e-5, atol=1e-6, msg=name)
+        torch.testing.assert_close(b_c, b_e, rtol=1e-9, atol=1e-12, msg=name)
     torch.manual_seed(999)
     _, g_other = _grads_after_step(compiled, model, x, y)
-    assert any((a - b).norm() > 1e-2 * b.norm() for a, b in zip(g_other, g_c))
+    assert relative_difference(g_other, g_c) > 1e-2  # the noise is really drawn
     model.eval(), ref_model.eval()  # stochastic rounding at test time too (the reference's)
     torch.manual_seed(7)
     p_e = eager.predict(ref_model, x)
