@@ -14,6 +14,7 @@ from lpdt import cli
 from lpdt.report.aggregate import aggregate
 from lpdt.report.claims import BY_ID, check_claims
 from lpdt.report.compare import compare, load_runs
+from lpdt.report.pairs import Condition, condition, parse_where
 from lpdt.report.paper import load_paper
 from lpdt.report.stats import HELD, INCONCLUSIVE
 from tests.fake_records import fake_record
@@ -154,6 +155,16 @@ def test_the_readme_example_reproduces_lp_close_to_fp_dense(seeded_tree: dict,
     o = json.loads(capsys.readouterr().out)["overall"]
     assert claim["mean"] == pytest.approx(0.5) and claim["ci"][0] < 0.5 < claim["ci"][1]
     assert (o["mean"], o["ci"], o["verdict"]) == (claim["mean"], claim["ci"], claim["verdict"])
+
+
+def test_conditions_compare_canonical_values() -> None:
+    """Compression is compared in % however it is written; booleans and lists as in YAML."""
+    assert condition("compression", "<=0.99") == Condition("compression", "<=", (99.0,))
+    assert condition("compression", [0.9, 99]).values == (90, 99)
+    assert condition("compression", "90,0.99").values == (90, 99)
+    assert condition("qgm", "true").values == (True,) and condition("qgm", False).values == (False,)
+    assert condition("precision", "!=int8") == Condition("precision", "!=", ("int8",))
+    assert parse_where(["skew>=0.8", "precision!=int8"]) == {"skew": ">=0.8", "precision": "!=int8"}
 
 
 def _error(capsys: pytest.CaptureFixture, *argv: str) -> str:

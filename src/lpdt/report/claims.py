@@ -39,6 +39,7 @@ from lpdt.report import pairs
 from lpdt.report.aggregate import KEYS
 from lpdt.report.paper import TABLE_STUDY
 from lpdt.report.stats import (
+    DIRECTIONS,
     HELD,
     INCONCLUSIVE,
     METHOD,
@@ -191,6 +192,78 @@ def accuracy_claims(cells: pd.DataFrame,
     return out
 
 
+# --- claims declared in a study (config/studies.yaml, `claims:`; carried by the manifest) -------
+
+STUDY_CLAIM_KEYS = {"id": True, "statement": True, "vary": True, "a": True, "b": True,
+                    "direction": True, "threshold": True, "where": False, "studies": False}  # fmt: skip
+
+
+def _study_claim(study: str, i: int, d: object, known: set[str]) -> Claim:
+    """One ``claims:`` entry of ``study`` as a Claim; a mistake is a one-line ValueError."""
+    at = f"study {study!r}, claim {i + 1}"
+    if not isinstance(d, Mapping):
+        raise ValueError(f"{at}: expected a mapping with {', '.join(STUDY_CLAIM_KEYS)}")
+    at += f" ({d['id']})" if "id" in d else ""
+    unknown = sorted(set(d) - set(STUDY_CLAIM_KEYS))
+    if unknown:
+        raise ValueError(f"{at}: unknown key {unknown[0]!r} (keys: {', '.join(STUDY_CLAIM_KEYS)})")
+    missing = [k for k, req in STUDY_CLAIM_KEYS.items() if req and k not in d]
+    if missing:
+        raise ValueError(f"{at}: missing {', '.join(missing)}")
+    vary, where = str(d["vary"]), d.get("where") or {}
+    if not isinstance(where, Mapping):
+        raise ValueError(f"{at}: where must map a coordinate to a condition, got {where!r}")
+    for k in [vary, *where]:
+        if k not in KEYS:
+            raise ValueError(f"{at}: unknown coordinate {k!r} (coordinates: {', '.join(KEYS)})")
+    try:
+        conds = pairs.conditions(where)
+    except ValueError as e:
+        raise ValueError(f"{at}: {e}") from None
+    direction, thr = d["direction"], d["threshold"]
+    if direction not in DIRECTIONS:
+        raise ValueError(f"{at}: direction {direction!r} is not one of {', '.join(DIRECTIONS)}")
+    ok_range = (isinstance(thr, list) and len(thr) == 2
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in thr)
+                and thr[0] <= thr[1])  # fmt: skip
+    if direction == "within" and not ok_range:
+        raise ValueError(f"{at}: direction 'within' needs threshold [lo, hi], got {thr!r}")
+    if direction != "within" and (isinstance(thr, bool) or not isinstance(thr, (int, float))):
+        raise ValueError(
+            f"{at}: threshold must be a number for direction {direction!r}, got {thr!r}"
+        )
+    studies = d.get("studies") or [study]
+    bad = [x for x in studies if x not in known]
+    if bad:
+        raise ValueError(f"{at}: unknown study {bad[0]!r} (studies: {', '.join(sorted(known))})")
+    a, b = pairs.parse_value(vary, d["a"]), pairs.parse_value(vary, d["b"])
+    show = pairs.Condition(vary, "=", (a, b)).text().split("=", 1)[1].split(",")
+    sel = "; ".join(c.text() for c in conds)
+    definition = (f"pairs identical except {vary} ({show[0]} vs {show[1]}), same seed"
+                  + (f", {sel}" if sel else "") + f" (studies {', '.join(studies)})")  # fmt: skip
+    return Claim(str(d["id"]), str(d["statement"]), definition,
+                 f"{show[0]} - {show[1]} accuracy (points)", direction,
+                 (float(thr[0]), float(thr[1])) if direction == "within" else float(thr),
+                 vary=vary, a=a, b=b, where=dict(where), studies=tuple(studies),
+                 source=f"study {study}")  # fmt: skip
+
+
+def study_claims(manifest: Mapping) -> list[Claim]:
+    """The claims the manifest's studies declare (``claims:``), in study order; ids must be new."""
+    studies = manifest.get("studies") or {}
+    out: list[Claim] = []
+    seen = set(BY_ID)
+    for name, spec in studies.items():
+        for i, d in enumerate(spec.get("claims") or []):
+            c = _study_claim(name, i, d, set(studies))
+            if c.id in seen:
+                raise ValueError(f"study {name!r}, claim {i + 1}: id {c.id!r} is already taken "
+                                 "(a paper claim or another study's)")  # fmt: skip
+            seen.add(c.id)
+            out.append(c)
+    return out
+
+
 def _range_rule(values: list[float], lo: float, hi: float) -> dict:
     v = [x for x in values if isinstance(x, float) and math.isfinite(x)]
     if not v:
@@ -277,21 +350,24 @@ def _cells(r: dict) -> set[tuple[str, ...]]:
     return {tuple(c) for c in r.get("cells_used", [])}
 
 
-def check_claims(df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path) -> list[dict]:
-    """One record per claim (docs/report.md, "Claims"): id, version, statement, definition, kind,
-    effect, direction, threshold, rule, verdict, mean, sd, ci, n, interval_method, paper_effect
-    (over the paper's cells that match ours), paper_verdict, paper_cells, paper_effect_all_cells,
+def check_claims(df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path,
+                 declared: Sequence[Claim] = ()) -> list[dict]:  # fmt: skip
+    """One record per claim, the paper's then the ``declared`` ones (``study_claims``)
+    (docs/report.md, "Claims"): id, version, statement, definition, kind, source, effect,
+    direction, threshold, rule, verdict, mean, sd, ci, n, interval_method, paper_effect (over the
+    paper's cells that match ours), paper_verdict, paper_cells, paper_effect_all_cells,
     stand_in_data, numbers, paper_numbers."""
+    every = [*CLAIMS, *declared]
     cols = ["study", *KEYS, "acc"] + (["seed"] if "seed" in df else [])
-    ours_acc = accuracy_claims(df[cols])
+    ours_acc = accuracy_claims(df[cols], claims=every)
     ours = ours_acc | cost_claims(cost_dir)
     pc = paper_cells(paper)
-    theirs_all = accuracy_claims(pc)
-    theirs = (accuracy_claims(pc, restrict={k: _cells(r) for k, r in ours_acc.items()})
+    theirs_all = accuracy_claims(pc, claims=every)
+    theirs = (accuracy_claims(pc, restrict={k: _cells(r) for k, r in ours_acc.items()}, claims=every)
               | paper_cost(paper, cost_dir))  # fmt: skip
     stand_in = sorted({p for s in df["stand_in"].dropna() for p in str(s).split("; ") if p})
     out = []
-    for c in CLAIMS:
+    for c in every:
         r = ours.get(c.id, {"verdict": NO_DATA, "n": 0})
         t = theirs.get(c.id, {})
         pe = t.get("mean")
@@ -307,8 +383,9 @@ def check_claims(df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path) -> list[
             pv = t.get("verdict", NO_DATA)
             method = COST_METHOD if c.kind == "cost" else ARITHMETIC_METHOD
         out.append({
-            "id": c.id, "version": CLAIMS_VERSION, "statement": c.statement,
-            "definition": c.definition, "kind": c.kind, "effect": c.effect,
+            "id": c.id, "version": CLAIMS_VERSION if c.source == "paper" else None,
+            "statement": c.statement, "definition": c.definition, "kind": c.kind,
+            "source": c.source, "effect": c.effect,
             "direction": c.direction, "threshold": thr, "rule": c.rule,
             "verdict": r["verdict"], "mean": r.get("mean"), "sd": r.get("sd"), "ci": r.get("ci"),
             "n": r.get("n", 0), "interval_method": method,
@@ -349,7 +426,17 @@ def effect_text(c: dict) -> str:
     return f"{_f(c['mean'])} (n={c['n']}, no interval)"
 
 
-def claims_md(claims: list[dict]) -> str:
+def paper_claims(claims: list[dict]) -> list[dict]:
+    """The paper's claim records (a record without ``source`` is one)."""
+    return [c for c in claims if c.get("source", "paper") == "paper"]
+
+
+def declared_claims(claims: list[dict]) -> list[dict]:
+    """The records of claims declared in the studies."""
+    return [c for c in claims if c.get("source", "paper") != "paper"]
+
+
+def _md_table(claims: list[dict]) -> list[str]:
     lines = [
         "| claim | rule | paper's effect | ours: mean [95 % CI] | verdict | definition |",
         "|---|---|---|---|---|---|",
@@ -358,6 +445,15 @@ def claims_md(claims: list[dict]) -> str:
         stand = " (stand-in data)" if c["stand_in_data"] else ""
         lines.append(f"| {c['statement']} | {c['rule']} | {_f(c['paper_effect'])} | "
                      f"{effect_text(c)} | **{c['verdict']}**{stand} | {c['definition']} |")  # fmt: skip
+    return lines
+
+
+def claims_md(claims: list[dict]) -> str:
+    lines = _md_table(paper_claims(claims))
+    declared = declared_claims(claims)
+    if declared:
+        lines += ["", "Claims declared in the studies (config/studies.yaml, `claims:`):", "",
+                  *_md_table(declared)]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -367,10 +463,15 @@ def verdict_counts(claims: list[dict], kind: str | None = None) -> dict[str, int
 
 
 def write_claims(claims: list[dict], path: Path) -> list[Path]:
+    """``claims.json``: every claim; ``counts`` are the paper's claims' verdicts, and
+    ``declared_counts`` (present when a study declares claims) those of the declared ones."""
     from lpdt.io import write_json_atomic, write_text_atomic
 
-    write_json_atomic(path, {"version": CLAIMS_VERSION, "claims": claims,
-                             "counts": verdict_counts(claims), "interval_method": METHOD})  # fmt: skip
+    doc = {"version": CLAIMS_VERSION, "claims": claims,
+           "counts": verdict_counts(paper_claims(claims)), "interval_method": METHOD}  # fmt: skip
+    if declared_claims(claims):
+        doc["declared_counts"] = verdict_counts(declared_claims(claims))
+    write_json_atomic(path, doc)
     md = path.with_suffix(".md")
     write_text_atomic(md, claims_md(claims))
     return [path, md]

@@ -88,7 +88,10 @@ def parse_value(key: str, text: object) -> object:
 
         with contextlib.suppress(yaml.YAMLError):  # a number or a boolean, else the string
             text = yaml.safe_load(text)
-    return _canon(key, text)
+    try:
+        return _canon(key, text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{key}: {text!r} is not a value of {key} (a number)") from None
 
 
 def condition(key: str, spec: object) -> Condition:
@@ -108,7 +111,7 @@ def condition(key: str, spec: object) -> Condition:
         raise ValueError(f"where {key}{spec}: no value after {op!r}")
     if op in ("=", "!="):
         return Condition(key, op, tuple(parse_value(key, v.strip()) for v in rest.split(",")))
-    ref = _number(parse_value(key, rest))
+    ref = _number(parse_value(key, rest))  # canonical: compression >0.9 is >90 (%)
     if ref is None:
         raise ValueError(f"where {key}{op}{rest}: {op!r} needs a number, got {rest!r}")
     return Condition(key, op, (ref,))
