@@ -117,3 +117,13 @@ def test_missing_keys_are_named() -> None:
     with pytest.raises(ValueError, match=r"claim 1 \(x\): missing vary, a, b"):
         study_claims({"studies": {"s": {"runs": [], "claims": [
             {"id": "x", "statement": "s", "direction": ">", "threshold": 0}]}}})  # fmt: skip
+
+
+def test_the_schema_names_the_report_coordinates() -> None:
+    """workflow/schemas/studies.schema.yaml lists the coordinates a claim may vary: KEYS."""
+    import yaml
+
+    from lpdt.report.aggregate import KEYS
+
+    schema = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "studies.schema.yaml"
+    assert yaml.safe_load(schema.read_text())["$defs"]["coordinate"]["enum"] == KEYS
