@@ -1,4 +1,4 @@
-"""``lpdt``: train | cost | partition | topology | report | ui.
+"""``lpdt``: train | cost | partition | topology | report | compare | ui.
 
 Each subcommand lives in the package of its concern and exposes ``add_arguments(parser)`` and
 ``run(args) -> int``; they are imported lazily so that ``lpdt --help`` stays fast.
@@ -22,6 +22,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "partition": ("lpdt.data.cli", "per-node class histograms of the skew partitioner"),
     "topology": ("lpdt.decentral.topology", "mixing matrix and spectral gap of a graph"),
     "report": ("lpdt.report.cli", "tables, figures, claims check and the PDF report"),
+    "compare": (
+        "lpdt.report.compare",
+        "condition a vs b over finished runs: paired by seed, 95 % CI",
+    ),
     "ui": ("lpdt.tracking", "open the MLflow UI on the results store"),
 }
 

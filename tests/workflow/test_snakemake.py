@@ -73,6 +73,45 @@ def test_bad_seeds_name_the_key(tmp_path):
     assert "0 is less than the minimum of 1" in out and "['table4']['seeds']" in out
 
 
+# A user's small study with a claim of its own (docs/report.md, Claims declared in a study).
+USER_STUDY = {
+    "kind": "grid", "title": "a user's study: 8-bit vs FP at skew 0.8, two seeds",
+    "seeds": 2,
+    "fixed": {"dataset": "cifar10", "model": "resnet20", "recipe": "cifar_resnet",
+              "topology": "directed_ring", "nodes": 4, "algorithm": "choco", "compression": 0,
+              "skew": 0.8},
+    "grid": {"precision": ["fp32", "int8"]},
+    "claims": [{"id": "mine_lp_within_50", "statement": "8-bit is within 50 points of FP here",
+                "vary": "precision", "a": "fp32", "b": "int8", "direction": "within",
+                "threshold": [-50, 50]}],
+}  # fmt: skip
+
+
+def with_user_study(wd: Path, **claim_change) -> None:
+    studies = yaml.safe_load((wd / "config/studies.yaml").read_text())
+    study = json.loads(json.dumps(USER_STUDY))
+    study["claims"][0].update(claim_change)
+    studies["studies"]["mine"] = study
+    (wd / "config/studies.yaml").write_text(yaml.safe_dump(studies, sort_keys=False))
+
+
+def test_claim_typo_names_the_key(tmp_path):
+    wd = workdir(tmp_path)
+    with_user_study(wd, thresold=1)
+    r = snakemake(wd, "-n", "--config", "scale=smoke")
+    assert r.returncode != 0
+    assert "'thresold' was unexpected" in r.stdout + r.stderr
+
+
+def test_claim_bad_condition_is_one_line(tmp_path):
+    wd = workdir(tmp_path)
+    with_user_study(wd, where={"skew": ">=high"})
+    r = snakemake(wd, "-n", "--config", "scale=smoke")
+    assert r.returncode != 0
+    line = next(x for x in (r.stdout + r.stderr).splitlines() if "'high'" in x)
+    assert "study 'mine', claim 1 (mine_lp_within_50): skew: 'high' is not a value of skew" in line
+
+
 def test_unknown_scale_lists_the_scales(tmp_path):
     r = snakemake(workdir(tmp_path), "-n", "--config", "scale=huge")
     assert r.returncode != 0
@@ -147,6 +186,7 @@ def test_dry_run_leaves_results_byte_identical(tmp_path):
 @pytest.mark.slow
 def test_smoke_pipeline_runs_the_whole_dag_and_is_idempotent(tmp_path):
     wd = workdir(tmp_path)
+    with_user_study(wd)  # a user's study with a claim of its own runs through the DAG too
     t0 = time.perf_counter()
     r = snakemake(wd, "--cores", "2", "--config", "scale=smoke", timeout=1200)
     elapsed = time.perf_counter() - t0
@@ -159,6 +199,17 @@ def test_smoke_pipeline_runs_the_whole_dag_and_is_idempotent(tmp_path):
     for f in range(1, 8):
         assert (res / f"figures/fig{f}.png").is_file()
     assert (wd / "reports/report.pdf").stat().st_size > 0
+    # the user's claim: checked on its study's 2 seeds x 2 precisions, listed beside the paper's
+    claims = {c["id"]: c for c in json.loads((res / "claims.json").read_text())["claims"]}
+    mine = claims["mine_lp_within_50"]
+    assert mine["source"] == "study mine" and mine["n"] == 2 and mine["numbers"]["pairs"] == 2
+    assert mine["verdict"] in ("held", "inconclusive", "not held") and mine["ci"] is not None
+    assert "8-bit is within 50 points of FP here" in (res / "claims.md").read_text()
+    if shutil.which("pdftotext"):
+        page1 = subprocess.run(["pdftotext", "-l", "1", str(wd / "reports/report.pdf"), "-"],
+                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+        flat = " ".join(page1.split())
+        assert "Claims declared in the studies" in flat and "mine_lp_within_50" in flat
     m = json.loads((res / "manifest.json").read_text())
     run_ids = {e["run_id"] for s in m["studies"].values() for e in s["runs"]}
     for rid in run_ids:

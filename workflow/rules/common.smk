@@ -7,6 +7,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+from lpdt.report.claims import study_claims
 from lpdt.tracking import multi_seed_runs
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
@@ -36,6 +37,10 @@ except grid.GridError as e:
 # and the manifest are outputs of the rules `run_configs` and `manifest` below.
 MANIFEST_DATA = grid.manifest(RUNS, SPEC, SCALE, RUNS_DIR)
 MANIFEST_TEXT = grid.manifest_text(MANIFEST_DATA)
+try:  # the claims a study declares (`claims:`): checked here, so a mistake stops the DAG at once
+    study_claims(MANIFEST_DATA)
+except ValueError as e:
+    raise WorkflowError(f"{STUDIES_FILE} with scale {SCALE!r}: {e}") from None
 # Runs of a cell with several seeds: their MLflow names end in the seed (lpdt.tracking.run_name).
 SEEDED_RUNS = multi_seed_runs(MANIFEST_DATA)
 MANIFEST_STAMP = f"{RESULTS}/.manifest/{hashlib.sha1(MANIFEST_TEXT.encode()).hexdigest()[:16]}"

@@ -211,6 +211,8 @@ def manifest(runs: dict[str, Run], spec: dict[str, Any], scale: str, runs_dir: s
         ]  # fmt: skip
         studies[sname] = {"kind": study["kind"], "title": study.get("title", ""),
                           "same_as": study.get("same_as"), "runs": entries}  # fmt: skip
+        if study.get("claims"):  # claims the study declares, checked by lpdt report
+            studies[sname]["claims"] = study["claims"]
     return {"scale": scale, "studies": studies}
 
 

@@ -29,15 +29,17 @@ memory are arithmetic from the paper's constants (the cost model): shown, with n
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from lpdt.report.aggregate import KEYS, norm_key
+from lpdt.report import pairs
+from lpdt.report.aggregate import KEYS
 from lpdt.report.paper import TABLE_STUDY
 from lpdt.report.stats import (
+    DIRECTIONS,
     HELD,
     INCONCLUSIVE,
     METHOD,
@@ -45,8 +47,6 @@ from lpdt.report.stats import (
     NOT_HELD,
     VERDICTS,
     point_verdict,
-    t_interval,
-    verdict,
 )
 
 __all__ = ["HELD", "NOT_HELD", "INCONCLUSIVE", "NO_DATA", "ARITHMETIC", "CLAIMS",
@@ -54,8 +54,7 @@ __all__ = ["HELD", "NOT_HELD", "INCONCLUSIVE", "NO_DATA", "ARITHMETIC", "CLAIMS"
            "effect_text"]  # fmt: skip
 
 CLAIMS_VERSION = 4  # the definitions below; docs/report.md "Claims: versions" (dated change log)
-DECENTRALIZED = ["table3", "table4", "table5", "table6"]
-NO_SEED = -1  # the seed of a run whose record names none (e.g. the paper's numbers)
+DECENTRALIZED = ("table3", "table4", "table5", "table6")
 ARITHMETIC = "arithmetic, no verdict"  # energy / memory: the paper's constants, not tested
 COST_METHOD = ("none: measured message bytes (lpdt.cost.wire, deterministic); every row must lie "
                "in the range")  # fmt: skip
@@ -72,6 +71,14 @@ class Claim:
     direction: str  # "<=", ">" or "within" (a range); "none" for arithmetic
     threshold: float | tuple[float, float] | None
     kind: str = "accuracy"  # accuracy | cost (measured, deterministic) | arithmetic (no verdict)
+    # An accuracy claim's pairs (lpdt.report.pairs): runs of ``studies`` meeting ``where``,
+    # ``vary`` = ``a`` against ``vary`` = ``b``, effect a - b. ``vary`` None: the skew series.
+    vary: str | None = None
+    a: object = None
+    b: object = None
+    where: Mapping[str, object] = field(default_factory=dict)
+    studies: tuple[str, ...] = ()
+    source: str = "paper"  # "paper", or "study <name>": declared in a study (study_claims)
 
     @property
     def rule(self) -> str:
@@ -88,25 +95,32 @@ class Claim:
 CLAIMS = [
     Claim("lp_close_to_fp_dense", "8-bit training loses less than 1 % accuracy without compression",
           "pairs of runs identical except precision, 0 % compression (Tables 3-6)",
-          "FP - LP accuracy (points)", "<=", 1.0),
+          "FP - LP accuracy (points)", "<=", 1.0,
+          vary="precision", a="fp32", b="int8", where={"compression": 0}, studies=DECENTRALIZED),
     Claim("lp_loss_compressed", "with compression, 8-bit training loses 1-2 % accuracy",
           "pairs identical except precision, 90/99 % compression (Tables 3-6); a loss of at "
           "most 2 points: LP no better than FP (a gain is not the loss the paper reports) and "
           "no more than 2 points worse",
-          "FP - LP accuracy (points)", "within", (0.0, 2.0)),
+          "FP - LP accuracy (points)", "within", (0.0, 2.0),
+          vary="precision", a="fp32", b="int8", where={"compression": ">0"}, studies=DECENTRALIZED),
     Claim("choco_beats_ds", "CHOCO-SGD outperforms Deep-Squeeze in almost all cases",
           "pairs identical except algorithm, 90/99 % compression (Tables 3, 6); uncompressed, "
           "both are the same update (plain gossip), so those pairs carry no information",
-          "Choco - DS accuracy (points)", ">", 0.0),
+          "Choco - DS accuracy (points)", ">", 0.0,
+          vary="algorithm", a="choco", b="deepsqueeze", where={"compression": ">0"},
+          studies=("table3", "table6")),
     Claim("acc_falls_with_skew", "accuracy decreases as the degree of skew increases",
           "series identical except skew, having skew 0 and a highest skew >= 0.8 (Tables 3, 4, 6)",
           "acc(skew 0) - acc(highest skew) (points)", ">", 0.0),
     Claim("qgm_helps_high_skew", "quasi-global momentum improves accuracy with non-IID data",
           "Table 4 (QGM) vs Table 3 (local momentum) runs identical otherwise, skew >= 0.8",
-          "QGM - local momentum accuracy (points)", ">", 0.0),
+          "QGM - local momentum accuracy (points)", ">", 0.0,
+          vary="qgm", a=True, b=False, where={"skew": ">=0.8"}, studies=("table3", "table4")),
     Claim("lp_gain_high_skew", "at high skew (0.9) without compression, 8-bit is slightly better",
           "pairs identical except precision, skew >= 0.9, 0 % compression (Tables 3, 4)",
-          "LP - FP accuracy (points)", ">", 0.0),
+          "LP - FP accuracy (points)", ">", 0.0,
+          vary="precision", a="int8", b="fp32", where={"skew": ">=0.9", "compression": 0},
+          studies=("table3", "table4")),
     Claim("comm_4x", "8-bit training reduces communication about 4x",
           "bytes of an fp32 and an 8-bit message on the distributed engine's wire (lpdt.cost.wire)"
           " for every model and compression level of Table 3 'Data'; 1-byte values imply 4x for "
@@ -127,83 +141,18 @@ def _r(v: float | None, digits: int = 4) -> float | None:
     return None if v is None or not math.isfinite(v) else round(float(v), digits)
 
 
-def _with_seed(cells: pd.DataFrame) -> pd.DataFrame:
-    c = cells.copy()
-    if "seed" not in c:
-        c["seed"] = NO_SEED
-    c["seed"] = [NO_SEED if s is None or (isinstance(s, float) and math.isnan(s)) else int(s)
-                 for s in c["seed"]]  # fmt: skip
-    return c
-
-
-def _pairs(cells: pd.DataFrame, studies: list[str], vary: str, a: object, b: object,
-           where: Callable[[pd.DataFrame], pd.Series] | None = None) -> pd.DataFrame:  # fmt: skip
-    """Rows (cell keys, seed, a, b): the accuracies of ``vary == a`` and ``vary == b`` for runs
-    with otherwise equal coordinates and the same seed."""
-    c = _with_seed(cells[cells["study"].isin(studies)]).drop_duplicates([*KEYS, "seed"])
-    if where is not None and len(c):
-        c = c[where(c)]
-    c = c[c["acc"].notna()]
-    keys = [k for k in KEYS if k not in (vary, "norm")]
-    left = c[c[vary] == a][[*keys, "seed", "acc"]].rename(columns={"acc": "_a"})
-    right = c[c[vary] == b][[*keys, "seed", "acc"]].rename(columns={"acc": "_b"})
-    p = left.merge(right, on=[*keys, "seed"], how="inner")
-    p["_cell"] = [_cell_key(keys, r) for r in p[keys].itertuples(index=False)]
-    return p
-
-
-def _cell_key(keys: list[str], values: Iterable[object]) -> tuple[str, ...]:
-    """A cell's coordinates as canonical strings (``aggregate.norm_key``: 8 and 8.0 nodes are one
-    cell), so that our cells and the paper's compare equal."""
-    return tuple(str(norm_key(k, v)) for k, v in zip(keys, values, strict=True))
-
-
-def summarize(pairs: pd.DataFrame, claim: Claim) -> dict:
+def summarize(p: pd.DataFrame, claim: Claim) -> dict:
     """The claim's record from paired differences (columns ``_cell``, ``seed``, ``diff``)."""
-    if not len(pairs):
-        return {"verdict": NO_DATA, "mean": None, "sd": None, "ci": None, "n": 0, "cells": 0,
-                "pairs": 0, "why": "no pair of finished runs"}  # fmt: skip
-    # Pair by seed over one set of cells: a cell run with fewer seeds (e.g. an expensive study
-    # kept at one seed) would otherwise enter some seeds' means and not others'. Keep the cells
-    # that have the claim's most common full seed set; the others are counted, not used.
-    seed_sets = pairs.groupby("_cell")["seed"].agg(lambda s: tuple(sorted(set(s))))
-    most = max(len(v) for v in seed_sets)
-    full = seed_sets[seed_sets.map(len) == most].value_counts().index[0]
-    used = seed_sets.index[seed_sets == full]
-    excluded = len(seed_sets) - len(used)
-    pairs = pairs[pairs["_cell"].isin(set(used))]
-    per_seed = pairs.groupby("seed")["diff"].mean().sort_index()
-    iv = t_interval(per_seed.to_numpy())
-    out = {
-        "verdict": verdict(iv.low, iv.high, claim.threshold, claim.direction),  # type: ignore[arg-type]
-        "mean": _r(iv.mean), "sd": _r(iv.sd),
-        "ci": None if iv.ci is None else [_r(iv.low), _r(iv.high)],
-        "n": iv.n, "cells": int(pairs["_cell"].nunique()), "pairs": len(pairs),
-        "per_seed": {("none" if s == NO_SEED else str(s)): _r(v) for s, v in per_seed.items()},
-        "min": _r(float(pairs["diff"].min())), "max": _r(float(pairs["diff"].max())),
-        "cells_used": [list(c) for c in sorted(used)],
-    }  # fmt: skip
-    if iv.n < 2:
-        out["why"] = "one seed: no interval can be formed (run the claim's studies with seeds >= 2)"
-    if excluded:
-        out["cells_excluded"] = excluded
-        out["cells_excluded_why"] = f"run with other seeds than the claim's {most}-seed cells"
-    return out
-
-
-def _diff(p: pd.DataFrame, sign: int) -> pd.DataFrame:
-    p = p.copy()
-    p["diff"] = sign * (p["_a"] - p["_b"])
-    return p
+    return pairs.summarize(p, claim.threshold, claim.direction)  # type: ignore[arg-type]
 
 
 def _skew_series(cells: pd.DataFrame) -> pd.DataFrame:
     """Per (series, seed): acc(skew 0) - acc(series' highest skew, >= 0.8)."""
-    c = _with_seed(
+    c = pairs.with_seed(
         cells[cells["study"].isin(["table3", "table4", "table6"]) & cells["acc"].notna()]
     )
     c = c.drop_duplicates([*KEYS, "seed"])
-    keys = [k for k in KEYS if k not in ("skew", "norm")]
+    keys = pairs.pair_keys("skew")
     rows = []
     for key, g in c.groupby(keys, dropna=False):
         top = g["skew"].max()
@@ -212,38 +161,106 @@ def _skew_series(cells: pd.DataFrame) -> pd.DataFrame:
         for seed, gs in g.groupby("seed"):
             lo, hi = gs[gs["skew"] == 0]["acc"], gs[gs["skew"] == top]["acc"]
             if len(lo) and len(hi):
-                rows.append({"_cell": _cell_key(keys, key if isinstance(key, tuple) else (key,)),
+                rows.append({"_cell": pairs.cell_key(keys, key if isinstance(key, tuple) else (key,)),
                              "seed": seed, "diff": float(lo.mean() - hi.mean())})  # fmt: skip
     return pd.DataFrame(rows, columns=["_cell", "seed", "diff"])
 
 
+def claim_pairs(cells: pd.DataFrame, claim: Claim) -> pd.DataFrame:
+    """The claim's paired differences (``lpdt.report.pairs.pairs``; the skew claim: its series)."""
+    if claim.vary is None:
+        return _skew_series(cells)
+    return pairs.pairs(cells, claim.vary, claim.a, claim.b, claim.studies or None, claim.where)
+
+
 def accuracy_claims(cells: pd.DataFrame,
-                    restrict: Mapping[str, set[tuple[str, ...]]] | None = None) -> dict[str, dict]:  # fmt: skip
-    """Accuracy claims on a frame with columns study, KEYS, acc (NaN = no usable result) and
-    optionally seed (absent or None: one unnamed seed). ``restrict``: per claim id, the cells
-    (``cells_used`` of another result, as tuples) to which its pairs are limited (a claim not
-    named there keeps none): the paper's effect over the cells ours used."""
-
-    def rec(cid: str, pairs: pd.DataFrame) -> dict:
-        if restrict is not None:
-            pairs = pairs[pairs["_cell"].isin(restrict.get(cid, set()))]
-        return summarize(pairs, BY_ID[cid])
-
+                    restrict: Mapping[str, set[tuple[str, ...]]] | None = None,
+                    claims: Sequence[Claim] = CLAIMS) -> dict[str, dict]:  # fmt: skip
+    """The accuracy ``claims`` (default: the paper's) on a frame with columns study, KEYS, acc
+    (NaN = no usable result) and optionally seed (absent or None: one unnamed seed).
+    ``restrict``: per claim id, the cells (``cells_used`` of another result, as tuples) to which
+    its pairs are limited (a claim not named there keeps none): the paper's effect over the cells
+    ours used."""
     out: dict[str, dict] = {}
-    dense = _pairs(cells, DECENTRALIZED, "precision", "fp32", "int8",
-                   lambda c: c["compression"] == 0)  # fmt: skip
-    out["lp_close_to_fp_dense"] = rec("lp_close_to_fp_dense", _diff(dense, +1))
-    comp = _pairs(cells, DECENTRALIZED, "precision", "fp32", "int8", lambda c: c["compression"] > 0)
-    out["lp_loss_compressed"] = rec("lp_loss_compressed", _diff(comp, +1))
-    algo = _pairs(cells, ["table3", "table6"], "algorithm", "choco", "deepsqueeze",
-                  lambda c: c["compression"] > 0)  # fmt: skip
-    out["choco_beats_ds"] = rec("choco_beats_ds", _diff(algo, +1))
-    out["acc_falls_with_skew"] = rec("acc_falls_with_skew", _skew_series(cells))
-    q = _pairs(cells, ["table3", "table4"], "qgm", True, False, lambda c: c["skew"] >= 0.8)
-    out["qgm_helps_high_skew"] = rec("qgm_helps_high_skew", _diff(q, +1))
-    hs = _pairs(cells, ["table3", "table4"], "precision", "int8", "fp32",
-                lambda c: (c["skew"] >= 0.9) & (c["compression"] == 0))  # fmt: skip
-    out["lp_gain_high_skew"] = rec("lp_gain_high_skew", _diff(hs, +1))
+    for c in claims:
+        if c.kind != "accuracy":
+            continue
+        p = claim_pairs(cells, c)
+        if restrict is not None:
+            p = p[p["_cell"].isin(restrict.get(c.id, set()))]
+        out[c.id] = summarize(p, c)
+    return out
+
+
+# --- claims declared in a study (config/studies.yaml, `claims:`; carried by the manifest) -------
+
+STUDY_CLAIM_KEYS = {"id": True, "statement": True, "vary": True, "a": True, "b": True,
+                    "direction": True, "threshold": True, "where": False, "studies": False}  # fmt: skip
+
+
+def _study_claim(study: str, i: int, d: object, known: set[str]) -> Claim:
+    """One ``claims:`` entry of ``study`` as a Claim; a mistake is a one-line ValueError."""
+    at = f"study {study!r}, claim {i + 1}"
+    if not isinstance(d, Mapping):
+        raise ValueError(f"{at}: expected a mapping with {', '.join(STUDY_CLAIM_KEYS)}")
+    at += f" ({d['id']})" if "id" in d else ""
+    unknown = sorted(set(d) - set(STUDY_CLAIM_KEYS))
+    if unknown:
+        raise ValueError(f"{at}: unknown key {unknown[0]!r} (keys: {', '.join(STUDY_CLAIM_KEYS)})")
+    missing = [k for k, req in STUDY_CLAIM_KEYS.items() if req and k not in d]
+    if missing:
+        raise ValueError(f"{at}: missing {', '.join(missing)}")
+    vary, where = str(d["vary"]), d.get("where") or {}
+    if not isinstance(where, Mapping):
+        raise ValueError(f"{at}: where must map a coordinate to a condition, got {where!r}")
+    for k in [vary, *where]:
+        if k not in KEYS:
+            raise ValueError(f"{at}: unknown coordinate {k!r} (coordinates: {', '.join(KEYS)})")
+    try:
+        conds = pairs.conditions(where)
+    except ValueError as e:
+        raise ValueError(f"{at}: {e}") from None
+    direction, thr = d["direction"], d["threshold"]
+    if direction not in DIRECTIONS:
+        raise ValueError(f"{at}: direction {direction!r} is not one of {', '.join(DIRECTIONS)}")
+    ok_range = (isinstance(thr, list) and len(thr) == 2
+                and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in thr)
+                and thr[0] <= thr[1])  # fmt: skip
+    if direction == "within" and not ok_range:
+        raise ValueError(f"{at}: direction 'within' needs threshold [lo, hi], got {thr!r}")
+    if direction != "within" and (isinstance(thr, bool) or not isinstance(thr, (int, float))):
+        raise ValueError(
+            f"{at}: threshold must be a number for direction {direction!r}, got {thr!r}"
+        )
+    studies = d.get("studies") or [study]
+    bad = [x for x in studies if x not in known]
+    if bad:
+        raise ValueError(f"{at}: unknown study {bad[0]!r} (studies: {', '.join(sorted(known))})")
+    a, b = pairs.parse_value(vary, d["a"]), pairs.parse_value(vary, d["b"])
+    show = pairs.Condition(vary, "=", (a, b)).text().split("=", 1)[1].split(",")
+    sel = "; ".join(c.text() for c in conds)
+    definition = (f"pairs identical except {vary} ({show[0]} vs {show[1]}), same seed"
+                  + (f", {sel}" if sel else "") + f" (studies {', '.join(studies)})")  # fmt: skip
+    return Claim(str(d["id"]), str(d["statement"]), definition,
+                 f"{show[0]} - {show[1]} accuracy (points)", direction,
+                 (float(thr[0]), float(thr[1])) if direction == "within" else float(thr),
+                 vary=vary, a=a, b=b, where=dict(where), studies=tuple(studies),
+                 source=f"study {study}")  # fmt: skip
+
+
+def study_claims(manifest: Mapping) -> list[Claim]:
+    """The claims the manifest's studies declare (``claims:``), in study order; ids must be new."""
+    studies = manifest.get("studies") or {}
+    out: list[Claim] = []
+    seen = set(BY_ID)
+    for name, spec in studies.items():
+        for i, d in enumerate(spec.get("claims") or []):
+            c = _study_claim(name, i, d, set(studies))
+            if c.id in seen:
+                raise ValueError(f"study {name!r}, claim {i + 1}: id {c.id!r} is already taken "
+                                 "(a paper claim or another study's)")  # fmt: skip
+            seen.add(c.id)
+            out.append(c)
     return out
 
 
@@ -325,7 +342,7 @@ def paper_cells(paper: pd.DataFrame) -> pd.DataFrame:
     p = paper[(paper["metric"] == "acc") & paper["table"].isin(list(TABLE_STUDY))].copy()
     p["study"] = p["table"].map(TABLE_STUDY)
     p["acc"] = p["value"]
-    p["seed"] = NO_SEED
+    p["seed"] = pairs.NO_SEED
     return p[["study", *KEYS, "seed", "acc"]]
 
 
@@ -333,21 +350,24 @@ def _cells(r: dict) -> set[tuple[str, ...]]:
     return {tuple(c) for c in r.get("cells_used", [])}
 
 
-def check_claims(df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path) -> list[dict]:
-    """One record per claim (docs/report.md, "Claims"): id, version, statement, definition, kind,
-    effect, direction, threshold, rule, verdict, mean, sd, ci, n, interval_method, paper_effect
-    (over the paper's cells that match ours), paper_verdict, paper_cells, paper_effect_all_cells,
+def check_claims(df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path,
+                 declared: Sequence[Claim] = ()) -> list[dict]:  # fmt: skip
+    """One record per claim, the paper's then the ``declared`` ones (``study_claims``)
+    (docs/report.md, "Claims"): id, version, statement, definition, kind, source, effect,
+    direction, threshold, rule, verdict, mean, sd, ci, n, interval_method, paper_effect (over the
+    paper's cells that match ours), paper_verdict, paper_cells, paper_effect_all_cells,
     stand_in_data, numbers, paper_numbers."""
+    every = [*CLAIMS, *declared]
     cols = ["study", *KEYS, "acc"] + (["seed"] if "seed" in df else [])
-    ours_acc = accuracy_claims(df[cols])
+    ours_acc = accuracy_claims(df[cols], claims=every)
     ours = ours_acc | cost_claims(cost_dir)
     pc = paper_cells(paper)
-    theirs_all = accuracy_claims(pc)
-    theirs = (accuracy_claims(pc, restrict={k: _cells(r) for k, r in ours_acc.items()})
+    theirs_all = accuracy_claims(pc, claims=every)
+    theirs = (accuracy_claims(pc, restrict={k: _cells(r) for k, r in ours_acc.items()}, claims=every)
               | paper_cost(paper, cost_dir))  # fmt: skip
     stand_in = sorted({p for s in df["stand_in"].dropna() for p in str(s).split("; ") if p})
     out = []
-    for c in CLAIMS:
+    for c in every:
         r = ours.get(c.id, {"verdict": NO_DATA, "n": 0})
         t = theirs.get(c.id, {})
         pe = t.get("mean")
@@ -363,8 +383,9 @@ def check_claims(df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path) -> list[
             pv = t.get("verdict", NO_DATA)
             method = COST_METHOD if c.kind == "cost" else ARITHMETIC_METHOD
         out.append({
-            "id": c.id, "version": CLAIMS_VERSION, "statement": c.statement,
-            "definition": c.definition, "kind": c.kind, "effect": c.effect,
+            "id": c.id, "version": CLAIMS_VERSION if c.source == "paper" else None,
+            "statement": c.statement, "definition": c.definition, "kind": c.kind,
+            "source": c.source, "effect": c.effect,
             "direction": c.direction, "threshold": thr, "rule": c.rule,
             "verdict": r["verdict"], "mean": r.get("mean"), "sd": r.get("sd"), "ci": r.get("ci"),
             "n": r.get("n", 0), "interval_method": method,
@@ -405,7 +426,17 @@ def effect_text(c: dict) -> str:
     return f"{_f(c['mean'])} (n={c['n']}, no interval)"
 
 
-def claims_md(claims: list[dict]) -> str:
+def paper_claims(claims: list[dict]) -> list[dict]:
+    """The paper's claim records (a record without ``source`` is one)."""
+    return [c for c in claims if c.get("source", "paper") == "paper"]
+
+
+def declared_claims(claims: list[dict]) -> list[dict]:
+    """The records of claims declared in the studies."""
+    return [c for c in claims if c.get("source", "paper") != "paper"]
+
+
+def _md_table(claims: list[dict]) -> list[str]:
     lines = [
         "| claim | rule | paper's effect | ours: mean [95 % CI] | verdict | definition |",
         "|---|---|---|---|---|---|",
@@ -414,6 +445,15 @@ def claims_md(claims: list[dict]) -> str:
         stand = " (stand-in data)" if c["stand_in_data"] else ""
         lines.append(f"| {c['statement']} | {c['rule']} | {_f(c['paper_effect'])} | "
                      f"{effect_text(c)} | **{c['verdict']}**{stand} | {c['definition']} |")  # fmt: skip
+    return lines
+
+
+def claims_md(claims: list[dict]) -> str:
+    lines = _md_table(paper_claims(claims))
+    declared = declared_claims(claims)
+    if declared:
+        lines += ["", "Claims declared in the studies (config/studies.yaml, `claims:`):", "",
+                  *_md_table(declared)]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -423,10 +463,15 @@ def verdict_counts(claims: list[dict], kind: str | None = None) -> dict[str, int
 
 
 def write_claims(claims: list[dict], path: Path) -> list[Path]:
+    """``claims.json``: every claim; ``counts`` are the paper's claims' verdicts, and
+    ``declared_counts`` (present when a study declares claims) those of the declared ones."""
     from lpdt.io import write_json_atomic, write_text_atomic
 
-    write_json_atomic(path, {"version": CLAIMS_VERSION, "claims": claims,
-                             "counts": verdict_counts(claims), "interval_method": METHOD})  # fmt: skip
+    doc = {"version": CLAIMS_VERSION, "claims": claims,
+           "counts": verdict_counts(paper_claims(claims)), "interval_method": METHOD}  # fmt: skip
+    if declared_claims(claims):
+        doc["declared_counts"] = verdict_counts(declared_claims(claims))
+    write_json_atomic(path, doc)
     md = path.with_suffix(".md")
     write_text_atomic(md, claims_md(claims))
     return [path, md]

@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lpdt.report.aggregate import aggregate, run_counts
-    from lpdt.report.claims import check_claims, write_claims
+    from lpdt.report.claims import check_claims, study_claims, write_claims
     from lpdt.report.figures import write_figures
     from lpdt.report.paper import load_paper
     from lpdt.report.pdf import build_pdf
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
           f"{c['missing']} missing)")  # fmt: skip
     want = set(ONLY) if args.only is None else {args.only}
     tables = build_tables(df, paper, cost, scale)
-    claims = check_claims(df, paper, cost)
+    claims = check_claims(df, paper, cost, study_claims(manifest))  # paper's + the studies'
     if "tables" in want:
         for path in write_tables(tables, tables_dir):
             print(f"wrote {path}")

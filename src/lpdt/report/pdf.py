@@ -33,7 +33,7 @@ from reportlab.platypus import (
 )
 
 from lpdt.report.aggregate import engine_counts, run_counts, seeds_used, training_seconds
-from lpdt.report.claims import effect_text, verdict_counts
+from lpdt.report.claims import declared_claims, effect_text, paper_claims, verdict_counts
 from lpdt.report.describe import (
     cost_setup_text,
     partition_text,
@@ -223,8 +223,11 @@ def _n_phrase(counts: dict[str, int]) -> str:
 def summary_sentences(claims: list[dict], df: pd.DataFrame,
                       plateau: pd.DataFrame | None = None) -> list[str]:  # fmt: skip
     """The summary page's sentences, each computed from the claims, the run table and the
-    plateau check (``lpdt.report.plateau``; None: no check)."""
+    plateau check (``lpdt.report.plateau``; None: no check). The claims declared in the studies
+    get a sentence of their own, after the paper's."""
     out = []
+    declared = declared_claims(claims)
+    claims = paper_claims(claims)
     acc = [c for c in claims if c.get("kind", "accuracy") == "accuracy"]
     cost = [c for c in claims if c.get("kind") == "cost"]
     ns = sorted({c["n"] for c in acc if c.get("ci")})
@@ -243,6 +246,10 @@ def summary_sentences(claims: list[dict], df: pd.DataFrame,
         s1 += (f"; {len(arith)} ({', '.join(c['effect'].split(' (')[0] for c in arith)}) "
                "are arithmetic from the paper's constants, shown without a verdict")
     out.append(s1 + ".")
+    if declared:
+        out.append(f"Of {len(declared)} claim{'s' if len(declared) != 1 else ''} declared in the "
+                   f"studies ({', '.join(c['id'] for c in declared)}), "
+                   f"{_n_phrase(verdict_counts(declared))}.")  # fmt: skip
     both = [c for c in acc if c.get("mean") is not None and c.get("paper_effect") is not None]
     if both:
         far = max(both, key=lambda c: abs(c["mean"] - c["paper_effect"]))
@@ -342,7 +349,7 @@ def _summary_page(df: pd.DataFrame, manifest: dict, claims: list[dict], st: dict
     story += [Paragraph(_esc(s), st["sbody"]) for s in summary_sentences(claims, df, plateau)]
     story.append(Spacer(1, 5))
     rows = []
-    for c in claims:
+    for c in paper_claims(claims):
         # (on stand-in data: sentence 4 says so once; the claims detail marks every claim)
         pe = c.get("paper_effect")
         rows.append([c["statement"], c.get("rule", ""), "-" if pe is None else f"{pe:.2f}",
@@ -371,6 +378,7 @@ def _summary_page(df: pd.DataFrame, manifest: dict, claims: list[dict], st: dict
                         "energy and memory: arithmetic, no verdict. The paper's effect: its published "
                         "numbers through the same code, on the paper's cells that match ours.", st["cap"]),
               Spacer(1, 5)]  # fmt: skip
+    story += _declared_table(declared_claims(claims), st, width)
     info = what_ran(df, manifest, plateau)
     t = Table([[Paragraph(_esc(a), st["shead"]), Paragraph(_esc(b), st["scell"])] for a, b in info],
               colWidths=[4 * cm, width - 4 * cm])  # fmt: skip
@@ -380,6 +388,31 @@ def _summary_page(df: pd.DataFrame, manifest: dict, claims: list[dict], st: dict
                            ("BOTTOMPADDING", (0, 0), (-1, -1), 1.2)]))  # fmt: skip
     story += [Paragraph("What ran", st["h2"]), t]
     return story
+
+
+def _declared_table(declared: list[dict], st: dict, width: float) -> list:
+    """The claims declared in the studies, on the summary page after the paper's."""
+    if not declared:
+        return []
+    data = [[Paragraph(_esc(h), st["shead"]) for h in
+             ("Claim (declared in)", "Effect and threshold", f"Ours: mean [{_level()} CI] (n seeds)", "Verdict")]]  # fmt: skip
+    for c in declared:
+        color = VERDICT_COLOR.get(c["verdict"], "#000000")
+        data.append([Paragraph(_esc(f"{c['statement']} ({c['id']}, {c['source']})"), st["scell"]),
+                     Paragraph(_esc(c.get("rule", "")), st["scell"]),
+                     Paragraph(_esc(effect_text(c)), st["scell"]),
+                     Paragraph(f'<font color="{color}"><b>{_esc(c["verdict"])}</b></font>', st["scell"])])  # fmt: skip
+    w = [3.8, 2.6, 2.3, 1.2]
+    tbl = Table(data, colWidths=[width * x / sum(w) for x in w], repeatRows=1)
+    tbl.setStyle(TableStyle([("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
+                             ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8e8e8")),
+                             ("VALIGN", (0, 0), (-1, -1), "TOP"),
+                             ("TOPPADDING", (0, 0), (-1, -1), 1.2),
+                             ("BOTTOMPADDING", (0, 0), (-1, -1), 1.2)]))  # fmt: skip
+    return [Paragraph("Claims declared in the studies", st["h2"]), tbl,
+            Paragraph("Declared in config/studies.yaml (or the studies file given to the workflow), "
+                      "checked with the same pairing, interval and verdict rule as the paper's.", st["cap"]),
+            Spacer(1, 5)]  # fmt: skip
 
 
 def _figures(figures_dir: Path, captions: dict[str, str], st: dict, width: float,
