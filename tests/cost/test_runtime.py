@@ -62,3 +62,21 @@ def test_gossiped_entries_match_the_models():
     for name in ("resnet20", "resnet54", "vgg11"):
         model = build_model(load_config(None, [f"model.name={name}"]), 10, (3, 32, 32))
         assert sum(p.numel() for p in model.parameters()) == runtime.GOSSIPED[name], name
+
+
+def test_h100_estimate_covers_only_what_was_measured_on_it():
+    """The paper-scale Table 3 cell (ResNet-20, 8 nodes, per-node batch 32, 32 px) has an H100
+    cost; 16 nodes (per-node batch 16) and 8-bit have none: no estimate rather than a guess."""
+    paper = ["model.name=resnet20", "data.dataset=cifar10", "topology.nodes=8",
+             "train.batch_size=256", "train.epochs=200", "train.compile=true"]  # fmt: skip
+    cfg = load_config(None, paper).to_dict()
+    train_ms, eval_ms, compile_s = runtime.H100_MS[("resnet20", "fp32", 32, 32)]
+    expect = (runtime.START_S + compile_s + 200 * 50000 * train_ms / 1e3
+              + runtime.evaluated_images(cfg) * eval_ms / 1e3)  # fmt: skip
+    assert runtime.run_seconds(cfg, 200 * 50000, "h100") == pytest.approx(expect)
+    sixteen = load_config(None, [*paper, "topology.nodes=16"]).to_dict()
+    assert runtime.run_seconds(sixteen, 200 * 50000, "h100") is None
+    int8 = load_config(None, [*paper, "precision.mode=int8"]).to_dict()
+    assert runtime.run_seconds(int8, 200 * 50000, "h100") is None
+    with pytest.raises(ValueError, match="allowed cpu, h100"):
+        runtime.run_seconds(cfg, 1, "tpu")

@@ -105,9 +105,13 @@ rule plan:
 
         from lpdt.cost import runtime
 
+        # Whose costs: the reference CPU, or (the paper scale's default) one H100.
+        machine = config.get("plan_machine", "h100" if SCALE == "paper" else "cpu")
+        if machine not in runtime.MACHINES:
+            raise ValueError(f"plan_machine {machine!r}: allowed {', '.join(runtime.MACHINES)}")
         rows = grid.plan_rows(RUNS)
         for r in rows:
-            est = runtime.run_seconds(RUNS[r["run_id"]].config, r["samples"])
+            est = runtime.run_seconds(RUNS[r["run_id"]].config, r["samples"], machine)
             r["est_s"] = None if est is None else round(est)
         with open(output[0], "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t")
@@ -122,10 +126,13 @@ rule plan:
         for (m, p), n in sorted(by.items()):
             print(f"  {m:<16} {p:<5} {n:>12,} samples  ~{secs[(m, p)] / 60:6.1f} job-min")
         slots = max(1, (os.cpu_count() or 1) // max(1, int(config.get("train_threads", 1))))
+        if machine == "h100":
+            slots = 1
         known = [r["est_s"] for r in rows if r["est_s"] is not None]
         wall = runtime.packed_wall_seconds(known, slots)
         print(f"estimated training wall time: ~{wall / 60:.0f} min with {slots} jobs at once "
-              f"(costs fitted on a {runtime.REFERENCE}; lpdt.cost.runtime)")
+              f"= {sum(known) / 3600:.1f} job-hours "
+              f"(costs measured on {runtime.MACHINES[machine]}; lpdt.cost.runtime)")
         if len(known) < len(rows):
             print(f"  ({len(rows) - len(known)} runs have no measured cost and are not counted)")
         print(f"per-run table: {output[0]}")

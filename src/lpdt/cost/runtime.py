@@ -107,8 +107,41 @@ def gossip_units(cfg: Mapping[str, Any], samples: int) -> float:
     return rounds * n * GOSSIPED.get(cfg["model"]["name"], 0)
 
 
-def run_seconds(cfg: Mapping[str, Any], samples: int | None) -> float | None:
-    """Estimated seconds of one training job (None: no measured cost for its model/precision/px)."""
+# One NVIDIA H100 80GB (torch 2.11.0+cu130, compiled steps, one job on the GPU at a time;
+# docs/engine.md "On a GPU"): (model, precision, px, per-node batch) -> (ms per training sample,
+# gossip, optimizer and data included; ms per evaluated image, at most; seconds of compiling).
+# Measured 2026-11-25 on the Table 3 cell (8-node ring, CHOCO with 99 % top-k) at paper scale:
+# 30.3 s per epoch of 50,000 samples; the final 51 gossip rounds and evaluation (at most 90,000
+# images) 3.6 s; compiling the training step 20.8 s (benchmarks/bench_compile.py). Nothing else
+# has been measured on a GPU: other keys have no estimate (the plan says how many).
+H100_MS: dict[tuple[str, str, int, int], tuple[float, float, float]] = {
+    ("resnet20", "fp32", 32, 32): (0.606, 0.04, 21.0),
+}
+MACHINES = {
+    "cpu": REFERENCE,
+    "h100": "one NVIDIA H100 80GB, torch 2.11.0+cu130, compiled steps, 1 job on the GPU at a time",
+}
+
+
+def per_node_batch(cfg: Mapping[str, Any]) -> int:
+    """Samples each node's step sees (the run's batch size is the total over the nodes)."""
+    return max(1, int(cfg["train"]["batch_size"]) // int(cfg["topology"]["nodes"]))
+
+
+def run_seconds(
+    cfg: Mapping[str, Any], samples: int | None, machine: str = "cpu"
+) -> float | None:
+    """Estimated seconds of one training job on ``machine`` (a key of ``MACHINES``); None: no
+    measured cost for its model / precision / px (on the H100: and per-node batch)."""
+    if machine not in MACHINES:
+        raise ValueError(f"machine {machine!r}: allowed {', '.join(MACHINES)}")
+    if machine == "h100":
+        gpu_key = (cfg["model"]["name"], cfg["precision"]["mode"], input_px(cfg), per_node_batch(cfg))
+        if gpu_key not in H100_MS or samples is None:
+            return None
+        train_ms, eval_ms, compile_s = H100_MS[gpu_key]
+        return (START_S + compile_s + samples * train_ms / 1e3
+                + evaluated_images(cfg) * eval_ms / 1e3)  # fmt: skip
     key = (cfg["model"]["name"], cfg["precision"]["mode"], input_px(cfg))
     if key not in STEP_MS or samples is None:
         return None
