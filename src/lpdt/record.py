@@ -216,6 +216,9 @@ class HistoryRow:
 
 
 HISTORY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(HistoryRow))
+# The columns that measure the process rather than the result: two runs of one config that
+# compute the same numbers still differ in these.
+MEASURED_FIELDS: tuple[str, ...] = ("wall_s", "cpu_share", "peak_rss_mb", "threads", "images_per_s")
 FINAL_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FinalMetrics))
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from lpdt.launch import free_port
+from lpdt.record import MEASURED_FIELDS
 
 REPO = Path(__file__).resolve().parents[2]
 ARGS = [
@@ -75,5 +76,7 @@ def test_two_torchrun_agents_reproduce_the_local_launch(tmp_path):
     assert b["final"] == a["final"]  # same threads, same float operations: equal numbers
     comm_a, comm_b = a["communication"], b["communication"]
     assert comm_b["wire_bytes_per_node"] == comm_a["wire_bytes_per_node"] > 0
-    strip = [{k: v for k, v in row.items() if k != "wall_s"} for row in b["history"]]
-    assert strip == [{k: v for k, v in row.items() if k != "wall_s"} for row in a["history"]]
+    def results(history: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if k not in MEASURED_FIELDS} for r in history]
+
+    assert results(b["history"]) == results(a["history"])
