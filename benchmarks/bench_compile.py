@@ -144,29 +144,41 @@ def run_case(model_name: str, nodes: int, precisions: list[str], args, device) -
             per[name].append(time_rounds(steps, state, x, y, args.iters, device) / nodes)
     for prec in precisions:
         e, c = per[f"{prec} eager"], per[f"{prec} compiled"]
-        print(f"{model_name} x {nodes} {prec}: compile {compile_s[prec]:.1f} s | eager "
-              f"{1e3 * statistics.median(e):.1f} ms/step {args.batch / statistics.median(e):.0f} img/s"
-              f" | compiled {1e3 * statistics.median(c):.1f} ms/step "
-              f"{args.batch / statistics.median(c):.0f} img/s | compiled/eager "
-              f"{spread([b / a for a, b in zip(e, c)])}", flush=True)  # fmt: skip
+        print(
+            f"{model_name} x {nodes} {prec}: compile {compile_s[prec]:.1f} s | eager "
+            f"{1e3 * statistics.median(e):.1f} ms/step {args.batch / statistics.median(e):.0f} img/s"
+            f" | compiled {1e3 * statistics.median(c):.1f} ms/step "
+            f"{args.batch / statistics.median(c):.0f} img/s | compiled/eager "
+            f"{spread([b / a for a, b in zip(e, c)])}",
+            flush=True,
+        )
     if {"fp32", "int8"} <= set(precisions):
         for kind in ("eager", "compiled"):
             q, f = per[f"int8 {kind}"], per[f"fp32 {kind}"]
-            print(f"{model_name} x {nodes}: int8 {kind} / fp32 {kind} "
-                  f"{spread([a / b for a, b in zip(q, f)])}", flush=True)  # fmt: skip
+            print(
+                f"{model_name} x {nodes}: int8 {kind} / fp32 {kind} "
+                f"{spread([a / b for a, b in zip(q, f)])}",
+                flush=True,
+            )
     for name, (steps, state) in variants.items():
-        print(f"--- profile: {model_name} x {nodes} {name}: "
-              f"{profile_round(steps, state, x, y, device, args.profile)}", flush=True)  # fmt: skip
+        print(
+            f"--- profile: {model_name} x {nodes} {name}: "
+            f"{profile_round(steps, state, x, y, device, args.profile)}",
+            flush=True,
+        )
     if "fp32" in precisions:
         state = variants["fp32 eager"][1]
         flops = step_flops(state.models[0], x, y)
         rate = matmul_gflops(device)
         best = 1e3 * min(per["fp32 compiled"])
         floor = 1e3 * flops / (rate * 1e9)
-        print(f"{model_name} x {nodes}: floor {flops / 1e9:.3g} GFLOP per node step (convolutions "
-              f"and matmuls) / {rate:.0f} GFLOP/s (fp32 matmul {torch.get_num_threads()} "
-              f"threads) = {floor:.3g} ms; fp32 compiled best block {best:.1f} ms = "
-              f"{best / floor:.1f}x the floor", flush=True)  # fmt: skip
+        print(
+            f"{model_name} x {nodes}: floor {flops / 1e9:.3g} GFLOP per node step (convolutions "
+            f"and matmuls) / {rate:.0f} GFLOP/s (fp32 matmul {torch.get_num_threads()} "
+            f"threads) = {floor:.3g} ms; fp32 compiled best block {best:.1f} ms = "
+            f"{best / floor:.1f}x the floor",
+            flush=True,
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,9 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     p.add_argument("--device", default="cpu", help="cpu | cuda | cuda:N (default cpu)")
     p.add_argument("--mode", default="default", help="torch.compile mode (default: default)")
-    p.add_argument("--profile", type=int, default=0, metavar="N",
-                   help="print each step's top N operators in its profiled round (inductor "
-                        "kernels named; default 0: the convolution share only)")  # fmt: skip
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print each step's top N operators in its profiled round (inductor "
+        "kernels named; default 0: the convolution share only)",
+    )
     args = p.parse_args(argv)
     try:
         cases = [(m, int(n)) for m, n in (c.split(":") for c in args.cases.split(","))]
@@ -209,10 +226,13 @@ def main(argv: list[str] | None = None) -> int:
 
         inductor_config.cpp.enable_kernel_profile = True
     device = torch.device(args.device)
-    print(f"torch {torch.__version__}, device {device}"
-          f"{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}, "
-          f"{torch.get_num_threads()} threads, per-node batch {args.batch}, {args.size} px, "
-          f"median of {args.rounds} blocks x {args.iters} rounds", flush=True)  # fmt: skip
+    print(
+        f"torch {torch.__version__}, device {device}"
+        f"{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}, "
+        f"{torch.get_num_threads()} threads, per-node batch {args.batch}, {args.size} px, "
+        f"median of {args.rounds} blocks x {args.iters} rounds",
+        flush=True,
+    )
     for model_name, nodes in cases:
         print(f"load average before {model_name}: {loadavg()}", flush=True)
         run_case(model_name, nodes, precisions, args, device)

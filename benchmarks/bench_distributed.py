@@ -38,12 +38,19 @@ def overrides(args: argparse.Namespace, case: str) -> list[str]:
     comp, ratio = CASES[case] or ("none", 0.0)
     n, b = args.nodes, args.batch
     return [
-        f"model.name={args.model}", "data.dataset=synthetic", f"topology.nodes={n}",
-        f"train.batch_size={n * b}", f"data.train_subset={n * b * (args.iters + args.warmup + 1)}",
-        "data.test_subset=10", "topology.name=directed_ring", "algorithm.name=choco",
-        f"algorithm.compression.name={comp}", f"algorithm.compression.ratio={ratio}",
-        "device=cpu", "data.augment=false",
-    ]  # fmt: skip
+        f"model.name={args.model}",
+        "data.dataset=synthetic",
+        f"topology.nodes={n}",
+        f"train.batch_size={n * b}",
+        f"data.train_subset={n * b * (args.iters + args.warmup + 1)}",
+        "data.test_subset=10",
+        "topology.name=directed_ring",
+        "algorithm.name=choco",
+        f"algorithm.compression.name={comp}",
+        f"algorithm.compression.ratio={ratio}",
+        "device=cpu",
+        "data.augment=false",
+    ]
 
 
 def iterate(run: Run, gossip: bool) -> None:
@@ -89,13 +96,26 @@ def worker(args: argparse.Namespace) -> None:
 
 def distributed(args: argparse.Namespace, case: str) -> dict:
     n = args.nodes
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-           "WORLD_SIZE": str(n), "LPDT_DIST_TIMEOUT_S": "600"}  # fmt: skip
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": str(n),
+        "LPDT_DIST_TIMEOUT_S": "600",
+    }
     threads = max(1, (args.threads or os.cpu_count() or 1) // n)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", case,
-           "--threads", str(threads)] + _passthrough(args)  # fmt: skip
-    procs = [subprocess.Popen(cmd, env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, text=True)
-             for r in range(n)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        case,
+        "--threads",
+        str(threads),
+    ] + _passthrough(args)
+    procs = [
+        subprocess.Popen(cmd, env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, text=True)
+        for r in range(n)
+    ]
     try:
         out = procs[0].communicate(timeout=1200)[0]
         for p in procs[1:]:
@@ -119,8 +139,18 @@ def simulated(args: argparse.Namespace, case: str) -> dict:
 
 
 def _passthrough(args: argparse.Namespace) -> list[str]:
-    return ["--model", args.model, "--nodes", str(args.nodes), "--batch", str(args.batch),
-            "--iters", str(args.iters), "--warmup", str(args.warmup)]  # fmt: skip
+    return [
+        "--model",
+        args.model,
+        "--nodes",
+        str(args.nodes),
+        "--batch",
+        str(args.batch),
+        "--iters",
+        str(args.iters),
+        "--warmup",
+        str(args.warmup),
+    ]
 
 
 def main() -> None:
@@ -137,8 +167,10 @@ def main() -> None:
     if args.worker:
         return worker(args)
     images = args.nodes * args.batch * args.iters
-    print(f"{args.model}, {args.nodes} nodes x batch {args.batch}, directed ring, choco; "
-          f"{args.iters} iterations after {args.warmup}; {os.cpu_count()} cores")  # fmt: skip
+    print(
+        f"{args.model}, {args.nodes} nodes x batch {args.batch}, directed ring, choco; "
+        f"{args.iters} iterations after {args.warmup}; {os.cpu_count()} cores"
+    )
     for engine in args.engines.split(","):
         fn = simulated if engine == "simulated" else distributed
         base = None
@@ -147,9 +179,12 @@ def main() -> None:
             ips = images / r["seconds"]
             base = base or r["seconds"]
             per_iter = r["wire_bytes"] / (args.iters + args.warmup)
-            print(f"{engine:>11} {case:>8}: {ips:7.1f} img/s  time / compute "
-                  f"{r['seconds'] / base:5.2f}  wire {per_iter / 1e6:8.4f} MB per node "
-                  f"per iteration", flush=True)  # fmt: skip
+            print(
+                f"{engine:>11} {case:>8}: {ips:7.1f} img/s  time / compute "
+                f"{r['seconds'] / base:5.2f}  wire {per_iter / 1e6:8.4f} MB per node "
+                f"per iteration",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

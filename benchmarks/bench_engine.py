@@ -47,14 +47,25 @@ def timed_interleaved(
 def run_of(args: argparse.Namespace, compression: str, ratio: float) -> Run:
     """The engine's run of the benchmark's config, as ``lpdt train`` builds it."""
     n, b = args.nodes, args.batch
-    cfg = load_config(None, [
-        f"model.name={args.model}", f"precision.mode={args.precision}", "data.dataset=synthetic",
-        f"data.train_subset={n * b * 8}", "data.test_subset=10", "data.augment=false",
-        "partition.skew=0.0",  # IID: b * 8 samples per node, every batch full
-        f"topology.nodes={n}", "topology.name=directed_ring", f"train.batch_size={n * b}",
-        "algorithm.name=choco", f"algorithm.compression.name={compression}",
-        f"algorithm.compression.ratio={ratio}", "device=cpu",
-    ])  # fmt: skip
+    cfg = load_config(
+        None,
+        [
+            f"model.name={args.model}",
+            f"precision.mode={args.precision}",
+            "data.dataset=synthetic",
+            f"data.train_subset={n * b * 8}",
+            "data.test_subset=10",
+            "data.augment=false",
+            "partition.skew=0.0",  # IID: b * 8 samples per node, every batch full
+            f"topology.nodes={n}",
+            "topology.name=directed_ring",
+            f"train.batch_size={n * b}",
+            "algorithm.name=choco",
+            f"algorithm.compression.name={compression}",
+            f"algorithm.compression.ratio={ratio}",
+            "device=cpu",
+        ],
+    )
     run = Run(cfg, log=lambda s: None)
     run.state.train()
     return run
@@ -77,8 +88,10 @@ def main() -> None:
     # samplers of a run of the same config.
     data = run_of(args, "none", 0.0)
     models = [copy.deepcopy(data.state.template) for _ in range(n)]
-    opts = [torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, nesterov=True,
-                            weight_decay=1e-4) for m in models]  # fmt: skip
+    opts = [
+        torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=1e-4)
+        for m in models
+    ]
     for m in models:
         m.train()
 
@@ -99,8 +112,10 @@ def main() -> None:
 
     times = timed_interleaved(variants, args.iters)
     t_pure = times["pure compute"]
-    print(f"model {args.model} ({args.precision}), {n} nodes x batch {b}, "
-          f"{torch.get_num_threads()} threads, median of {args.iters} interleaved iterations")  # fmt: skip
+    print(
+        f"model {args.model} ({args.precision}), {n} nodes x batch {b}, "
+        f"{torch.get_num_threads()} threads, median of {args.iters} interleaved iterations"
+    )
     for name, t in times.items():
         overhead = "" if name == "pure compute" else f"  overhead {100 * (t / t_pure - 1):+.1f} %"
         print(f"{name:19}: {n * b / t:8.1f} images/s  ({t * 1000:.1f} ms/iter){overhead}")

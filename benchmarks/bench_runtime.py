@@ -22,10 +22,17 @@ from lpdt.config import load_config
 from lpdt.models import build_model
 
 CASES = [
-    ("resnet20", "fp32", 16), ("resnet20", "int8", 16), ("resnet54", "fp32", 16),
-    ("resnet54", "int8", 16), ("resnet18", "fp32", 32), ("resnet18", "int8", 32),
-    ("vgg11", "fp32", 32), ("vgg11", "int8", 32), ("minilm", "fp32", 32), ("minilm", "int8", 32),
-]  # fmt: skip
+    ("resnet20", "fp32", 16),
+    ("resnet20", "int8", 16),
+    ("resnet54", "fp32", 16),
+    ("resnet54", "int8", 16),
+    ("resnet18", "fp32", 32),
+    ("resnet18", "int8", 32),
+    ("vgg11", "fp32", 32),
+    ("vgg11", "int8", 32),
+    ("minilm", "fp32", 32),
+    ("minilm", "int8", 32),
+]
 
 
 def _inputs(model_name: str, px: int, batch: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -37,25 +37,33 @@ CASES = {
     # the accuracy claims' cells (ResNet-20, 8-node ring; lpdt.report.claims)
     "resnet20_fp32": ("table3", {**R20, "compression": 0, "skew": 0.0, "precision": "fp32"}),
     "resnet20_int8": ("table3", {**R20, "compression": 0, "skew": 0.0, "precision": "int8"}),
-    "resnet20_fp32_skew0.9": ("table3", {**R20, "compression": 0, "skew": 0.9,
-                                         "precision": "fp32"}),
-    "resnet20_int8_skew0.9": ("table3", {**R20, "compression": 0, "skew": 0.9,
-                                         "precision": "int8"}),
-    "resnet20_fp32_top99": ("table3", {**R20, "compression": 99, "skew": 0.0,
-                                       "precision": "fp32"}),
-    "resnet20_int8_top99": ("table3", {**R20, "compression": 99, "skew": 0.0,
-                                       "precision": "int8"}),
-    "resnet20_fp32_ds99": ("table3", {**R20, "algorithm": "deepsqueeze", "compression": 99,
-                                      "skew": 0.0, "precision": "fp32"}),
+    "resnet20_fp32_skew0.9": (
+        "table3",
+        {**R20, "compression": 0, "skew": 0.9, "precision": "fp32"},
+    ),
+    "resnet20_int8_skew0.9": (
+        "table3",
+        {**R20, "compression": 0, "skew": 0.9, "precision": "int8"},
+    ),
+    "resnet20_fp32_top99": ("table3", {**R20, "compression": 99, "skew": 0.0, "precision": "fp32"}),
+    "resnet20_int8_top99": ("table3", {**R20, "compression": 99, "skew": 0.0, "precision": "int8"}),
+    "resnet20_fp32_ds99": (
+        "table3",
+        {**R20, "algorithm": "deepsqueeze", "compression": 99, "skew": 0.0, "precision": "fp32"},
+    ),
     "resnet20_fp32_qgm_skew0.9": ("table4", {"compression": 0, "skew": 0.9, "precision": "fp32"}),
     "resnet20_int8_qgm_skew0.9": ("table4", {"compression": 0, "skew": 0.9, "precision": "int8"}),
     # one cell of each other model family (shown, no claim)
     "vgg11_fp32": ("table2", {"model": "vgg11", "dataset": "cifar10", "precision": "fp32"}),
-    "resnet18_fp32": ("table5", {"model": "resnet18", "nodes": 4, "compression": 0,
-                                 "precision": "fp32"}),
-    "minilm_fp32": ("table6", {"model": "minilm", "compression": 0, "skew": 0.0,
-                               "precision": "fp32"}),
-}  # fmt: skip
+    "resnet18_fp32": (
+        "table5",
+        {"model": "resnet18", "nodes": 4, "compression": 0, "precision": "fp32"},
+    ),
+    "minilm_fp32": (
+        "table6",
+        {"model": "minilm", "compression": 0, "skew": 0.0, "precision": "fp32"},
+    ),
+}
 
 
 def quick_run(study: str, coords: dict, scale: str = "quick") -> grid.Run:
@@ -99,9 +107,12 @@ def main() -> None:
     ap.add_argument("--results", default="results", help="the quick pipeline's results directory")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--eval-every", type=int, default=1,
-                    help="evaluate the 2x runs every N epochs (each costs two passes over the "
-                         "test split)")  # fmt: skip
+    ap.add_argument(
+        "--eval-every",
+        type=int,
+        default=1,
+        help="evaluate the 2x runs every N epochs (each costs two passes over the test split)",
+    )
     a = ap.parse_args()
     unknown = [c for c in a.cases.split(",") if c not in CASES]
     if unknown:
@@ -138,10 +149,18 @@ def main() -> None:
             curves.append({"case": name, "epoch": int(h["epoch"]) + 1, "acc": h["acc_node_mean"]})
         curves.append({"case": name, "epoch": 2 * epochs, "acc": two.acc_node_mean})
         # the columns the report reads (lpdt.report.plateau.COLUMNS), then where 1x came from
-        values = [name, run_id, epochs, round(acc_1x, 2), round(two.acc_node_mean, 2),
-                  round(two.acc_node_mean - acc_1x, 2)]  # fmt: skip
-        records.append(dict(zip(plateau.COLUMNS, values, strict=True))
-                       | {"1x source": "quick results" if one == quick_metrics else "trained here"})  # fmt: skip
+        values = [
+            name,
+            run_id,
+            epochs,
+            round(acc_1x, 2),
+            round(two.acc_node_mean, 2),
+            round(two.acc_node_mean - acc_1x, 2),
+        ]
+        records.append(
+            dict(zip(plateau.COLUMNS, values, strict=True))
+            | {"1x source": "quick results" if one == quick_metrics else "trained here"}
+        )
     table = pd.DataFrame(records)
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "curves_summary.csv", index=False)
@@ -159,10 +178,21 @@ def main() -> None:
     colors = plt.get_cmap("tab20").colors
     for i, ((name, g), rec) in enumerate(zip(c.groupby("case", sort=False), records, strict=True)):
         style = "--" if "int8" in name else "-"  # 8-bit dashed, as in the report's figures
-        line = ax.plot(g["epoch"], g["acc"], style, color=colors[i % len(colors)], marker=".",
-                       label=f"{name} (2x)")[0]  # fmt: skip
-        ax.scatter([rec["quick epochs"]], [rec["acc at 1x (%)"]], color=line.get_color(),
-                   marker="o", zorder=3)  # fmt: skip
+        line = ax.plot(
+            g["epoch"],
+            g["acc"],
+            style,
+            color=colors[i % len(colors)],
+            marker=".",
+            label=f"{name} (2x)",
+        )[0]
+        ax.scatter(
+            [rec["quick epochs"]],
+            [rec["acc at 1x (%)"]],
+            color=line.get_color(),
+            marker="o",
+            zorder=3,
+        )
     ax.set_xlabel("epoch (dot: the quick scale's final accuracy at 1x)")
     ax.set_ylabel("mean node accuracy (%)")
     ax.set_title("Quick scale: each cell trained twice as long (points: its evaluations)")

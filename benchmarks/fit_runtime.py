@@ -38,13 +38,23 @@ def jobs(results: Path) -> list[dict]:
         rec = record.read(rec_path)
         cfg = rec.config
         seconds = float(bench.read_text().splitlines()[1].split("\t")[0])
-        samples = rec.time.iterations * (cfg["train"]["batch_size"] // cfg["topology"]["nodes"]
-                                         ) * cfg["topology"]["nodes"]  # fmt: skip
+        samples = (
+            rec.time.iterations
+            * (cfg["train"]["batch_size"] // cfg["topology"]["nodes"])
+            * cfg["topology"]["nodes"]
+        )
         key = (cfg["model"]["name"], cfg["precision"]["mode"], runtime.input_px(cfg))
         compiled = bool(cfg["train"].get("compile")) and key in runtime.COMPILED_MS
-        out.append({"run_id": rec.run_id, "cfg": cfg, "seconds": seconds, "samples": samples,
-                    "key": (*key, "compiled") if compiled else key,
-                    "estimate": runtime.run_seconds(cfg, samples)})  # fmt: skip
+        out.append(
+            {
+                "run_id": rec.run_id,
+                "cfg": cfg,
+                "seconds": seconds,
+                "samples": samples,
+                "key": (*key, "compiled") if compiled else key,
+                "estimate": runtime.run_seconds(cfg, samples),
+            }
+        )
     return out
 
 
@@ -84,15 +94,21 @@ def main() -> None:
     print(f"GOSSIP_NS = {gossip_ns:.2f}\nTOPK_NS = {topk_ns:.2f}")
     act = np.array([j["seconds"] for j in js])
     before = np.array([j["estimate"] for j in js])
-    print(f"\n{len(js)} jobs: measured {act.sum():.0f} s; estimated {before.sum():.0f} s with the "
-          f"current constants, {pred.sum():.0f} s with the fitted ones (in-sample)")  # fmt: skip
-    print(f"per job |error| / measured: median {np.median(abs(before - act) / act):.0%} -> "
-          f"{np.median(abs(pred - act) / act):.0%}, largest {np.max(abs(before - act) / act):.0%}"
-          f" -> {np.max(abs(pred - act) / act):.0%}")  # fmt: skip
+    print(
+        f"\n{len(js)} jobs: measured {act.sum():.0f} s; estimated {before.sum():.0f} s with the "
+        f"current constants, {pred.sum():.0f} s with the fitted ones (in-sample)"
+    )
+    print(
+        f"per job |error| / measured: median {np.median(abs(before - act) / act):.0%} -> "
+        f"{np.median(abs(pred - act) / act):.0%}, largest {np.max(abs(before - act) / act):.0%}"
+        f" -> {np.max(abs(pred - act) / act):.0%}"
+    )
     worst = sorted(zip(js, pred, strict=True), key=lambda t: -abs(t[1] - t[0]["seconds"]))[:5]
     for j, p in worst:
-        print(f"  {j['run_id']} {j['key']} nodes {j['cfg']['topology']['nodes']}: measured "
-              f"{j['seconds']:.0f} s, fitted {p:.0f} s")  # fmt: skip
+        print(
+            f"  {j['run_id']} {j['key']} nodes {j['cfg']['topology']['nodes']}: measured "
+            f"{j['seconds']:.0f} s, fitted {p:.0f} s"
+        )
     print(json.dumps({"gossip_ns": gossip_ns, "topk_ns": topk_ns}))
 
 

@@ -113,8 +113,10 @@ def main() -> None:
         raise SystemExit(f"Fashion-MNIST not found under {ROOT} (Debian: dataset-fashion-mnist)")
     data = (read("train", args.train, args.size), read("test", args.test, args.size))
     steps = args.epochs * -(-args.train // 32)
-    print(f"ResNet-20, {args.train} images x {args.epochs} epochs ({steps} steps), "
-          f"{args.size} px, lr {args.lr}, seeds {args.seeds}")  # fmt: skip
+    print(
+        f"ResNet-20, {args.train} images x {args.epochs} epochs ({steps} steps), "
+        f"{args.size} px, lr {args.lr}, seeds {args.seeds}"
+    )
     for variant in args.variants:
         t0, results = time.perf_counter(), []
         for seed in args.seeds:
@@ -126,9 +128,12 @@ def main() -> None:
             results.append(train_eval(model, data, args.epochs, args.lr, seed))
         test = [r[0] for r in results]
         each = ", ".join(f"{t:.1f}" for t in test)
-        print(f"{variant:40s} test {np.mean(test):5.1f} % ({each})  "
-              f"train {np.mean([r[1] for r in results]):5.1f} %  "
-              f"{time.perf_counter() - t0:.0f} s", flush=True)  # fmt: skip
+        print(
+            f"{variant:40s} test {np.mean(test):5.1f} % ({each})  "
+            f"train {np.mean([r[1] for r in results]):5.1f} %  "
+            f"{time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -38,12 +38,21 @@ def run_config(variant: str, seed: int, epochs: int) -> RunConfig:
     if precision not in ("fp32", "int8"):
         raise ConfigError(f"variant {variant!r}: must start with fp32 or int8")
     tree = {
-        "seed": seed, "threads": 1, "topology.nodes": 8, "algorithm.name": "choco",
-        "precision.mode": precision, "model.norm": "rangeen" if precision == "int8" else "evonorm",
-        "data.augment": False, "optim.lr": 0.05, "train.epochs": epochs,
-        "train.batch_size": 128, "train.final_gossip_rounds": 10, "train.eval_every": 1000,
-        "schedule.warmup_epochs": 0, "schedule.milestones": [epochs - 2],
-    }  # fmt: skip
+        "seed": seed,
+        "threads": 1,
+        "topology.nodes": 8,
+        "algorithm.name": "choco",
+        "precision.mode": precision,
+        "model.norm": "rangeen" if precision == "int8" else "evonorm",
+        "data.augment": False,
+        "optim.lr": 0.05,
+        "train.epochs": epochs,
+        "train.batch_size": 128,
+        "train.final_gossip_rounds": 10,
+        "train.eval_every": 1000,
+        "schedule.warmup_epochs": 0,
+        "schedule.milestones": [epochs - 2],
+    }
     for o in overrides:
         if "=" not in o:
             raise ConfigError(f"variant {variant!r}: option {o!r} must look like key=value")
@@ -90,8 +99,11 @@ def main() -> None:
     except ConfigError as e:
         raise SystemExit(f"error: {e}") from None
     jobs = [(v, s) for v in args.variants for s in args.seeds]
-    print(f"{len(jobs)} runs: ResNet-20, 8 nodes, {args.train} images at {args.size} px, "
-          f"{args.epochs} epochs, {args.test} test images, {args.jobs} workers", flush=True)  # fmt: skip
+    print(
+        f"{len(jobs)} runs: ResNet-20, 8 nodes, {args.train} images at {args.size} px, "
+        f"{args.epochs} epochs, {args.test} test images, {args.jobs} workers",
+        flush=True,
+    )
     t0 = time.perf_counter()
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(args.jobs, mp_context=ctx) as pool:

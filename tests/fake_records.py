@@ -47,29 +47,60 @@ def fake_record(
     ``provenance`` over a fixed one (started at ``STARTED``)."""
     cfg = deep_merge(RunConfig().to_dict(), config or {})
     history = [
-        HistoryRow(epoch=e, lr=0.1, train_loss=2.0 - e / 10, acc_node_mean=acc - 5 + e,
-                   acc_avg_model=acc - 4 + e, consensus_distance=0.1,
-                   bytes_per_node=1e6 * (e + 1), wall_s=epoch_s * (e + 1), cpu_share=40.0 + e,
-                   peak_rss_mb=500.0 + e, threads=8, images_per_s=100.0)
+        HistoryRow(
+            epoch=e,
+            lr=0.1,
+            train_loss=2.0 - e / 10,
+            acc_node_mean=acc - 5 + e,
+            acc_avg_model=acc - 4 + e,
+            consensus_distance=0.1,
+            bytes_per_node=1e6 * (e + 1),
+            wall_s=epoch_s * (e + 1),
+            cpu_share=40.0 + e,
+            peak_rss_mb=500.0 + e,
+            threads=8,
+            images_per_s=100.0,
+        )
         for e in range(epochs)
-    ]  # fmt: skip
+    ]
     final = None
     if status == "ok":
-        final = FinalMetrics(acc_node_mean=acc, acc_node_min=acc - 1, acc_node_max=acc + 1,
-                             acc_avg_model=acc + 0.5, consensus_distance=0.1, train_loss=1.0)  # fmt: skip
-        history.append(HistoryRow(epoch="final", **dataclasses.asdict(final),
-                                  bytes_per_node=1e6 * (epochs + 1),
-                                  wall_s=epoch_s * epochs + 1.0))  # fmt: skip
+        final = FinalMetrics(
+            acc_node_mean=acc,
+            acc_node_min=acc - 1,
+            acc_node_max=acc + 1,
+            acc_avg_model=acc + 0.5,
+            consensus_distance=0.1,
+            train_loss=1.0,
+        )
+        history.append(
+            HistoryRow(
+                epoch="final",
+                **dataclasses.asdict(final),
+                bytes_per_node=1e6 * (epochs + 1),
+                wall_s=epoch_s * epochs + 1.0,
+            )
+        )
     else:
         history[-1] = HistoryRow(epoch=epochs - 1, lr=0.1, train_loss=math.nan)
     total = total_s if total_s is not None else epoch_s * epochs + 1.0
-    prov = Provenance.from_dict({
-        "lpdt_version": "0.1.0", "git_commit": "c" * 40, "git_dirty": False,
-        "command": "lpdt train", "host": "trainer", "device": "cpu", "gpu": None,
-        "python": "3.11", "torch": "2.x", "cuda": None, "started": STARTED.isoformat(),
-        "finished": (STARTED + dt.timedelta(seconds=total + 1.0)).isoformat(),
-        **(provenance or {}),
-    })  # fmt: skip
+    prov = Provenance.from_dict(
+        {
+            "lpdt_version": "0.1.0",
+            "git_commit": "c" * 40,
+            "git_dirty": False,
+            "command": "lpdt train",
+            "host": "trainer",
+            "device": "cpu",
+            "gpu": None,
+            "python": "3.11",
+            "torch": "2.x",
+            "cuda": None,
+            "started": STARTED.isoformat(),
+            "finished": (STARTED + dt.timedelta(seconds=total + 1.0)).isoformat(),
+            **(provenance or {}),
+        }
+    )
     return RunRecord(
         run_id=run_id,
         name=None,
@@ -108,6 +139,12 @@ def fake_record(
         device="cpu",
         provenance=prov,
         versions=Versions(lpdt="0.1.0", torch="2.x", python="3.11"),
-        system=SystemMetrics(cpu_model="Test CPU 9000", cpu_count=4, cpu_s=epoch_s * epochs * 1.6,
-                             cpu_share=40.0, peak_rss_mb=502.0, threads_max=8),
+        system=SystemMetrics(
+            cpu_model="Test CPU 9000",
+            cpu_count=4,
+            cpu_s=epoch_s * epochs * 1.6,
+            cpu_share=40.0,
+            peak_rss_mb=502.0,
+            threads_max=8,
+        ),
     )

@@ -17,27 +17,53 @@ def test_times_and_profiles_both_precisions(tmp_path: Path) -> None:
     """A tiny model, one round: the ratios and the floor print, and each step's profile splits
     aten's convolutions from the rest. In a subprocess: --profile changes inductor's code generation."""
     out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--cases", "tiny_cnn:2", "--iters", "1", "--rounds", "1",
-         "--size", "8", "--batch", "4", "--threads", "1", "--profile", "3"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--cases",
+            "tiny_cnn:2",
+            "--iters",
+            "1",
+            "--rounds",
+            "1",
+            "--size",
+            "8",
+            "--batch",
+            "4",
+            "--threads",
+            "1",
+            "--profile",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout
     for prec in ("fp32", "int8"):
         for step in ("eager", "compiled"):
-            m = re.search(rf"profile: tiny_cnn x 2 {prec} {step}: self time ([\d.]+) ms per node "
-                          r"step, of which convolutions ([\d.]+) ms \((\d+) %\)", text)  # fmt: skip
+            m = re.search(
+                rf"profile: tiny_cnn x 2 {prec} {step}: self time ([\d.]+) ms per node "
+                r"step, of which convolutions ([\d.]+) ms \((\d+) %\)",
+                text,
+            )
             assert m, f"no profile line for {prec} {step}"
             assert 0 < float(m.group(2)) <= float(m.group(1))
         assert re.search(rf"tiny_cnn x 2 {prec}: compile [\d.]+ s \| eager .* compiled/eager", text)
     assert re.search(r"int8 compiled / fp32 compiled [\d.]+ \(blocks [\d.]+\)", text)
-    m = re.search(r"floor ([\d.]+) GFLOP per node step .* = ([\d.]+) ms; fp32 compiled best block "
-                  r"([\d.]+) ms", text)  # fmt: skip
+    m = re.search(
+        r"floor ([\d.]+) GFLOP per node step .* = ([\d.]+) ms; fp32 compiled best block "
+        r"([\d.]+) ms",
+        text,
+    )
     assert m and float(m.group(1)) > 0 and float(m.group(2)) > 0, text[-2000:]
 
 
-@pytest.mark.parametrize("argv", [["--cases", "resnet20"], ["--cases", "nosuch:2"],
-                                  ["--precisions", "fp16"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv", [["--cases", "resnet20"], ["--cases", "nosuch:2"], ["--precisions", "fp16"]]
+)
 def test_bad_arguments_are_one_line_errors(argv: list[str], capsys: pytest.CaptureFixture) -> None:
     sys.path.insert(0, str(SCRIPT.parent))
     try:

@@ -21,16 +21,19 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
     assert resolve_key("skew") == "partition.skew"
 
 
-@pytest.mark.parametrize("override,needle", [
-    ("foo=1", "unknown config key 'foo'"),
-    ("skew=1.5", "'partition.skew': must be in [0, 1]"),
-    ("epochs=two", "'train.epochs'"),
-    ("precision.mode=int4", "allowed: fp32, int8"),
-    ("model.name=resnet999", "'model.name'"),
-    ("name=x=y", None),  # values may contain '='
-    ("weight_bits=7", "allowed: 4, 8, 16, 32"),
-    ("model.range_chunks=0", "'model.range_chunks': must be >= 1"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "override,needle",
+    [
+        ("foo=1", "unknown config key 'foo'"),
+        ("skew=1.5", "'partition.skew': must be in [0, 1]"),
+        ("epochs=two", "'train.epochs'"),
+        ("precision.mode=int4", "allowed: fp32, int8"),
+        ("model.name=resnet999", "'model.name'"),
+        ("name=x=y", None),  # values may contain '='
+        ("weight_bits=7", "allowed: 4, 8, 16, 32"),
+        ("model.range_chunks=0", "'model.range_chunks': must be >= 1"),
+    ],
+)
 def test_bad_values_are_one_line_errors(override, needle):
     if needle is None:
         assert load_config(None, [override]).name == "x=y"
@@ -61,8 +64,17 @@ def test_run_id_hashes_only_what_changes_results():
 
     assert set(EXECUTION_KEYS) >= {"name", "threads", "device", "data.root", "tracking"}
     a = load_config(None, ["skew=0.4"])
-    b = load_config(None, ["skew=0.4", "threads=3", "device=cpu", "data.root=/elsewhere",
-                           "tracking.uri=sqlite:///x.db", "name=n"])  # fmt: skip
+    b = load_config(
+        None,
+        [
+            "skew=0.4",
+            "threads=3",
+            "device=cpu",
+            "data.root=/elsewhere",
+            "tracking.uri=sqlite:///x.db",
+            "name=n",
+        ],
+    )
     assert a.run_id() == b.run_id() and result_diff(a, b.to_dict()) == []
     for change in ("seed=7", "data.train_subset=100", "precision.mode=int8", "lr=0.2"):
         c = load_config(None, ["skew=0.4", change])

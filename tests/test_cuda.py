@@ -32,11 +32,19 @@ pytestmark = pytest.mark.skipif(
 REPO = Path(__file__).resolve().parents[1]
 CUDA = torch.device("cuda")
 TINY = [
-    "data.dataset=synthetic", "data.train_subset=1920", "data.test_subset=200",
-    "model.name=tiny_cnn", "topology.nodes=8", "train.batch_size=64", "train.epochs=3",
-    "train.final_gossip_rounds=3", "schedule.warmup_epochs=0", "schedule.milestones=[]",
-    "optim.lr=0.1", "threads=1",
-]  # fmt: skip
+    "data.dataset=synthetic",
+    "data.train_subset=1920",
+    "data.test_subset=200",
+    "model.name=tiny_cnn",
+    "topology.nodes=8",
+    "train.batch_size=64",
+    "train.epochs=3",
+    "train.final_gossip_rounds=3",
+    "schedule.warmup_epochs=0",
+    "schedule.milestones=[]",
+    "optim.lr=0.1",
+    "threads=1",
+]
 
 
 def _lpdt_train(out: Path, overrides: list[str]) -> dict:
@@ -147,16 +155,33 @@ def test_stochastic_rounding_on_cuda_is_unbiased_and_on_the_grid(compiled):
 
 
 DIST = [
-    "data.dataset=synthetic", "data.train_subset=480", "data.test_subset=40",
-    "model.name=tiny_cnn", "train.batch_size=64", "train.max_iters_per_epoch=3",
-    "train.final_gossip_rounds=2", "schedule.warmup_epochs=1", "schedule.milestones=[]",
-    "optim.lr=0.1", "threads=1", "device=cuda", "data.augment=false", "topology.nodes=4",
-]  # fmt: skip
+    "data.dataset=synthetic",
+    "data.train_subset=480",
+    "data.test_subset=40",
+    "model.name=tiny_cnn",
+    "train.batch_size=64",
+    "train.max_iters_per_epoch=3",
+    "train.final_gossip_rounds=2",
+    "schedule.warmup_epochs=1",
+    "schedule.milestones=[]",
+    "optim.lr=0.1",
+    "threads=1",
+    "device=cuda",
+    "data.augment=false",
+    "topology.nodes=4",
+]
 DIST_CASES = [
     [*DIST, "algorithm.name=sgp", "topology.name=directed_ring"],
-    [*DIST, "algorithm.name=choco", "topology.name=torus", "algorithm.compression.name=topk",
-     "algorithm.compression.ratio=0.9", "algorithm.consensus_lr=0.5", "optim.qgm=true"],
-]  # fmt: skip
+    [
+        *DIST,
+        "algorithm.name=choco",
+        "topology.name=torus",
+        "algorithm.compression.name=topk",
+        "algorithm.compression.ratio=0.9",
+        "algorithm.consensus_lr=0.5",
+        "optim.qgm=true",
+    ],
+]
 
 
 def test_distributed_ranks_on_one_gpu_equal_the_simulator(tmp_path, monkeypatch):
@@ -167,12 +192,21 @@ def test_distributed_ranks_on_one_gpu_equal_the_simulator(tmp_path, monkeypatch)
     dense path is on the CPU (tests/distributed/test_equivalence.py)."""
     spec = tmp_path / "cases.json"
     spec.write_text(json.dumps([{"overrides": c, "epochs": 2} for c in DIST_CASES]))
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-           "WORLD_SIZE": "4", "LPDT_DIST_TIMEOUT_S": "300",
-           "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": "4",
+        "LPDT_DIST_TIMEOUT_S": "300",
+        "PYTHONPATH": os.pathsep.join(
+            [str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH", "")]
+        ),
+    }
     cmd = [sys.executable, "-m", "tests.distributed.worker", str(spec), str(tmp_path)]
-    procs = [subprocess.Popen(cmd, cwd=REPO, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
-             for r in range(4)]  # fmt: skip
+    procs = [
+        subprocess.Popen(cmd, cwd=REPO, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
+        for r in range(4)
+    ]
     try:
         codes = [p.wait(timeout=300) for p in procs]
     finally:

@@ -13,8 +13,19 @@ from lpdt.config import load_config
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference.md"
 # Where code, configs and docs cite sections of docs/reference.md.
-CITING = ["src", "docs", "config", "workflow", "tests", "benchmarks", "examples", "README.md",
-          "Snakefile", "profiles", "Makefile"]  # fmt: skip
+CITING = [
+    "src",
+    "docs",
+    "config",
+    "workflow",
+    "tests",
+    "benchmarks",
+    "examples",
+    "README.md",
+    "Snakefile",
+    "profiles",
+    "Makefile",
+]
 PAPER_URL = "https://arxiv.org/abs/2111.09389"
 CODE_URL = "github.com/aparna-aketi/Low_Precision_DL"
 
@@ -26,8 +37,13 @@ def _files() -> list[Path]:
         paths = (
             [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()] if p.is_dir() else []
         )
-        out += [f for f in paths if f.suffix in {".py", ".md", ".yaml", ".smk", ".csv", ".rst", ""}
-                and "__pycache__" not in f.parts and f.name != "test_docs.py"]  # fmt: skip
+        out += [
+            f
+            for f in paths
+            if f.suffix in {".py", ".md", ".yaml", ".smk", ".csv", ".rst", ""}
+            and "__pycache__" not in f.parts
+            and f.name != "test_docs.py"
+        ]
     return out
 
 
@@ -111,11 +127,25 @@ def test_architecture_names_every_field_of_the_run_record():
     from lpdt import record
 
     text = (ROOT / "docs" / "architecture.md").read_text()
-    section = text[text.index("## The run record"):]
+    section = text[text.index("## The run record") :]
     section = section[: section.index("\n## ", 1)]
-    classes = [record.RunRecord, record.DatasetRecord, record.ModelRecord, record.FinalMetrics,
-               record.Communication, record.Timing, record.Provenance, record.Session,
-               record.Versions, record.HistoryRow, record.SystemMetrics]  # fmt: skip
-    missing = [f"{c.__name__}.{f.name}" for c in classes for f in dataclasses.fields(c)
-               if not re.search(rf"\b{f.name}\b", section)]  # fmt: skip
+    classes = [
+        record.RunRecord,
+        record.DatasetRecord,
+        record.ModelRecord,
+        record.FinalMetrics,
+        record.Communication,
+        record.Timing,
+        record.Provenance,
+        record.Session,
+        record.Versions,
+        record.HistoryRow,
+        record.SystemMetrics,
+    ]
+    missing = [
+        f"{c.__name__}.{f.name}"
+        for c in classes
+        for f in dataclasses.fields(c)
+        if not re.search(rf"\b{f.name}\b", section)
+    ]
     assert not missing, f"docs/architecture.md does not name: {missing}"

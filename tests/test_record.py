@@ -141,17 +141,22 @@ def _broken(change):
     [
         ("{not json", "not valid JSON"),
         ("[]", "not a run record"),
-        (_broken(lambda d: d["final"].update(acc_node_mean="high")),
-         "field 'final.acc_node_mean' must be float, not \"high\""),
+        (
+            _broken(lambda d: d["final"].update(acc_node_mean="high")),
+            "field 'final.acc_node_mean' must be float, not \"high\"",
+        ),
         (_broken(lambda d: d["dataset"].pop("stand_in")), "field 'dataset.stand_in' is missing"),
         (_broken(lambda d: d["time"].update(gpu_s=1.0)), "unknown field 'time.gpu_s'"),
-        (_broken(lambda d: d.update(status="finished")), "field 'status' must be 'ok' or 'diverged'"),
+        (
+            _broken(lambda d: d.update(status="finished")),
+            "field 'status' must be 'ok' or 'diverged'",
+        ),
         (_broken(lambda d: d.update(final={})), "status 'ok' needs final metrics"),
         (_broken(lambda d: d["history"][0].update(epoch="last")), "field 'history[0].epoch'"),
         (_broken(lambda d: d["provenance"].update(git_dirty="yes")), "'provenance.git_dirty'"),
         (_broken(lambda d: d["model"].update(params=True)), "'model.params' must be int, not true"),
     ],
-)  # fmt: skip
+)
 def test_invalid_record_is_one_line_naming_file_and_field(tmp_path, data, says):
     msg = _one_line_error(_write_data(tmp_path, data))
     assert says in msg, msg
@@ -166,10 +171,22 @@ def test_row_times_follow_wall_time_across_resumed_sessions():
     """Rows are stamped with their session's start plus the wall time that session added: the
     run stopped after epoch 1 (wall 20 s) and was resumed an hour after it started."""
     resumed_at = STARTED + dt.timedelta(hours=1)
-    session = {"epoch": 2, "started": resumed_at.isoformat(), "git_commit": None,
-               "git_dirty": None, "host": "other", "command": "lpdt train --resume"}  # fmt: skip
-    rec = fake_record(epochs=4, epoch_s=10.0, provenance={
-        "resumed": [session], "finished": (resumed_at + dt.timedelta(minutes=5)).isoformat()})  # fmt: skip
+    session = {
+        "epoch": 2,
+        "started": resumed_at.isoformat(),
+        "git_commit": None,
+        "git_dirty": None,
+        "host": "other",
+        "command": "lpdt train --resume",
+    }
+    rec = fake_record(
+        epochs=4,
+        epoch_s=10.0,
+        provenance={
+            "resumed": [session],
+            "finished": (resumed_at + dt.timedelta(minutes=5)).isoformat(),
+        },
+    )
     walls = [r.wall_s for r in rec.history]  # 10, 20 | 30, 40, final 41
     times = rec.row_times()
     assert times[:2] == [STARTED + dt.timedelta(seconds=w) for w in walls[:2]]

@@ -212,12 +212,24 @@ def test_resnet20_compiled_trains_to_the_same_accuracy(tmp_path, precision):
     if not os.path.isdir(FMNIST):
         pytest.skip("dataset-fashion-mnist not installed (apt install dataset-fashion-mnist)")
     base = [
-        "data.dataset=fashion_mnist", "data.train_subset=3000", "data.test_subset=2000",
-        "data.image_size=16", "data.augment=false", "model.name=resnet20", "topology.nodes=8",
-        "train.batch_size=128", "train.epochs=4", "schedule.warmup_epochs=0",
-        "schedule.milestones=[3]", "train.eval_every=100", "train.node_eval=sharded",
-        "train.final_gossip_rounds=5", f"precision.mode={precision}", "threads=2", "device=cpu",
-    ]  # fmt: skip
+        "data.dataset=fashion_mnist",
+        "data.train_subset=3000",
+        "data.test_subset=2000",
+        "data.image_size=16",
+        "data.augment=false",
+        "model.name=resnet20",
+        "topology.nodes=8",
+        "train.batch_size=128",
+        "train.epochs=4",
+        "schedule.warmup_epochs=0",
+        "schedule.milestones=[3]",
+        "train.eval_every=100",
+        "train.node_eval=sharded",
+        "train.final_gossip_rounds=5",
+        f"precision.mode={precision}",
+        "threads=2",
+        "device=cpu",
+    ]
     if precision == "int8":
         base += ["model.norm=rangeen", "model.range_chunks=4"]
     acc = {}
@@ -241,12 +253,18 @@ def test_inductor_cache_defaults_to_lpdt_cache_dir(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(tmp_path)
     code = "import os, lpdt.train, torch._dynamo; print(os.environ['TORCHINDUCTOR_CACHE_DIR'])"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert out.stdout.strip() == str(tmp_path / "lpdt" / "torchinductor")
 
 
-_CACHE_PROBE = '''
+_CACHE_PROBE = """
 import json, sys
 import torch
 from torch import nn
@@ -282,7 +300,7 @@ x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
 Steps(net, compile=True, log=lambda m: None).train_step(net, x, y)
 print(json.dumps({{"grad": float(net.body.fc.weight.grad.norm()),
                    "aot": dict(counters["aot_autograd"])}}))
-'''
+"""
 
 
 def test_aot_cache_serves_8bit_graphs_and_a_changed_backward_misses(tmp_path):
@@ -296,14 +314,23 @@ def test_aot_cache_serves_8bit_graphs_and_a_changed_backward_misses(tmp_path):
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"),
-           "PYTHONPATH": str(root)}  # fmt: skip
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"),
+        "PYTHONPATH": str(root),
+    }
 
     def run(k: int) -> dict:
         script = tmp_path / f"probe_{k}.py"
         script.write_text(_CACHE_PROBE.format(k=k))
-        out = subprocess.run([sys.executable, str(script)], env=env, cwd=root, capture_output=True,
-                             text=True, timeout=300)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, str(script)],
+            env=env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         return json.loads(out.stdout.strip().splitlines()[-1])
 

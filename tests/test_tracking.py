@@ -154,12 +154,20 @@ def test_16_concurrent_writers_lose_nothing(template_db, tmp_path):
 def test_sync_manifest_logs_missing_runs_and_tags_studies(store, tmp_path):
     d1, d2 = fake_run_dir(tmp_path / "runs", 1), fake_run_dir(tmp_path / "runs", 2)
     tracking.log_run(d1, store, "lpdt", {"studies": "table3"})
-    manifest = {"scale": "quick", "studies": {
-        "table3": {"kind": "grid", "runs": [{"run_id": "rid01", "dir": str(d1), "coords": {}}]},
-        "fig4": {"kind": "grid", "runs": [{"run_id": "rid01", "dir": str(d1), "coords": {}},
-                                          {"run_id": "rid02", "dir": str(d2), "coords": {}},
-                                          {"run_id": "rid09", "dir": "absent", "coords": {}}]},
-    }}  # fmt: skip
+    manifest = {
+        "scale": "quick",
+        "studies": {
+            "table3": {"kind": "grid", "runs": [{"run_id": "rid01", "dir": str(d1), "coords": {}}]},
+            "fig4": {
+                "kind": "grid",
+                "runs": [
+                    {"run_id": "rid01", "dir": str(d1), "coords": {}},
+                    {"run_id": "rid02", "dir": str(d2), "coords": {}},
+                    {"run_id": "rid09", "dir": "absent", "coords": {}},
+                ],
+            },
+        },
+    }
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     out = tracking.sync_manifest(tmp_path / "manifest.json", store, "lpdt")
     assert sorted(out) == ["rid01", "rid02"]
@@ -195,8 +203,11 @@ def test_relogging_from_another_commit_keeps_the_recorded_commit(store, tmp_path
 
     from lpdt import provenance
 
-    d = fake_run_dir(tmp_path / "runs", 5, provenance={"git_commit": "a" * 40, "git_dirty": False,
-                                                        "host": "trainer"})  # fmt: skip
+    d = fake_run_dir(
+        tmp_path / "runs",
+        5,
+        provenance={"git_commit": "a" * 40, "git_dirty": False, "host": "trainer"},
+    )
     mid = tracking.log_run(d, store, "lpdt", {"studies": "table3"})
     # log again from another checkout: a fresh git repository with its own commit as the working
     # directory, and the package's commit lookup answering another commit
@@ -251,10 +262,19 @@ def test_store_lock_wait_is_bounded(tmp_path):
         pass
 
 
-TRAIN = ["data.dataset=synthetic", "data.train_subset=64", "data.test_subset=32",
-         "model.name=tiny_cnn", "topology.nodes=2", "train.batch_size=16", "train.epochs=1",
-         "train.final_gossip_rounds=1", "train.eval_batch_size=32", "threads=1",
-         "device=cpu"]  # fmt: skip
+TRAIN = [
+    "data.dataset=synthetic",
+    "data.train_subset=64",
+    "data.test_subset=32",
+    "model.name=tiny_cnn",
+    "topology.nodes=2",
+    "train.batch_size=16",
+    "train.epochs=1",
+    "train.final_gossip_rounds=1",
+    "train.eval_batch_size=32",
+    "threads=1",
+    "device=cpu",
+]
 
 
 @pytest.mark.parametrize("n", [4, pytest.param(16, marks=pytest.mark.slow)])
@@ -271,12 +291,29 @@ def test_concurrent_lpdt_train_processes_create_one_fresh_store(tmp_path, n):
     procs = []
     try:
         for i in range(n):
-            argv = [a for o in [*TRAIN, f"seed={i}", "tracking.mlflow=true",
-                                f"tracking.uri={uri}"] for a in ("--set", o)]  # fmt: skip
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "lpdt.cli", "train", *argv, "--out", str(tmp_path / f"r{i}")],
-                env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            ))  # fmt: skip
+            argv = [
+                a
+                for o in [*TRAIN, f"seed={i}", "tracking.mlflow=true", f"tracking.uri={uri}"]
+                for a in ("--set", o)
+            ]
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "lpdt.cli",
+                        "train",
+                        *argv,
+                        "--out",
+                        str(tmp_path / f"r{i}"),
+                    ],
+                    env=env,
+                    cwd=tmp_path,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+            )
         deadline = time.monotonic() + 300
         outs = [p.communicate(timeout=max(1.0, deadline - time.monotonic()))[0] for p in procs]
     finally:
@@ -287,8 +324,9 @@ def test_concurrent_lpdt_train_processes_create_one_fresh_store(tmp_path, n):
     for p, out in zip(procs, outs):
         assert p.returncode == 0 and "could not log" not in out, out[-3000:]
     c, runs = _logged(uri)
-    rids = {json.loads((tmp_path / f"r{i}" / "metrics.json").read_text())["run_id"]
-            for i in range(n)}  # fmt: skip
+    rids = {
+        json.loads((tmp_path / f"r{i}" / "metrics.json").read_text())["run_id"] for i in range(n)
+    }
     assert len(rids) == n
     assert sorted(r.data.tags["lpdt_run_id"] for r in runs) == sorted(rids)
     assert all(r.data.tags["lpdt_logged"] == "true" for r in runs)
@@ -303,10 +341,15 @@ def _ms(t) -> int:
 
 
 def test_run_name_is_built_from_grid_coordinates():
-    config = {"model": {"name": "resnet20", "norm": "rangeen"}, "precision": {"mode": "int8"},
-              "topology": {"name": "torus", "nodes": 16}, "optim": {"qgm": True},
-              "algorithm": {"name": "choco", "compression": {"name": "topk", "ratio": 0.99}},
-              "partition": {"skew": 0.8}, "seed": 1235}  # fmt: skip
+    config = {
+        "model": {"name": "resnet20", "norm": "rangeen"},
+        "precision": {"mode": "int8"},
+        "topology": {"name": "torus", "nodes": 16},
+        "optim": {"qgm": True},
+        "algorithm": {"name": "choco", "compression": {"name": "topk", "ratio": 0.99}},
+        "partition": {"skew": 0.8},
+        "seed": 1235,
+    }
     rec = fake_record(config=config)
     name = "resnet20 torus16 choco+qgm top99 skew0.8 int8 fashion_mnist"
     assert tracking.run_name(rec) == name
@@ -390,17 +433,25 @@ def test_lpdt_ui_serves_the_artifacts_of_a_moved_store(store, tmp_path):
     uri = f"sqlite:///{tmp_path}/moved/mlflow.db"
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(tracking.ui_command(uri, port=port), cwd=tmp_path,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        tracking.ui_command(uri, port=port),
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         wait_until_healthy(base, proc, lambda: proc.stderr.read().decode())
-        listing = json.load(urllib.request.urlopen(
-            f"{base}/ajax-api/2.0/mlflow/artifacts/list?run_uuid={mid}", timeout=30))  # fmt: skip
+        listing = json.load(
+            urllib.request.urlopen(
+                f"{base}/ajax-api/2.0/mlflow/artifacts/list?run_uuid={mid}", timeout=30
+            )
+        )
         assert {"metrics.json", "history.csv", "config.yaml"} <= {
             f["path"] for f in listing["files"]
         }
         got = urllib.request.urlopen(
-            f"{base}/get-artifact?path=metrics.json&run_uuid={mid}", timeout=30).read()  # fmt: skip
+            f"{base}/get-artifact?path=metrics.json&run_uuid={mid}", timeout=30
+        ).read()
         assert got == (d / "metrics.json").read_bytes()
     finally:
         proc.terminate()
@@ -420,8 +471,12 @@ def test_report_and_figures_go_to_one_run_per_scale(store, tmp_path):
         f.write_bytes(f"{f.name} v1".encode())
     mid = tracking.log_report(pdf, figs, "quick", store, "lpdt")
     pdf.write_bytes(b"report v2")
-    assert tracking.main(["report", "--uri", store, "--scale", "quick", "--report", str(pdf),
-                          *map(str, figs)]) == 0  # fmt: skip
+    assert (
+        tracking.main(
+            ["report", "--uri", store, "--scale", "quick", "--report", str(pdf), *map(str, figs)]
+        )
+        == 0
+    )
     other = tracking.log_report(pdf, figs, "paper", store, "lpdt")
     c, runs = _logged(store)
     assert sorted(r.info.run_name for r in runs) == ["report paper", "report quick"]
@@ -438,13 +493,24 @@ def test_runs_of_multi_seed_cells_are_named_by_seed(store, tmp_path):
     d1, d2, d3 = (fake_run_dir(tmp_path / "runs", i) for i in (1, 2, 3))
     tracking.log_run(d1, store, "lpdt")  # as the training job logs it, before the sync
     cell = {"skew": 0.0}
-    manifest = {"scale": "quick", "studies": {
-        "t": {"kind": "grid", "runs": [
-            {"run_id": "rid01", "dir": str(d1), "block": "b", "coords": cell, "seed": 1},
-            {"run_id": "rid02", "dir": str(d2), "block": "b", "coords": cell, "seed": 2}]},
-        "u": {"kind": "grid", "runs": [
-            {"run_id": "rid03", "dir": str(d3), "block": "b", "coords": cell, "seed": 3}]},
-    }}  # fmt: skip
+    manifest = {
+        "scale": "quick",
+        "studies": {
+            "t": {
+                "kind": "grid",
+                "runs": [
+                    {"run_id": "rid01", "dir": str(d1), "block": "b", "coords": cell, "seed": 1},
+                    {"run_id": "rid02", "dir": str(d2), "block": "b", "coords": cell, "seed": 2},
+                ],
+            },
+            "u": {
+                "kind": "grid",
+                "runs": [
+                    {"run_id": "rid03", "dir": str(d3), "block": "b", "coords": cell, "seed": 3}
+                ],
+            },
+        },
+    }
     assert tracking.multi_seed_runs(manifest) == {"rid01", "rid02"}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     tracking.sync_manifest(tmp_path / "manifest.json", store, "lpdt")
@@ -469,8 +535,7 @@ def test_cell_tag_names_the_coordinates_without_the_seed():
     """The seeds of a cell share one ``cell`` tag (the UI's "Group by" aggregates them); a run
     differing in a setting the name leaves out (epochs) is another cell."""
     seeds = [fake_record(f"s{s}", config={"seed": s, "partition": {"seed": s}}) for s in (1, 2)]
-    longer = fake_record("e", config={"seed": 1, "partition": {"seed": 1},
-                                      "train": {"epochs": 64}})  # fmt: skip
+    longer = fake_record("e", config={"seed": 1, "partition": {"seed": 1}, "train": {"epochs": 64}})
     cells = [tracking.cell_name(r) for r in (*seeds, longer)]
     assert cells[0] == cells[1] != cells[2]
     name = tracking.run_name(seeds[0])
@@ -480,19 +545,32 @@ def test_cell_tag_names_the_coordinates_without_the_seed():
 
 
 def test_run_note_says_what_the_run_is():
-    rec = fake_record("n1", 71.5, config={
-        "seed": 1235, "precision": {"mode": "int8"}, "model": {"name": "resnet20"},
-        "topology": {"name": "directed_ring", "nodes": 8},
-        "algorithm": {"name": "choco", "compression": {"name": "topk", "ratio": 0.99}},
-        "partition": {"skew": 0.8}, "train": {"epochs": 32}})  # fmt: skip
+    rec = fake_record(
+        "n1",
+        71.5,
+        config={
+            "seed": 1235,
+            "precision": {"mode": "int8"},
+            "model": {"name": "resnet20"},
+            "topology": {"name": "directed_ring", "nodes": 8},
+            "algorithm": {"name": "choco", "compression": {"name": "topk", "ratio": 0.99}},
+            "partition": {"skew": 0.8},
+            "train": {"epochs": 32},
+        },
+    )
     note = tracking.run_note(rec, "results/runs/n1", "table3,fig4", "lp_loss_compressed")
     assert "\n" not in note
-    for part in ("resnet20 (1,000 parameters, 8-bit) trained with CHOCO-SGD on 8 nodes in a "
-                 "directed ring, topk compression dropping 99 % of each message, for 32 epochs "
-                 "(seed 1235)", "fashion_mnist (1,000 training and 200 test samples, 10 classes) "
-                 "standing in for cifar10", "skew 0.8", "studies table3 and fig4",
-                 "the claims lp_loss_compressed read it", "71.50 % (nodes 70.50 to 72.50 %, "
-                 "average model 72.00 %)", str(Path("results/runs/n1").resolve())):  # fmt: skip
+    for part in (
+        "resnet20 (1,000 parameters, 8-bit) trained with CHOCO-SGD on 8 nodes in a "
+        "directed ring, topk compression dropping 99 % of each message, for 32 epochs "
+        "(seed 1235)",
+        "fashion_mnist (1,000 training and 200 test samples, 10 classes) standing in for cifar10",
+        "skew 0.8",
+        "studies table3 and fig4",
+        "the claims lp_loss_compressed read it",
+        "71.50 % (nodes 70.50 to 72.50 %, average model 72.00 %)",
+        str(Path("results/runs/n1").resolve()),
+    ):
         assert part in note, (part, note)
     div = tracking.run_note(fake_record("d", status="diverged", epochs=3), None, "table2", "none")
     assert "diverged after 3 of" in div and "no claim of the paper reads it" in div
@@ -516,28 +594,55 @@ def test_log_run_sets_description_cpu_tags_and_system_metrics(store, tmp_path):
 def test_sync_tags_the_claims_that_read_each_run(store, tmp_path):
     """Table 3 runs fp32 / int8 x seeds 1, 2 without compression are read by the dense
     precision claim; a third seed without its int8 partner and a Table 2 run by no claim."""
-    cell = {"dataset": "cifar10", "model": "resnet20", "topology": "directed_ring", "nodes": 8,
-            "compression": "0", "skew": 0.5, "algorithm": "choco"}  # fmt: skip
+    cell = {
+        "dataset": "cifar10",
+        "model": "resnet20",
+        "topology": "directed_ring",
+        "nodes": 8,
+        "compression": "0",
+        "skew": 0.5,
+        "algorithm": "choco",
+    }
     entries = []
     runs = [("fp32", 1), ("int8", 1), ("fp32", 2), ("int8", 2), ("fp32", 3)]
     for i, (precision, seed) in enumerate(runs, start=1):
         d = fake_run_dir(tmp_path / "runs", i)
-        entries.append({"run_id": f"rid{i:02d}", "dir": str(d), "seed": seed,
-                        "coords": {**cell, "precision": precision}})  # fmt: skip
+        entries.append(
+            {
+                "run_id": f"rid{i:02d}",
+                "dir": str(d),
+                "seed": seed,
+                "coords": {**cell, "precision": precision},
+            }
+        )
     d6 = fake_run_dir(tmp_path / "runs", 6)
-    manifest = {"scale": "smoke", "studies": {
-        "table3": {"kind": "grid", "runs": entries},
-        "table2": {"kind": "baseline", "runs": [{"run_id": "rid06", "dir": str(d6), "seed": 1,
-                                                 "coords": {**cell, "nodes": 1}}]}}}  # fmt: skip
+    manifest = {
+        "scale": "smoke",
+        "studies": {
+            "table3": {"kind": "grid", "runs": entries},
+            "table2": {
+                "kind": "baseline",
+                "runs": [
+                    {"run_id": "rid06", "dir": str(d6), "seed": 1, "coords": {**cell, "nodes": 1}}
+                ],
+            },
+        },
+    }
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     tracking.sync_manifest(tmp_path / "manifest.json", store, "lpdt")
     _, runs = _logged(store)
     claims = {r.data.tags["lpdt_run_id"]: r.data.tags["claims"] for r in runs}
-    assert claims == {"rid01": "lp_close_to_fp_dense", "rid02": "lp_close_to_fp_dense",
-                      "rid03": "lp_close_to_fp_dense", "rid04": "lp_close_to_fp_dense",
-                      "rid05": "none", "rid06": "none"}  # fmt: skip
+    assert claims == {
+        "rid01": "lp_close_to_fp_dense",
+        "rid02": "lp_close_to_fp_dense",
+        "rid03": "lp_close_to_fp_dense",
+        "rid04": "lp_close_to_fp_dense",
+        "rid05": "none",
+        "rid06": "none",
+    }
     note = next(r for r in runs if r.data.tags["lpdt_run_id"] == "rid01").data.tags[
-        "mlflow.note.content"]  # fmt: skip
+        "mlflow.note.content"
+    ]
     assert "the claims lp_close_to_fp_dense read it" in note
 
 

@@ -18,11 +18,20 @@ from lpdt.config import load_config
 from lpdt.train import train
 
 BASE = [
-    "data.dataset=synthetic", "data.train_subset=1920", "data.test_subset=200",
-    "model.name=tiny_cnn", "topology.nodes=8", "train.batch_size=64", "train.epochs=3",
-    "train.final_gossip_rounds=3", "schedule.warmup_epochs=0", "schedule.milestones=[]",
-    "optim.lr=0.1", "threads=1", "device=cpu",
-]  # fmt: skip
+    "data.dataset=synthetic",
+    "data.train_subset=1920",
+    "data.test_subset=200",
+    "model.name=tiny_cnn",
+    "topology.nodes=8",
+    "train.batch_size=64",
+    "train.epochs=3",
+    "train.final_gossip_rounds=3",
+    "schedule.warmup_epochs=0",
+    "schedule.milestones=[]",
+    "optim.lr=0.1",
+    "threads=1",
+    "device=cpu",
+]
 
 
 def cfg(*extra):
@@ -70,8 +79,13 @@ def test_same_seed_same_numbers_and_completed_run_is_skipped(tmp_path):
 
 @pytest.mark.parametrize("extra", [(), ("precision.mode=int8",)])
 def test_killed_run_resumes_to_identical_result(tmp_path, extra):
-    c = cfg("algorithm.name=deepsqueeze", "algorithm.compression.name=topk", "ratio=0.9",
-            "optim.qgm=true", *extra)  # fmt: skip
+    c = cfg(
+        "algorithm.name=deepsqueeze",
+        "algorithm.compression.name=topk",
+        "ratio=0.9",
+        "optim.qgm=true",
+        *extra,
+    )
     full = train(c, tmp_path / "full", log=lambda s: None)
 
     class Killed(Exception):
@@ -92,8 +106,18 @@ def test_killed_run_resumes_to_identical_result(tmp_path, extra):
 
 def test_divergence_ends_cleanly(tmp_path):
     out = tmp_path / "div"
-    rc = main(["train", *sum((["--set", o] for o in BASE), []), "--set", "optim.lr=1e6",
-               "--set", "optim.momentum=0.99", "--out", str(out)])  # fmt: skip
+    rc = main(
+        [
+            "train",
+            *sum((["--set", o] for o in BASE), []),
+            "--set",
+            "optim.lr=1e6",
+            "--set",
+            "optim.momentum=0.99",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 3
     m = json.loads((out / "metrics.json").read_text())
     assert m["status"] == "diverged" and m["final"] == {}
@@ -123,8 +147,9 @@ def test_metrics_record_provenance(tmp_path):
     started, finished = (dt.datetime.fromisoformat(p[k]) for k in ("started", "finished"))
     assert started.utcoffset() == dt.timedelta(0) and started <= finished
     repo = Path(__file__).resolve().parents[1]
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
-                          timeout=10)  # fmt: skip
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10
+    )
     import lpdt
 
     if head.returncode == 0 and Path(lpdt.__file__).resolve().is_relative_to(repo):
@@ -139,8 +164,11 @@ def test_system_metrics_are_recorded_per_epoch_and_for_the_run(tmp_path):
     import os
     import resource
 
-    m = train(cfg("train.epochs=2", "data.train_subset=640", "data.test_subset=100"),
-              tmp_path / "r", log=lambda s: None)  # fmt: skip
+    m = train(
+        cfg("train.epochs=2", "data.train_subset=640", "data.test_subset=100"),
+        tmp_path / "r",
+        log=lambda s: None,
+    )
     cores = os.cpu_count()
     epochs = [r for r in m["history"] if r["epoch"] != "final"]
     assert len(epochs) == 2
@@ -233,9 +261,12 @@ def test_killed_process_resumes_with_continuous_history_and_wall_time(tmp_path):
     extra = [f"train.epochs={epochs}"]
     out = tmp_path / "run"
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "lpdt.cli", "train", *_argv(*extra),
-                             "--out", str(out)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lpdt.cli", "train", *_argv(*extra), "--out", str(out)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (out / "checkpoint.pt").exists():

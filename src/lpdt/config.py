@@ -99,7 +99,9 @@ class PrecisionConfig:
     grad_bits: int = 8
     act_rounding: Literal["stochastic", "nearest"] = "stochastic"  # reference: stochastic (bug)
     gossip_ranges: bool = True  # activation ranges travel with the model (reference §5.5)
-    lp_init: bool = True  # the reference's LP init (zero gamma in each block's last norm, reference §7.1)
+    lp_init: bool = (
+        True  # the reference's LP init (zero gamma in each block's last norm, reference §7.1)
+    )
 
 
 @dataclass

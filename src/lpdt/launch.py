@@ -76,8 +76,10 @@ def run_worker(
     from lpdt.train import resolve_device, train
 
     if world != cfg.topology.nodes:
-        raise ValueError(f"engine: distributed runs one process per node: {world} processes "
-                         f"for topology.nodes = {cfg.topology.nodes}")  # fmt: skip
+        raise ValueError(
+            f"engine: distributed runs one process per node: {world} processes "
+            f"for topology.nodes = {cfg.topology.nodes}"
+        )
     if cfg.threads is None:  # share the cores (all, or OMP_NUM_THREADS) between the workers
         cores = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
         local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
@@ -99,8 +101,9 @@ def run_worker(
         if force:
             dist.barrier()
         group = TorchGroup(rank, world, device)
-        return train(cfg, out, resume=resume, force=force, log=log if rank == 0 else _quiet,
-                     group=group)  # fmt: skip
+        return train(
+            cfg, out, resume=resume, force=force, log=log if rank == 0 else _quiet, group=group
+        )
     finally:
         with contextlib.suppress(Exception):
             dist.destroy_process_group()
@@ -142,8 +145,11 @@ def worker_main(argv: list[str] | None = None) -> int:
         return REFUSED
     except dist.DistError as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"lpdt rank {rank}: stopped: lost contact with another rank ({first})",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"lpdt rank {rank}: stopped: lost contact with another rank ({first})",
+            file=sys.stderr,
+            flush=True,
+        )
         return PEER_LOST
     return 0
 
@@ -213,10 +219,15 @@ def launch_local(
     with tempfile.TemporaryDirectory(prefix="lpdt-launch-") as tmp:
         cfg_path = Path(tmp) / "config.yaml"
         cfg_path.write_text(dump_config(cfg))
-        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-               "WORLD_SIZE": str(n), "LOCAL_WORLD_SIZE": str(n),
-               "LPDT_LAUNCHER_PID": str(os.getpid()),
-               provenance.COMMAND_ENV: shlex.join(sys.argv)}  # fmt: skip
+        env = {
+            **os.environ,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(free_port()),
+            "WORLD_SIZE": str(n),
+            "LOCAL_WORLD_SIZE": str(n),
+            "LPDT_LAUNCHER_PID": str(os.getpid()),
+            provenance.COMMAND_ENV: shlex.join(sys.argv),
+        }
         cmd = [sys.executable, "-m", "lpdt.launch", "--config", str(cfg_path), "--out", str(out)]
         if resume:
             cmd.append("--resume")
@@ -226,8 +237,9 @@ def launch_local(
         procs: list[subprocess.Popen] = []
         try:
             for r in range(n):
-                procs.append(subprocess.Popen(
-                    cmd, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}))  # fmt: skip
+                procs.append(
+                    subprocess.Popen(cmd, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
+                )
             _wait_all(procs, grace)
         finally:
             for pr in procs:  # nothing is left behind, whatever happened
@@ -265,8 +277,10 @@ def _wait_all(procs: list[subprocess.Popen], grace: float) -> None:
     own = [f for f in failed if f[2] != PEER_LOST]
     _, rank, code = min(own or failed)
     others = len(procs) - 1
-    raise DistributedError(f"distributed run stopped: rank {rank} {_describe(code)}; "
-                           f"the other {others} ranks were stopped")  # fmt: skip
+    raise DistributedError(
+        f"distributed run stopped: rank {rank} {_describe(code)}; "
+        f"the other {others} ranks were stopped"
+    )
 
 
 if __name__ == "__main__":

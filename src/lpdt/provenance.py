@@ -30,8 +30,9 @@ def utc_now() -> str:
 
 def _git(args: list[str], cwd: Path) -> str | None:
     try:
-        out = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                             timeout=GIT_TIMEOUT_S)  # fmt: skip
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout if out.returncode == 0 else None
@@ -90,6 +91,12 @@ def resumed(first: Provenance, now: Provenance, epoch: int) -> Provenance:
     """The provenance of a run that ``now``'s process resumes after ``epoch`` epochs: the record
     keeps describing the session that started it (``first``) and lists this one in
     ``resumed``."""
-    session = Session(epoch=epoch, started=now.started, git_commit=now.git_commit,
-                      git_dirty=now.git_dirty, host=now.host, command=now.command)  # fmt: skip
+    session = Session(
+        epoch=epoch,
+        started=now.started,
+        git_commit=now.git_commit,
+        git_dirty=now.git_dirty,
+        host=now.host,
+        command=now.command,
+    )
     return dataclasses.replace(first, resumed=(*first.resumed, session))

@@ -247,8 +247,10 @@ class RunRecord:
 
     def __post_init__(self) -> None:
         if (self.status == "ok") != (self.final is not None):
-            raise ValueError(f"run {self.run_id}: status {self.status!r} " + (
-                "needs final metrics" if self.status == "ok" else "has final metrics"))  # fmt: skip
+            raise ValueError(
+                f"run {self.run_id}: status {self.status!r} "
+                + ("needs final metrics" if self.status == "ok" else "has final metrics")
+            )
 
     # -- JSON ----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -297,8 +299,9 @@ class RunRecord:
         """
         p = self.provenance
         finished = parse_time(p.finished or p.started)
-        sessions = [(0, parse_time(p.started))] + [(s.epoch, parse_time(s.started))
-                                                     for s in p.resumed]  # fmt: skip
+        sessions = [(0, parse_time(p.started))] + [
+            (s.epoch, parse_time(s.started)) for s in p.resumed
+        ]
         walls = {r.epoch: r.wall_s for r in self.history if isinstance(r.epoch, int)}
         times = []
         for i, row in enumerate(self.history):
@@ -364,7 +367,8 @@ def _check_version(version: Any, source: str) -> None:
     if isinstance(version, int) and not isinstance(version, bool) and version in readable:
         return
     reads = f"this lpdt ({lpdt.__version__}) reads schema version {SCHEMA_VERSION}" + (
-        f" (and {', '.join(map(str, UPGRADABLE))})" if UPGRADABLE else "")  # fmt: skip
+        f" (and {', '.join(map(str, UPGRADABLE))})" if UPGRADABLE else ""
+    )
     if version is _UNVERSIONED:
         what = "a run record of an older format (no schema_version)"
     elif isinstance(version, int) and not isinstance(version, bool) and version < SCHEMA_VERSION:
@@ -373,8 +377,10 @@ def _check_version(version: Any, source: str) -> None:
         what = f"a run record of schema version {version}, newer than this lpdt knows"
     else:
         what = f"a run record of an unknown schema version {version!r}"
-    raise RecordError(f"{source}: {what}; {reads}. Train the run again (lpdt train --force), "
-                      "or read it with the lpdt version that wrote it")  # fmt: skip
+    raise RecordError(
+        f"{source}: {what}; {reads}. Train the run again (lpdt train --force), "
+        "or read it with the lpdt version that wrote it"
+    )
 
 
 def _type_name(tp: Any) -> str:
@@ -445,8 +451,10 @@ def _build(cls: type[T], data: Any, source: str, prefix: str) -> T:
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     unknown = [k for k in data if k not in fields]
     if unknown:
-        raise RecordError(f"{source}: unknown field {prefix + str(unknown[0])!r} (this lpdt's "
-                          f"schema version {SCHEMA_VERSION} has no such field)")  # fmt: skip
+        raise RecordError(
+            f"{source}: unknown field {prefix + str(unknown[0])!r} (this lpdt's "
+            f"schema version {SCHEMA_VERSION} has no such field)"
+        )
     kwargs = {}
     for name, f in fields.items():
         if name in data:

@@ -84,8 +84,12 @@ class SystemSampler:
             ips = (images - self.images_last) / (train_s - self.train_s_last)
         self.t_last, self.cpu_last = now, cpu
         self.images_last, self.train_s_last = images, train_s
-        return {"cpu_share": share, "peak_rss_mb": peak_rss_mb(), "threads": n_threads,
-                "images_per_s": ips}  # fmt: skip
+        return {
+            "cpu_share": share,
+            "peak_rss_mb": peak_rss_mb(),
+            "threads": n_threads,
+            "images_per_s": ips,
+        }
 
     def summary(self) -> SystemMetrics:
         """The whole session so far, for the record's ``system`` section."""

@@ -274,17 +274,24 @@ def _experiment_id(client, uri: str, experiment: str) -> str:
     exp = with_retry(lambda: client.get_experiment_by_name(experiment))
     if exp is None:
         try:
-            return with_retry(lambda: client.create_experiment(
-                experiment, artifact_location=_artifact_location(uri, experiment),
-                tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}))  # fmt: skip
+            return with_retry(
+                lambda: client.create_experiment(
+                    experiment,
+                    artifact_location=_artifact_location(uri, experiment),
+                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+                )
+            )
         except Exception:
             # Another process may have created it in between.
             exp = with_retry(lambda: client.get_experiment_by_name(experiment))
             if exp is None:
                 raise
     if EXPERIMENT_KIND_TAG not in exp.tags:
-        with_retry(lambda: client.set_experiment_tag(
-            exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND))  # fmt: skip
+        with_retry(
+            lambda: client.set_experiment_tag(
+                exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
+            )
+        )
     return exp.experiment_id
 
 
@@ -370,8 +377,9 @@ def _list(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def run_note(rec: RunRecord, run_dir: str | Path | None = None,
-             studies: str = "", claims: str = "") -> str:  # fmt: skip
+def run_note(
+    rec: RunRecord, run_dir: str | Path | None = None, studies: str = "", claims: str = ""
+) -> str:
     """The run's description (MLflow note): one paragraph saying what was trained (model,
     precision, nodes, topology, algorithm, compression, data split, epochs, seed), on which data
     standing in for which, which studies and claims read it (``studies``, ``claims``: the
@@ -386,36 +394,47 @@ def run_note(rec: RunRecord, run_dir: str | Path | None = None,
         sent = "uncompressed messages"
     else:
         sent = f"{comp['name']} compression dropping {100 * comp['ratio']:g} % of each message"
-    split = (f"Dirichlet alpha {part['alpha']:g}" if part["kind"] == "dirichlet"
-             else f"skew {part['skew']:g}")  # fmt: skip
+    split = (
+        f"Dirichlet alpha {part['alpha']:g}"
+        if part["kind"] == "dirichlet"
+        else f"skew {part['skew']:g}"
+    )
     d = rec.dataset
     data = f"{d.name} ({d.train_samples:,} training and {d.test_samples:,} test samples"
     data += f", {d.num_classes} classes)"
     if d.stand_in:
         data += f" standing in for {d.stand_in_for or 'the paper dataset'}"
     epochs = c["train"]["epochs"]
-    text = (f"{rec.model.name} ({rec.model.params:,} parameters, {precision}) trained with {algo}"
-            f" on {topo['nodes']} nodes in a {TOPOLOGY_WORDS.get(topo['name'], topo['name'])}, "
-            f"{sent}, for {epochs} epochs (seed {c['seed']}), on {data}, split over the nodes "
-            f"with {split}, by the {rec.engine} engine.")  # fmt: skip
+    text = (
+        f"{rec.model.name} ({rec.model.params:,} parameters, {precision}) trained with {algo}"
+        f" on {topo['nodes']} nodes in a {TOPOLOGY_WORDS.get(topo['name'], topo['name'])}, "
+        f"{sent}, for {epochs} epochs (seed {c['seed']}), on {data}, split over the nodes "
+        f"with {split}, by the {rec.engine} engine."
+    )
     study_list = [x for x in studies.split(",") if x]
     claim_list = [x for x in claims.split(",") if x and x != "none"]
     if study_list:
         text += f" It is a run of the {'study' if len(study_list) == 1 else 'studies'} "
         text += _list(study_list)
-        text += (f"; the claims {_list(claim_list)} read it." if claim_list
-                 else "; no claim of the paper reads it.")  # fmt: skip
+        text += (
+            f"; the claims {_list(claim_list)} read it."
+            if claim_list
+            else "; no claim of the paper reads it."
+        )
     if rec.final is not None:
         f = rec.final
-        text += (f" Final accuracy (mean over nodes after the final gossip rounds): "
-                 f"{f.acc_node_mean:.2f} % (nodes {f.acc_node_min:.2f} to {f.acc_node_max:.2f} %,"
-                 f" average model {f.acc_avg_model:.2f} %).")  # fmt: skip
+        text += (
+            f" Final accuracy (mean over nodes after the final gossip rounds): "
+            f"{f.acc_node_mean:.2f} % (nodes {f.acc_node_min:.2f} to {f.acc_node_max:.2f} %,"
+            f" average model {f.acc_avg_model:.2f} %)."
+        )
     else:
-        text += (f" It diverged after {rec.epochs_completed} of {epochs} epochs: no final "
-                 "accuracy.")  # fmt: skip
+        text += f" It diverged after {rec.epochs_completed} of {epochs} epochs: no final accuracy."
     if run_dir is not None:
-        text += (f" Its files are in {Path(run_dir).resolve()} (metrics.json, the run record; "
-                 "history.csv; config.yaml), copied to this run's artifacts.")  # fmt: skip
+        text += (
+            f" Its files are in {Path(run_dir).resolve()} (metrics.json, the run record; "
+            "history.csv; config.yaml), copied to this run's artifacts."
+        )
     return text
 
 
@@ -476,8 +495,10 @@ def _run_metrics(rec: RunRecord):
             x = _finite(v)
             if k != "epoch" and x is not None:
                 out.append(Metric(k, x, _ms(when), row.epoch))
-    summary: dict[str, Any] = {"epochs_completed": rec.epochs_completed,
-                               "iters_per_epoch": rec.iters_per_epoch}  # fmt: skip
+    summary: dict[str, Any] = {
+        "epochs_completed": rec.epochs_completed,
+        "iters_per_epoch": rec.iters_per_epoch,
+    }
     for section in ("final", "communication", "time", "model", "system"):
         obj = getattr(rec, section)
         if obj is not None:
@@ -497,10 +518,17 @@ def _dataset_input(rec: RunRecord):
     from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
     d = rec.dataset
-    source = json.dumps({"source": d.source, "stand_in": d.stand_in,
-                         "stand_in_for": d.stand_in_for}, sort_keys=True)  # fmt: skip
-    profile = json.dumps({"num_classes": d.num_classes, "train_samples": d.train_samples,
-                          "test_samples": d.test_samples}, sort_keys=True)  # fmt: skip
+    source = json.dumps(
+        {"source": d.source, "stand_in": d.stand_in, "stand_in_for": d.stand_in_for}, sort_keys=True
+    )
+    profile = json.dumps(
+        {
+            "num_classes": d.num_classes,
+            "train_samples": d.train_samples,
+            "test_samples": d.test_samples,
+        },
+        sort_keys=True,
+    )
     digest = hashlib.sha256(f"{d.name}\n{source}\n{profile}".encode()).hexdigest()[:16]
     ds = Dataset(name=d.name, digest=digest, source_type="lpdt", source=source, profile=profile)
     return DatasetInput(ds, tags=[InputTag(MLFLOW_DATASET_CONTEXT, "train")])
@@ -536,9 +564,14 @@ def log_run(
         if local is not None:
             shutil.rmtree(local, ignore_errors=True)
 
-    run = with_retry(lambda: client.create_run(
-        exp_id, start_time=_time_ms(rec.provenance.started), run_name=name,
-        tags={RUN_ID_TAG: rec.run_id}))  # fmt: skip
+    run = with_retry(
+        lambda: client.create_run(
+            exp_id,
+            start_time=_time_ms(rec.provenance.started),
+            run_name=name,
+            tags={RUN_ID_TAG: rec.run_id},
+        )
+    )
     mid = run.info.run_id
     params = [Param(k, str(v)[:6000]) for k, v in sorted(flatten(rec.config).items())]
     for chunk in _chunks(params, 100):
@@ -580,9 +613,14 @@ def log_report(
         if runs:
             run = runs[0]
         else:
-            run = with_retry(lambda: client.create_run(
-                exp_id, start_time=min(mtimes), run_name=f"report {scale}",
-                tags={REPORT_TAG: scale, "scale": scale}))  # fmt: skip
+            run = with_retry(
+                lambda: client.create_run(
+                    exp_id,
+                    start_time=min(mtimes),
+                    run_name=f"report {scale}",
+                    tags={REPORT_TAG: scale, "scale": scale},
+                )
+            )
     _log_files(client, uri, run, files[:1])
     _log_files(client, uri, run, files[1:], "figures")
     mid = run.info.run_id
@@ -598,8 +636,9 @@ def multi_seed_runs(manifest: dict[str, Any]) -> set[str]:
         for r in entry["runs"]:
             key = (study, str(r.get("block")), json.dumps(r["coords"], sort_keys=True))
             cells.setdefault(key, []).append(r)
-    return {r["run_id"] for rs in cells.values() if len({r.get("seed") for r in rs}) > 1
-            for r in rs}  # fmt: skip
+    return {
+        r["run_id"] for rs in cells.values() if len({r.get("seed") for r in rs}) > 1 for r in rs
+    }
 
 
 def sync_manifest(
@@ -628,8 +667,11 @@ def sync_manifest(
     for rid, d in sorted(dirs.items()):
         if not (Path(d) / record.METRICS_FILE).is_file():
             continue
-        t = {"studies": ",".join(sorted(set(studies[rid]))), "scale": m["scale"],
-             "claims": ",".join(claims.get(rid, [])) or "none"}  # fmt: skip
+        t = {
+            "studies": ",".join(sorted(set(studies[rid]))),
+            "scale": m["scale"],
+            "claims": ",".join(claims.get(rid, [])) or "none",
+        }
         out[rid] = log_run(d, uri, experiment, {**t, **(tags or {})}, rid in seeded)
     return out
 
@@ -676,11 +718,17 @@ def ui(
         raise TrackingError(f"cannot open the MLflow store {uri}: {e}".replace("\n", " ")) from e
     cmd = ui_command(uri, host, port)
     if exp is None:
-        print(f"MLflow UI for {uri} at {ui_url(host, port)} (no experiment {experiment!r} yet; "
-              "Ctrl-C to stop)", flush=True)  # fmt: skip
+        print(
+            f"MLflow UI for {uri} at {ui_url(host, port)} (no experiment {experiment!r} yet; "
+            "Ctrl-C to stop)",
+            flush=True,
+        )
     else:
-        print(f"MLflow UI for {uri}; the training runs of {experiment!r}:\n"
-              f"  {ui_url(host, port, exp.experiment_id)}\n(Ctrl-C to stop)", flush=True)  # fmt: skip
+        print(
+            f"MLflow UI for {uri}; the training runs of {experiment!r}:\n"
+            f"  {ui_url(host, port, exp.experiment_id)}\n(Ctrl-C to stop)",
+            flush=True,
+        )
     # exec: the server replaces this process, so Ctrl-C and kill reach it directly
     os.execv(sys.executable, cmd)
     return 0  # not reached
@@ -695,8 +743,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--uri", default=DEFAULT_URI, help=f"tracking URI (default {DEFAULT_URI})")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
-    p.add_argument("--experiment", default=DEFAULT_EXPERIMENT,
-                   help=f"experiment whose runs the printed address opens (default {DEFAULT_EXPERIMENT})")  # fmt: skip
+    p.add_argument(
+        "--experiment",
+        default=DEFAULT_EXPERIMENT,
+        help=f"experiment whose runs the printed address opens (default {DEFAULT_EXPERIMENT})",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -730,8 +781,11 @@ def main(argv: list[str] | None = None) -> int:
         if name == "log":
             s.add_argument("run_dir")
             s.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
-            s.add_argument("--seed-in-name", action="store_true",
-                           help="the run is one of several seeds of its cell: name it by its seed")  # fmt: skip
+            s.add_argument(
+                "--seed-in-name",
+                action="store_true",
+                help="the run is one of several seeds of its cell: name it by its seed",
+            )
         if name == "sync":
             s.add_argument("--manifest", default="results/manifest.json")
         if name == "report":
@@ -742,8 +796,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "init":
             exp_id = init_store(args.uri, args.experiment)
-            receipt: dict[str, Any] = {"uri": args.uri, "experiment": args.experiment,
-                                       "experiment_id": exp_id}  # fmt: skip
+            receipt: dict[str, Any] = {
+                "uri": args.uri,
+                "experiment": args.experiment,
+                "experiment_id": exp_id,
+            }
         elif args.cmd == "log":
             tags = dict(t.split("=", 1) for t in args.tag)
             mid = log_run(args.run_dir, args.uri, args.experiment, tags, args.seed_in_name)

@@ -167,8 +167,13 @@ class Run:
         self.state = NodeState(model, len(ids), self.device)
         self.streams = NodeStreams(cfg.seed, ids, self.device)  # each node's random streams
         # One training step / evaluation forward for all nodes (compiled once if asked).
-        self.steps = Steps(model, cfg.train.compile, cfg.train.compile_mode, log,
-                           compile_eval=cfg.train.compile_eval)  # fmt: skip
+        self.steps = Steps(
+            model,
+            cfg.train.compile,
+            cfg.train.compile_mode,
+            log,
+            compile_eval=cfg.train.compile_eval,
+        )
 
         # Communication: graph, compressor, gossip algorithm, local optimizer.
         self.peers = out_peers(cfg.topology.name, n, cfg.topology.rows)
@@ -201,8 +206,12 @@ class Run:
     # -- one iteration -----------------------------------------------------------------------
     def batch(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Row k's next training mini-batch (its sampler, its augmentation stream)."""
-        x, y = self.data.batch("train", self.samplers[k].next(), augment=self.cfg.data.augment,
-                               generator=self.streams.aug[k])  # fmt: skip
+        x, y = self.data.batch(
+            "train",
+            self.samplers[k].next(),
+            augment=self.cfg.data.augment,
+            generator=self.streams.aug[k],
+        )
         return x.to(self.device), y.to(self.device)
 
     def local_gradients(self) -> torch.Tensor:
@@ -323,15 +332,16 @@ class Run:
             else None,
             "counters": {
                 k: getattr(self, k) for k in ("bytes_train", "train_s", "samples", "iterations")
-            },  # fmt: skip
+            },
             "history": self.history,
         }
 
     def restore(self, ck: dict) -> None:
         st = self.state
         if ck.get("nodes", self.group.ids) != self.group.ids:
-            raise ValueError(f"the checkpoint holds nodes {ck['nodes']}, this process "
-                             f"{self.group.ids}")  # fmt: skip
+            raise ValueError(
+                f"the checkpoint holds nodes {ck['nodes']}, this process {self.group.ids}"
+            )
         with torch.no_grad():
             st.x.copy_(ck["x"])
             st.w.copy_(ck["w"])
@@ -363,8 +373,10 @@ def _refuse_other_config(cfg: RunConfig, stored: Any, where: Path) -> None:
     keys = result_diff(cfg, stored) if isinstance(stored, dict) and stored else ["no config"]
     if keys:
         shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
-        raise RunDirError(f"{where} is from a run of another config (differs in: {shown}); "
-                          "pass --force to overwrite that run, or choose another --out")  # fmt: skip
+        raise RunDirError(
+            f"{where} is from a run of another config (differs in: {shown}); "
+            "pass --force to overwrite that run, or choose another --out"
+        )
 
 
 def _check_run_dir(cfg: RunConfig, out: Path) -> None:
@@ -434,9 +446,11 @@ class _Progress:
         ips = (r.samples - self.last_samples) / max(now - self.last_t, 1e-9)
         ips *= r.group.nodes / r.state.nodes  # the whole run's rate: every node takes a batch
         eta = self.eta_s(done_in_iter=1)
-        self.log(f"  epoch {r.epoch + 1}/{self.epochs} iter {self.k}/{r.iters}  loss "
-                 f"{float(self.loss_sum) / self.k:.4f}  {ips:.0f} img/s  ETA "
-                 f"{_duration(eta) if eta is not None else '?'}")  # fmt: skip
+        self.log(
+            f"  epoch {r.epoch + 1}/{self.epochs} iter {self.k}/{r.iters}  loss "
+            f"{float(self.loss_sum) / self.k:.4f}  {ips:.0f} img/s  ETA "
+            f"{_duration(eta) if eta is not None else '?'}"
+        )
         self.last_t, self.last_samples = now, r.samples
 
 
@@ -495,20 +509,24 @@ def train(
             prov = provenance.resumed(first, prov, run.epoch)
         log(f"resumed from {holds} after epoch {run.epoch}")
     elif found:
-        log(f"note: not every process has a checkpoint of one epoch (this one has epochs "
-            f"{sorted(found)}); starting from scratch")  # fmt: skip
+        log(
+            f"note: not every process has a checkpoint of one epoch (this one has epochs "
+            f"{sorted(found)}); starting from scratch"
+        )
     elif ck_path.exists():
         log(f"note: {ck_path} exists; starting from scratch (pass --resume to continue it)")
     del found
     out.mkdir(parents=True, exist_ok=True)
     if group.writer:
         write_text_atomic(out / "config.yaml", dump_config(cfg))
-    log(f"run {cfg.run_id()}: {cfg.model.name} ({cfg.precision.mode}, {st.p_train:,} params) on "
+    log(
+        f"run {cfg.run_id()}: {cfg.model.name} ({cfg.precision.mode}, {st.p_train:,} params) on "
         f"{info.name}{' (stand-in for ' + str(info.stand_in_for) + ')' if info.stand_in else ''}, "
         f"{cfg.topology.nodes} nodes {cfg.topology.name}, {cfg.algorithm.name} "
         f"{cfg.algorithm.compression.name} {cfg.algorithm.compression.ratio}, skew "
         f"{cfg.partition.skew}, {run.iters} it/epoch x {cfg.train.epochs} epochs, "
-        f"device {run.device}")  # fmt: skip
+        f"device {run.device}"
+    )
 
     status = "ok"
     t_start = time.perf_counter()
@@ -559,12 +577,19 @@ def train(
     if status == "ok":
         run.final_gossip()
         final = FinalMetrics(**run.evaluate_all(), train_loss=run.history[-1]["train_loss"])
-        run.history.append({"epoch": "final", **vars(final),
-                            "bytes_per_node": run.bytes_train + run.bytes_final,
-                            "wall_s": wall()})  # fmt: skip
-        log(f"final (after {cfg.train.final_gossip_rounds} gossip rounds): node accuracy "
+        run.history.append(
+            {
+                "epoch": "final",
+                **vars(final),
+                "bytes_per_node": run.bytes_train + run.bytes_final,
+                "wall_s": wall(),
+            }
+        )
+        log(
+            f"final (after {cfg.train.final_gossip_rounds} gossip rounds): node accuracy "
             f"{final.acc_node_mean:.2f} % (min {final.acc_node_min:.2f}, max "
-            f"{final.acc_node_max:.2f}), average model {final.acc_avg_model:.2f} %")  # fmt: skip
+            f"{final.acc_node_max:.2f}), average model {final.acc_avg_model:.2f} %"
+        )
 
     total_bytes = run.bytes_train + run.bytes_final
     wire_total = group.wire_bytes()
@@ -610,7 +635,7 @@ def train(
         provenance=dataclasses.replace(prov, finished=provenance.utc_now()),
         versions=Versions(
             lpdt=lpdt.__version__, torch=torch.__version__, python=platform.python_version()
-        ),  # fmt: skip
+        ),
         engine=group.engine,
         system=system.summary(),
     )
@@ -635,7 +660,9 @@ def _previous(ck_path: Path) -> Path:
     return ck_path.with_suffix(".prev.pt")
 
 
-def _restorable(cfg: RunConfig, ck_path: Path, device: torch.device) -> dict[int, tuple[Path, dict]]:
+def _restorable(
+    cfg: RunConfig, ck_path: Path, device: torch.device
+) -> dict[int, tuple[Path, dict]]:
     """The checkpoints this process could resume from, by epoch: its checkpoint and, in the
     distributed engine, the one of the epoch before (``.prev``), whichever exist."""
     found: dict[int, tuple[Path, dict]] = {}
@@ -685,8 +712,10 @@ def _load_checkpoint(cfg: RunConfig, path: Path, device: torch.device) -> dict:
 def _epoch_line(row: dict, epochs: int, eta_s: float | None = None) -> str:
     s = f"epoch {row['epoch'] + 1}/{epochs}  lr {row['lr']:.4g}  loss {row['train_loss']:.4f}"
     if "acc_node_mean" in row:
-        s += (f"  acc {row['acc_node_mean']:.2f} % (min {row['acc_node_min']:.2f}, max "
-              f"{row['acc_node_max']:.2f})  avg-model {row['acc_avg_model']:.2f} %  "
-              f"consensus {row['consensus_distance']:.3g}")  # fmt: skip
+        s += (
+            f"  acc {row['acc_node_mean']:.2f} % (min {row['acc_node_min']:.2f}, max "
+            f"{row['acc_node_max']:.2f})  avg-model {row['acc_avg_model']:.2f} %  "
+            f"consensus {row['consensus_distance']:.3g}"
+        )
     eta = f", ETA {_duration(eta_s)}" if eta_s is not None else ""
     return s + f"  [{row['wall_s']:.1f} s{eta}]"

@@ -6,8 +6,21 @@ from lpdt.cli import main
 
 
 def test_cost_model_json(capsys):
-    rc = main(["cost", "model", "--model", "resnet20", "--norm", "rangeen", "--precision", "int8",
-               "--batch", "32", "--json"])  # fmt: skip
+    rc = main(
+        [
+            "cost",
+            "model",
+            "--model",
+            "resnet20",
+            "--norm",
+            "rangeen",
+            "--precision",
+            "int8",
+            "--batch",
+            "32",
+            "--json",
+        ]
+    )
     assert rc == 0
     d = json.loads(capsys.readouterr().out)
     assert d["params"] == 273_258 and d["precision"] == "int8"
@@ -23,9 +36,30 @@ def test_cost_model_text_and_energy_override(capsys):
 
 def test_cost_comm_json(capsys, tmp_path):
     out = tmp_path / "comm.json"
-    rc = main(["cost", "comm", "--model", "resnet20", "--norm", "evonorm", "--nodes", "16",
-               "--topology", "directed_ring", "--compression", "0.99", "--epochs", "200",
-               "--train-size", "50000", "--batch", "256", "--json", str(out)])  # fmt: skip
+    rc = main(
+        [
+            "cost",
+            "comm",
+            "--model",
+            "resnet20",
+            "--norm",
+            "evonorm",
+            "--nodes",
+            "16",
+            "--topology",
+            "directed_ring",
+            "--compression",
+            "0.99",
+            "--epochs",
+            "200",
+            "--train-size",
+            "50000",
+            "--batch",
+            "256",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     d = json.loads(out.read_text())
     assert d["kept"] == 2767 and f"{d['gb_per_node']:.3f}" == "0.651"

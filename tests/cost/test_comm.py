@@ -18,15 +18,32 @@ def test_iterations_per_epoch_follows_the_reference_loader():
 
 def test_volume_formula_on_a_small_case():
     numels = [100, 10]
-    v = comm_volume(numels, topology="torus", nodes=4, compression="topk", ratio=0.5, epochs=3,
-                    train_size=400, batch_size=40)  # fmt: skip
+    v = comm_volume(
+        numels,
+        topology="torus",
+        nodes=4,
+        compression="topk",
+        ratio=0.5,
+        epochs=3,
+        train_size=400,
+        batch_size=40,
+    )
     assert v.iterations_per_epoch == 10 and v.iterations == 30
     assert v.out_peers == 2  # a 2 x 2 torus has 2 distinct neighbours
     assert v.kept == 50 + 5 and v.bytes_per_message == 6 * 55 + 3
     assert v.bytes_per_node == 30 * 2 * (6 * 55 + 3)
     assert v.gb_per_node_8bit_analytic == pytest.approx(v.gb_per_node / 4)
-    w = comm_volume(numels, topology="torus", nodes=4, compression="none", ratio=0.0, epochs=3,
-                    train_size=400, batch_size=40, off_by_one=True)  # fmt: skip
+    w = comm_volume(
+        numels,
+        topology="torus",
+        nodes=4,
+        compression="none",
+        ratio=0.0,
+        epochs=3,
+        train_size=400,
+        batch_size=40,
+        off_by_one=True,
+    )
     assert w.messages_counted == 29 and w.bytes_per_node == 29 * 2 * 4 * 111
 
 

@@ -31,8 +31,14 @@ def test_tiny_training_memory_by_hand():
     stored = stored_elements(recs, 2 * 8 * 8)
     # input + conv outputs (conv1, conv2, shortcut) + norm + two ReLU calls + add; the pooled
     # vector and the Linear output are not feature maps and are not stored.
-    assert stored == {"input": 128, "conv": 256 + 64 + 64, "norm": 256, "relu": 2 * 64,
-                      "add": 64, "maxpool": 0}  # fmt: skip
+    assert stored == {
+        "input": 128,
+        "conv": 256 + 64 + 64,
+        "norm": 256,
+        "relu": 2 * 64,
+        "add": 64,
+        "maxpool": 0,
+    }
     per_sample = 128 + 384 + 256 + 128 + 64
     p = 259
     for prec, nbytes in (("fp32", 4), ("int8", 1)):

@@ -16,9 +16,18 @@ def test_packing_longest_first_on_two_slots():
 
 
 def _cfg(*extra):
-    return load_config(None, ["model.name=resnet20", "data.dataset=fashion_mnist",
-                              "data.image_size=16", "data.test_subset=1000", "topology.nodes=8",
-                              "train.epochs=8", *extra]).to_dict()  # fmt: skip
+    return load_config(
+        None,
+        [
+            "model.name=resnet20",
+            "data.dataset=fashion_mnist",
+            "data.image_size=16",
+            "data.test_subset=1000",
+            "topology.nodes=8",
+            "train.epochs=8",
+            *extra,
+        ],
+    ).to_dict()
 
 
 def test_evaluated_images_full_vs_sharded():
@@ -49,8 +58,11 @@ def test_gossip_term_grows_with_nodes_and_entries_and_sparsifiers_cost_more():
     assert runtime.gossip_units(one, 48000) == 0.0  # a single node does not gossip
     iters = 48000 / (eight["train"]["batch_size"] // 8 * 8)
     assert runtime.gossip_units(eight, 48000) == (iters + 10) * 8 * runtime.GOSSIPED["resnet20"]
-    sparse = _cfg("train.final_gossip_rounds=10", "algorithm.compression.name=topk",
-                  "algorithm.compression.ratio=0.99")  # fmt: skip
+    sparse = _cfg(
+        "train.final_gossip_rounds=10",
+        "algorithm.compression.name=topk",
+        "algorithm.compression.ratio=0.99",
+    )
     assert runtime.sparse(sparse) and not runtime.sparse(eight)
     extra = runtime.run_seconds(sparse, 48000) - runtime.run_seconds(eight, 48000)
     assert extra == pytest.approx(runtime.gossip_units(eight, 48000) * runtime.TOPK_NS / 1e9)
@@ -67,12 +79,22 @@ def test_gossiped_entries_match_the_models():
 def test_h100_estimate_covers_only_what_was_measured_on_it():
     """The paper-scale Table 3 cell (ResNet-20, 8 nodes, per-node batch 32, 32 px) has an H100
     cost; 16 nodes (per-node batch 16) and 8-bit have none: no estimate rather than a guess."""
-    paper = ["model.name=resnet20", "data.dataset=cifar10", "topology.nodes=8",
-             "train.batch_size=256", "train.epochs=200", "train.compile=true"]  # fmt: skip
+    paper = [
+        "model.name=resnet20",
+        "data.dataset=cifar10",
+        "topology.nodes=8",
+        "train.batch_size=256",
+        "train.epochs=200",
+        "train.compile=true",
+    ]
     cfg = load_config(None, paper).to_dict()
     train_ms, eval_ms, compile_s = runtime.H100_MS[("resnet20", "fp32", 32, 32)]
-    expect = (runtime.START_S + compile_s + 200 * 50000 * train_ms / 1e3
-              + runtime.evaluated_images(cfg) * eval_ms / 1e3)  # fmt: skip
+    expect = (
+        runtime.START_S
+        + compile_s
+        + 200 * 50000 * train_ms / 1e3
+        + runtime.evaluated_images(cfg) * eval_ms / 1e3
+    )
     assert runtime.run_seconds(cfg, 200 * 50000, "h100") == pytest.approx(expect)
     sixteen = load_config(None, [*paper, "topology.nodes=16"]).to_dict()
     assert runtime.run_seconds(sixteen, 200 * 50000, "h100") is None

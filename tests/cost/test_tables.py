@@ -65,7 +65,9 @@ def test_real_models_are_traced_layer_by_layer(
     assert kinds.count("linear") == linears
     macs = sum(r.macs for r in recs)
     if model != "vgg11":
-        macs -= sum(r.macs for r in recs if r.kind == "linear")  # reference §11.5 lists conv MACs only
+        macs -= sum(
+            r.macs for r in recs if r.kind == "linear"
+        )  # reference §11.5 lists conv MACs only
     assert macs / 1e6 == pytest.approx(mmacs, abs=0.005)
 
 

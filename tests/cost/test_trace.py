@@ -9,8 +9,16 @@ from tests.cost.nets import TINY_SHAPE, Tiny
 def test_trace_records_every_call_once_in_order(tiny):
     recs = trace_model(tiny, TINY_SHAPE)
     assert [r.kind for r in recs] == [
-        "conv", "norm", "conv", "conv", "add", "relu", "relu", "avgpool", "linear"
-    ]  # fmt: skip
+        "conv",
+        "norm",
+        "conv",
+        "conv",
+        "add",
+        "relu",
+        "relu",
+        "avgpool",
+        "linear",
+    ]
     # The shared ReLU is recorded once per call, with distinct names.
     assert [r.name for r in recs if r.kind == "relu"] == ["relu", "relu#1"]
     conv1, norm, conv2, short, add = recs[:5]

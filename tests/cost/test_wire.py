@@ -42,14 +42,22 @@ def test_wire_row_counts_the_codec_bytes() -> None:
 
 
 CASES = {  # name: (precision, message codec)
-    "dense fp32": ("fp32", "none"), "dense 8-bit": ("int8", "int8"),
-    "top-k fp32": ("fp32", "topk"), "top-k 8-bit": ("int8", "topk_int8"),
-}  # fmt: skip
+    "dense fp32": ("fp32", "none"),
+    "dense 8-bit": ("int8", "int8"),
+    "top-k fp32": ("fp32", "topk"),
+    "top-k 8-bit": ("int8", "topk_int8"),
+}
 
 
 def _overrides(precision: str, codec: str) -> list[str]:
-    o = [*BASE, f"topology.nodes={NODES}", "algorithm.name=choco", f"precision.mode={precision}",
-         "train.max_iters_per_epoch=2", "train.final_gossip_rounds=1"]  # fmt: skip
+    o = [
+        *BASE,
+        f"topology.nodes={NODES}",
+        "algorithm.name=choco",
+        f"precision.mode={precision}",
+        "train.max_iters_per_epoch=2",
+        "train.final_gossip_rounds=1",
+    ]
     if codec != "none":
         o += [f"algorithm.compression.name={codec}", "algorithm.consensus_lr=0.5"]
     if codec.startswith("topk"):

@@ -100,8 +100,18 @@ def test_sentlen_missing(tmp_path) -> None:
 
 def test_sentlen_bins() -> None:
     assert [text_mod.sentlen_bin(n) for n in (4, 5, 8, 9, 16, 20, 21, 25, 26, 28, 29)] == [
-        None, 0, 0, 1, 2, 3, 4, 4, 5, 5, None,
-    ]  # fmt: skip
+        None,
+        0,
+        0,
+        1,
+        2,
+        3,
+        4,
+        4,
+        5,
+        5,
+        None,
+    ]
 
 
 def test_read_fortunes_splits_on_percent(tmp_path) -> None:

@@ -97,8 +97,9 @@ def test_choco_public_copies_track_models():
     assert gaps[-1] < 0.05 * gaps[0]  # x^ converges to x without further local steps
 
 
-@pytest.mark.parametrize("name,compression", [("sgp", "none"), ("deepsqueeze", "topk"),
-                                              ("choco", "topk")])  # fmt: skip
+@pytest.mark.parametrize(
+    "name,compression", [("sgp", "none"), ("deepsqueeze", "topk"), ("choco", "topk")]
+)
 def test_delta_changes_neither_z_nor_w(name, compression):
     """The numerators and push-sum weights belong to the caller (``NodeState``): ``delta``
     returns the correction and the mixed weights and leaves both arguments as they were."""
@@ -158,13 +159,16 @@ def _quadratic_problem(n=8, d=D, seed=0):
     return a, b, x_star
 
 
-@pytest.mark.parametrize("name,compression,eta", [
-    ("sgp", "none", 1.0),
-    ("deepsqueeze", "none", 1.0),
-    ("choco", "none", 1.0),
-    ("deepsqueeze", "topk", 0.05),
-    ("choco", "topk", 0.05),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "name,compression,eta",
+    [
+        ("sgp", "none", 1.0),
+        ("deepsqueeze", "none", 1.0),
+        ("choco", "none", 1.0),
+        ("deepsqueeze", "topk", 0.05),
+        ("choco", "topk", 0.05),
+    ],
+)
 def test_convex_non_iid_consensus_near_global_optimum(name, compression, eta):
     """Least squares split non-IID over an 8-node ring; lr constant, then decayed to 1e-5."""
     a, b, x_star = _quadratic_problem()

@@ -27,8 +27,9 @@ def test_sgd_matches_torch(nesterov):
     opt = make_optimizer(OptimConfig(momentum=0.9, nesterov=nesterov, weight_decay=1e-4), z)
     for g in grads:
         opt.step(z, g.clone(), 0.1)  # step() consumes g (scratch)
-    ref = _run_torch(torch.optim.SGD, z0, grads, 0.1, momentum=0.9, nesterov=nesterov,
-                     weight_decay=1e-4)  # fmt: skip
+    ref = _run_torch(
+        torch.optim.SGD, z0, grads, 0.1, momentum=0.9, nesterov=nesterov, weight_decay=1e-4
+    )
     assert torch.allclose(z, ref, atol=1e-6)
 
 

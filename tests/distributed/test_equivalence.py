@@ -33,20 +33,38 @@ from tests.distributed.worker import node_state, train_briefly
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = [
-    "data.dataset=synthetic", "data.train_subset=480", "data.test_subset=40",
-    "model.name=tiny_cnn", "train.batch_size=64", "train.max_iters_per_epoch=3",
-    "train.final_gossip_rounds=2", "schedule.warmup_epochs=1", "schedule.milestones=[]",
-    "optim.lr=0.1", "threads=1", "device=cpu", "data.augment=false",
-]  # fmt: skip
+    "data.dataset=synthetic",
+    "data.train_subset=480",
+    "data.test_subset=40",
+    "model.name=tiny_cnn",
+    "train.batch_size=64",
+    "train.max_iters_per_epoch=3",
+    "train.final_gossip_rounds=2",
+    "schedule.warmup_epochs=1",
+    "schedule.milestones=[]",
+    "optim.lr=0.1",
+    "threads=1",
+    "device=cpu",
+    "data.augment=false",
+]
 EPOCHS = 2
 
 
 def overrides(nodes, algo, comp, topology, precision, qgm):
-    o = [*BASE, f"topology.nodes={nodes}", f"algorithm.name={algo}", f"topology.name={topology}",
-         f"precision.mode={precision}", f"optim.qgm={str(qgm).lower()}"]  # fmt: skip
+    o = [
+        *BASE,
+        f"topology.nodes={nodes}",
+        f"algorithm.name={algo}",
+        f"topology.name={topology}",
+        f"precision.mode={precision}",
+        f"optim.qgm={str(qgm).lower()}",
+    ]
     if comp != "none":
-        o += [f"algorithm.compression.name={comp}", "algorithm.compression.levels=4",
-              "algorithm.consensus_lr=0.5"]  # fmt: skip
+        o += [
+            f"algorithm.compression.name={comp}",
+            "algorithm.compression.levels=4",
+            "algorithm.consensus_lr=0.5",
+        ]
         if comp in ("topk", "randomk"):
             o += ["algorithm.compression.ratio=0.9"]
     return o
@@ -61,12 +79,19 @@ def run_ranks(nodes: int, cases: list[list[str]], out: Path, timeout_s: float) -
     path = os.pathsep.join(
         p for p in (str(REPO / "src"), str(REPO), os.environ.get("PYTHONPATH")) if p
     )
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-           "WORLD_SIZE": str(nodes), "LPDT_DIST_TIMEOUT_S": str(timeout_s),
-           "PYTHONPATH": path}  # fmt: skip
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": str(nodes),
+        "LPDT_DIST_TIMEOUT_S": str(timeout_s),
+        "PYTHONPATH": path,
+    }
     cmd = [sys.executable, "-m", "tests.distributed.worker", str(spec), str(out)]
-    procs = [subprocess.Popen(cmd, cwd=REPO, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
-             for r in range(nodes)]  # fmt: skip
+    procs = [
+        subprocess.Popen(cmd, cwd=REPO, env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
+        for r in range(nodes)
+    ]
     deadline = time.monotonic() + timeout_s
     try:
         for p in procs:
@@ -139,9 +164,17 @@ def test_distributed_equals_simulator_4_nodes(tmp_path, monkeypatch):
     print(f"largest difference to the dense-mixing simulator: {worst:.3g}")
 
 
-FULL = [q for q in itertools.product(("sgp", "deepsqueeze", "choco"), ("none", "topk", "int8"),
-                                     ("directed_ring", "torus"), ("fp32", "int8"), (False, True))
-        if not (q[0] == "sgp" and q[1] != "none")]  # fmt: skip
+FULL = [
+    q
+    for q in itertools.product(
+        ("sgp", "deepsqueeze", "choco"),
+        ("none", "topk", "int8"),
+        ("directed_ring", "torus"),
+        ("fp32", "int8"),
+        (False, True),
+    )
+    if not (q[0] == "sgp" and q[1] != "none")
+]
 
 
 @pytest.mark.slow

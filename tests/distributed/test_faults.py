@@ -20,12 +20,24 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 NODES = 4
 ARGS = [
-    "data.dataset=synthetic", "data.train_subset=1600", "data.test_subset=40",
-    "model.name=tiny_cnn", f"topology.nodes={NODES}", "train.batch_size=32", "train.epochs=3",
-    "train.final_gossip_rounds=2", "schedule.warmup_epochs=0", "schedule.milestones=[]",
-    "threads=1", "device=cpu", "engine=distributed", "algorithm.name=choco",
-    "algorithm.compression.name=topk", "algorithm.compression.ratio=0.9", "optim.qgm=true",
-]  # fmt: skip
+    "data.dataset=synthetic",
+    "data.train_subset=1600",
+    "data.test_subset=40",
+    "model.name=tiny_cnn",
+    f"topology.nodes={NODES}",
+    "train.batch_size=32",
+    "train.epochs=3",
+    "train.final_gossip_rounds=2",
+    "schedule.warmup_epochs=0",
+    "schedule.milestones=[]",
+    "threads=1",
+    "device=cpu",
+    "engine=distributed",
+    "algorithm.name=choco",
+    "algorithm.compression.name=topk",
+    "algorithm.compression.ratio=0.9",
+    "optim.qgm=true",
+]
 TIMEOUT_S = 240
 
 
@@ -39,8 +51,9 @@ def lpdt_train(out: Path, *extra: str, fault: str | None = None) -> subprocess.P
     env.pop("LPDT_TEST_FAULT", None)
     if fault is not None:
         env["LPDT_TEST_FAULT"] = fault
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def children(pid: int) -> list[int]:

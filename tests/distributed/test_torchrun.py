@@ -20,12 +20,23 @@ from lpdt.record import MEASURED_FIELDS
 
 REPO = Path(__file__).resolve().parents[2]
 ARGS = [
-    "data.dataset=synthetic", "data.train_subset=640", "data.test_subset=40",
-    "model.name=tiny_cnn", "topology.nodes=4", "train.batch_size=32", "train.epochs=2",
-    "train.final_gossip_rounds=2", "schedule.warmup_epochs=0", "schedule.milestones=[]",
-    "threads=1", "device=cpu", "engine=distributed", "algorithm.name=choco",
-    "algorithm.compression.name=topk", "algorithm.compression.ratio=0.9",
-]  # fmt: skip
+    "data.dataset=synthetic",
+    "data.train_subset=640",
+    "data.test_subset=40",
+    "model.name=tiny_cnn",
+    "topology.nodes=4",
+    "train.batch_size=32",
+    "train.epochs=2",
+    "train.final_gossip_rounds=2",
+    "schedule.warmup_epochs=0",
+    "schedule.milestones=[]",
+    "threads=1",
+    "device=cpu",
+    "engine=distributed",
+    "algorithm.name=choco",
+    "algorithm.compression.name=topk",
+    "algorithm.compression.ratio=0.9",
+]
 TIMEOUT_S = 180
 
 
@@ -44,13 +55,20 @@ def stop(procs: list[subprocess.Popen]) -> None:
         p.wait(timeout=30)
 
 
-@pytest.mark.skipif(shutil.which("torchrun", path=Path(sys.executable).parent) is None,
-                    reason="torchrun is not installed next to this Python")  # fmt: skip
+@pytest.mark.skipif(
+    shutil.which("torchrun", path=Path(sys.executable).parent) is None,
+    reason="torchrun is not installed next to this Python",
+)
 def test_two_torchrun_agents_reproduce_the_local_launch(tmp_path):
     env = {**os.environ, "LPDT_DIST_TIMEOUT_S": "60"}
-    local = subprocess.run([sys.executable, "-m", "lpdt.cli", *train_args(tmp_path / "local")],
-                           cwd=REPO, env=env, capture_output=True, text=True,
-                           timeout=TIMEOUT_S)  # fmt: skip
+    local = subprocess.run(
+        [sys.executable, "-m", "lpdt.cli", *train_args(tmp_path / "local")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
     assert local.returncode == 0, local.stderr
 
     torchrun = str(Path(sys.executable).parent / "torchrun")
@@ -59,12 +77,33 @@ def test_two_torchrun_agents_reproduce_the_local_launch(tmp_path):
     agents = []
     try:
         for node_rank in (0, 1):
-            cmd = [torchrun, "--nnodes", "2", "--nproc-per-node", "2", "--node-rank",
-                   str(node_rank), "--master-addr", "127.0.0.1", "--master-port", str(port),
-                   "-m", "lpdt.cli", *train_args(out)]  # fmt: skip
-            agents.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                           stderr=subprocess.STDOUT, text=True,
-                                           start_new_session=True))  # fmt: skip
+            cmd = [
+                torchrun,
+                "--nnodes",
+                "2",
+                "--nproc-per-node",
+                "2",
+                "--node-rank",
+                str(node_rank),
+                "--master-addr",
+                "127.0.0.1",
+                "--master-port",
+                str(port),
+                "-m",
+                "lpdt.cli",
+                *train_args(out),
+            ]
+            agents.append(
+                subprocess.Popen(
+                    cmd,
+                    cwd=REPO,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    start_new_session=True,
+                )
+            )
         logs = [a.communicate(timeout=TIMEOUT_S)[0] for a in agents]
     finally:
         stop(agents)
@@ -76,6 +115,7 @@ def test_two_torchrun_agents_reproduce_the_local_launch(tmp_path):
     assert b["final"] == a["final"]  # same threads, same float operations: equal numbers
     comm_a, comm_b = a["communication"], b["communication"]
     assert comm_b["wire_bytes_per_node"] == comm_a["wire_bytes_per_node"] > 0
+
     def results(history: list[dict]) -> list[dict]:
         return [{k: v for k, v in r.items() if k not in MEASURED_FIELDS} for r in history]
 

@@ -35,8 +35,13 @@ def node_state(run: Run) -> dict[str, torch.Tensor]:
     st = run.state
     out = {"x": st.x.clone(), "w": st.w.clone()}
     out.update({f"algo.{k}": v.clone() for k, v in run.algo.buffers().items()})
-    out.update({f"opt.{k}": v.clone() for k, v in run.opt.state_dict().items()
-                if isinstance(v, torch.Tensor)})  # fmt: skip
+    out.update(
+        {
+            f"opt.{k}": v.clone()
+            for k, v in run.opt.state_dict().items()
+            if isinstance(v, torch.Tensor)
+        }
+    )
     return out
 
 
@@ -65,8 +70,9 @@ def main() -> int:
             wire = run.group.wire_bytes()  # a collective: every rank calls it
             if rank == 0:
                 rounds = run.iterations + run.cfg.train.final_gossip_rounds
-                (out / f"{c}.wire.json").write_text(json.dumps(
-                    {"wire_bytes_per_node": wire, "gossip_rounds": rounds}))  # fmt: skip
+                (out / f"{c}.wire.json").write_text(
+                    json.dumps({"wire_bytes_per_node": wire, "gossip_rounds": rounds})
+                )
     finally:
         dist.destroy_process_group()
     return 0

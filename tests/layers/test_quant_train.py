@@ -126,7 +126,9 @@ def test_int8_resnet20_8_nodes_within_a_few_points_of_fp32():
         acc = dict(zip(jobs, pool.map(_engine_accuracy, *zip(*jobs))))
     gaps = [acc["fp32", s] - acc["int8", s] for s in ENGINE_SEEDS]
     for s, gap in zip(ENGINE_SEEDS, gaps):
-        print(f"8 nodes, seed {s} (mean node accuracy): fp32 {acc['fp32', s]:.1f}%  "
-              f"int8 {acc['int8', s]:.1f}%  gap {gap:.1f}")  # fmt: skip
+        print(
+            f"8 nodes, seed {s} (mean node accuracy): fp32 {acc['fp32', s]:.1f}%  "
+            f"int8 {acc['int8', s]:.1f}%  gap {gap:.1f}"
+        )
     assert all(acc["fp32", s] > 70.0 for s in ENGINE_SEEDS)
     assert float(np.mean(gaps)) < TOLERANCE, f"mean gap {np.mean(gaps):.2f} points: {acc}"

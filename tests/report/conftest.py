@@ -16,18 +16,81 @@ PAPER_CSV = Path(__file__).resolve().parents[2] / "config" / "paper_results.csv"
 # (study, coords, accuracy or "diverged" / "missing")
 BASE = {"dataset": "cifar10", "model": "resnet20", "topology": "directed_ring", "nodes": 8}
 RUNS = [
-    ("table2", {"dataset": "cifar10", "model": "resnet20", "nodes": 1, "topology": "directed_ring",
-                "algorithm": "choco", "compression": 0, "skew": 0.0, "precision": "fp32"}, 90.0),
-    ("table2", {"dataset": "cifar10", "model": "resnet20", "nodes": 1, "topology": "directed_ring",
-                "algorithm": "choco", "compression": 0, "skew": 0.0, "precision": "int8"}, "diverged"),
-    *[("table3", BASE | {"compression": c, "skew": s, "algorithm": a, "precision": p},
-       80.0 + (1.0 if a == "choco" else 0) - (0.5 if p == "int8" else 0) - 5 * s - c / 99)
-      for c in (0, 99) for s in (0.0, 0.8) for a in ("deepsqueeze", "choco") for p in ("fp32", "int8")],
-    ("table3", BASE | {"compression": 0, "skew": 0.4, "algorithm": "choco", "precision": "fp32"}, "missing"),
-    ("table4", BASE | {"algorithm": "choco", "qgm": True, "compression": 0, "skew": 0.8, "precision": "fp32"}, 77.5),
-    ("fig1", BASE | {"skew": 0.8, "algorithm": "choco", "compression": 0, "precision": "fp32", "norm": "batchnorm"}, 70.0),
-    ("fig1", BASE | {"skew": 0.8, "algorithm": "choco", "compression": 0, "precision": "fp32", "norm": "evonorm"}, 76.0),
-]  # fmt: skip
+    (
+        "table2",
+        {
+            "dataset": "cifar10",
+            "model": "resnet20",
+            "nodes": 1,
+            "topology": "directed_ring",
+            "algorithm": "choco",
+            "compression": 0,
+            "skew": 0.0,
+            "precision": "fp32",
+        },
+        90.0,
+    ),
+    (
+        "table2",
+        {
+            "dataset": "cifar10",
+            "model": "resnet20",
+            "nodes": 1,
+            "topology": "directed_ring",
+            "algorithm": "choco",
+            "compression": 0,
+            "skew": 0.0,
+            "precision": "int8",
+        },
+        "diverged",
+    ),
+    *[
+        (
+            "table3",
+            BASE | {"compression": c, "skew": s, "algorithm": a, "precision": p},
+            80.0 + (1.0 if a == "choco" else 0) - (0.5 if p == "int8" else 0) - 5 * s - c / 99,
+        )
+        for c in (0, 99)
+        for s in (0.0, 0.8)
+        for a in ("deepsqueeze", "choco")
+        for p in ("fp32", "int8")
+    ],
+    (
+        "table3",
+        BASE | {"compression": 0, "skew": 0.4, "algorithm": "choco", "precision": "fp32"},
+        "missing",
+    ),
+    (
+        "table4",
+        BASE
+        | {"algorithm": "choco", "qgm": True, "compression": 0, "skew": 0.8, "precision": "fp32"},
+        77.5,
+    ),
+    (
+        "fig1",
+        BASE
+        | {
+            "skew": 0.8,
+            "algorithm": "choco",
+            "compression": 0,
+            "precision": "fp32",
+            "norm": "batchnorm",
+        },
+        70.0,
+    ),
+    (
+        "fig1",
+        BASE
+        | {
+            "skew": 0.8,
+            "algorithm": "choco",
+            "compression": 0,
+            "precision": "fp32",
+            "norm": "evonorm",
+        },
+        76.0,
+    ),
+]
 
 
 @pytest.fixture
@@ -78,15 +141,35 @@ def make_tree(root: Path, seeds: tuple[int, ...] | None = None) -> dict[str, Pat
     write_cost(cost)
     an = root / "results" / "analysis"
     an.mkdir(parents=True)
-    (an / "partition.json").write_text(json.dumps(
-        {"dataset": "cifar10", "nodes": 4, "seed": 1,
-         "skews": {"0.0": [[5, 5, 5]] * 4, "0.8": [[12, 2, 1], [1, 12, 2], [2, 1, 12], [5, 5, 5]]}}))  # fmt: skip
-    ring = {"name": "directed_ring", "nodes": 4, "W": [[0.5, 0, 0, 0.5], [0.5, 0.5, 0, 0], [0, 0.5, 0.5, 0],
-            [0, 0, 0.5, 0.5]], "edges": [[0, 1], [1, 2], [2, 3], [3, 0]], "spectral_gap": 0.29}  # fmt: skip
+    (an / "partition.json").write_text(
+        json.dumps(
+            {
+                "dataset": "cifar10",
+                "nodes": 4,
+                "seed": 1,
+                "skews": {
+                    "0.0": [[5, 5, 5]] * 4,
+                    "0.8": [[12, 2, 1], [1, 12, 2], [2, 1, 12], [5, 5, 5]],
+                },
+            }
+        )
+    )
+    ring = {
+        "name": "directed_ring",
+        "nodes": 4,
+        "W": [[0.5, 0, 0, 0.5], [0.5, 0.5, 0, 0], [0, 0.5, 0.5, 0], [0, 0, 0.5, 0.5]],
+        "edges": [[0, 1], [1, 2], [2, 3], [3, 0]],
+        "spectral_gap": 0.29,
+    }
     (an / "topology_ring.json").write_text(json.dumps(ring))
-    torus = {"name": "torus", "nodes": 4, "W": [[0.25] * 4] * 4, "spectral_gap": 1.0,
-             "edges": [[a, b] for a in range(4) for b in range(4) if a != b],
-             "positions": [[0, 0], [1, 0], [0, -1], [1, -1]]}  # fmt: skip
+    torus = {
+        "name": "torus",
+        "nodes": 4,
+        "W": [[0.25] * 4] * 4,
+        "spectral_gap": 1.0,
+        "edges": [[a, b] for a in range(4) for b in range(4) if a != b],
+        "positions": [[0, 0], [1, 0], [0, -1], [1, -1]],
+    }
     (an / "topology_torus.json").write_text(json.dumps(torus))
     return {"root": root, "manifest": manifest, "cost": cost, "analysis": an, "paper": PAPER_CSV}
 
@@ -99,42 +182,127 @@ def _write(path: Path, rows: list[dict]) -> None:
 
 
 def write_cost(
-    cost: Path, comm_ratio: float = 4.0, energy_eff: float = 19.9, mem_eff: float = 3.6,
+    cost: Path,
+    comm_ratio: float = 4.0,
+    energy_eff: float = 19.9,
+    mem_eff: float = 3.6,
     topk_ratio: float = 2.0,
 ) -> None:
     """The cost model's files; ``wire_bytes.csv`` with a dense message ``comm_ratio`` times and a
     top-k message (uint16 indices: the claim implies 2x) ``topk_ratio`` times smaller at 8 bits."""
-    _write(cost / "wire_bytes.csv", [
-        {"model": "resnet20", "norm": "evonorm", "format": fmt, "compression": c,
-         "index_bytes": b, "bytes_fp32": fp, "bytes_int8": fp / r, "ratio": r,
-         "implied_ratio": (4 + b) / (1 + b), "paper_ratio": 4.0}
-        for fmt, c, b, fp, r in (("dense", 0.0, 0, 1093036, comm_ratio),
-                                 ("top-k", 0.99, 2, 16606, topk_ratio))])  # fmt: skip
-    _write(cost / "table3_data.csv", [{"model": "resnet20", "reading": "paper configuration",
-           "topology": "directed_ring", "nodes": 8, "compression": 0.0, "gb_fp32": 42.85,
-           "gb_fp32_paper": 42.85, "gb_int8": 42.85 / comm_ratio, "gb_int8_paper": 10.71,
-           "agrees_printed": True}])  # fmt: skip
+    _write(
+        cost / "wire_bytes.csv",
+        [
+            {
+                "model": "resnet20",
+                "norm": "evonorm",
+                "format": fmt,
+                "compression": c,
+                "index_bytes": b,
+                "bytes_fp32": fp,
+                "bytes_int8": fp / r,
+                "ratio": r,
+                "implied_ratio": (4 + b) / (1 + b),
+                "paper_ratio": 4.0,
+            }
+            for fmt, c, b, fp, r in (
+                ("dense", 0.0, 0, 1093036, comm_ratio),
+                ("top-k", 0.99, 2, 16606, topk_ratio),
+            )
+        ],
+    )
+    _write(
+        cost / "table3_data.csv",
+        [
+            {
+                "model": "resnet20",
+                "reading": "paper configuration",
+                "topology": "directed_ring",
+                "nodes": 8,
+                "compression": 0.0,
+                "gb_fp32": 42.85,
+                "gb_fp32_paper": 42.85,
+                "gb_int8": 42.85 / comm_ratio,
+                "gb_int8_paper": 10.71,
+                "agrees_printed": True,
+            }
+        ],
+    )
     rows = []
     for phase in ("training", "inference"):
         for model in ("resnet20", "vgg11"):
             for norm in ("rangebn", "rangeen"):
                 me = mem_eff if model.startswith("resnet") else 1.3
-                rows.append({"model": model, "norm": norm, "phase": phase, "batch": 32,
-                             "memory_fp32_mib": 100.0, "memory_int8_mib": 100.0 / me, "memory_efficiency": me,
-                             "energy_fp32_mj": 20.0, "energy_int8_mj": 20.0 / energy_eff,
-                             "energy_efficiency": energy_eff})  # fmt: skip
+                rows.append(
+                    {
+                        "model": model,
+                        "norm": norm,
+                        "phase": phase,
+                        "batch": 32,
+                        "memory_fp32_mib": 100.0,
+                        "memory_int8_mib": 100.0 / me,
+                        "memory_efficiency": me,
+                        "energy_fp32_mj": 20.0,
+                        "energy_int8_mj": 20.0 / energy_eff,
+                        "energy_efficiency": energy_eff,
+                    }
+                )
     _write(cost / "table10.csv", rows)
     for n in (7, 9):
-        _write(cost / f"table{n}.csv", [
-            {"model": "resnet20", "batch": 32, "norm": norm, "precision": p, "layer_type": t, "label": lbl,
-             "layers": 21, "additions": 1e9, "multiplications": 2e9, "energy_mj": 5.0 if p == "fp32" else 0.25,
-             "energy_share": 0.5}
-            for norm in ("rangebn", "rangeen") for p in ("fp32", "int8")
-            for t, lbl in (("conv", "Conv"), ("total", "Total"))])  # fmt: skip
-    _write(cost / "fig7_memory.csv", [
-        {"model": "resnet20", "norm": "rangeen", "precision": p, "batch": 32, "kind": k, "mib": v, "share": 0.5}
-        for p in ("fp32", "int8") for k, v in (("activations", 80.0 if p == "fp32" else 20.0), ("weights", 1.0))])  # fmt: skip
-    _write(cost / "fig7_compute.csv", [
-        {"mode": "training", "model": "resnet20", "batch": 32, "norm": "rangeen", "precision": p,
-         "layer_type": "conv", "label": "Conv", "layers": 21, "additions": 1, "multiplications": 1,
-         "energy_mj": 18.0 if p == "fp32" else 0.9, "energy_share": 1.0} for p in ("fp32", "int8")])  # fmt: skip
+        _write(
+            cost / f"table{n}.csv",
+            [
+                {
+                    "model": "resnet20",
+                    "batch": 32,
+                    "norm": norm,
+                    "precision": p,
+                    "layer_type": t,
+                    "label": lbl,
+                    "layers": 21,
+                    "additions": 1e9,
+                    "multiplications": 2e9,
+                    "energy_mj": 5.0 if p == "fp32" else 0.25,
+                    "energy_share": 0.5,
+                }
+                for norm in ("rangebn", "rangeen")
+                for p in ("fp32", "int8")
+                for t, lbl in (("conv", "Conv"), ("total", "Total"))
+            ],
+        )
+    _write(
+        cost / "fig7_memory.csv",
+        [
+            {
+                "model": "resnet20",
+                "norm": "rangeen",
+                "precision": p,
+                "batch": 32,
+                "kind": k,
+                "mib": v,
+                "share": 0.5,
+            }
+            for p in ("fp32", "int8")
+            for k, v in (("activations", 80.0 if p == "fp32" else 20.0), ("weights", 1.0))
+        ],
+    )
+    _write(
+        cost / "fig7_compute.csv",
+        [
+            {
+                "mode": "training",
+                "model": "resnet20",
+                "batch": 32,
+                "norm": "rangeen",
+                "precision": p,
+                "layer_type": "conv",
+                "label": "Conv",
+                "layers": 21,
+                "additions": 1,
+                "multiplications": 1,
+                "energy_mj": 18.0 if p == "fp32" else 0.9,
+                "energy_share": 1.0,
+            }
+            for p in ("fp32", "int8")
+        ],
+    )

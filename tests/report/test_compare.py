@@ -41,8 +41,12 @@ def fp(skew: float, **kw: object) -> dict:
 
 
 def lp(skew: float, **kw: object) -> dict:
-    return {"precision": {"mode": "int8"}, "model": {"norm": "rangeen"},
-            "partition": {"skew": skew}, **kw}  # fmt: skip
+    return {
+        "precision": {"mode": "int8"},
+        "model": {"norm": "rangeen"},
+        "partition": {"skew": skew},
+        **kw,
+    }
 
 
 # FP - LP per seed: cell skew 0 -> 1, 2, 3; cell skew 0.8 -> 0, 1, 2. Per seed, mean over the
@@ -89,12 +93,39 @@ def test_known_answer_per_cell_and_overall(tmp_path: Path) -> None:
 
 def test_the_command_prints_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     root = write_runs(tmp_path, known_runs())
-    assert lpdt(str(root), "--vary", "precision", "--a", "fp32", "--b", "int8", "--threshold", "0",
-                "--direction", ">") == 0  # fmt: skip
+    assert (
+        lpdt(
+            str(root),
+            "--vary",
+            "precision",
+            "--a",
+            "fp32",
+            "--b",
+            "int8",
+            "--threshold",
+            "0",
+            "--direction",
+            ">",
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "skew=0.8" in out and "overall (2 cells, n=3 seeds)" in out and "inconclusive" in out
-    assert lpdt(str(root), "--vary", "precision", "--a", "fp32", "--b", "int8", "--where", "skew>=0.5",
-                "--json") == 0  # fmt: skip
+    assert (
+        lpdt(
+            str(root),
+            "--vary",
+            "precision",
+            "--a",
+            "fp32",
+            "--b",
+            "int8",
+            "--where",
+            "skew>=0.5",
+            "--json",
+        )
+        == 0
+    )
     res = json.loads(capsys.readouterr().out)
     assert [c["cell"]["skew"] for c in res["cells"]] == ["0.8"]
     assert res["overall"]["mean"] == pytest.approx(1.0) and res["overall"]["verdict"] is None
@@ -111,47 +142,92 @@ def test_runs_differing_in_another_setting_never_pair(tmp_path: Path) -> None:
 
 
 def test_varying_a_config_key_that_is_no_coordinate(tmp_path: Path) -> None:
-    runs = [(fp(0.0, train={"epochs": e}), s, 70.0 + s + (2.0 if e == 4 else 0.0) + 0.1 * s * (e == 4))
-            for e in (2, 4) for s in (1, 2, 3)]  # fmt: skip
+    runs = [
+        (fp(0.0, train={"epochs": e}), s, 70.0 + s + (2.0 if e == 4 else 0.0) + 0.1 * s * (e == 4))
+        for e in (2, 4)
+        for s in (1, 2, 3)
+    ]
     frame, keys = load_runs(write_runs(tmp_path, runs))
     res = compare(frame, keys, "train.epochs", "4", "2")
     assert res["overall"]["mean"] == pytest.approx(2.2)  # 2 + 0.1 * mean(1, 2, 3)
 
 
-@pytest.mark.parametrize("cid", ["lp_close_to_fp_dense", "lp_loss_compressed", "choco_beats_ds",
-                                 "qgm_helps_high_skew"])  # fmt: skip
-def test_reproduces_the_claims_mean_and_interval(seeded_tree: dict, capsys: pytest.CaptureFixture,
-                                                 cid: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    "cid", ["lp_close_to_fp_dense", "lp_loss_compressed", "choco_beats_ds", "qgm_helps_high_skew"]
+)
+def test_reproduces_the_claims_mean_and_interval(
+    seeded_tree: dict, capsys: pytest.CaptureFixture, cid: str
+) -> None:
     """The command, given a claim's studies, conditions and values, prints the claim's numbers
     as check_claims computes them on the same tree."""
     df, _ = aggregate(seeded_tree["manifest"])
     claim = {c["id"]: c for c in check_claims(df, load_paper(PAPER_CSV), seeded_tree["cost"])}[cid]
     spec = BY_ID[cid]
-    argv = [str(seeded_tree["manifest"]), "--vary", str(spec.vary), "--a", str(spec.a).lower(),
-            "--b", str(spec.b).lower(), "--json"]  # fmt: skip
+    argv = [
+        str(seeded_tree["manifest"]),
+        "--vary",
+        str(spec.vary),
+        "--a",
+        str(spec.a).lower(),
+        "--b",
+        str(spec.b).lower(),
+        "--json",
+    ]
     for s in spec.studies:  # those the tree has (table5, table6: none; the command refuses them)
         argv += ["--study", s] if s in set(df["study"]) else []
     for k, v in spec.where.items():
         argv += ["--where", f"{k}{v}" if str(v)[0] in "<>!=" else f"{k}={v}"]
     thr = spec.threshold
-    argv += ["--threshold", ",".join(map(str, thr)) if isinstance(thr, tuple) else str(thr),
-             "--direction", spec.direction]  # fmt: skip
+    argv += [
+        "--threshold",
+        ",".join(map(str, thr)) if isinstance(thr, tuple) else str(thr),
+        "--direction",
+        spec.direction,
+    ]
     assert lpdt(*argv) == 0
     o = json.loads(capsys.readouterr().out)["overall"]
     assert claim["n"] >= 2 and claim["ci"] is not None  # a real interval to reproduce
-    assert (o["mean"], o["ci"], o["n"], o["verdict"]) == (claim["mean"], claim["ci"], claim["n"],
-                                                          claim["verdict"])  # fmt: skip
+    assert (o["mean"], o["ci"], o["n"], o["verdict"]) == (
+        claim["mean"],
+        claim["ci"],
+        claim["n"],
+        claim["verdict"],
+    )
     assert o["cells_used"] == claim["numbers"]["cells_used"]
 
 
-def test_the_readme_example_reproduces_lp_close_to_fp_dense(seeded_tree: dict,
-                                                            capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+def test_the_readme_example_reproduces_lp_close_to_fp_dense(
+    seeded_tree: dict, capsys: pytest.CaptureFixture
+) -> None:
     df, _ = aggregate(seeded_tree["manifest"])
-    claim = next(c for c in check_claims(df, load_paper(PAPER_CSV), seeded_tree["cost"])
-                 if c["id"] == "lp_close_to_fp_dense")  # fmt: skip
-    assert lpdt(str(seeded_tree["manifest"].parent), "--vary", "precision", "--a", "fp32", "--b",
-                "int8", "--study", "table3", "--study", "table4", "--where", "compression=0",
-                "--threshold", "1", "--direction", "<=", "--json") == 0  # fmt: skip
+    claim = next(
+        c
+        for c in check_claims(df, load_paper(PAPER_CSV), seeded_tree["cost"])
+        if c["id"] == "lp_close_to_fp_dense"
+    )
+    assert (
+        lpdt(
+            str(seeded_tree["manifest"].parent),
+            "--vary",
+            "precision",
+            "--a",
+            "fp32",
+            "--b",
+            "int8",
+            "--study",
+            "table3",
+            "--study",
+            "table4",
+            "--where",
+            "compression=0",
+            "--threshold",
+            "1",
+            "--direction",
+            "<=",
+            "--json",
+        )
+        == 0
+    )
     o = json.loads(capsys.readouterr().out)["overall"]
     assert claim["mean"] == pytest.approx(0.5) and claim["ci"][0] < 0.5 < claim["ci"][1]
     assert (o["mean"], o["ci"], o["verdict"]) == (claim["mean"], claim["ci"], claim["verdict"])
@@ -201,8 +277,13 @@ def test_nothing_pairs_names_the_keys_that_differ(
 
 
 def test_unpaired_seeds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    runs = [r for r in known_runs() if not (r[0]["precision"]["mode"] == "int8" and r[1] == 3
-                                            and r[0]["partition"]["skew"] == 0.8)]  # fmt: skip
+    runs = [
+        r
+        for r in known_runs()
+        if not (
+            r[0]["precision"]["mode"] == "int8" and r[1] == 3 and r[0]["partition"]["skew"] == 0.8
+        )
+    ]
     err = _error(capsys, str(write_runs(tmp_path, runs)), *ARGS)
     assert "unpaired seeds in cell" in err and "skew=0.8" in err
     assert "precision=fp32 has seeds 1, 2, 3, precision=int8 has 1, 2" in err
@@ -220,6 +301,13 @@ def test_runs_that_differ_only_in_norm_are_refused(
     seeded_tree: dict, capsys: pytest.CaptureFixture
 ) -> None:
     """fig1's FP runs differ from table3's only in norm, which pairing ignores."""
-    err = _error(capsys, str(seeded_tree["manifest"]), *ARGS, "--where", "nodes=8",
-                 "--where", "compression=0")  # fmt: skip
+    err = _error(
+        capsys,
+        str(seeded_tree["manifest"]),
+        *ARGS,
+        "--where",
+        "nodes=8",
+        "--where",
+        "compression=0",
+    )
     assert "several runs on one side of a pair" in err and "they differ in norm" in err

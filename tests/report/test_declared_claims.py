@@ -20,13 +20,28 @@ HALF = float(student_t.ppf(0.975, 2)) * 0.2 / math.sqrt(3)  # three seeds, per-s
 
 # In the seeded tree, FP - LP is 0.5 + 0.2, 0.5, 0.5 - 0.2 for seeds 1, 2, 3 in every cell.
 DECLARED = [
-    {"id": "lp_costs_under_1", "statement": "8-bit costs under a point at skew 0.8",
-     "vary": "precision", "a": "fp32", "b": "int8", "where": {"skew": ">=0.8"},
-     "direction": "<=", "threshold": 1.0},
-    {"id": "lp_costs_under_0.9", "statement": "8-bit costs under 0.9 points, compressed",
-     "vary": "precision", "a": "fp32", "b": "int8", "where": {"compression": 99, "algorithm": "choco"},
-     "direction": "<=", "threshold": 0.9, "studies": ["table3", "table4"]},
-]  # fmt: skip
+    {
+        "id": "lp_costs_under_1",
+        "statement": "8-bit costs under a point at skew 0.8",
+        "vary": "precision",
+        "a": "fp32",
+        "b": "int8",
+        "where": {"skew": ">=0.8"},
+        "direction": "<=",
+        "threshold": 1.0,
+    },
+    {
+        "id": "lp_costs_under_0.9",
+        "statement": "8-bit costs under 0.9 points, compressed",
+        "vary": "precision",
+        "a": "fp32",
+        "b": "int8",
+        "where": {"compression": 99, "algorithm": "choco"},
+        "direction": "<=",
+        "threshold": 0.9,
+        "studies": ["table3", "table4"],
+    },
+]
 
 
 def tree_with(tmp_path: Path, claims: list[dict], study: str = "table3") -> dict[str, Path]:
@@ -38,11 +53,30 @@ def tree_with(tmp_path: Path, claims: list[dict], study: str = "table3") -> dict
 
 
 def report(tree: dict[str, Path], out: Path, *only: str) -> int:
-    return lpdt_cli.main(["report", "--manifest", str(tree["manifest"]), "--cost", str(tree["cost"]),
-                          "--analysis", str(tree["analysis"]), "--paper", str(tree["paper"]),
-                          "--tables", str(out / "tables"), "--figures", str(out / "figures"),
-                          "--claims", str(out / "claims.json"), "--pdf", str(out / "report.pdf"),
-                          "--plateau", "none", *only])  # fmt: skip
+    return lpdt_cli.main(
+        [
+            "report",
+            "--manifest",
+            str(tree["manifest"]),
+            "--cost",
+            str(tree["cost"]),
+            "--analysis",
+            str(tree["analysis"]),
+            "--paper",
+            str(tree["paper"]),
+            "--tables",
+            str(out / "tables"),
+            "--figures",
+            str(out / "figures"),
+            "--claims",
+            str(out / "claims.json"),
+            "--pdf",
+            str(out / "report.pdf"),
+            "--plateau",
+            "none",
+            *only,
+        ]
+    )
 
 
 def test_declared_claims_are_checked_beside_the_papers(tmp_path: Path) -> None:
@@ -81,28 +115,36 @@ def test_declared_claims_on_the_summary_page(tmp_path: Path) -> None:
         pytest.skip("poppler-utils not installed")
     tree = tree_with(tmp_path, DECLARED[:1])
     assert report(tree, tmp_path / "out") == 0
-    page1 = subprocess.run(["pdftotext", "-l", "1", str(tmp_path / "out" / "report.pdf"), "-"],
-                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    page1 = subprocess.run(
+        ["pdftotext", "-l", "1", str(tmp_path / "out" / "report.pdf"), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     flat = " ".join(page1.split())
     assert "Claims declared in the studies" in flat
     assert "Of 1 claim declared in the studies (lp_costs_under_1), 1 held" in flat
     assert "8-bit costs under a point at skew 0.8" in flat
 
 
-@pytest.mark.parametrize(("change", "says"), [
-    ({"thresold": 1.0}, "unknown key 'thresold'"),
-    ({"vary": "precison"}, "unknown coordinate 'precison'"),
-    ({"where": {"skwe": 0.8}}, "unknown coordinate 'skwe'"),
-    ({"where": {"skew": ">=high"}}, "'high' is not a value of skew"),
-    ({"where": {"algorithm": ">choco"}}, "'>' needs a number"),
-    ({"direction": ">="}, "direction '>=' is not one of"),
-    ({"direction": "within"}, "needs threshold [lo, hi]"),
-    ({"threshold": "one"}, "threshold must be a number"),
-    ({"studies": ["table33"]}, "unknown study 'table33'"),
-    ({"id": "choco_beats_ds"}, "id 'choco_beats_ds' is already taken"),
-])  # fmt: skip
-def test_a_mistake_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture, change: dict,
-                               says: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"thresold": 1.0}, "unknown key 'thresold'"),
+        ({"vary": "precison"}, "unknown coordinate 'precison'"),
+        ({"where": {"skwe": 0.8}}, "unknown coordinate 'skwe'"),
+        ({"where": {"skew": ">=high"}}, "'high' is not a value of skew"),
+        ({"where": {"algorithm": ">choco"}}, "'>' needs a number"),
+        ({"direction": ">="}, "direction '>=' is not one of"),
+        ({"direction": "within"}, "needs threshold [lo, hi]"),
+        ({"threshold": "one"}, "threshold must be a number"),
+        ({"studies": ["table33"]}, "unknown study 'table33'"),
+        ({"id": "choco_beats_ds"}, "id 'choco_beats_ds' is already taken"),
+    ],
+)
+def test_a_mistake_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture, change: dict, says: str
+) -> None:
     bad = {**DECLARED[0], **change}
     if change.get("thresold"):
         del bad["threshold"]
@@ -115,8 +157,16 @@ def test_a_mistake_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture, ch
 
 def test_missing_keys_are_named() -> None:
     with pytest.raises(ValueError, match=r"claim 1 \(x\): missing vary, a, b"):
-        study_claims({"studies": {"s": {"runs": [], "claims": [
-            {"id": "x", "statement": "s", "direction": ">", "threshold": 0}]}}})  # fmt: skip
+        study_claims(
+            {
+                "studies": {
+                    "s": {
+                        "runs": [],
+                        "claims": [{"id": "x", "statement": "s", "direction": ">", "threshold": 0}],
+                    }
+                }
+            }
+        )
 
 
 def test_the_schema_names_the_report_coordinates() -> None:

@@ -36,56 +36,169 @@ from tests.report.test_report import _args
 
 pytestmark = pytest.mark.skipif(not shutil.which("pdftotext"), reason="poppler-utils not installed")
 
-COST_PAPER = [Path(__file__).resolve().parents[2] / "src" / "lpdt" / "cost" / f
-              for f in ("paper_table3_data.csv", "paper_table10.csv")]  # fmt: skip
+COST_PAPER = [
+    Path(__file__).resolve().parents[2] / "src" / "lpdt" / "cost" / f
+    for f in ("paper_table3_data.csv", "paper_table10.csv")
+]
 
 # The setups and numbers of the two sets: each is what the report must say about that set.
 SETUPS = {
-    "A": {"scale": "testscale", "fig1": {"model": "resnet20", "nodes": 8, "skew": 0.8},
-          "table_nodes": 8, "seed": None, "partition": {"nodes": 4, "seed": 1}, "ring_nodes": 4,
-          "torus_nodes": 4, "batch": 32, "energy": {"fp32_add": 0.9, "fp32_mult": 3.7,
-                                                    "int8_add": 0.03, "int8_mult": 0.2},
-          "cost": {}, "cost_scale": 1.0, "int8_memory": 1.0, "epochs": 3, "time_s": 60.0,
-          "acc": {}, "extra_runs": False},
-    "B": {"scale": "otherscale", "fig1": {"model": "resnet54", "nodes": 16, "skew": 0.9},
-          "table_nodes": 16, "seed": 4321, "partition": {"nodes": 5, "seed": 77},
-          "ring_nodes": 6, "torus_nodes": 9, "batch": 48,
-          "energy": {"fp32_add": 1.1, "fp32_mult": 4.4, "int8_add": 0.05, "int8_mult": 0.3},
-          "cost": {"comm_ratio": 3.7, "energy_eff": 17.3, "mem_eff": 3.3}, "cost_scale": 1.7,
-          "int8_memory": 1.13, "epochs": 5, "time_s": 97.0, "extra_runs": True,
-          # accuracy += shift + per-coordinate terms, so that every paired effect changes too
-          "acc": {"shift": -3.37, "int8": 0.71, "deepsqueeze": -1.13, "skew": -2.9, "qgm": 0.83,
-                  "compressed": -0.61}},
-}  # fmt: skip
+    "A": {
+        "scale": "testscale",
+        "fig1": {"model": "resnet20", "nodes": 8, "skew": 0.8},
+        "table_nodes": 8,
+        "seed": None,
+        "partition": {"nodes": 4, "seed": 1},
+        "ring_nodes": 4,
+        "torus_nodes": 4,
+        "batch": 32,
+        "energy": {"fp32_add": 0.9, "fp32_mult": 3.7, "int8_add": 0.03, "int8_mult": 0.2},
+        "cost": {},
+        "cost_scale": 1.0,
+        "int8_memory": 1.0,
+        "epochs": 3,
+        "time_s": 60.0,
+        "acc": {},
+        "extra_runs": False,
+    },
+    "B": {
+        "scale": "otherscale",
+        "fig1": {"model": "resnet54", "nodes": 16, "skew": 0.9},
+        "table_nodes": 16,
+        "seed": 4321,
+        "partition": {"nodes": 5, "seed": 77},
+        "ring_nodes": 6,
+        "torus_nodes": 9,
+        "batch": 48,
+        "energy": {"fp32_add": 1.1, "fp32_mult": 4.4, "int8_add": 0.05, "int8_mult": 0.3},
+        "cost": {"comm_ratio": 3.7, "energy_eff": 17.3, "mem_eff": 3.3},
+        "cost_scale": 1.7,
+        "int8_memory": 1.13,
+        "epochs": 5,
+        "time_s": 97.0,
+        "extra_runs": True,
+        # accuracy += shift + per-coordinate terms, so that every paired effect changes too
+        "acc": {
+            "shift": -3.37,
+            "int8": 0.71,
+            "deepsqueeze": -1.13,
+            "skew": -2.9,
+            "qgm": 0.83,
+            "compressed": -0.61,
+        },
+    },
+}
 
 
 def _acc_change(a: dict, coords: dict) -> float:
     if not a:
         return 0.0
-    return (a["shift"] + a["int8"] * (coords.get("precision") == "int8")
-            + a["deepsqueeze"] * (coords.get("algorithm") == "deepsqueeze")
-            + a["skew"] * float(coords.get("skew", 0.0)) + a["qgm"] * bool(coords.get("qgm"))
-            + a["compressed"] * (float(coords.get("compression", 0)) > 0))  # fmt: skip
+    return (
+        a["shift"]
+        + a["int8"] * (coords.get("precision") == "int8")
+        + a["deepsqueeze"] * (coords.get("algorithm") == "deepsqueeze")
+        + a["skew"] * float(coords.get("skew", 0.0))
+        + a["qgm"] * bool(coords.get("qgm"))
+        + a["compressed"] * (float(coords.get("compression", 0)) > 0)
+    )
 
 
 # Runs set B adds (study, run id, coords, accuracy): cells of Tables 2, 4, 5 and 6, so that
 # no count of runs or cells is the same in both sets.
 EXTRA_RUNS = [
-    ("table2", "x2", {"dataset": "cifar10", "model": "resnet54", "nodes": 1, "topology": "directed_ring",
-                      "algorithm": "choco", "compression": 0, "skew": 0.0, "precision": "fp32"}, 83.3),
-    ("table4", "x4", {"dataset": "cifar10", "model": "resnet20", "topology": "directed_ring", "nodes": 8,
-                      "algorithm": "choco", "qgm": True, "compression": 99, "skew": 0.9,
-                      "precision": "int8"}, 66.6),
-    ("table4", "x4b", {"dataset": "cifar10", "model": "resnet20", "topology": "directed_ring", "nodes": 8,
-                       "algorithm": "choco", "qgm": True, "compression": 0, "skew": 0.0,
-                       "precision": "fp32"}, 79.4),
-    ("table5", "x5", {"dataset": "imagenette", "model": "resnet18", "topology": "torus", "nodes": 8,
-                      "compression": 0, "skew": 0.0, "algorithm": "choco", "precision": "fp32"}, 61.3),
-    ("table5", "x5b", {"dataset": "imagenette", "model": "resnet18", "topology": "torus", "nodes": 8,
-                       "compression": 90, "skew": 0.6, "algorithm": "choco", "precision": "int8"}, 57.2),
-    ("table6", "x6", {"dataset": "agnews", "model": "distilbert", "topology": "directed_ring", "nodes": 4,
-                      "compression": 99, "skew": 0.5, "algorithm": "choco", "precision": "int8"}, 71.9),
-]  # fmt: skip
+    (
+        "table2",
+        "x2",
+        {
+            "dataset": "cifar10",
+            "model": "resnet54",
+            "nodes": 1,
+            "topology": "directed_ring",
+            "algorithm": "choco",
+            "compression": 0,
+            "skew": 0.0,
+            "precision": "fp32",
+        },
+        83.3,
+    ),
+    (
+        "table4",
+        "x4",
+        {
+            "dataset": "cifar10",
+            "model": "resnet20",
+            "topology": "directed_ring",
+            "nodes": 8,
+            "algorithm": "choco",
+            "qgm": True,
+            "compression": 99,
+            "skew": 0.9,
+            "precision": "int8",
+        },
+        66.6,
+    ),
+    (
+        "table4",
+        "x4b",
+        {
+            "dataset": "cifar10",
+            "model": "resnet20",
+            "topology": "directed_ring",
+            "nodes": 8,
+            "algorithm": "choco",
+            "qgm": True,
+            "compression": 0,
+            "skew": 0.0,
+            "precision": "fp32",
+        },
+        79.4,
+    ),
+    (
+        "table5",
+        "x5",
+        {
+            "dataset": "imagenette",
+            "model": "resnet18",
+            "topology": "torus",
+            "nodes": 8,
+            "compression": 0,
+            "skew": 0.0,
+            "algorithm": "choco",
+            "precision": "fp32",
+        },
+        61.3,
+    ),
+    (
+        "table5",
+        "x5b",
+        {
+            "dataset": "imagenette",
+            "model": "resnet18",
+            "topology": "torus",
+            "nodes": 8,
+            "compression": 90,
+            "skew": 0.6,
+            "algorithm": "choco",
+            "precision": "int8",
+        },
+        57.2,
+    ),
+    (
+        "table6",
+        "x6",
+        {
+            "dataset": "agnews",
+            "model": "distilbert",
+            "topology": "directed_ring",
+            "nodes": 4,
+            "compression": 99,
+            "skew": 0.5,
+            "algorithm": "choco",
+            "precision": "int8",
+        },
+        71.9,
+    ),
+]
 
 
 def _runs(root: Path, manifest: dict, s: dict) -> None:
@@ -98,9 +211,14 @@ def _runs(root: Path, manifest: dict, s: dict) -> None:
                 old = read_record(d / "metrics.json")
                 acc = old.final.acc_node_mean if old.final else 85.0
                 config = old.config | ({"seed": s["seed"]} if s["seed"] else {})
-                fake_record(old.run_id, acc + _acc_change(s["acc"], e["coords"]),
-                            status=old.status, epochs=s["epochs"], total_s=s["time_s"],
-                            config=config).write(d)  # fmt: skip
+                fake_record(
+                    old.run_id,
+                    acc + _acc_change(s["acc"], e["coords"]),
+                    status=old.status,
+                    epochs=s["epochs"],
+                    total_s=s["time_s"],
+                    config=config,
+                ).write(d)
             if study == "fig1":
                 e["coords"].update(s["fig1"])
             elif e["coords"].get("nodes") == 8:  # the decentralized table runs
@@ -119,15 +237,30 @@ def _runs(root: Path, manifest: dict, s: dict) -> None:
 
 def _analyses(an: Path, s: dict) -> None:
     nodes = s["partition"]["nodes"]
-    (an / "partition.json").write_text(json.dumps(
-        {"dataset": "cifar10", "nodes": nodes, "seed": s["partition"]["seed"],
-         "skews": {"0.0": [[4, 4, 4]] * nodes, "0.9": [[10, 1, 1]] * nodes}}))  # fmt: skip
+    (an / "partition.json").write_text(
+        json.dumps(
+            {
+                "dataset": "cifar10",
+                "nodes": nodes,
+                "seed": s["partition"]["seed"],
+                "skews": {"0.0": [[4, 4, 4]] * nodes, "0.9": [[10, 1, 1]] * nodes},
+            }
+        )
+    )
     for f in an.glob("topology*.json"):
         f.unlink()
     for name, n in (("directed_ring", s["ring_nodes"]), ("torus", s["torus_nodes"])):
-        (an / f"topology_{name}.json").write_text(json.dumps(
-            {"name": name, "nodes": n, "edges": [[i, (i + 1) % n] for i in range(n)],
-             "spectral_gap": 1.0 / n, "directed": name == "directed_ring"}))  # fmt: skip
+        (an / f"topology_{name}.json").write_text(
+            json.dumps(
+                {
+                    "name": name,
+                    "nodes": n,
+                    "edges": [[i, (i + 1) % n] for i in range(n)],
+                    "spectral_gap": 1.0 / n,
+                    "directed": name == "directed_ring",
+                }
+            )
+        )
 
 
 def _cost(cost: Path, s: dict) -> None:
@@ -139,8 +272,18 @@ def _cost(cost: Path, s: dict) -> None:
         c = pd.read_csv(path)
         if "batch" in c:
             c["batch"] = s["batch"]
-        for col in ("additions", "multiplications", "energy_mj", "mib", "memory_fp32_mib",
-                    "memory_int8_mib", "energy_fp32_mj", "energy_int8_mj", "gb_fp32", "gb_int8"):  # fmt: skip
+        for col in (
+            "additions",
+            "multiplications",
+            "energy_mj",
+            "mib",
+            "memory_fp32_mib",
+            "memory_int8_mib",
+            "energy_fp32_mj",
+            "energy_int8_mj",
+            "gb_fp32",
+            "gb_int8",
+        ):
             if col in c:
                 c[col] = c[col] * f
         if "layers" in c:
@@ -149,8 +292,9 @@ def _cost(cost: Path, s: dict) -> None:
             c["memory_int8_mib"] *= s["int8_memory"]
             c["memory_efficiency"] = c["memory_fp32_mib"] / c["memory_int8_mib"]
         c.to_csv(path, index=False)
-    (cost / "summary.json").write_text(json.dumps(
-        {"batch": s["batch"], "energy_table_pj": s["energy"] | {"source": "test table"}}))  # fmt: skip
+    (cost / "summary.json").write_text(
+        json.dumps({"batch": s["batch"], "energy_table_pj": s["energy"] | {"source": "test table"}})
+    )
 
 
 def build_set(root: Path, s: dict) -> dict[str, Path]:
@@ -167,8 +311,12 @@ def build_set(root: Path, s: dict) -> dict[str, Path]:
 
 def report_text(tree: dict, out: Path) -> str:
     assert cli.run(_args(tree, out)) == 0
-    text = subprocess.run(["pdftotext", "-layout", str(out / "report.pdf"), "-"],
-                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    text = subprocess.run(
+        ["pdftotext", "-layout", str(out / "report.pdf"), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return re.sub(r"[ \t]+", " ", text)
 
 
@@ -209,19 +357,32 @@ def places(s: dict) -> dict[tuple[str, str], list[str]]:
     f1, e = s["fig1"], s["energy"]
     return {
         ("Low Precision Decentralized Training", "Claim (paper)"): [f"scale {s['scale']}"],
-        ("Figure 1.", "Figure 2."): [f"model {f1['model']}", f"nodes {f1['nodes']}",
-                                     f"skew {f1['skew']:g}", f"{s['epochs']} epochs"],
-        ("Figure 2.", "Figure 3."): [f"{s['partition']['nodes']} nodes",
-                                     f"partition seed {s['partition']['seed']}"],
-        ("Figure 3.", "Figure 4."): [f"{s['ring_nodes']}-node directed ring",
-                                     f"{s['torus_nodes']}-node torus"],
+        ("Figure 1.", "Figure 2."): [
+            f"model {f1['model']}",
+            f"nodes {f1['nodes']}",
+            f"skew {f1['skew']:g}",
+            f"{s['epochs']} epochs",
+        ],
+        ("Figure 2.", "Figure 3."): [
+            f"{s['partition']['nodes']} nodes",
+            f"partition seed {s['partition']['seed']}",
+        ],
+        ("Figure 3.", "Figure 4."): [
+            f"{s['ring_nodes']}-node directed ring",
+            f"{s['torus_nodes']}-node torus",
+        ],
         ("Figure 4.", "Figure 5."): [f"nodes {s['table_nodes']}"],
         ("Figure 7.", "lpdt report"): [f"batch {s['batch']}"],
         ("Table 10: memory and energy", "Phase"): [f"(our batch: {s['batch']})"],
-        ("Table 7: operations per layer type, training (forward + backward) - our counts",
-         "Table 9"): [f"b={s['batch']}", f"fp32 add {e['fp32_add']:g}, mult {e['fp32_mult']:g}; "
-                      f"int8 add {e['int8_add']:g}, mult {e['int8_mult']:g} pJ"],
-    }  # fmt: skip
+        (
+            "Table 7: operations per layer type, training (forward + backward) - our counts",
+            "Table 9",
+        ): [
+            f"b={s['batch']}",
+            f"fp32 add {e['fp32_add']:g}, mult {e['fp32_mult']:g}; "
+            f"int8 add {e['int8_add']:g}, mult {e['int8_mult']:g} pJ",
+        ],
+    }
 
 
 @pytest.mark.parametrize("key", ["A", "B"])
@@ -241,8 +402,10 @@ def test_each_report_names_its_own_setups(reports: dict[str, dict], key: str) ->
 
 def _numbers(text: str) -> list[str]:
     """Number tokens (unsigned) that are not part of a name (resnet20, fp32, 8-bit, ...)."""
-    return [n.lstrip("+-") for n in
-            re.findall(r"(?<![A-Za-z_\d.])[-+]?\d+(?:\.\d+)*(?![\d]*-bit)", text)]  # fmt: skip
+    return [
+        n.lstrip("+-")
+        for n in re.findall(r"(?<![A-Za-z_\d.])[-+]?\d+(?:\.\d+)*(?![\d]*-bit)", text)
+    ]
 
 
 def _formats(v: float) -> set[str]:
@@ -278,8 +441,12 @@ def _paper_coordinates() -> set[str]:
 def _constants() -> set[str]:
     """Numbers of the method, fixed before any result: the claims' statements, definitions and
     thresholds and the paper's operation-count formulas."""
-    out = {f"{x:g}" for c in CLAIMS if c.threshold is not None for x in
-           (c.threshold if isinstance(c.threshold, tuple) else (c.threshold,))}  # fmt: skip
+    out = {
+        f"{x:g}"
+        for c in CLAIMS
+        if c.threshold is not None
+        for x in (c.threshold if isinstance(c.threshold, tuple) else (c.threshold,))
+    }
     out |= set(_numbers(" ".join(f"{a} {m}" for t in FORMULAS.values() for a, m in t.values())))
     out |= set(_numbers(" ".join(f"{c.statement} {c.definition} {c.effect}" for c in CLAIMS)))
     return out

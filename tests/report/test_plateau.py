@@ -24,17 +24,29 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _check(rows: list[tuple[str, str, float]]) -> pd.DataFrame:
     """A check summary: (case, run id, gain at 2x) with 16 epochs and a 1x accuracy of 80 %."""
-    return pd.DataFrame([{"case": c, "quick run": rid, "quick epochs": 16, "acc at 1x (%)": 80.0,
-                          "acc at 2x (%)": 80.0 + g, "gain of 2x (points)": g}
-                         for c, rid, g in rows], columns=COLUMNS)  # fmt: skip
+    return pd.DataFrame(
+        [
+            {
+                "case": c,
+                "quick run": rid,
+                "quick epochs": 16,
+                "acc at 1x (%)": 80.0,
+                "acc at 2x (%)": 80.0 + g,
+                "gain of 2x (points)": g,
+            }
+            for c, rid, g in rows
+        ],
+        columns=COLUMNS,
+    )
 
 
 RUNS = pd.DataFrame({"run_id": ["aaa", "bbb", "ccc", "zzz"]})
 
 
 def test_sentence_counts_cells_near_and_far_from_their_plateau() -> None:
-    check = _check([("iid", "aaa", -0.2), ("skew", "bbb", 2.9), ("top", "ccc", 1.0),
-                    ("other", "yyy", 9.0)])  # fmt: skip
+    check = _check(
+        [("iid", "aaa", -0.2), ("skew", "bbb", 2.9), ("top", "ccc", 1.0), ("other", "yyy", 9.0)]
+    )
     s = plateau_sentence(check, RUNS)
     # 'other' has no run here (another configuration): it is not counted.
     assert "covers 3 of these runs' configurations" in s
@@ -107,38 +119,60 @@ def test_the_shipped_check_is_a_check_of_the_quick_grid() -> None:
     spec = grid.load(ROOT / "config" / "studies.yaml", ROOT / "config" / "scales" / "quick.yaml")
     ids = set(grid.expand(spec))
     stale = set(check["quick run"]) - ids
-    assert not stale, (f"config/plateau_check.csv lists run ids the quick grid no longer has "
-                       f"({sorted(stale)}): run benchmarks/calibration_curves.py again (docs/"
-                       "workflow.md, 'Plateau check') and copy its curves_summary.csv there")  # fmt: skip
+    assert not stale, (
+        f"config/plateau_check.csv lists run ids the quick grid no longer has "
+        f"({sorted(stale)}): run benchmarks/calibration_curves.py again (docs/"
+        "workflow.md, 'Plateau check') and copy its curves_summary.csv there"
+    )
 
 
 def test_report_summary_page_carries_the_check(shared_tree: dict, tmp_path: Path) -> None:
     from lpdt.report import cli
 
     check = tmp_path / "check.csv"
-    _check([("iid", "run00", 0.2), ("skew", "run03", 2.5), ("fp", "run04", 3.0),
-            ("lp", "run05", 0.5)]).to_csv(check, index=False)  # fmt: skip
+    _check(
+        [("iid", "run00", 0.2), ("skew", "run03", 2.5), ("fp", "run04", 3.0), ("lp", "run05", 0.5)]
+    ).to_csv(check, index=False)
     assert cli.run(_args({**shared_tree, "plateau": check}, tmp_path / "out", only="pdf")) == 0
     if not shutil.which("pdftotext"):
         pytest.skip("poppler-utils not installed")
-    text = subprocess.run(["pdftotext", "-l", "1", str(tmp_path / "out" / "report.pdf"), "-"],
-                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    text = subprocess.run(
+        ["pdftotext", "-l", "1", str(tmp_path / "out" / "report.pdf"), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     text = " ".join(text.split())
     assert "covers 4 of these runs' configurations" in text
     assert "2 move further (+2.5 to +3.0 points; each cell under What ran)" in text
     assert "twice the epochs moves the effects of 1 accuracy claim" in text
     assert "Plateau check" in text  # the last row of What ran: the summary holds on one page
-    rest = subprocess.run(["pdftotext", str(tmp_path / "out" / "report.pdf"), "-"],
-                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    rest = subprocess.run(
+        ["pdftotext", str(tmp_path / "out" / "report.pdf"), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "Claims at twice the epochs" in rest
 
 
-def test_report_cli_missing_check_is_a_one_line_error(shared_tree: dict, tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+def test_report_cli_missing_check_is_a_one_line_error(
+    shared_tree: dict, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     from lpdt.cli import main
 
-    argv = ["report", "--manifest", str(shared_tree["manifest"]), "--paper", str(shared_tree["paper"]),
-            "--plateau", str(tmp_path / "typo.csv"), "--only", "claims",
-            "--claims", str(tmp_path / "claims.json")]  # fmt: skip
+    argv = [
+        "report",
+        "--manifest",
+        str(shared_tree["manifest"]),
+        "--paper",
+        str(shared_tree["paper"]),
+        "--plateau",
+        str(tmp_path / "typo.csv"),
+        "--only",
+        "claims",
+        "--claims",
+        str(tmp_path / "claims.json"),
+    ]
     assert main(argv) == 2
     assert "plateau check" in capsys.readouterr().err

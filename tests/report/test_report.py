@@ -33,11 +33,29 @@ COST_PAPER = Path(__file__).resolve().parents[2] / "src" / "lpdt" / "cost" / "pa
 def _args(tree: dict, out: Path, only: str | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser()
     cli.add_arguments(p)
-    return p.parse_args([
-        "--manifest", str(tree["manifest"]), "--cost", str(tree["cost"]), "--analysis", str(tree["analysis"]),
-        "--paper", str(tree["paper"]), "--tables", str(out / "tables"), "--figures", str(out / "figures"),
-        "--claims", str(out / "claims.json"), "--pdf", str(out / "report.pdf"),
-        "--plateau", str(tree.get("plateau", "none")), *(["--only", only] if only else [])])  # fmt: skip
+    return p.parse_args(
+        [
+            "--manifest",
+            str(tree["manifest"]),
+            "--cost",
+            str(tree["cost"]),
+            "--analysis",
+            str(tree["analysis"]),
+            "--paper",
+            str(tree["paper"]),
+            "--tables",
+            str(out / "tables"),
+            "--figures",
+            str(out / "figures"),
+            "--claims",
+            str(out / "claims.json"),
+            "--pdf",
+            str(out / "report.pdf"),
+            "--plateau",
+            str(tree.get("plateau", "none")),
+            *(["--only", only] if only else []),
+        ]
+    )
 
 
 # --- the paper's numbers ---------------------------------------------------------------------
@@ -49,8 +67,14 @@ def test_paper_results_cover_the_tables() -> None:
     # Table 2: 7 rows x FP/LP; Table 3: 7 blocks x 3 skews x 4 variants; Table 4: 2 x 4 x 2;
     # Table 5: 8 rows x 2; Table 6: 2 datasets x 2 comp x 3 skews x 4 variants.
     assert acc.groupby("table").size().to_dict() == {2: 14, 3: 84, 4: 16, 5: 16, 6: 48}
-    one = acc[(acc["table"] == 3) & (acc["model"] == "resnet54") & (acc["nodes"] == 16)
-              & (acc["skew"] == 0.4) & (acc["algorithm"] == "deepsqueeze") & (acc["precision"] == "fp32")]  # fmt: skip
+    one = acc[
+        (acc["table"] == 3)
+        & (acc["model"] == "resnet54")
+        & (acc["nodes"] == 16)
+        & (acc["skew"] == 0.4)
+        & (acc["algorithm"] == "deepsqueeze")
+        & (acc["precision"] == "fp32")
+    ]
     assert one["value"].tolist() == [90.23]
     assert (acc[acc["table"] == 4]["qgm"]).all() and not acc[acc["table"] == 3]["qgm"].any()
 
@@ -66,8 +90,13 @@ def test_table10_agrees_with_cost_package_copy() -> None:
     for _, r in c.iterrows():
         for prec in ("fp32", "int8"):
             for met, col in (("memory_mib", f"memory_{prec}"), ("energy_mj", f"energy_{prec}")):
-                mine = p[(p["model"] == r["model"]) & (p["norm"] == r["norm"]) & (p["phase"] == r["phase"])
-                         & (p["metric"] == met) & (p["precision"] == prec)]["value"]  # fmt: skip
+                mine = p[
+                    (p["model"] == r["model"])
+                    & (p["norm"] == r["norm"])
+                    & (p["phase"] == r["phase"])
+                    & (p["metric"] == met)
+                    & (p["precision"] == prec)
+                ]["value"]
                 assert mine.tolist() == [pytest.approx(float(r[col]))], (
                     r["model"],
                     r["norm"],
@@ -203,13 +232,26 @@ def test_partial_inputs_degrade(tree: dict, tmp_path: Path) -> None:
 
 
 def _cells(rows: list[dict]) -> pd.DataFrame:
-    base = {k: None for k in KEYS} | {"dataset": "cifar10", "model": "resnet20", "topology": "directed_ring",
-                                      "nodes": 8, "qgm": False, "compression": 0, "skew": 0.0}  # fmt: skip
+    base = {k: None for k in KEYS} | {
+        "dataset": "cifar10",
+        "model": "resnet20",
+        "topology": "directed_ring",
+        "nodes": 8,
+        "qgm": False,
+        "compression": 0,
+        "skew": 0.0,
+    }
     return pd.DataFrame([base | r for r in rows])
 
 
-def _grid(lp_gap_dense: float, lp_gap_comp: float, choco_minus_ds: float, skew_drop: float,
-          qgm_gain: float, jitter: tuple[float, ...] = (-0.1, 0.0, 0.1)) -> pd.DataFrame:  # fmt: skip
+def _grid(
+    lp_gap_dense: float,
+    lp_gap_comp: float,
+    choco_minus_ds: float,
+    skew_drop: float,
+    qgm_gain: float,
+    jitter: tuple[float, ...] = (-0.1, 0.0, 0.1),
+) -> pd.DataFrame:
     """Every effect is its argument + jitter[k] on seed k + 1 (jitter sums to 0: mean = argument)."""
     rows = []
     for k, j in enumerate(jitter):
@@ -221,11 +263,30 @@ def _grid(lp_gap_dense: float, lp_gap_comp: float, choco_minus_ds: float, skew_d
                             80.0 - (skew_drop + j) * s + (choco_minus_ds + j if a == "choco" else 0)
                         )
                         acc -= (lp_gap_dense if c == 0 else lp_gap_comp) + j if p == "int8" else 0
-                        rows.append({"study": "table3", "compression": c, "skew": s, "algorithm": a,
-                                     "precision": p, "acc": acc, "seed": k + 1})  # fmt: skip
+                        rows.append(
+                            {
+                                "study": "table3",
+                                "compression": c,
+                                "skew": s,
+                                "algorithm": a,
+                                "precision": p,
+                                "acc": acc,
+                                "seed": k + 1,
+                            }
+                        )
         base = 80.0 - (skew_drop + j) * 0.9 + choco_minus_ds + j
-        rows.append({"study": "table4", "qgm": True, "compression": 0, "skew": 0.9, "algorithm": "choco",
-                     "precision": "fp32", "acc": base + qgm_gain + j, "seed": k + 1})  # fmt: skip
+        rows.append(
+            {
+                "study": "table4",
+                "qgm": True,
+                "compression": 0,
+                "skew": 0.9,
+                "algorithm": "choco",
+                "precision": "fp32",
+                "acc": base + qgm_gain + j,
+                "seed": k + 1,
+            }
+        )
     return _cells(rows)
 
 
@@ -233,8 +294,13 @@ def test_claims_hold_on_constructed_data() -> None:
     r = accuracy_claims(
         _grid(lp_gap_dense=0.5, lp_gap_comp=1.5, choco_minus_ds=0.3, skew_drop=5, qgm_gain=1)
     )
-    for k in ("lp_close_to_fp_dense", "lp_loss_compressed", "choco_beats_ds", "acc_falls_with_skew",
-              "qgm_helps_high_skew"):  # fmt: skip
+    for k in (
+        "lp_close_to_fp_dense",
+        "lp_loss_compressed",
+        "choco_beats_ds",
+        "acc_falls_with_skew",
+        "qgm_helps_high_skew",
+    ):
         assert r[k]["verdict"] == HELD, (k, r[k])
         assert r[k]["n"] == 3 and len(r[k]["ci"]) == 2
     d = r["lp_close_to_fp_dense"]
@@ -247,10 +313,16 @@ def test_claims_hold_on_constructed_data() -> None:
 
 
 def test_claims_fail_on_constructed_data() -> None:
-    r = accuracy_claims(_grid(lp_gap_dense=1.5, lp_gap_comp=3.0, choco_minus_ds=-0.3, skew_drop=-2,
-                              qgm_gain=-1))  # fmt: skip
-    for k in ("lp_close_to_fp_dense", "lp_loss_compressed", "choco_beats_ds", "acc_falls_with_skew",
-              "qgm_helps_high_skew"):  # fmt: skip
+    r = accuracy_claims(
+        _grid(lp_gap_dense=1.5, lp_gap_comp=3.0, choco_minus_ds=-0.3, skew_drop=-2, qgm_gain=-1)
+    )
+    for k in (
+        "lp_close_to_fp_dense",
+        "lp_loss_compressed",
+        "choco_beats_ds",
+        "acc_falls_with_skew",
+        "qgm_helps_high_skew",
+    ):
         assert r[k]["verdict"] == NOT_HELD, (k, r[k])
     gain = accuracy_claims(
         _grid(
@@ -268,36 +340,62 @@ def test_claims_fail_on_constructed_data() -> None:
 
 def test_claims_inconclusive_when_the_interval_straddles() -> None:
     # FP - LP = 0.5 + (-2, 0, 2) over the seeds: mean 0.5, interval about [-4.5, 5.5]
-    r = accuracy_claims(_grid(lp_gap_dense=0.5, lp_gap_comp=1.5, choco_minus_ds=0.3, skew_drop=5,
-                              qgm_gain=1, jitter=(-2.0, 0.0, 2.0)))  # fmt: skip
+    r = accuracy_claims(
+        _grid(
+            lp_gap_dense=0.5,
+            lp_gap_comp=1.5,
+            choco_minus_ds=0.3,
+            skew_drop=5,
+            qgm_gain=1,
+            jitter=(-2.0, 0.0, 2.0),
+        )
+    )
     assert r["lp_close_to_fp_dense"]["verdict"] == INCONCLUSIVE
     assert r["lp_close_to_fp_dense"]["mean"] == pytest.approx(0.5)
 
 
 def test_claims_one_seed_is_not_enough() -> None:
-    r = accuracy_claims(_grid(lp_gap_dense=0.5, lp_gap_comp=1.5, choco_minus_ds=0.3, skew_drop=5,
-                              qgm_gain=1, jitter=(0.0,)))  # fmt: skip
+    r = accuracy_claims(
+        _grid(
+            lp_gap_dense=0.5,
+            lp_gap_comp=1.5,
+            choco_minus_ds=0.3,
+            skew_drop=5,
+            qgm_gain=1,
+            jitter=(0.0,),
+        )
+    )
     d = r["lp_close_to_fp_dense"]
     assert d["verdict"] == NO_DATA and d["n"] == 1 and d["ci"] is None
     assert d["mean"] == pytest.approx(0.5) and "one seed" in d["why"]
 
 
 def test_claims_without_data() -> None:
-    r = accuracy_claims(_cells([{"study": "table3", "precision": "fp32", "algorithm": "choco", "acc": 80.0},
-                                {"study": "table3", "precision": "int8", "algorithm": "choco",
-                                 "acc": float("nan")}]))  # fmt: skip
+    r = accuracy_claims(
+        _cells(
+            [
+                {"study": "table3", "precision": "fp32", "algorithm": "choco", "acc": 80.0},
+                {"study": "table3", "precision": "int8", "algorithm": "choco", "acc": float("nan")},
+            ]
+        )
+    )
     assert {v["verdict"] for v in r.values()} == {NO_DATA}
 
 
 @pytest.mark.parametrize(
     ("kw", "verdict"),
-    [({}, HELD), ({"comm_ratio": 2.0}, NOT_HELD),
-     # the paper's Table 3 counts a top-k 8-bit message as fp32 / 4: not what 8-bit values give
-     ({"topk_ratio": 4.0}, NOT_HELD), ({"topk_ratio": 1.6}, NOT_HELD),
-     ({"topk_ratio": 1.8}, HELD)],
-)  # fmt: skip
-def test_comm_claim_tests_the_ratio_each_format_implies(tmp_path: Path, kw: dict,
-                                                        verdict: str) -> None:  # fmt: skip
+    [
+        ({}, HELD),
+        ({"comm_ratio": 2.0}, NOT_HELD),
+        # the paper's Table 3 counts a top-k 8-bit message as fp32 / 4: not what 8-bit values give
+        ({"topk_ratio": 4.0}, NOT_HELD),
+        ({"topk_ratio": 1.6}, NOT_HELD),
+        ({"topk_ratio": 1.8}, HELD),
+    ],
+)
+def test_comm_claim_tests_the_ratio_each_format_implies(
+    tmp_path: Path, kw: dict, verdict: str
+) -> None:
     """4x for dense messages, (4 + 2) / (1 + 2) = 2x for top-k with uint16 indices, +-12.5 %."""
     write_cost(tmp_path, **kw)
     r = cost_claims(tmp_path)["comm_4x"]
@@ -311,12 +409,17 @@ def test_comm_claim_without_wire_bytes_says_which_file(tmp_path: Path) -> None:
     assert r["verdict"] == NO_DATA and "wire_bytes.csv not found" in r["why"]
 
 
-@pytest.mark.parametrize(("claim", "kw", "value"),
-                         [("energy_20x", {"energy_eff": 10.0}, 10.0),
-                          ("energy_20x", {}, 19.9),
-                          ("memory_3_5x_resnet", {"mem_eff": 1.3}, 1.3)])  # fmt: skip
-def test_energy_and_memory_are_arithmetic_without_a_verdict(tmp_path: Path, claim: str, kw: dict,
-                                                             value: float) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("claim", "kw", "value"),
+    [
+        ("energy_20x", {"energy_eff": 10.0}, 10.0),
+        ("energy_20x", {}, 19.9),
+        ("memory_3_5x_resnet", {"mem_eff": 1.3}, 1.3),
+    ],
+)
+def test_energy_and_memory_are_arithmetic_without_a_verdict(
+    tmp_path: Path, claim: str, kw: dict, value: float
+) -> None:
     write_cost(tmp_path, **kw)
     r = cost_claims(tmp_path)[claim]
     assert r["verdict"] == ARITHMETIC and r["mean"] == pytest.approx(value)
@@ -331,15 +434,28 @@ def test_claims_file(report_out: Path) -> None:
     assert choco["n"] == 1 and choco["ci"] is None and "one seed" in choco["numbers"]["why"]
     assert ids["lp_close_to_fp_dense"]["mean"] == pytest.approx(0.5)
     for c in d["claims"]:
-        for key in ("verdict", "mean", "ci", "n", "threshold", "direction", "paper_effect",
-                    "interval_method", "effect", "rule", "paper_verdict"):  # fmt: skip
+        for key in (
+            "verdict",
+            "mean",
+            "ci",
+            "n",
+            "threshold",
+            "direction",
+            "paper_effect",
+            "interval_method",
+            "effect",
+            "rule",
+            "paper_verdict",
+        ):
             assert key in c, (c["id"], key)
     assert ids["comm_4x"]["verdict"] == HELD and ids["comm_4x"]["threshold"] == [0.875, 1.125]
     assert ids["comm_4x"]["paper_verdict"] == NOT_HELD  # the paper's top-k 8-bit GB is fp32 / 4
     # energy and memory: shown, no verdict, not counted
     assert {ids[k]["verdict"] for k in ("energy_20x", "memory_3_5x_resnet")} == {ARITHMETIC}
     assert sum(d["counts"].values()) == len(d["claims"]) - 2
-    assert d["version"] == CLAIMS_VERSION and {c["version"] for c in d["claims"]} == {CLAIMS_VERSION}
+    assert d["version"] == CLAIMS_VERSION and {c["version"] for c in d["claims"]} == {
+        CLAIMS_VERSION
+    }
     assert (report_out / "claims.md").read_text().count("\n") == len(d["claims"]) + 2
 
 
@@ -357,6 +473,15 @@ def test_pdf(report_out: Path) -> None:
     text = subprocess.run(
         ["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True
     ).stdout
-    for s in ("testscale", "STAND-IN", "fashion_mnist standing in for cifar10", "Claims check",
-              "Table 10", "Figure 7", "1 diverged", "1 missing", "Where our numbers differ"):  # fmt: skip
+    for s in (
+        "testscale",
+        "STAND-IN",
+        "fashion_mnist standing in for cifar10",
+        "Claims check",
+        "Table 10",
+        "Figure 7",
+        "1 diverged",
+        "1 missing",
+        "Where our numbers differ",
+    ):
         assert s in text, s

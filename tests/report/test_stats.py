@@ -31,8 +31,9 @@ from tests.report.test_report import _args
 # --- the t quantile and the interval ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("df", "q"), [(1, 12.706), (2, 4.303), (4, 2.776), (9, 2.262),
-                                       (29, 2.045), (10_000, 1.960)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("df", "q"), [(1, 12.706), (2, 4.303), (4, 2.776), (9, 2.262), (29, 2.045), (10_000, 1.960)]
+)
 def test_t_quantile_known_values(df: int, q: float) -> None:
     assert t_quantile(0.975, df) == pytest.approx(q, abs=1e-3)
     assert t_quantile(0.025, df) == pytest.approx(-q, abs=1e-3)
@@ -83,7 +84,7 @@ def test_t_interval_needs_two_values() -> None:
         (-1.0, 1.0, 0.0, ">", INCONCLUSIVE),
         (None, None, 0.0, ">", NO_DATA),
     ],
-)  # fmt: skip
+)
 def test_verdict(low, high, threshold, direction, expected) -> None:  # noqa: ANN001
     assert verdict(low, high, threshold, direction) == expected
 
@@ -105,9 +106,17 @@ def test_point_verdict() -> None:
 
 
 def _cells(rows: list[dict]) -> pd.DataFrame:
-    base = {k: None for k in KEYS} | {"study": "table3", "dataset": "cifar10", "model": "resnet20",
-                                      "topology": "directed_ring", "nodes": 8, "qgm": False,
-                                      "compression": 0, "skew": 0.0, "algorithm": "choco"}  # fmt: skip
+    base = {k: None for k in KEYS} | {
+        "study": "table3",
+        "dataset": "cifar10",
+        "model": "resnet20",
+        "topology": "directed_ring",
+        "nodes": 8,
+        "qgm": False,
+        "compression": 0,
+        "skew": 0.0,
+        "algorithm": "choco",
+    }
     return pd.DataFrame([base | r for r in rows])
 
 
@@ -159,8 +168,10 @@ def test_a_cell_with_fewer_seeds_is_excluded_not_mixed_in() -> None:
 def test_skew_series_pair_by_seed() -> None:
     rows = []
     for seed, (a0, a8) in {1: (80.0, 70.0), 2: (82.0, 71.0), 3: (84.0, 72.0)}.items():
-        rows += [{"precision": "fp32", "seed": seed, "skew": 0.0, "acc": a0},
-                 {"precision": "fp32", "seed": seed, "skew": 0.8, "acc": a8}]  # fmt: skip
+        rows += [
+            {"precision": "fp32", "seed": seed, "skew": 0.0, "acc": a0},
+            {"precision": "fp32", "seed": seed, "skew": 0.8, "acc": a8},
+        ]
     r = accuracy_claims(_cells(rows))["acc_falls_with_skew"]
     assert r["per_seed"] == {"1": 10.0, "2": 11.0, "3": 12.0}
     assert r["verdict"] == HELD  # 11 +- 2.48 > 0
@@ -198,8 +209,12 @@ def test_aggregate_keeps_the_seed(seeded_tree: dict) -> None:
 
 def test_tables_print_mean_sd_n(seeded_out: Path) -> None:
     t3 = pd.read_csv(seeded_out / "tables" / "table3.csv")
-    c = t3[(t3["skew"] == 0.0) & (t3["compression"] == 0) & (t3["algorithm"] == "choco")
-           & (t3["precision"] == "int8")].iloc[0]  # fmt: skip
+    c = t3[
+        (t3["skew"] == 0.0)
+        & (t3["compression"] == 0)
+        & (t3["algorithm"] == "choco")
+        & (t3["precision"] == "int8")
+    ].iloc[0]
     # 8-bit accuracies 80.5 - 0.2, 80.5, 80.5 + 0.2 over the seeds
     assert c["ours"] == pytest.approx(80.5) and c["ours_sd"] == pytest.approx(0.2)
     assert c["n"] == 3 and c["runs"] == 3 and c["seeds"] == "1 2 3"
@@ -236,15 +251,32 @@ def test_summary_page(seeded_out: Path) -> None:
     pdf = seeded_out / "report.pdf"
     if not shutil.which("pdftotext"):
         pytest.skip("poppler-utils not installed")
-    first = subprocess.run(["pdftotext", "-f", "1", "-l", "1", "-layout", str(pdf), "-"],
-                           capture_output=True, text=True, check=True).stdout  # fmt: skip
-    for s in ("reproduction summary", "Of 6 accuracy claims", "over 3 seeds", "What ran",
-              "3 seeds (1-3)", "testscale", "fashion_mnist standing in for cifar10",
-              "Training wall time", "0.50 [", "(n=3)", "Verdict", "The largest gap to the paper",
-              "accuracy claims.", "60 of 66 runs finished (3 diverged, 3 missing)"):  # fmt: skip
+    first = subprocess.run(
+        ["pdftotext", "-f", "1", "-l", "1", "-layout", str(pdf), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for s in (
+        "reproduction summary",
+        "Of 6 accuracy claims",
+        "over 3 seeds",
+        "What ran",
+        "3 seeds (1-3)",
+        "testscale",
+        "fashion_mnist standing in for cifar10",
+        "Training wall time",
+        "0.50 [",
+        "(n=3)",
+        "Verdict",
+        "The largest gap to the paper",
+        "accuracy claims.",
+        "60 of 66 runs finished (3 diverged, 3 missing)",
+    ):
         assert s in " ".join(first.split()), s
-    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True,
-                          text=True, check=True).stdout  # fmt: skip
+    text = subprocess.run(
+        ["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True
+    ).stdout
     # Figures before the long tables; versions in the appendix at the end
     assert text.index("Figure 4.") < text.index("Table 3: CIFAR-10") < text.index("Appendix")
     assert text.index("Appendix") < text.index("Version: python")
@@ -253,11 +285,18 @@ def test_summary_page(seeded_out: Path) -> None:
 # --- rules that match the words (claims version 4) ------------------------------------------------
 
 
-@pytest.mark.parametrize(("low", "high", "want"), [
-    (0.2, 1.8, HELD), (0.0, 2.0, HELD),  # the whole interval in [0, 2]
-    (-4.0, -1.0, NOT_HELD), (2.5, 3.0, NOT_HELD),  # entirely below / above the range
-    (-0.5, 1.0, INCONCLUSIVE), (1.5, 2.5, INCONCLUSIVE), (-1.0, 3.0, INCONCLUSIVE),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("low", "high", "want"),
+    [
+        (0.2, 1.8, HELD),
+        (0.0, 2.0, HELD),  # the whole interval in [0, 2]
+        (-4.0, -1.0, NOT_HELD),
+        (2.5, 3.0, NOT_HELD),  # entirely below / above the range
+        (-0.5, 1.0, INCONCLUSIVE),
+        (1.5, 2.5, INCONCLUSIVE),
+        (-1.0, 3.0, INCONCLUSIVE),
+    ],
+)
 def test_range_verdict(low: float, high: float, want: str) -> None:
     assert verdict(low, high, (0.0, 2.0), "within") == want
 
@@ -274,12 +313,18 @@ def _compressed(fp: dict[int, float], lp: dict[int, float]) -> dict:
     return accuracy_claims(_cells(rows))["lp_loss_compressed"]
 
 
-@pytest.mark.parametrize(("lp", "want"), [
-    ({1: 79.0, 2: 79.1, 3: 78.9}, HELD),  # FP - LP = 1.0, 0.9, 1.1: a loss within 2 points
-    ({1: 83.0, 2: 83.1, 3: 82.9}, NOT_HELD),  # LP 3 points *better*: not the loss the paper says
-    ({1: 76.0, 2: 76.1, 3: 75.9}, NOT_HELD),  # a 4-point loss
-    ({1: 80.5, 2: 79.0, 3: 79.5}, INCONCLUSIVE),  # -0.5, 1.0, 0.5: the interval straddles 0
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("lp", "want"),
+    [
+        ({1: 79.0, 2: 79.1, 3: 78.9}, HELD),  # FP - LP = 1.0, 0.9, 1.1: a loss within 2 points
+        (
+            {1: 83.0, 2: 83.1, 3: 82.9},
+            NOT_HELD,
+        ),  # LP 3 points *better*: not the loss the paper says
+        ({1: 76.0, 2: 76.1, 3: 75.9}, NOT_HELD),  # a 4-point loss
+        ({1: 80.5, 2: 79.0, 3: 79.5}, INCONCLUSIVE),  # -0.5, 1.0, 0.5: the interval straddles 0
+    ],
+)
 def test_lp_loss_compressed_is_a_loss_of_at_most_2_points(lp: dict, want: str) -> None:
     r = _compressed({1: 80.0, 2: 80.0, 3: 80.0}, lp)
     assert r["verdict"] == want, r
@@ -295,8 +340,13 @@ def test_paper_effect_over_our_cells(seeded_tree: dict) -> None:
     dense = out["lp_close_to_fp_dense"]
     # ours: table3's 8-node ring, 0 %, skew 0 and 0.8, Choco and Deep-Squeeze (ResNet-20)
     p = paper_cells(paper)
-    sel = p[(p["study"] == "table3") & (p["model"] == "resnet20") & (p["nodes"] == 8)
-            & (p["compression"] == 0) & p["skew"].isin([0.0, 0.8])]  # fmt: skip
+    sel = p[
+        (p["study"] == "table3")
+        & (p["model"] == "resnet20")
+        & (p["nodes"] == 8)
+        & (p["compression"] == 0)
+        & p["skew"].isin([0.0, 0.8])
+    ]
     fp, lp = sel[sel["precision"] == "fp32"], sel[sel["precision"] == "int8"]
     m = fp.merge(lp, on=["skew", "algorithm"])
     assert len(m) == 4 and dense["paper_cells"] == 4

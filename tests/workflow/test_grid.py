@@ -25,7 +25,7 @@ SPEC = {
             "fp32": {"precision": {"mode": "fp32"}},
             "int8": {"precision": {"mode": "int8"}, "model": {"norm": "rangeen"}},
         },
-    },  # fmt: skip
+    },
     "studies": {
         "tab": {
             "kind": "grid",
@@ -48,7 +48,7 @@ SPEC = {
             "skews": [0.0],
             "out": "partition.json",
         },
-    },  # fmt: skip
+    },
 }
 
 
@@ -62,8 +62,12 @@ def test_deep_merge_merges_mappings_replaces_lists_and_null_deletes():
 
 def test_grid_points_product_and_zipped_axes():
     pts = grid.grid_points({"a": [1, 2], "b+c": [[3, 4], [5, 6]]})
-    assert pts == [{"a": 1, "b": 3, "c": 4}, {"a": 1, "b": 5, "c": 6},
-                   {"a": 2, "b": 3, "c": 4}, {"a": 2, "b": 5, "c": 6}]  # fmt: skip
+    assert pts == [
+        {"a": 1, "b": 3, "c": 4},
+        {"a": 1, "b": 5, "c": 6},
+        {"a": 2, "b": 3, "c": 4},
+        {"a": 2, "b": 5, "c": 6},
+    ]
     assert grid.grid_points({}) == [{}]
     with pytest.raises(grid.GridError, match="b\\+c"):
         grid.grid_points({"b+c": [[1, 2, 3]]})
@@ -104,8 +108,12 @@ def test_manifest_lists_runs_per_study_with_coords():
     assert m["scale"] == "smoke" and set(m["studies"]) == {"tab", "fig", "norms"}
     entry = m["studies"]["tab"]["runs"][0]
     assert entry["dir"] == f"results/runs/{entry['run_id']}"
-    assert entry["coords"] == {"model": "tiny_cnn", "compression": 0, "skew": 0.0,
-                               "precision": "fp32"}  # fmt: skip
+    assert entry["coords"] == {
+        "model": "tiny_cnn",
+        "compression": 0,
+        "skew": 0.0,
+        "precision": "fp32",
+    }
     assert len(m["studies"]["norms"]["runs"]) == 3
 
 
@@ -124,8 +132,11 @@ def test_write_if_changed_keeps_mtime(tmp_path):
 
 
 def test_samples_per_run():
-    cfg = {"topology": {"nodes": 8}, "data": {"dataset": "x", "train_subset": 3200},
-           "train": {"batch_size": 256, "epochs": 4, "max_iters_per_epoch": None}}  # fmt: skip
+    cfg = {
+        "topology": {"nodes": 8},
+        "data": {"dataset": "x", "train_subset": 3200},
+        "train": {"batch_size": 256, "epochs": 4, "max_iters_per_epoch": None},
+    }
     assert grid.samples_per_run(cfg) == 13 * 32 * 8 * 4  # ceil(400 / 32) iterations
     cfg["train"]["max_iters_per_epoch"] = 5
     assert grid.samples_per_run(cfg) == 5 * 32 * 8 * 4
@@ -144,8 +155,14 @@ def test_paper_grid_matches_reference_13():
     }
     # Table 3 is the superset: {R20, R54} x ring {8, 16} x {0, 99} x 4 skews x 4 variants
     # + VGG-11 x {torus16, ring16} x {0, 99} x 4 skews x 4 variants
-    assert counts == {"table2": 14, "table3": 128 + 64, "table4": 16, "table5": 16,
-                      "table6": 48, "fig1": 5}  # fmt: skip
+    assert counts == {
+        "table2": 14,
+        "table3": 128 + 64,
+        "table4": 16,
+        "table5": 16,
+        "table6": 48,
+        "fig1": 5,
+    }
     for fig, table in (("fig4", "table3"), ("fig5", "table4"), ("fig6", "table5")):
         assert spec["studies"][fig]["same_as"] == table
 

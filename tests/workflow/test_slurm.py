@@ -36,8 +36,9 @@ PLUGIN_KEYS = {"slurm-init-seconds-before-status-checks"}
 
 def slurm_profile(dest: Path, extra: dict | None = None) -> Path:
     """profiles/slurm/config.yaml with the single-node overrides (and ``extra``) merged in."""
-    merged = deep_merge(yaml.safe_load(BASE_PROFILE.read_text()),
-                        yaml.safe_load(OVERRIDES.read_text()))  # fmt: skip
+    merged = deep_merge(
+        yaml.safe_load(BASE_PROFILE.read_text()), yaml.safe_load(OVERRIDES.read_text())
+    )
     if extra:
         merged = deep_merge(merged, extra)
     dest.mkdir(parents=True, exist_ok=True)
@@ -64,8 +65,12 @@ def test_single_node_overrides_change_only_keys_of_the_slurm_profile(tmp_path):
     base = leaves(yaml.safe_load(BASE_PROFILE.read_text()))
     over = leaves(yaml.safe_load(OVERRIDES.read_text()))
     changed = {k for k in over if k[0] not in PLUGIN_KEYS}
-    assert changed == {("default-resources", "slurm_partition"), ("set-threads", "train"),
-                       ("set-resources", "train", "gpu"), ("set-resources", "train", "mem_mb")}  # fmt: skip
+    assert changed == {
+        ("default-resources", "slurm_partition"),
+        ("set-threads", "train"),
+        ("set-resources", "train", "gpu"),
+        ("set-resources", "train", "mem_mb"),
+    }
     assert all(k in base and base[k] != over[k] for k in changed)
     merged = leaves(yaml.safe_load((slurm_profile(tmp_path) / "config.yaml").read_text()))
     assert merged == {**base, **over}
@@ -94,8 +99,7 @@ class Cluster:
         """Every job of the cluster (main job only): id, name (the plugin's run id), state,
         comment (rule and wildcards), elapsed time, time limit, exit code."""
         fields = ["JobIDRaw", "JobName", "State", "Comment", "Elapsed", "Timelimit", "ExitCode"]
-        out = self.run("sacct", "-X", "-P", "-n", "-a", "-S", "2000-01-01",
-                       "-o", ",".join(fields))  # fmt: skip
+        out = self.run("sacct", "-X", "-P", "-n", "-a", "-S", "2000-01-01", "-o", ",".join(fields))
         return [dict(zip(fields, line.split("|"))) for line in out.splitlines() if line]
 
 
@@ -119,8 +123,9 @@ def cluster(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("a local SLURM cluster needs root (tools/slurm_local.sh runs daemons as root)")
     d = tmp_path_factory.mktemp("slurm")
-    r = subprocess.run(["bash", str(SCRIPT), "start", str(d)], capture_output=True, text=True,
-                       timeout=1200)  # fmt: skip
+    r = subprocess.run(
+        ["bash", str(SCRIPT), "start", str(d)], capture_output=True, text=True, timeout=1200
+    )
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["(no message)"])[-1]
         if "apt-get failed" in r.stderr or "needs root" in r.stderr:
@@ -130,8 +135,9 @@ def cluster(tmp_path_factory):
     try:
         yield Cluster(d, env)
     finally:
-        r = subprocess.run(["bash", str(SCRIPT), "stop", str(d)], capture_output=True, text=True,
-                           timeout=300)  # fmt: skip
+        r = subprocess.run(
+            ["bash", str(SCRIPT), "stop", str(d)], capture_output=True, text=True, timeout=300
+        )
         left = our_processes(str(d))
         assert r.returncode == 0 and not left, (r.stdout, r.stderr, left)
 
@@ -154,14 +160,29 @@ def mlflow_server(tmp_path_factory):
     process group, stopped by that group's id."""
     d = tmp_path_factory.mktemp("mlflow")
     port = free_port()
-    cmd = [str(Path(sys.executable).parent / "mlflow"), "server",
-           "--backend-store-uri", f"sqlite:///{d}/mlflow.db",
-           "--artifacts-destination", str(d / "artifacts"),
-           "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]  # fmt: skip
+    cmd = [
+        str(Path(sys.executable).parent / "mlflow"),
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{d}/mlflow.db",
+        "--artifacts-destination",
+        str(d / "artifacts"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
     log = open(d / "server.log", "w")  # noqa: SIM115 (closed in finally)
-    proc = subprocess.Popen(cmd, cwd=d, stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd,
+        cwd=d,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"},
+        start_new_session=True,
+    )
     uri = f"http://127.0.0.1:{port}"
     try:
         wait_until_healthy(uri, proc, (d / "server.log").read_text)
@@ -191,8 +212,10 @@ def long_table4_scale(wd: Path, name: str, epochs: int) -> dict[str, str]:
     after its first checkpoint (or to exceed a time limit). Returns {precision: run_id}."""
     scale = yaml.safe_load((wd / "config/scales/smoke.yaml").read_text())
     scale["description"] = f"smoke, with Table 4's runs lasting {epochs} epochs (test_slurm.py)"
-    scale["studies"]["table4"]["config"] = {"data": {"train_subset": 1024},
-                                            "train": {"epochs": epochs, "max_iters_per_epoch": 16}}  # fmt: skip
+    scale["studies"]["table4"]["config"] = {
+        "data": {"train_subset": 1024},
+        "train": {"epochs": epochs, "max_iters_per_epoch": 16},
+    }
     path = wd / f"config/scales/{name}.yaml"
     path.write_text(yaml.safe_dump(scale, sort_keys=False))
     spec = grid.load(wd / "config/studies.yaml", path)
@@ -200,24 +223,41 @@ def long_table4_scale(wd: Path, name: str, epochs: int) -> dict[str, str]:
     return {e["coords"]["precision"]: e["run_id"] for e in m["studies"]["table4"]["runs"]}
 
 
-def run_snakemake(cluster: Cluster, wd: Path, profile: Path, args: list[str], timeout: int,
-                  tick=None) -> tuple[int, str]:  # fmt: skip
+def run_snakemake(
+    cluster: Cluster, wd: Path, profile: Path, args: list[str], timeout: int, tick=None
+) -> tuple[int, str]:
     """snakemake with the SLURM profile (its own process group, killed on timeout); ``tick()`` is
     called every 0.1 s while it runs. Returns (exit code, its output)."""
-    env = {**cluster.env, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "PATH": f"{SNAKEMAKE.parent}:{os.environ['PATH']}"}  # fmt: skip
+    env = {
+        **cluster.env,
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PATH": f"{SNAKEMAKE.parent}:{os.environ['PATH']}",
+    }
     log_path = wd.parent / f"snakemake-{wd.name}.log"
-    cmd = [str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "--directory", str(wd),
-           "--workflow-profile", str(profile), *args]  # fmt: skip
+    cmd = [
+        str(SNAKEMAKE),
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(wd),
+        "--workflow-profile",
+        str(profile),
+        *args,
+    ]
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         try:
             while proc.poll() is None:
                 if time.monotonic() > deadline:
-                    pytest.fail(f"snakemake still running after {timeout} s:\n"
-                                + log_path.read_text()[-3000:])  # fmt: skip
+                    pytest.fail(
+                        f"snakemake still running after {timeout} s:\n"
+                        + log_path.read_text()[-3000:]
+                    )
                 if tick:
                     tick()
                 time.sleep(0.1)
@@ -246,8 +286,13 @@ def test_smoke_dag_through_slurm_and_a_cancelled_job_resumes(cluster, mlflow_ser
     def cancel_target_after_its_first_checkpoint():
         if cancelled or not (out / "checkpoint.pt").exists() or (out / "metrics.json").exists():
             return
-        q = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i|%k"], env=cluster.env,
-                           capture_output=True, text=True, timeout=30)  # fmt: skip
+        q = subprocess.run(
+            ["squeue", "-h", "-t", "R", "-o", "%i|%k"],
+            env=cluster.env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         for line in q.stdout.splitlines() if q.returncode == 0 else []:
             job, comment = line.split("|", 1)
             if comment == f"rule_train_wildcards_{target}":
@@ -256,9 +301,14 @@ def test_smoke_dag_through_slurm_and_a_cancelled_job_resumes(cluster, mlflow_ser
                 return
 
     t0 = time.perf_counter()
-    rc, log = run_snakemake(cluster, wd, profile,
-                            ["--config", "scale=slurm_smoke", f"tracking_uri={mlflow_server}"],
-                            timeout=2400, tick=cancel_target_after_its_first_checkpoint)  # fmt: skip
+    rc, log = run_snakemake(
+        cluster,
+        wd,
+        profile,
+        ["--config", "scale=slurm_smoke", f"tracking_uri={mlflow_server}"],
+        timeout=2400,
+        tick=cancel_target_after_its_first_checkpoint,
+    )
     elapsed = time.perf_counter() - t0
     assert rc == 0, log[-5000:]
     assert cancelled, "the target run finished before it could be cancelled"
@@ -290,11 +340,27 @@ def test_smoke_dag_through_slurm_and_a_cancelled_job_resumes(cluster, mlflow_ser
     assert [r["epoch"] for r in rows] == [str(e) for e in range(12)] + ["final"]
     # ... to the numbers of an uninterrupted run of the same config (one thread, like the job)
     ref = tmp_path / "uninterrupted"
-    r = subprocess.run([sys.executable, "-m", "lpdt.cli", "train", "--config",
-                        str(res / f"configs/{target}.yaml"), "--out", str(ref)],
-                       env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                            "MLFLOW_DISABLE_TELEMETRY": "true"},
-                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lpdt.cli",
+            "train",
+            "--config",
+            str(res / f"configs/{target}.yaml"),
+            "--out",
+            str(ref),
+        ],
+        env={
+            **os.environ,
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "MLFLOW_DISABLE_TELEMETRY": "true",
+        },
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     full = json.loads((ref / "metrics.json").read_text())
     assert resumed["final"] == full["final"]
@@ -310,8 +376,10 @@ def test_smoke_dag_through_slurm_and_a_cancelled_job_resumes(cluster, mlflow_ser
 
     client = MlflowClient(mlflow_server)
     exp = client.get_experiment_by_name("lpdt")
-    logged = [r.data.tags.get("lpdt_run_id") for r in
-              client.search_runs([exp.experiment_id], max_results=1000)]  # fmt: skip
+    logged = [
+        r.data.tags.get("lpdt_run_id")
+        for r in client.search_runs([exp.experiment_id], max_results=1000)
+    ]
     assert run_ids <= set(logged)
     assert logged.count(target) == 1
     synced = json.loads((res / "mlflow/synced.json").read_text())
@@ -332,9 +400,19 @@ def test_a_job_over_its_time_limit_is_reported_resubmitted_and_resumed(
     target = long_table4_scale(wd, "slurm_timeout", epochs=5000)["fp32"]
     profile = slurm_profile(tmp_path / "profile", {"set-resources": {"train": {"runtime": 1}}})
     t0 = time.perf_counter()
-    rc, log = run_snakemake(cluster, wd, profile,
-                            ["--config", "scale=slurm_timeout", f"tracking_uri={mlflow_server}",
-                             "--", f"results/runs/{target}/metrics.json"], timeout=900)  # fmt: skip
+    rc, log = run_snakemake(
+        cluster,
+        wd,
+        profile,
+        [
+            "--config",
+            "scale=slurm_timeout",
+            f"tracking_uri={mlflow_server}",
+            "--",
+            f"results/runs/{target}/metrics.json",
+        ],
+        timeout=900,
+    )
     print(f"\ntime-limit test: {time.perf_counter() - t0:.0f} s")
     assert rc != 0
     reported = re.findall(r"SLURM-job '(\d+)' failed, SLURM status is: 'TIMEOUT'", log)

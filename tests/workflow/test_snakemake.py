@@ -32,8 +32,13 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def snakemake(wd: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HF_HUB_OFFLINE": "1",
-           "TRANSFORMERS_OFFLINE": "1", "PATH": f"{SNAKEMAKE.parent}:{os.environ['PATH']}"}  # fmt: skip
+    env = {
+        **os.environ,
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PATH": f"{SNAKEMAKE.parent}:{os.environ['PATH']}",
+    }
     cmd = [str(SNAKEMAKE), "-s", str(REPO / "Snakefile"), "--directory", str(wd), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
 
@@ -75,16 +80,32 @@ def test_bad_seeds_name_the_key(tmp_path):
 
 # A user's small study with a claim of its own (docs/report.md, Claims declared in a study).
 USER_STUDY = {
-    "kind": "grid", "title": "a user's study: 8-bit vs FP at skew 0.8, two seeds",
+    "kind": "grid",
+    "title": "a user's study: 8-bit vs FP at skew 0.8, two seeds",
     "seeds": 2,
-    "fixed": {"dataset": "cifar10", "model": "resnet20", "recipe": "cifar_resnet",
-              "topology": "directed_ring", "nodes": 4, "algorithm": "choco", "compression": 0,
-              "skew": 0.8},
+    "fixed": {
+        "dataset": "cifar10",
+        "model": "resnet20",
+        "recipe": "cifar_resnet",
+        "topology": "directed_ring",
+        "nodes": 4,
+        "algorithm": "choco",
+        "compression": 0,
+        "skew": 0.8,
+    },
     "grid": {"precision": ["fp32", "int8"]},
-    "claims": [{"id": "mine_lp_within_50", "statement": "8-bit is within 50 points of FP here",
-                "vary": "precision", "a": "fp32", "b": "int8", "direction": "within",
-                "threshold": [-50, 50]}],
-}  # fmt: skip
+    "claims": [
+        {
+            "id": "mine_lp_within_50",
+            "statement": "8-bit is within 50 points of FP here",
+            "vary": "precision",
+            "a": "fp32",
+            "b": "int8",
+            "direction": "within",
+            "threshold": [-50, 50],
+        }
+    ],
+}
 
 
 def with_user_study(wd: Path, **claim_change) -> None:
@@ -153,14 +174,26 @@ def test_paper_dry_run_lists_the_full_grid_quickly(tmp_path):
     spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/paper.yaml")
     m = grid.manifest(grid.expand(spec), spec, "paper", "results/runs")
     sizes = {s: len(e["runs"]) for s, e in m["studies"].items()}
-    assert sizes == {"table2": 14, "table3": 192, "fig4": 192, "table4": 16, "fig5": 16,
-                     "table5": 16, "fig6": 16, "table6": 48, "fig1": 5}  # fmt: skip
+    assert sizes == {
+        "table2": 14,
+        "table3": 192,
+        "fig4": 192,
+        "table4": 16,
+        "fig5": 16,
+        "table5": 16,
+        "fig6": 16,
+        "table6": 48,
+        "fig1": 5,
+    }
 
 
 def tree_digest(root: Path) -> dict[str, str]:
     """sha256 of every file under ``root``, by relative path."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}  # fmt: skip
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_dry_run_leaves_results_byte_identical(tmp_path):
@@ -206,8 +239,12 @@ def test_smoke_pipeline_runs_the_whole_dag_and_is_idempotent(tmp_path):
     assert mine["verdict"] in ("held", "inconclusive", "not held") and mine["ci"] is not None
     assert "8-bit is within 50 points of FP here" in (res / "claims.md").read_text()
     if shutil.which("pdftotext"):
-        page1 = subprocess.run(["pdftotext", "-l", "1", str(wd / "reports/report.pdf"), "-"],
-                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+        page1 = subprocess.run(
+            ["pdftotext", "-l", "1", str(wd / "reports/report.pdf"), "-"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         flat = " ".join(page1.split())
         assert "Claims declared in the studies" in flat and "mine_lp_within_50" in flat
     m = json.loads((res / "manifest.json").read_text())

@@ -32,9 +32,15 @@ def test_visible_gpus_reads_cuda_visible_devices_then_the_driver(tmp_path):
 
 @pytest.mark.parametrize(
     ("setting", "device", "visible", "expected"),
-    [("auto", "auto", 1, 1), ("auto", "cuda:0", 2, 1), ("auto", "cpu", 1, 0),
-     ("auto", "auto", 0, 0), (0, "auto", 1, 0), (2, "cpu", 0, 2)],
-)  # fmt: skip
+    [
+        ("auto", "auto", 1, 1),
+        ("auto", "cuda:0", 2, 1),
+        ("auto", "cpu", 1, 0),
+        ("auto", "auto", 0, 0),
+        (0, "auto", 1, 0),
+        (2, "cpu", 0, 2),
+    ],
+)
 def test_job_gpus(setting, device, visible, expected):
     import gpus
 
@@ -42,8 +48,9 @@ def test_job_gpus(setting, device, visible, expected):
 
 
 @pytest.mark.parametrize(("processes", "visible", "expected"), [(8, 8, 8), (8, 2, 2), (4, 0, 0)])
-def test_distributed_jobs_reserve_a_gpu_per_process_up_to_the_machines(processes, visible,
-                                                                       expected):  # fmt: skip
+def test_distributed_jobs_reserve_a_gpu_per_process_up_to_the_machines(
+    processes, visible, expected
+):
     import gpus
 
     assert gpus.job_gpus("auto", "auto", visible, processes) == expected
@@ -106,8 +113,12 @@ def _intervals(wd: Path, run_ids: list[str]) -> list[tuple[dt.datetime, dt.datet
         prov = json.loads((wd / "results" / "runs" / rid / "metrics.json").read_text())[
             "provenance"
         ]
-        out.append((dt.datetime.fromisoformat(prov["started"]),
-                    dt.datetime.fromisoformat(prov["finished"])))  # fmt: skip
+        out.append(
+            (
+                dt.datetime.fromisoformat(prov["started"]),
+                dt.datetime.fromisoformat(prov["finished"]),
+            )
+        )
     return sorted(out)
 
 
@@ -119,8 +130,17 @@ def test_one_gpu_trains_one_job_at_a_time(tmp_path):
     spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/smoke.yaml")
     run_ids = list(grid.expand(spec))[:4]
     targets = [f"results/runs/{r}/metrics.json" for r in run_ids]
-    r = _run(wd, *targets, "--cores", "2", "--config", "scale=smoke", "train_gpus=1",
-             "mlflow=False", timeout=1200)  # fmt: skip
+    r = _run(
+        wd,
+        *targets,
+        "--cores",
+        "2",
+        "--config",
+        "scale=smoke",
+        "train_gpus=1",
+        "mlflow=False",
+        timeout=1200,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     spans = _intervals(wd, run_ids)
     for (_, end), (start, _) in zip(spans, spans[1:]):
@@ -157,8 +177,12 @@ def test_snakemake_report_shows_figures_tables_and_pdf(tmp_path):
     r = snakemake(wd, "--report", "report.zip", "--config", "scale=smoke", "mlflow=False")
     assert r.returncode == 0, r.stderr[-3000:]
     names = zipfile.ZipFile(wd / "report.zip").namelist()
-    for f in [*(f"fig{i}.png" for i in range(1, 8)), *(f"table{t}.csv" for t in (2, 3, 10)),
-              "claims.md", "report.pdf"]:  # fmt: skip
+    for f in [
+        *(f"fig{i}.png" for i in range(1, 8)),
+        *(f"table{t}.csv" for t in (2, 3, 10)),
+        "claims.md",
+        "report.pdf",
+    ]:
         assert any(n.endswith("/" + f) for n in names), f
     html = zipfile.ZipFile(wd / "report.zip").read("report/report.html").decode()
     for i in range(1, 8):  # the captions, rendered (workflow/report/fig*.rst)

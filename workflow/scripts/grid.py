@@ -205,12 +205,22 @@ def manifest(runs: dict[str, Run], spec: dict[str, Any], scale: str, runs_dir: s
         if study.get("kind") not in TRAINING_KINDS:
             continue
         entries = [
-            {"run_id": r.run_id, "dir": f"{runs_dir}/{r.run_id}", "block": m["block"],
-             "coords": m["coords"], "seed": m.get("seed", r.config.get("seed"))}
-            for r in runs.values() for m in r.studies.get(sname, [])
-        ]  # fmt: skip
-        studies[sname] = {"kind": study["kind"], "title": study.get("title", ""),
-                          "same_as": study.get("same_as"), "runs": entries}  # fmt: skip
+            {
+                "run_id": r.run_id,
+                "dir": f"{runs_dir}/{r.run_id}",
+                "block": m["block"],
+                "coords": m["coords"],
+                "seed": m.get("seed", r.config.get("seed")),
+            }
+            for r in runs.values()
+            for m in r.studies.get(sname, [])
+        ]
+        studies[sname] = {
+            "kind": study["kind"],
+            "title": study.get("title", ""),
+            "same_as": study.get("same_as"),
+            "runs": entries,
+        }
         if study.get("claims"):  # claims the study declares, checked by lpdt report
             studies[sname]["claims"] = study["claims"]
     return {"scale": scale, "studies": studies}
@@ -244,8 +254,13 @@ def manifest_text(m: dict) -> str:
 
 
 # Training-set sizes of the paper datasets (for the plan when no subset is set).
-FULL_TRAIN_SIZES = {"cifar10": 50000, "imagenette": 9469, "agnews": 120000, "sentlen": 100000,
-                    "fashion_mnist": 60000}  # fmt: skip
+FULL_TRAIN_SIZES = {
+    "cifar10": 50000,
+    "imagenette": 9469,
+    "agnews": 120000,
+    "sentlen": 100000,
+    "fashion_mnist": 60000,
+}
 
 
 def samples_per_run(cfg: dict[str, Any]) -> int | None:
@@ -269,13 +284,21 @@ def plan_rows(runs: dict[str, Run]) -> list[dict[str, Any]]:
     rows = []
     for r in runs.values():
         c = r.config
-        rows.append({
-            "run_id": r.run_id, "studies": ",".join(sorted(r.studies)), "seed": c.get("seed"),
-            "dataset": c["data"]["dataset"], "model": c["model"]["name"],
-            "precision": c["precision"]["mode"], "nodes": c["topology"]["nodes"],
-            "topology": c["topology"]["name"], "algorithm": c["algorithm"]["name"],
-            "compression": c["algorithm"]["compression"]["ratio"],
-            "skew": c["partition"]["skew"], "epochs": c["train"]["epochs"],
-            "samples": samples_per_run(c),
-        })  # fmt: skip
+        rows.append(
+            {
+                "run_id": r.run_id,
+                "studies": ",".join(sorted(r.studies)),
+                "seed": c.get("seed"),
+                "dataset": c["data"]["dataset"],
+                "model": c["model"]["name"],
+                "precision": c["precision"]["mode"],
+                "nodes": c["topology"]["nodes"],
+                "topology": c["topology"]["name"],
+                "algorithm": c["algorithm"]["name"],
+                "compression": c["algorithm"]["compression"]["ratio"],
+                "skew": c["partition"]["skew"],
+                "epochs": c["train"]["epochs"],
+                "samples": samples_per_run(c),
+            }
+        )
     return rows

@@ -180,8 +180,10 @@ def _run_model(args: argparse.Namespace) -> int:
     if args.layers:
         print("\nlayers:")
         for r in c.records:
-            print(f"  {r.kind:<8} {r.name:<40} cin={r.c_in} cout={r.c_out} k={r.k} "
-                  f"L^2={r.in_hw}->{r.out_hw} out={r.out_numel}")  # fmt: skip
+            print(
+                f"  {r.kind:<8} {r.name:<40} cin={r.c_in} cout={r.c_out} k={r.k} "
+                f"L^2={r.in_hw}->{r.out_hw} out={r.out_numel}"
+            )
     return 0
 
 

@@ -55,8 +55,13 @@ COMPILED_MS: dict[tuple[str, str, int], tuple[float, float]] = {
 }
 # Entries one node gossips per round (trainable parameters; 8-bit models add their ranges), from
 # `lpdt train` records (`model.gossiped`); a model not listed adds no gossip term.
-GOSSIPED = {"resnet20": 273_258, "resnet54": 760_458, "resnet18": 11_186_442,
-            "vgg11": 9_496_522, "minilm": 22_714_756}  # fmt: skip
+GOSSIPED = {
+    "resnet20": 273_258,
+    "resnet54": 760_458,
+    "resnet18": 11_186_442,
+    "vgg11": 9_496_522,
+    "minilm": 22_714_756,
+}
 # Nanoseconds per gossiped entry, per node and round: the mixing, the optimizer step and the
 # algorithm's buffers (all compressions), plus top-k's selection (sparsifiers). They dominate
 # the many-node runs of large models (VGG-11 on 16 nodes, ResNet-18 on 8, MiniLM on 4), whose
@@ -67,8 +72,13 @@ START_S = 8.0  # interpreter, imports, data loading, model build, final gossip, 
 REFERENCE = "2-core x86_64 CPU, torch 2.14.1, 1 thread per job, 2 jobs at once"
 
 # Test-split sizes when no subset is set (images the evaluation reads).
-FULL_TEST_SIZES = {"cifar10": 10000, "fashion_mnist": 10000, "imagenette": 3925,
-                   "cifar100": 10000, "synthetic": 1000}  # fmt: skip
+FULL_TEST_SIZES = {
+    "cifar10": 10000,
+    "fashion_mnist": 10000,
+    "imagenette": 3925,
+    "cifar100": 10000,
+    "synthetic": 1000,
+}
 
 
 def input_px(cfg: Mapping[str, Any]) -> int:
@@ -128,20 +138,24 @@ def per_node_batch(cfg: Mapping[str, Any]) -> int:
     return max(1, int(cfg["train"]["batch_size"]) // int(cfg["topology"]["nodes"]))
 
 
-def run_seconds(
-    cfg: Mapping[str, Any], samples: int | None, machine: str = "cpu"
-) -> float | None:
+def run_seconds(cfg: Mapping[str, Any], samples: int | None, machine: str = "cpu") -> float | None:
     """Estimated seconds of one training job on ``machine`` (a key of ``MACHINES``); None: no
     measured cost for its model / precision / px (on the H100: and per-node batch)."""
     if machine not in MACHINES:
         raise ValueError(f"machine {machine!r}: allowed {', '.join(MACHINES)}")
     if machine == "h100":
-        gpu_key = (cfg["model"]["name"], cfg["precision"]["mode"], input_px(cfg), per_node_batch(cfg))
+        gpu_key = (
+            cfg["model"]["name"],
+            cfg["precision"]["mode"],
+            input_px(cfg),
+            per_node_batch(cfg),
+        )
         if gpu_key not in H100_MS or samples is None:
             return None
         train_ms, eval_ms, compile_s = H100_MS[gpu_key]
-        return (START_S + compile_s + samples * train_ms / 1e3
-                + evaluated_images(cfg) * eval_ms / 1e3)  # fmt: skip
+        return (
+            START_S + compile_s + samples * train_ms / 1e3 + evaluated_images(cfg) * eval_ms / 1e3
+        )
     key = (cfg["model"]["name"], cfg["precision"]["mode"], input_px(cfg))
     if key not in STEP_MS or samples is None:
         return None
@@ -151,8 +165,12 @@ def run_seconds(
         train_ms, compile_s = COMPILED_MS[key]
         start += compile_s
     gossip_ns = GOSSIP_NS + (TOPK_NS if sparse(cfg) else 0.0)
-    return (start + samples * train_ms / 1e3 + evaluated_images(cfg) * eval_ms / 1e3
-            + gossip_units(cfg, samples) * gossip_ns / 1e9)  # fmt: skip
+    return (
+        start
+        + samples * train_ms / 1e3
+        + evaluated_images(cfg) * eval_ms / 1e3
+        + gossip_units(cfg, samples) * gossip_ns / 1e9
+    )
 
 
 def packed_wall_seconds(jobs: Iterable[float], slots: int) -> float:

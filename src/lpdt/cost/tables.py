@@ -303,8 +303,9 @@ def table3_wire_rows() -> list[dict]:
 # --- summary and files ---------------------------------------------------------------------------
 
 
-def summary(costs: Costs, t10: list[dict], t3: list[dict], energy: EnergyTable,
-            wire: Sequence[dict] = ()) -> dict:  # fmt: skip
+def summary(
+    costs: Costs, t10: list[dict], t3: list[dict], energy: EnergyTable, wire: Sequence[dict] = ()
+) -> dict:
     """Headline numbers and acceptance checks (what docs/cost.md and the report quote)."""
     train = [r for r in t10 if r["phase"] == "training"]
     infer = [r for r in t10 if r["phase"] == "inference"]
@@ -351,10 +352,21 @@ def summary(costs: Costs, t10: list[dict], t3: list[dict], energy: EnergyTable,
             {round(r["gb_fp32"] / r["gb_int8"], 6) for r in t3}
         ),
         "communication_8bit_wire": [
-            {k: r[k] for k in ("model", "norm", "format", "compression", "bytes_fp32",
-                               "bytes_int8", "ratio", "implied_ratio")}
+            {
+                k: r[k]
+                for k in (
+                    "model",
+                    "norm",
+                    "format",
+                    "compression",
+                    "bytes_fp32",
+                    "bytes_int8",
+                    "ratio",
+                    "implied_ratio",
+                )
+            }
             for r in wire
-        ],  # fmt: skip
+        ],
         "table3_data": [
             {
                 k: r[k]

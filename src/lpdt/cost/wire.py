@@ -46,8 +46,9 @@ def gossiped_state(model: nn.Module) -> tuple[list[tuple[int, int]], torch.Tenso
     return segments, x
 
 
-def message_nbytes(segments: Sequence[tuple[int, int]], x: torch.Tensor, compression: str,
-                   ratio: float = 0.0) -> tuple[int, int, int]:  # fmt: skip
+def message_nbytes(
+    segments: Sequence[tuple[int, int]], x: torch.Tensor, compression: str, ratio: float = 0.0
+) -> tuple[int, int, int]:
     """Encode ``x`` (``[1, P]``) with the engine's ``compression`` and pack it with the engine's
     ``WireCodec``: ``(bytes on the wire, entries sent, index bytes)`` (0 index bytes: dense)."""
     comp = make_compressor(segments, compression, ratio)
@@ -75,15 +76,30 @@ def wire_row(fp32_model: nn.Module, int8_model: nn.Module, compression: float) -
     b_fp, k_fp, _ = message_nbytes(seg_fp, x_fp, fp_name, compression)
     b_lp, k_lp, idx = message_nbytes(seg_lp, x_lp, lp_name, compression)
     ratio, implied = b_fp / b_lp, implied_ratio(idx)
-    return {"format": fmt, "compression": compression, "fp32_codec": fp_name,
-            "int8_codec": lp_name, "params_fp32": x_fp.shape[1], "params_int8": x_lp.shape[1],
-            "tensors_int8": len(seg_lp), "sent_fp32": k_fp, "sent_int8": k_lp,
-            "index_bytes": idx, "bytes_fp32": b_fp, "bytes_int8": b_lp, "ratio": ratio,
-            "implied_ratio": implied, "ratio_over_implied": ratio / implied}  # fmt: skip
+    return {
+        "format": fmt,
+        "compression": compression,
+        "fp32_codec": fp_name,
+        "int8_codec": lp_name,
+        "params_fp32": x_fp.shape[1],
+        "params_int8": x_lp.shape[1],
+        "tensors_int8": len(seg_lp),
+        "sent_fp32": k_fp,
+        "sent_int8": k_lp,
+        "index_bytes": idx,
+        "bytes_fp32": b_fp,
+        "bytes_int8": b_lp,
+        "ratio": ratio,
+        "implied_ratio": implied,
+        "ratio_over_implied": ratio / implied,
+    }
 
 
-def wire_rows(cells: Iterable[tuple[str, str | None, float]],
-              input_shape: Sequence[int] = (3, 32, 32), num_classes: int = 10) -> list[dict]:  # fmt: skip
+def wire_rows(
+    cells: Iterable[tuple[str, str | None, float]],
+    input_shape: Sequence[int] = (3, 32, 32),
+    num_classes: int = 10,
+) -> list[dict]:
     """``wire_row`` for every (model, norm, compression) cell; each model built once per norm and
     precision (``lpdt.cost.model.build``, the conversion ``lpdt train`` applies)."""
     from lpdt.cost.model import build

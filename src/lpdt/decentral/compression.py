@@ -369,8 +369,11 @@ class SparseInt8Compressor(LayerwiseCompressor):
         return out, (cols, stats, codes)
 
     def wire_fields(self) -> WireFields:
-        return [(torch.float32, 2 * self.tensors), (torch.uint8, self.total_kept),
-                (self.index_dtype, self.total_kept)]  # fmt: skip
+        return [
+            (torch.float32, 2 * self.tensors),
+            (torch.uint8, self.total_kept),
+            (self.index_dtype, self.total_kept),
+        ]
 
     def wire_pack(self, dense: torch.Tensor, payload, out: list[torch.Tensor]) -> None:
         cols, stats, codes = payload

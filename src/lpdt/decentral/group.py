@@ -29,9 +29,12 @@ class NodeGroup(Protocol):
     checkpoint_name: str  # this process's checkpoint file in the run directory
 
     def exchange(
-        self, w_matrix: torch.Tensor, compressor: Compressor, p_total: int,
+        self,
+        w_matrix: torch.Tensor,
+        compressor: Compressor,
+        p_total: int,
         device: torch.device,
-    ) -> Exchange:  # fmt: skip
+    ) -> Exchange:
         """The gossip transport for the held rows."""
         ...
 

@@ -20,8 +20,18 @@ from lpdt import record
 from lpdt.record import RunRecord
 
 # Coordinates that identify a cell of the paper's tables (manifest `coords`, paper_results.csv).
-KEYS = ["dataset", "model", "norm", "topology", "nodes", "compression", "skew", "algorithm",
-        "precision", "qgm"]  # fmt: skip
+KEYS = [
+    "dataset",
+    "model",
+    "norm",
+    "topology",
+    "nodes",
+    "compression",
+    "skew",
+    "algorithm",
+    "precision",
+    "qgm",
+]
 # Stand-in models used by the smaller scales for the paper's models (coords keep the paper's name
 # except where a scale overrides the coordinate itself, e.g. quick's `model: minilm`).
 MODEL_STAND_INS = {"minilm": "distilbert", "distilbert_tiny": "distilbert"}
@@ -102,16 +112,31 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, dict]:
                 cache[rid] = record.read(f) if f.exists() else None
             m = cache[rid]
             seed = entry.get("seed", m.config["seed"] if m is not None else None)
-            row: dict = {"study": study, "kind": spec["kind"], "block": entry.get("block", ""),
-                         "run_id": rid, "dir": entry["dir"], "seed": _seed(seed)}  # fmt: skip
+            row: dict = {
+                "study": study,
+                "kind": spec["kind"],
+                "block": entry.get("block", ""),
+                "run_id": rid,
+                "dir": entry["dir"],
+                "seed": _seed(seed),
+            }
             for k in KEYS:
                 row[k] = norm_key(k, coords.get(k))
             row["qgm"] = bool(row["qgm"])  # absent = plain local momentum
             row["model_coord"] = coords.get("model")
             if m is None:
-                row.update(status="missing", stand_in="", dataset_used=None, model_used=None,
-                           epochs_completed=0, history=[], gb_per_node=float("nan"),
-                           time_s=float("nan"), versions={}, engine="")  # fmt: skip
+                row.update(
+                    status="missing",
+                    stand_in="",
+                    dataset_used=None,
+                    model_used=None,
+                    epochs_completed=0,
+                    history=[],
+                    gb_per_node=float("nan"),
+                    time_s=float("nan"),
+                    versions={},
+                    engine="",
+                )
                 row.update({k: float("nan") for k in FINAL})
             else:
                 final = m.final  # None: diverged
@@ -130,9 +155,28 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, dict]:
                 )
             row["acc"] = row[METRIC] if row["status"] == "ok" else float("nan")
             rows.append(row)
-    cols = ["study", "kind", "block", "run_id", "dir", "seed", "status", *KEYS, "acc", *FINAL,
-            "gb_per_node", "epochs_completed", "time_s", "dataset_used", "model_used", "model_coord",
-            "stand_in", "history", "versions", "engine"]  # fmt: skip
+    cols = [
+        "study",
+        "kind",
+        "block",
+        "run_id",
+        "dir",
+        "seed",
+        "status",
+        *KEYS,
+        "acc",
+        *FINAL,
+        "gb_per_node",
+        "epochs_completed",
+        "time_s",
+        "dataset_used",
+        "model_used",
+        "model_coord",
+        "stand_in",
+        "history",
+        "versions",
+        "engine",
+    ]
     df = pd.DataFrame(rows, columns=cols)
     return df, manifest
 

@@ -49,15 +49,27 @@ from lpdt.report.stats import (
     point_verdict,
 )
 
-__all__ = ["HELD", "NOT_HELD", "INCONCLUSIVE", "NO_DATA", "ARITHMETIC", "CLAIMS",
-           "CLAIMS_VERSION", "accuracy_claims", "cost_claims", "check_claims", "write_claims",
-           "effect_text"]  # fmt: skip
+__all__ = [
+    "HELD",
+    "NOT_HELD",
+    "INCONCLUSIVE",
+    "NO_DATA",
+    "ARITHMETIC",
+    "CLAIMS",
+    "CLAIMS_VERSION",
+    "accuracy_claims",
+    "cost_claims",
+    "check_claims",
+    "write_claims",
+    "effect_text",
+]
 
 CLAIMS_VERSION = 4  # the definitions below; docs/report.md "Claims: versions" (dated change log)
 DECENTRALIZED = ("table3", "table4", "table5", "table6")
 ARITHMETIC = "arithmetic, no verdict"  # energy / memory: the paper's constants, not tested
-COST_METHOD = ("none: measured message bytes (lpdt.cost.wire, deterministic); every row must lie "
-               "in the range")  # fmt: skip
+COST_METHOD = (
+    "none: measured message bytes (lpdt.cost.wire, deterministic); every row must lie in the range"
+)
 ARITHMETIC_METHOD = "none: arithmetic from the paper's constants (cost model); no verdict"
 COMM_RANGE = (0.875, 1.125)  # measured / implied ratio: the +-12.5 % that [3.5, 4.5] gave 4x
 
@@ -93,47 +105,113 @@ class Claim:
 
 
 CLAIMS = [
-    Claim("lp_close_to_fp_dense", "8-bit training loses less than 1 % accuracy without compression",
-          "pairs of runs identical except precision, 0 % compression (Tables 3-6)",
-          "FP - LP accuracy (points)", "<=", 1.0,
-          vary="precision", a="fp32", b="int8", where={"compression": 0}, studies=DECENTRALIZED),
-    Claim("lp_loss_compressed", "with compression, 8-bit training loses 1-2 % accuracy",
-          "pairs identical except precision, 90/99 % compression (Tables 3-6); a loss of at "
-          "most 2 points: LP no better than FP (a gain is not the loss the paper reports) and "
-          "no more than 2 points worse",
-          "FP - LP accuracy (points)", "within", (0.0, 2.0),
-          vary="precision", a="fp32", b="int8", where={"compression": ">0"}, studies=DECENTRALIZED),
-    Claim("choco_beats_ds", "CHOCO-SGD outperforms Deep-Squeeze in almost all cases",
-          "pairs identical except algorithm, 90/99 % compression (Tables 3, 6); uncompressed, "
-          "both are the same update (plain gossip), so those pairs carry no information",
-          "Choco - DS accuracy (points)", ">", 0.0,
-          vary="algorithm", a="choco", b="deepsqueeze", where={"compression": ">0"},
-          studies=("table3", "table6")),
-    Claim("acc_falls_with_skew", "accuracy decreases as the degree of skew increases",
-          "series identical except skew, having skew 0 and a highest skew >= 0.8 (Tables 3, 4, 6)",
-          "acc(skew 0) - acc(highest skew) (points)", ">", 0.0),
-    Claim("qgm_helps_high_skew", "quasi-global momentum improves accuracy with non-IID data",
-          "Table 4 (QGM) vs Table 3 (local momentum) runs identical otherwise, skew >= 0.8",
-          "QGM - local momentum accuracy (points)", ">", 0.0,
-          vary="qgm", a=True, b=False, where={"skew": ">=0.8"}, studies=("table3", "table4")),
-    Claim("lp_gain_high_skew", "at high skew (0.9) without compression, 8-bit is slightly better",
-          "pairs identical except precision, skew >= 0.9, 0 % compression (Tables 3, 4)",
-          "LP - FP accuracy (points)", ">", 0.0,
-          vary="precision", a="int8", b="fp32", where={"skew": ">=0.9", "compression": 0},
-          studies=("table3", "table4")),
-    Claim("comm_4x", "8-bit training reduces communication about 4x",
-          "bytes of an fp32 and an 8-bit message on the distributed engine's wire (lpdt.cost.wire)"
-          " for every model and compression level of Table 3 'Data'; 1-byte values imply 4x for "
-          "dense messages and (4 + b) / (1 + b)x for top-k messages with b-byte indices (2x with "
-          "uint16, 1.6x with int32 indices), not 4x",
-          "measured fp32 / 8-bit bytes over the implied ratio", "within", COMM_RANGE, "cost"),
-    Claim("energy_20x", "compute energy is about 20x lower",
-          "every Table 10 row of the cost model (Horowitz 45 nm energies per operation)",
-          "energy efficiency (fp32 / int8)", "none", None, "arithmetic"),
-    Claim("memory_3_5x_resnet", "training memory is about 3.5x lower for ResNets",
-          "every Table 10 training row for ResNet-20/54 of the cost model",
-          "memory efficiency (fp32 / int8)", "none", None, "arithmetic"),
-]  # fmt: skip
+    Claim(
+        "lp_close_to_fp_dense",
+        "8-bit training loses less than 1 % accuracy without compression",
+        "pairs of runs identical except precision, 0 % compression (Tables 3-6)",
+        "FP - LP accuracy (points)",
+        "<=",
+        1.0,
+        vary="precision",
+        a="fp32",
+        b="int8",
+        where={"compression": 0},
+        studies=DECENTRALIZED,
+    ),
+    Claim(
+        "lp_loss_compressed",
+        "with compression, 8-bit training loses 1-2 % accuracy",
+        "pairs identical except precision, 90/99 % compression (Tables 3-6); a loss of at "
+        "most 2 points: LP no better than FP (a gain is not the loss the paper reports) and "
+        "no more than 2 points worse",
+        "FP - LP accuracy (points)",
+        "within",
+        (0.0, 2.0),
+        vary="precision",
+        a="fp32",
+        b="int8",
+        where={"compression": ">0"},
+        studies=DECENTRALIZED,
+    ),
+    Claim(
+        "choco_beats_ds",
+        "CHOCO-SGD outperforms Deep-Squeeze in almost all cases",
+        "pairs identical except algorithm, 90/99 % compression (Tables 3, 6); uncompressed, "
+        "both are the same update (plain gossip), so those pairs carry no information",
+        "Choco - DS accuracy (points)",
+        ">",
+        0.0,
+        vary="algorithm",
+        a="choco",
+        b="deepsqueeze",
+        where={"compression": ">0"},
+        studies=("table3", "table6"),
+    ),
+    Claim(
+        "acc_falls_with_skew",
+        "accuracy decreases as the degree of skew increases",
+        "series identical except skew, having skew 0 and a highest skew >= 0.8 (Tables 3, 4, 6)",
+        "acc(skew 0) - acc(highest skew) (points)",
+        ">",
+        0.0,
+    ),
+    Claim(
+        "qgm_helps_high_skew",
+        "quasi-global momentum improves accuracy with non-IID data",
+        "Table 4 (QGM) vs Table 3 (local momentum) runs identical otherwise, skew >= 0.8",
+        "QGM - local momentum accuracy (points)",
+        ">",
+        0.0,
+        vary="qgm",
+        a=True,
+        b=False,
+        where={"skew": ">=0.8"},
+        studies=("table3", "table4"),
+    ),
+    Claim(
+        "lp_gain_high_skew",
+        "at high skew (0.9) without compression, 8-bit is slightly better",
+        "pairs identical except precision, skew >= 0.9, 0 % compression (Tables 3, 4)",
+        "LP - FP accuracy (points)",
+        ">",
+        0.0,
+        vary="precision",
+        a="int8",
+        b="fp32",
+        where={"skew": ">=0.9", "compression": 0},
+        studies=("table3", "table4"),
+    ),
+    Claim(
+        "comm_4x",
+        "8-bit training reduces communication about 4x",
+        "bytes of an fp32 and an 8-bit message on the distributed engine's wire (lpdt.cost.wire)"
+        " for every model and compression level of Table 3 'Data'; 1-byte values imply 4x for "
+        "dense messages and (4 + b) / (1 + b)x for top-k messages with b-byte indices (2x with "
+        "uint16, 1.6x with int32 indices), not 4x",
+        "measured fp32 / 8-bit bytes over the implied ratio",
+        "within",
+        COMM_RANGE,
+        "cost",
+    ),
+    Claim(
+        "energy_20x",
+        "compute energy is about 20x lower",
+        "every Table 10 row of the cost model (Horowitz 45 nm energies per operation)",
+        "energy efficiency (fp32 / int8)",
+        "none",
+        None,
+        "arithmetic",
+    ),
+    Claim(
+        "memory_3_5x_resnet",
+        "training memory is about 3.5x lower for ResNets",
+        "every Table 10 training row for ResNet-20/54 of the cost model",
+        "memory efficiency (fp32 / int8)",
+        "none",
+        None,
+        "arithmetic",
+    ),
+]
 BY_ID = {c.id: c for c in CLAIMS}
 
 
@@ -161,8 +239,13 @@ def _skew_series(cells: pd.DataFrame) -> pd.DataFrame:
         for seed, gs in g.groupby("seed"):
             lo, hi = gs[gs["skew"] == 0]["acc"], gs[gs["skew"] == top]["acc"]
             if len(lo) and len(hi):
-                rows.append({"_cell": pairs.cell_key(keys, key if isinstance(key, tuple) else (key,)),
-                             "seed": seed, "diff": float(lo.mean() - hi.mean())})  # fmt: skip
+                rows.append(
+                    {
+                        "_cell": pairs.cell_key(keys, key if isinstance(key, tuple) else (key,)),
+                        "seed": seed,
+                        "diff": float(lo.mean() - hi.mean()),
+                    }
+                )
     return pd.DataFrame(rows, columns=["_cell", "seed", "diff"])
 
 
@@ -173,9 +256,11 @@ def claim_pairs(cells: pd.DataFrame, claim: Claim) -> pd.DataFrame:
     return pairs.pairs(cells, claim.vary, claim.a, claim.b, claim.studies or None, claim.where)
 
 
-def accuracy_claims(cells: pd.DataFrame,
-                    restrict: Mapping[str, set[tuple[str, ...]]] | None = None,
-                    claims: Sequence[Claim] = CLAIMS) -> dict[str, dict]:  # fmt: skip
+def accuracy_claims(
+    cells: pd.DataFrame,
+    restrict: Mapping[str, set[tuple[str, ...]]] | None = None,
+    claims: Sequence[Claim] = CLAIMS,
+) -> dict[str, dict]:
     """The accuracy ``claims`` (default: the paper's) on a frame with columns study, KEYS, acc
     (NaN = no usable result) and optionally seed (absent or None: one unnamed seed).
     ``restrict``: per claim id, the cells (``cells_used`` of another result, as tuples) to which
@@ -194,8 +279,17 @@ def accuracy_claims(cells: pd.DataFrame,
 
 # --- claims declared in a study (config/studies.yaml, `claims:`; carried by the manifest) -------
 
-STUDY_CLAIM_KEYS = {"id": True, "statement": True, "vary": True, "a": True, "b": True,
-                    "direction": True, "threshold": True, "where": False, "studies": False}  # fmt: skip
+STUDY_CLAIM_KEYS = {
+    "id": True,
+    "statement": True,
+    "vary": True,
+    "a": True,
+    "b": True,
+    "direction": True,
+    "threshold": True,
+    "where": False,
+    "studies": False,
+}
 
 
 def _study_claim(study: str, i: int, d: object, known: set[str]) -> Claim:
@@ -223,9 +317,12 @@ def _study_claim(study: str, i: int, d: object, known: set[str]) -> Claim:
     direction, thr = d["direction"], d["threshold"]
     if direction not in DIRECTIONS:
         raise ValueError(f"{at}: direction {direction!r} is not one of {', '.join(DIRECTIONS)}")
-    ok_range = (isinstance(thr, list) and len(thr) == 2
-                and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in thr)
-                and thr[0] <= thr[1])  # fmt: skip
+    ok_range = (
+        isinstance(thr, list)
+        and len(thr) == 2
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in thr)
+        and thr[0] <= thr[1]
+    )
     if direction == "within" and not ok_range:
         raise ValueError(f"{at}: direction 'within' needs threshold [lo, hi], got {thr!r}")
     if direction != "within" and (isinstance(thr, bool) or not isinstance(thr, (int, float))):
@@ -239,13 +336,25 @@ def _study_claim(study: str, i: int, d: object, known: set[str]) -> Claim:
     a, b = pairs.parse_value(vary, d["a"]), pairs.parse_value(vary, d["b"])
     show = pairs.Condition(vary, "=", (a, b)).text().split("=", 1)[1].split(",")
     sel = "; ".join(c.text() for c in conds)
-    definition = (f"pairs identical except {vary} ({show[0]} vs {show[1]}), same seed"
-                  + (f", {sel}" if sel else "") + f" (studies {', '.join(studies)})")  # fmt: skip
-    return Claim(str(d["id"]), str(d["statement"]), definition,
-                 f"{show[0]} - {show[1]} accuracy (points)", direction,
-                 (float(thr[0]), float(thr[1])) if direction == "within" else float(thr),
-                 vary=vary, a=a, b=b, where=dict(where), studies=tuple(studies),
-                 source=f"study {study}")  # fmt: skip
+    definition = (
+        f"pairs identical except {vary} ({show[0]} vs {show[1]}), same seed"
+        + (f", {sel}" if sel else "")
+        + f" (studies {', '.join(studies)})"
+    )
+    return Claim(
+        str(d["id"]),
+        str(d["statement"]),
+        definition,
+        f"{show[0]} - {show[1]} accuracy (points)",
+        direction,
+        (float(thr[0]), float(thr[1])) if direction == "within" else float(thr),
+        vary=vary,
+        a=a,
+        b=b,
+        where=dict(where),
+        studies=tuple(studies),
+        source=f"study {study}",
+    )
 
 
 def study_claims(manifest: Mapping) -> list[Claim]:
@@ -257,8 +366,10 @@ def study_claims(manifest: Mapping) -> list[Claim]:
         for i, d in enumerate(spec.get("claims") or []):
             c = _study_claim(name, i, d, set(studies))
             if c.id in seen:
-                raise ValueError(f"study {name!r}, claim {i + 1}: id {c.id!r} is already taken "
-                                 "(a paper claim or another study's)")  # fmt: skip
+                raise ValueError(
+                    f"study {name!r}, claim {i + 1}: id {c.id!r} is already taken "
+                    "(a paper claim or another study's)"
+                )
             seen.add(c.id)
             out.append(c)
     return out
@@ -269,8 +380,15 @@ def _range_rule(values: list[float], lo: float, hi: float) -> dict:
     if not v:
         return {"verdict": NO_DATA, "mean": None, "sd": None, "ci": None, "n": 0}
     ok = all(lo <= x <= hi for x in v)
-    return {"verdict": HELD if ok else NOT_HELD, "mean": _r(sum(v) / len(v)), "sd": None,
-            "ci": None, "n": len(v), "min": _r(min(v)), "max": _r(max(v))}  # fmt: skip
+    return {
+        "verdict": HELD if ok else NOT_HELD,
+        "mean": _r(sum(v) / len(v)),
+        "sd": None,
+        "ci": None,
+        "n": len(v),
+        "min": _r(min(v)),
+        "max": _r(max(v)),
+    }
 
 
 def _arithmetic(values: list[float]) -> dict:
@@ -280,8 +398,12 @@ def _arithmetic(values: list[float]) -> dict:
 
 
 def _missing(path: Path) -> dict:
-    return {"verdict": NO_DATA, "mean": None, "n": 0,
-            "why": f"{path} not found (run `lpdt cost all --out {path.parent}`)"}  # fmt: skip
+    return {
+        "verdict": NO_DATA,
+        "mean": None,
+        "n": 0,
+        "why": f"{path} not found (run `lpdt cost all --out {path.parent}`)",
+    }
 
 
 def _comm(d: pd.DataFrame, ratio: pd.Series) -> dict:
@@ -331,8 +453,11 @@ def paper_cost(paper: pd.DataFrame, cost_dir: Path) -> dict[str, dict]:
     if len(t10):
         e = t10[t10["metric"] == "energy_efficiency"]["value"]
         out["energy_20x"] = _arithmetic([float(x) for x in e])
-        m = t10[(t10["metric"] == "memory_efficiency") & (t10["phase"] == "training")
-                & t10["model"].astype(str).str.startswith("resnet")]["value"]  # fmt: skip
+        m = t10[
+            (t10["metric"] == "memory_efficiency")
+            & (t10["phase"] == "training")
+            & t10["model"].astype(str).str.startswith("resnet")
+        ]["value"]
         out["memory_3_5x_resnet"] = _arithmetic([float(x) for x in m])
     return out
 
@@ -350,8 +475,9 @@ def _cells(r: dict) -> set[tuple[str, ...]]:
     return {tuple(c) for c in r.get("cells_used", [])}
 
 
-def check_claims(df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path,
-                 declared: Sequence[Claim] = ()) -> list[dict]:  # fmt: skip
+def check_claims(
+    df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path, declared: Sequence[Claim] = ()
+) -> list[dict]:
     """One record per claim, the paper's then the ``declared`` ones (``study_claims``)
     (docs/report.md, "Claims"): id, version, statement, definition, kind, source, effect,
     direction, threshold, rule, verdict, mean, sd, ci, n, interval_method, paper_effect (over the
@@ -363,8 +489,9 @@ def check_claims(df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path,
     ours = ours_acc | cost_claims(cost_dir)
     pc = paper_cells(paper)
     theirs_all = accuracy_claims(pc, claims=every)
-    theirs = (accuracy_claims(pc, restrict={k: _cells(r) for k, r in ours_acc.items()}, claims=every)
-              | paper_cost(paper, cost_dir))  # fmt: skip
+    theirs = accuracy_claims(
+        pc, restrict={k: _cells(r) for k, r in ours_acc.items()}, claims=every
+    ) | paper_cost(paper, cost_dir)
     stand_in = sorted({p for s in df["stand_in"].dropna() for p in str(s).split("; ") if p})
     out = []
     for c in every:
@@ -375,26 +502,43 @@ def check_claims(df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path,
         extra: dict = {}
         if c.kind == "accuracy":
             pv = point_verdict(pe, c.threshold, c.direction)  # type: ignore[arg-type]
-            extra = {"paper_cells": t.get("cells", 0),
-                     "paper_effect_all_cells": theirs_all[c.id].get("mean"),
-                     "paper_cells_all": theirs_all[c.id].get("cells", 0)}  # fmt: skip
+            extra = {
+                "paper_cells": t.get("cells", 0),
+                "paper_effect_all_cells": theirs_all[c.id].get("mean"),
+                "paper_cells_all": theirs_all[c.id].get("cells", 0),
+            }
             method = METHOD
         else:
             pv = t.get("verdict", NO_DATA)
             method = COST_METHOD if c.kind == "cost" else ARITHMETIC_METHOD
-        out.append({
-            "id": c.id, "version": CLAIMS_VERSION if c.source == "paper" else None,
-            "statement": c.statement, "definition": c.definition, "kind": c.kind,
-            "source": c.source, "effect": c.effect,
-            "direction": c.direction, "threshold": thr, "rule": c.rule,
-            "verdict": r["verdict"], "mean": r.get("mean"), "sd": r.get("sd"), "ci": r.get("ci"),
-            "n": r.get("n", 0), "interval_method": method,
-            "paper_effect": pe, "paper_verdict": pv, **extra,
-            "stand_in_data": bool(stand_in) and c.kind == "accuracy",
-            "numbers": {k: v for k, v in r.items()
-                        if k not in ("verdict", "mean", "sd", "ci", "n")},
-            "paper_numbers": {k: v for k, v in t.items() if k not in ("verdict", "sd", "ci")},
-        })  # fmt: skip
+        out.append(
+            {
+                "id": c.id,
+                "version": CLAIMS_VERSION if c.source == "paper" else None,
+                "statement": c.statement,
+                "definition": c.definition,
+                "kind": c.kind,
+                "source": c.source,
+                "effect": c.effect,
+                "direction": c.direction,
+                "threshold": thr,
+                "rule": c.rule,
+                "verdict": r["verdict"],
+                "mean": r.get("mean"),
+                "sd": r.get("sd"),
+                "ci": r.get("ci"),
+                "n": r.get("n", 0),
+                "interval_method": method,
+                "paper_effect": pe,
+                "paper_verdict": pv,
+                **extra,
+                "stand_in_data": bool(stand_in) and c.kind == "accuracy",
+                "numbers": {
+                    k: v for k, v in r.items() if k not in ("verdict", "mean", "sd", "ci", "n")
+                },
+                "paper_numbers": {k: v for k, v in t.items() if k not in ("verdict", "sd", "ci")},
+            }
+        )
     return out
 
 
@@ -414,9 +558,12 @@ def effect_text(c: dict) -> str:
         return "-"
     nums = c.get("numbers") or {}
     if "dense_ratio" in nums or "top-k_ratio" in nums:  # comm_4x: the measured ratios themselves
-        return "; ".join(f"{fmt} {_span(nums[f'{fmt}_ratio'])}x (implied "
-                         f"{'/'.join(f'{x:g}' for x in nums[f'{fmt}_implied'])})"
-                         for fmt in ("dense", "top-k") if f"{fmt}_ratio" in nums)  # fmt: skip
+        return "; ".join(
+            f"{fmt} {_span(nums[f'{fmt}_ratio'])}x (implied "
+            f"{'/'.join(f'{x:g}' for x in nums[f'{fmt}_implied'])})"
+            for fmt in ("dense", "top-k")
+            if f"{fmt}_ratio" in nums
+        )
     if c.get("kind") in ("cost", "arithmetic"):
         rows = f"{c['n']} row{'s' if c['n'] != 1 else ''}"
         return f"{_f(c['mean'])} (range {_f(nums.get('min'))}-{_f(nums.get('max'))}, {rows})"
@@ -443,8 +590,10 @@ def _md_table(claims: list[dict]) -> list[str]:
     ]
     for c in claims:
         stand = " (stand-in data)" if c["stand_in_data"] else ""
-        lines.append(f"| {c['statement']} | {c['rule']} | {_f(c['paper_effect'])} | "
-                     f"{effect_text(c)} | **{c['verdict']}**{stand} | {c['definition']} |")  # fmt: skip
+        lines.append(
+            f"| {c['statement']} | {c['rule']} | {_f(c['paper_effect'])} | "
+            f"{effect_text(c)} | **{c['verdict']}**{stand} | {c['definition']} |"
+        )
     return lines
 
 
@@ -452,8 +601,12 @@ def claims_md(claims: list[dict]) -> str:
     lines = _md_table(paper_claims(claims))
     declared = declared_claims(claims)
     if declared:
-        lines += ["", "Claims declared in the studies (config/studies.yaml, `claims:`):", "",
-                  *_md_table(declared)]  # fmt: skip
+        lines += [
+            "",
+            "Claims declared in the studies (config/studies.yaml, `claims:`):",
+            "",
+            *_md_table(declared),
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -467,8 +620,12 @@ def write_claims(claims: list[dict], path: Path) -> list[Path]:
     ``declared_counts`` (present when a study declares claims) those of the declared ones."""
     from lpdt.io import write_json_atomic, write_text_atomic
 
-    doc = {"version": CLAIMS_VERSION, "claims": claims,
-           "counts": verdict_counts(paper_claims(claims)), "interval_method": METHOD}  # fmt: skip
+    doc = {
+        "version": CLAIMS_VERSION,
+        "claims": claims,
+        "counts": verdict_counts(paper_claims(claims)),
+        "interval_method": METHOD,
+    }
     if declared_claims(claims):
         doc["declared_counts"] = verdict_counts(declared_claims(claims))
     write_json_atomic(path, doc)

@@ -19,18 +19,28 @@ ONLY = ("tables", "figures", "claims", "pdf")
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--manifest", default="results/manifest.json", help="workflow manifest")
     p.add_argument("--cost", default="results/cost", help="`lpdt cost all` output directory")
-    p.add_argument("--analysis", default="results/analysis",
-                   help="partition*.json (Figure 2) and topology*.json (Figure 3)")  # fmt: skip
+    p.add_argument(
+        "--analysis",
+        default="results/analysis",
+        help="partition*.json (Figure 2) and topology*.json (Figure 3)",
+    )
     p.add_argument("--paper", default="config/paper_results.csv", help="the paper's numbers")
     p.add_argument("--tables", default="results/tables", help="output directory for tables")
     p.add_argument("--figures", default="results/figures", help="output directory for figures")
     p.add_argument("--claims", default="results/claims.json", help="claims check output (+ .md)")
     p.add_argument("--pdf", default="reports/report.pdf", help="the PDF report")
-    p.add_argument("--plateau", default="config/plateau_check.csv",
-                   help="plateau check summary (benchmarks/calibration_curves.py), matched to the "
-                        "runs by run id; 'none': the report says the plateau is not measured")  # fmt: skip
-    p.add_argument("--only", choices=ONLY, default=None,
-                   help="produce only this part (pdf also needs the figures; it draws them if absent)")  # fmt: skip
+    p.add_argument(
+        "--plateau",
+        default="config/plateau_check.csv",
+        help="plateau check summary (benchmarks/calibration_curves.py), matched to the "
+        "runs by run id; 'none': the report says the plateau is not measured",
+    )
+    p.add_argument(
+        "--only",
+        choices=ONLY,
+        default=None,
+        help="produce only this part (pdf also needs the figures; it draws them if absent)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,24 +59,35 @@ def run(args: argparse.Namespace) -> int:
     tables_dir, figures_dir = Path(args.tables), Path(args.figures)
     scale = str(manifest.get("scale", "?"))
     c = run_counts(df)
-    print(f"{args.manifest}: scale {scale}, {c['total']} runs ({c['ok']} ok, {c['diverged']} diverged, "
-          f"{c['missing']} missing)")  # fmt: skip
+    print(
+        f"{args.manifest}: scale {scale}, {c['total']} runs ({c['ok']} ok, {c['diverged']} diverged, "
+        f"{c['missing']} missing)"
+    )
     want = set(ONLY) if args.only is None else {args.only}
     tables = build_tables(df, paper, cost, scale)
     claims = check_claims(df, paper, cost, study_claims(manifest))  # paper's + the studies'
     if "tables" in want:
         for path in write_tables(tables, tables_dir):
             print(f"wrote {path}")
-    if "figures" in want or ("pdf" in want and not all(
-            (figures_dir / f"fig{i}.png").exists() for i in range(1, 8))):  # fmt: skip
+    if "figures" in want or (
+        "pdf" in want and not all((figures_dir / f"fig{i}.png").exists() for i in range(1, 8))
+    ):
         for path in write_figures(df, paper, cost, analysis, figures_dir):
             print(f"wrote {path}")
     if "claims" in want:
         for path in write_claims(claims, Path(args.claims)):
             print(f"wrote {path}")
     if "pdf" in want:
-        out = build_pdf(Path(args.pdf), df=df, manifest=manifest, tables=tables, claims=claims,
-                        figures_dir=figures_dir, analysis_dir=analysis, cost_dir=cost,
-                        plateau=plateau)  # fmt: skip
+        out = build_pdf(
+            Path(args.pdf),
+            df=df,
+            manifest=manifest,
+            tables=tables,
+            claims=claims,
+            figures_dir=figures_dir,
+            analysis_dir=analysis,
+            cost_dir=cost,
+            plateau=plateau,
+        )
         print(f"wrote {out}")
     return 0

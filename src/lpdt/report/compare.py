@@ -38,9 +38,17 @@ from lpdt.report.stats import DIRECTIONS, METHOD, Threshold
 
 # Coordinate -> run-config key, for runs without a manifest (compression is derived: the top-k
 # ratio in %, 0 when the compression is "none").
-CONFIG_PATHS = {"dataset": "data.dataset", "model": "model.name", "norm": "model.norm",
-                "topology": "topology.name", "nodes": "topology.nodes", "skew": "partition.skew",
-                "algorithm": "algorithm.name", "precision": "precision.mode", "qgm": "optim.qgm"}  # fmt: skip
+CONFIG_PATHS = {
+    "dataset": "data.dataset",
+    "model": "model.name",
+    "norm": "model.norm",
+    "topology": "topology.name",
+    "nodes": "topology.nodes",
+    "skew": "partition.skew",
+    "algorithm": "algorithm.name",
+    "precision": "precision.mode",
+    "qgm": "optim.qgm",
+}
 COVERED = {*CONFIG_PATHS.values(), "algorithm.compression.ratio", "seed", "partition.seed"}
 NOTE = "the comparison's"  # whose cells the summary's notes speak of
 
@@ -64,8 +72,10 @@ def load_runs(source: str | Path) -> tuple[pd.DataFrame, list[str]]:
         src.glob(f"*/{record.METRICS_FILE}")
     )
     if not src.is_dir() or not files:
-        raise FileNotFoundError(f"{src}: no manifest.json, no runs/*/metrics.json and no "
-                                "*/metrics.json (pass a results directory or a manifest)")  # fmt: skip
+        raise FileNotFoundError(
+            f"{src}: no manifest.json, no runs/*/metrics.json and no "
+            "*/metrics.json (pass a results directory or a manifest)"
+        )
     return frame_from_records([record.read(f) for f in files])
 
 
@@ -85,17 +95,25 @@ def frame_from_records(recs: Sequence[record.RunRecord]) -> tuple[pd.DataFrame, 
 
     flat = [_flat(result_dict(r.config)) for r in recs]
     leaves = sorted({k for f in flat for k in f})
-    extra = [k for k in leaves if k not in COVERED
-             and len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]  # fmt: skip
+    extra = [
+        k
+        for k in leaves
+        if k not in COVERED and len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1
+    ]
     rows = []
     for r, f in zip(recs, flat, strict=True):
-        row: dict[str, Any] = {"study": "runs", "run_id": r.run_id, "seed": f.get("seed"),
-                               "status": r.status}  # fmt: skip
+        row: dict[str, Any] = {
+            "study": "runs",
+            "run_id": r.run_id,
+            "seed": f.get("seed"),
+            "status": r.status,
+        }
         for k, path in CONFIG_PATHS.items():
             row[k] = norm_key(k, f.get(path))
         ratio = f.get("algorithm.compression.ratio") or 0.0
-        row["compression"] = norm_key("compression", 0 if f.get("algorithm.compression.name") ==
-                                      "none" else ratio)  # fmt: skip
+        row["compression"] = norm_key(
+            "compression", 0 if f.get("algorithm.compression.name") == "none" else ratio
+        )
         row.update({k: f.get(k) for k in extra})
         row["acc"] = getattr(r.final, METRIC) if r.final is not None else math.nan
         row.update({k: getattr(r.final, k) if r.final else math.nan for k in FINAL})
@@ -111,11 +129,18 @@ def _v(key: str, v: object) -> str:
 
 
 def _values(frame: pd.DataFrame, key: str) -> list[object]:
-    return sorted({pairs.parse_value(key, v) for v in frame[key]}, key=lambda v: (str(type(v)), str(v)))  # fmt: skip
+    return sorted(
+        {pairs.parse_value(key, v) for v in frame[key]}, key=lambda v: (str(type(v)), str(v))
+    )
 
 
-def _check_keys(frame: pd.DataFrame, keys: list[str], vary: str, where: Mapping[str, object],
-                studies: Sequence[str] | None) -> None:  # fmt: skip
+def _check_keys(
+    frame: pd.DataFrame,
+    keys: list[str],
+    vary: str,
+    where: Mapping[str, object],
+    studies: Sequence[str] | None,
+) -> None:
     for k in [vary, *where]:
         if k not in keys:
             raise CompareError(f"unknown key {k!r}: the coordinates are {', '.join(keys)}")
@@ -130,8 +155,10 @@ def _check_keys(frame: pd.DataFrame, keys: list[str], vary: str, where: Mapping[
         have = _values(frame, cond.key)
         for v in cond.values:
             if v not in have:
-                raise CompareError(f"--where {cond.text()}: no run has {cond.key}={_v(cond.key, v)} "
-                                   f"(values: {', '.join(_v(cond.key, x) for x in have)})")  # fmt: skip
+                raise CompareError(
+                    f"--where {cond.text()}: no run has {cond.key}={_v(cond.key, v)} "
+                    f"(values: {', '.join(_v(cond.key, x) for x in have)})"
+                )
 
 
 def _label(keys: Sequence[str], row: Mapping[str, Any]) -> str:
@@ -142,8 +169,7 @@ def _seeds(s: Sequence[int]) -> str:
     return ", ".join("none" if x == pairs.NO_SEED else str(x) for x in s)
 
 
-def _refuse_unpairable(sel: pd.DataFrame, vary: str, a: object, b: object,
-                       pk: list[str]) -> None:  # fmt: skip
+def _refuse_unpairable(sel: pd.DataFrame, vary: str, a: object, b: object, pk: list[str]) -> None:
     """The one-line refusals (module docstring) on the selected runs."""
     sel = sel.copy()
     sel["_side"] = sel[vary].map(lambda v: pairs.parse_value(vary, v))
@@ -151,9 +177,11 @@ def _refuse_unpairable(sel: pd.DataFrame, vary: str, a: object, b: object,
     left, right = sel[sel["_side"] == a], sel[sel["_side"] == b]
     for name, s, val in (("--a", left, a), ("--b", right, b)):
         if not len(s):
-            raise CompareError(f"{name} {_v(vary, val)}: no run has {vary}={_v(vary, val)} in the "
-                               f"selection ({vary} values: "
-                               f"{', '.join(_v(vary, x) for x in _values(sel, vary))})")  # fmt: skip
+            raise CompareError(
+                f"{name} {_v(vary, val)}: no run has {vary}={_v(vary, val)} in the "
+                f"selection ({vary} values: "
+                f"{', '.join(_v(vary, x) for x in _values(sel, vary))})"
+            )
     shared = set(left["_ck"]) & set(right["_ck"])
     if not shared:
         differ = []
@@ -161,40 +189,59 @@ def _refuse_unpairable(sel: pd.DataFrame, vary: str, a: object, b: object,
             va, vb = {_v(k, x) for x in left[k]}, {_v(k, x) for x in right[k]}
             if va != vb:
                 differ.append(f"{k} (a: {', '.join(sorted(va))}; b: {', '.join(sorted(vb))})")
-        why = ("they differ in " + "; ".join(differ) if differ else
-               "no combination of the other coordinates occurs on both sides")  # fmt: skip
-        raise CompareError(f"nothing pairs: no run with {vary}={_v(vary, a)} has a run with "
-                           f"{vary}={_v(vary, b)} and the same other coordinates; {why}")  # fmt: skip
+        why = (
+            "they differ in " + "; ".join(differ)
+            if differ
+            else "no combination of the other coordinates occurs on both sides"
+        )
+        raise CompareError(
+            f"nothing pairs: no run with {vary}={_v(vary, a)} has a run with "
+            f"{vary}={_v(vary, b)} and the same other coordinates; {why}"
+        )
     both = sel[sel["_side"].isin([a, b]) & sel["_ck"].isin(shared)]
     for status in ("diverged", "missing"):
         bad = both[both["status"] == status]
         if len(bad):
             r = bad.iloc[0]
             what = "diverged" if status == "diverged" else "have no record (missing)"
-            raise CompareError(f"{len(bad)} run(s) of the comparison {what} (e.g. run {r['run_id']}: "
-                               f"{_label([vary, *pk], r)}, seed {r['seed']}): such a run cannot be "
-                               "paired; leave it out with --where or --study")  # fmt: skip
+            raise CompareError(
+                f"{len(bad)} run(s) of the comparison {what} (e.g. run {r['run_id']}: "
+                f"{_label([vary, *pk], r)}, seed {r['seed']}): such a run cannot be "
+                "paired; leave it out with --where or --study"
+            )
     for cell in sorted(shared):
         sa = sorted({int(x) for x in left.loc[left["_ck"] == cell, "seed"]})
         sb = sorted({int(x) for x in right.loc[right["_ck"] == cell, "seed"]})
         if sa != sb:
             where = " ".join(f"{k}={v}" for k, v in zip(pk, cell, strict=True))
-            raise CompareError(f"unpaired seeds in cell {where}: {vary}={_v(vary, a)} has seeds "
-                               f"{_seeds(sa)}, {vary}={_v(vary, b)} has {_seeds(sb)}")  # fmt: skip
+            raise CompareError(
+                f"unpaired seeds in cell {where}: {vary}={_v(vary, a)} has seeds "
+                f"{_seeds(sa)}, {vary}={_v(vary, b)} has {_seeds(sb)}"
+            )
     ok = both[both["status"] == "ok"]
     dup = ok[ok.duplicated(["_side", "_ck", "seed"], keep=False)]
     if len(dup):
         r = dup.iloc[0]
         differ = [k for k in pairs.IGNORED if k in dup and dup[k].astype(str).nunique() > 1]
-        raise CompareError(f"several runs on one side of a pair ({_label([vary, *pk], r)}, seed "
-                           f"{r['seed']}): they differ in {', '.join(differ) or 'nothing the coordinates name'}"
-                           f", which pairing ignores (as the claims do); choose with --where "
-                           f"{(differ or ['KEY'])[0]}=VALUE or --study")  # fmt: skip
+        raise CompareError(
+            f"several runs on one side of a pair ({_label([vary, *pk], r)}, seed "
+            f"{r['seed']}): they differ in {', '.join(differ) or 'nothing the coordinates name'}"
+            f", which pairing ignores (as the claims do); choose with --where "
+            f"{(differ or ['KEY'])[0]}=VALUE or --study"
+        )
 
 
-def compare(frame: pd.DataFrame, keys: list[str], vary: str, a: object, b: object,
-            where: Mapping[str, object] | None = None, studies: Sequence[str] | None = None,
-            threshold: Threshold | None = None, direction: str | None = None) -> dict:  # fmt: skip
+def compare(
+    frame: pd.DataFrame,
+    keys: list[str],
+    vary: str,
+    a: object,
+    b: object,
+    where: Mapping[str, object] | None = None,
+    studies: Sequence[str] | None = None,
+    threshold: Threshold | None = None,
+    direction: str | None = None,
+) -> dict:
     """The comparison's record: per cell and overall (the claims' summary) the pairs, mean
     difference a - b and 95 % t-interval, and the verdict for a threshold (None without)."""
     where = dict(where or {})
@@ -213,10 +260,21 @@ def compare(frame: pd.DataFrame, keys: list[str], vary: str, a: object, b: objec
         c["cell"] = dict(zip(pk, c["cell"], strict=True))
     overall = pairs.summarize(p, threshold, direction, of=NOTE)
     thr = list(threshold) if isinstance(threshold, tuple) else threshold
-    return {"vary": vary, "a": _v(vary, va), "b": _v(vary, vb), "effect": f"{_v(vary, va)} - {_v(vary, vb)}",
-            "where": [c.text() for c in pairs.conditions(where)], "studies": list(studies or []),
-            "threshold": thr, "direction": direction, "fixed": fixed, "shown": shown,
-            "cells": cells, "overall": overall, "interval_method": METHOD}  # fmt: skip
+    return {
+        "vary": vary,
+        "a": _v(vary, va),
+        "b": _v(vary, vb),
+        "effect": f"{_v(vary, va)} - {_v(vary, vb)}",
+        "where": [c.text() for c in pairs.conditions(where)],
+        "studies": list(studies or []),
+        "threshold": thr,
+        "direction": direction,
+        "fixed": fixed,
+        "shown": shown,
+        "cells": cells,
+        "overall": overall,
+        "interval_method": METHOD,
+    }
 
 
 # --- the command -------------------------------------------------------------------------------
@@ -245,19 +303,31 @@ def parse_threshold(text: str | None, direction: str | None) -> Threshold | None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("source", help="results directory (manifest.json or runs/*/metrics.json), a "
-                                  "manifest, or a directory of run directories")  # fmt: skip
+    p.add_argument(
+        "source",
+        help="results directory (manifest.json or runs/*/metrics.json), a "
+        "manifest, or a directory of run directories",
+    )
     p.add_argument("--vary", required=True, help="the coordinate that differs (e.g. precision)")
     p.add_argument("--a", required=True, help="its value on side a (effect = a - b)")
     p.add_argument("--b", required=True, help="its value on side b")
-    p.add_argument("--where", action="append", default=[], metavar="COND",
-                   help="keep runs with KEY=V[,V..], KEY!=V, KEY>=X, KEY>X, KEY<=X, KEY<X; repeatable")  # fmt: skip
+    p.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="COND",
+        help="keep runs with KEY=V[,V..], KEY!=V, KEY>=X, KEY>X, KEY<=X, KEY<X; repeatable",
+    )
     p.add_argument(
         "--study", action="append", default=None, help="only runs of this study; repeatable"
     )
     p.add_argument("--threshold", default=None, help="the verdict's threshold (within: LO,HI)")
-    p.add_argument("--direction", choices=DIRECTIONS, default=None,
-                   help="claim: effect <= T, effect > T, or LO <= effect <= HI (within)")  # fmt: skip
+    p.add_argument(
+        "--direction",
+        choices=DIRECTIONS,
+        default=None,
+        help="claim: effect <= T, effect > T, or LO <= effect <= HI (within)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -274,20 +344,27 @@ def text(res: dict, source: str) -> str:
     rule = ""
     if res["threshold"] is not None:
         t = res["threshold"]
-        rule = (f"; claim {t[0]:g} <= effect <= {t[1]:g}" if res["direction"] == "within"
-                else f"; claim effect {res['direction']} {t:g}")  # fmt: skip
-    head = [f"{source}: {res['vary']} {res['effect']} (accuracy points){rule}",
-            f"selection: {' '.join(res['where']) or 'all runs'}"
-            + (f"; studies {', '.join(res['studies'])}" if res["studies"] else ""),
-            "fixed: " + (" ".join(f"{k}={v}" for k, v in res["fixed"].items()) or "-")]  # fmt: skip
+        rule = (
+            f"; claim {t[0]:g} <= effect <= {t[1]:g}"
+            if res["direction"] == "within"
+            else f"; claim effect {res['direction']} {t:g}"
+        )
+    head = [
+        f"{source}: {res['vary']} {res['effect']} (accuracy points){rule}",
+        f"selection: {' '.join(res['where']) or 'all runs'}"
+        + (f"; studies {', '.join(res['studies'])}" if res["studies"] else ""),
+        "fixed: " + (" ".join(f"{k}={v}" for k, v in res["fixed"].items()) or "-"),
+    ]
     rows = [["cell", "pairs", "mean", "95 % CI"] + (["verdict"] if rule else [])]
     for c in res["cells"]:
         label = " ".join(f"{k}={c['cell'][k]}" for k in res["shown"]) or "(one cell)"
         rows.append(
             [label, str(c["pairs"]), _f(c["mean"]), _ci(c)] + ([c["verdict"]] if rule else [])
         )
-    rows.append([f"overall ({o['cells']} cells, n={o['n']} seeds)", str(o["pairs"]), _f(o["mean"]),
-                 _ci(o)] + ([o["verdict"]] if rule else []))  # fmt: skip
+    rows.append(
+        [f"overall ({o['cells']} cells, n={o['n']} seeds)", str(o["pairs"]), _f(o["mean"]), _ci(o)]
+        + ([o["verdict"]] if rule else [])
+    )
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(x.ljust(w[i]) for i, x in enumerate(r)).rstrip() for r in rows]
     notes = [f"note: {o[k]}" for k in ("why",) if k in o]
@@ -304,7 +381,16 @@ def text(res: dict, source: str) -> str:
 def run(args: argparse.Namespace) -> int:
     threshold = parse_threshold(args.threshold, args.direction)
     frame, keys = load_runs(args.source)
-    res = compare(frame, keys, args.vary, args.a, args.b, pairs.parse_where(args.where),
-                  args.study, threshold, args.direction)  # fmt: skip
+    res = compare(
+        frame,
+        keys,
+        args.vary,
+        args.a,
+        args.b,
+        pairs.parse_where(args.where),
+        args.study,
+        threshold,
+        args.direction,
+    )
     print(json.dumps(res, indent=2) if args.json else text(res, args.source))
     return 0

@@ -127,8 +127,10 @@ def spread_text(runs: pd.DataFrame) -> str:
     if hi < 2:
         return "One run per point, so no error bars."
     n = f"{lo}-{hi}" if lo != hi else f"{hi}"
-    return (f"Error bars: ±1 sample standard deviation over the {n} runs (seeds) of a point "
-            "(n in the legend).")  # fmt: skip
+    return (
+        f"Error bars: ±1 sample standard deviation over the {n} runs (seeds) of a point "
+        "(n in the legend)."
+    )
 
 
 # --- analyses and cost model ---------------------------------------------------------------------
@@ -150,9 +152,11 @@ def partition_text(analysis: Path) -> str:
     first = d["skews"][skews[0]]
     samples = sum(sum(node) for node in first)
     classes = len(first[0]) if first else 0
-    return (f"{d.get('dataset')} labels ({samples:,} training samples assigned, {classes} "
-            f"classes), {d.get('nodes')} nodes, skew {', '.join(f'{float(s):g}' for s in skews)}, "
-            f"partition seed {d.get('seed')}")  # fmt: skip
+    return (
+        f"{d.get('dataset')} labels ({samples:,} training samples assigned, {classes} "
+        f"classes), {d.get('nodes')} nodes, skew {', '.join(f'{float(s):g}' for s in skews)}, "
+        f"partition seed {d.get('seed')}"
+    )
 
 
 def topology_text(analysis: Path) -> str:
@@ -174,8 +178,11 @@ def cost_setup(cost: Path, csv_name: str) -> dict[str, list]:
     if not path.exists():
         return {}
     c = pd.read_csv(path)
-    return {k: sorted({str(v) for v in c[k].dropna()}) for k in ("model", "norm", "precision",
-                                                                   "batch") if k in c}  # fmt: skip
+    return {
+        k: sorted({str(v) for v in c[k].dropna()})
+        for k in ("model", "norm", "precision", "batch")
+        if k in c
+    }
 
 
 def cost_setup_text(cost: Path, csv_name: str) -> str:
@@ -192,5 +199,7 @@ def energy_text(cost: Path) -> str:
     if not e:
         return f"energy per operation not recorded ({Path(cost) / 'summary.json'} missing)"
     src = f"{e['source']}: " if e.get("source") else ""
-    return (f"Energy per operation ({src}fp32 add {e['fp32_add']:g}, mult {e['fp32_mult']:g}; "
-            f"int8 add {e['int8_add']:g}, mult {e['int8_mult']:g} pJ).")  # fmt: skip
+    return (
+        f"Energy per operation ({src}fp32 add {e['fp32_add']:g}, mult {e['fp32_mult']:g}; "
+        f"int8 add {e['int8_add']:g}, mult {e['int8_mult']:g} pJ)."
+    )

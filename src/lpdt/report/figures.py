@@ -89,8 +89,11 @@ def _sd(g: pd.DataFrame) -> np.ndarray | None:
 
 def fig1(df: pd.DataFrame) -> plt.Figure:
     runs = figure_runs(df, "fig1")
-    title = _title("Fig. 1: validation error per epoch by normalisation", runs,
-                   ["dataset", "model", "topology", "nodes", "skew", "algorithm", "compression"])  # fmt: skip
+    title = _title(
+        "Fig. 1: validation error per epoch by normalisation",
+        runs,
+        ["dataset", "model", "topology", "nodes", "skew", "algorithm", "compression"],
+    )
     curves = []
     for _, r in runs.iterrows():
         h = pd.DataFrame([x for x in r["history"] if x.get("epoch") != "final"])
@@ -104,8 +107,15 @@ def fig1(df: pd.DataFrame) -> plt.Figure:
         h = h[pd.to_numeric(h[col], errors="coerce").notna()]
         if len(h):
             label = f"{r['norm'] or 'evonorm'} ({'8-bit' if r['precision'] == 'int8' else 'FP'})"
-            curves.append(pd.DataFrame({"label": label, "epoch": h["epoch"].astype(int) + 1,
-                                        "err": 100 - h[col].astype(float)}))  # fmt: skip
+            curves.append(
+                pd.DataFrame(
+                    {
+                        "label": label,
+                        "epoch": h["epoch"].astype(int) + 1,
+                        "err": 100 - h[col].astype(float),
+                    }
+                )
+            )
     if not curves:
         return _empty(title, "no per-epoch validation data at this scale")
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -114,8 +124,16 @@ def fig1(df: pd.DataFrame) -> plt.Figure:
         e = g.groupby("epoch")["err"].agg(["mean", "std", "count"]).sort_index()
         ls = "--" if "8-bit" in label else "-"
         if (e["count"] > 1).any():
-            ax.errorbar(e.index, e["mean"], yerr=_sd(e), marker="o", ms=3, capsize=2, ls=ls,
-                        label=f"{label} (n={int(e['count'].max())})")  # fmt: skip
+            ax.errorbar(
+                e.index,
+                e["mean"],
+                yerr=_sd(e),
+                marker="o",
+                ms=3,
+                capsize=2,
+                ls=ls,
+                label=f"{label} (n={int(e['count'].max())})",
+            )
         else:
             ax.plot(e.index, e["mean"], marker="o", ms=3, label=label, ls=ls)
     ax.set_xlabel("epoch")
@@ -172,8 +190,9 @@ def fig3(analysis: Path) -> plt.Figure:
     fig, axes = plt.subplots(1, len(graphs), figsize=(4 * len(graphs), 4), squeeze=False)
     for ax, g in zip(axes[0], graphs):
         n = int(g["nodes"])
-        pos = g.get("positions") or [[math.cos(2 * math.pi * i / n), math.sin(2 * math.pi * i / n)]
-                                     for i in range(n)]  # fmt: skip
+        pos = g.get("positions") or [
+            [math.cos(2 * math.pi * i / n), math.sin(2 * math.pi * i / n)] for i in range(n)
+        ]
         pos = np.asarray(pos, dtype=float)
         directed = g.get("directed", g.get("name") == "directed_ring")
         edges = {tuple(e) for e in g.get("edges", []) if e[0] != e[1]}
@@ -182,16 +201,25 @@ def fig3(analysis: Path) -> plt.Figure:
                 continue
             pa, pb = pos[a], pos[b]
             wrap = np.linalg.norm(pb - pa) > 1.5 and g.get("name") == "torus"
-            style = dict(arrowstyle="-|>" if directed else "-", color="gray", lw=1,
-                         connectionstyle="arc3,rad=0.35" if wrap else "arc3,rad=0.0",
-                         shrinkA=9, shrinkB=9, mutation_scale=12)  # fmt: skip
+            style = dict(
+                arrowstyle="-|>" if directed else "-",
+                color="gray",
+                lw=1,
+                connectionstyle="arc3,rad=0.35" if wrap else "arc3,rad=0.0",
+                shrinkA=9,
+                shrinkB=9,
+                mutation_scale=12,
+            )
             ax.annotate("", xy=pb, xytext=pa, arrowprops=style)
         ax.scatter(pos[:, 0], pos[:, 1], s=300, color="tab:blue", zorder=3)
         for i, (x, y) in enumerate(pos):
             ax.text(x, y, str(i), ha="center", va="center", color="white", fontsize=8, zorder=4)
         gap = g.get("spectral_gap")
-        ax.set_title(f"{n}-node {g.get('name', '').replace('_', ' ')}"
-                     + (f" (spectral gap {gap:.3f})" if gap is not None else ""), fontsize=9)  # fmt: skip
+        ax.set_title(
+            f"{n}-node {g.get('name', '').replace('_', ' ')}"
+            + (f" (spectral gap {gap:.3f})" if gap is not None else ""),
+            fontsize=9,
+        )
         ax.set_aspect("equal")
         ax.axis("off")
         ax.margins(0.15)
@@ -199,8 +227,9 @@ def fig3(analysis: Path) -> plt.Figure:
     return fig
 
 
-def _skew_panels(runs: pd.DataFrame, paper: pd.DataFrame, panel_keys: list[str], title: str,
-                 algos: bool = True) -> plt.Figure:  # fmt: skip
+def _skew_panels(
+    runs: pd.DataFrame, paper: pd.DataFrame, panel_keys: list[str], title: str, algos: bool = True
+) -> plt.Figure:
     """Accuracy vs skew: one panel per panel_keys value, one colour per algorithm, FP solid and
     8-bit dashed; the paper's values as open markers of the same colour and style."""
     keys = sorted({tuple(r) for r in runs[panel_keys].itertuples(index=False)}, key=str)
@@ -228,8 +257,17 @@ def _skew_panels(runs: pd.DataFrame, paper: pd.DataFrame, panel_keys: list[str],
                 lab += f" (n={int(g['count'].min())}" + (
                     f"-{int(g['count'].max())})" if g["count"].min() != g["count"].max() else ")"
                 )
-            ax.errorbar(g.index, g["mean"], yerr=_sd(g), fmt=PREC_STYLE.get(prec, ":"), marker="o",
-                        ms=4, capsize=2.5, color=ALGO_COLOR.get(algo, "k"), label=lab)  # fmt: skip
+            ax.errorbar(
+                g.index,
+                g["mean"],
+                yerr=_sd(g),
+                fmt=PREC_STYLE.get(prec, ":"),
+                marker="o",
+                ms=4,
+                capsize=2.5,
+                color=ALGO_COLOR.get(algo, "k"),
+                label=lab,
+            )
             pg = (
                 psel[(psel["algorithm"] == algo) & (psel["precision"] == prec)]
                 if len(psel)
@@ -237,8 +275,17 @@ def _skew_panels(runs: pd.DataFrame, paper: pd.DataFrame, panel_keys: list[str],
             )
             if len(pg):
                 pg = pg.sort_values("skew")
-                ax.plot(pg["skew"], pg["value"], PREC_STYLE.get(prec, ":"), marker="s", ms=4, mfc="none",
-                        color=ALGO_COLOR.get(algo, "k"), alpha=0.35, label=f"{lab} (paper)")  # fmt: skip
+                ax.plot(
+                    pg["skew"],
+                    pg["value"],
+                    PREC_STYLE.get(prec, ":"),
+                    marker="s",
+                    ms=4,
+                    mfc="none",
+                    color=ALGO_COLOR.get(algo, "k"),
+                    alpha=0.35,
+                    label=f"{lab} (paper)",
+                )
         ax.set_title(", ".join(f"{c} {v}" for c, v in zip(panel_keys, k)), fontsize=8)
         ax.set_xlabel("degree of skew")
         ax.set_ylabel("test accuracy (%)")
@@ -256,16 +303,23 @@ def _skew_panels(runs: pd.DataFrame, paper: pd.DataFrame, panel_keys: list[str],
 
 def fig4(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
     runs = figure_runs(df, "fig4")
-    title = _title("Fig. 4: accuracy vs skew (solid FP, dashed 8-bit; faint: paper, real data only)",
-                   runs, ["dataset"])  # fmt: skip
-    return _skew_panels(runs, paper_accuracy(paper, 3), ["model", "topology", "nodes", "compression"],
-                        title)  # fmt: skip
+    title = _title(
+        "Fig. 4: accuracy vs skew (solid FP, dashed 8-bit; faint: paper, real data only)",
+        runs,
+        ["dataset"],
+    )
+    return _skew_panels(
+        runs, paper_accuracy(paper, 3), ["model", "topology", "nodes", "compression"], title
+    )
 
 
 def fig5(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
     runs = figure_runs(df, "fig5")
-    title = _title("Fig. 5: accuracy vs skew with QGM (solid FP, dashed 8-bit; faint: paper, real "
-                   "data only)", runs, ["dataset", "model", "topology", "nodes"])  # fmt: skip
+    title = _title(
+        "Fig. 5: accuracy vs skew with QGM (solid FP, dashed 8-bit; faint: paper, real data only)",
+        runs,
+        ["dataset", "model", "topology", "nodes"],
+    )
     return _skew_panels(runs, paper_accuracy(paper, 4), ["compression"], title, algos=False)
 
 
@@ -285,15 +339,33 @@ def fig6(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
         cats = sorted({(r.skew, r.compression) for r in sel.itertuples()})
         x = np.arange(len(cats))
         for off, prec, color in ((-0.2, "fp32", "red"), (0.2, "int8", "green")):
-            accs = [sel[(sel["skew"] == s) & (sel["compression"] == c) & (sel["precision"] == prec)]["acc"]
-                    for s, c in cats]  # fmt: skip
+            accs = [
+                sel[(sel["skew"] == s) & (sel["compression"] == c) & (sel["precision"] == prec)][
+                    "acc"
+                ]
+                for s, c in cats
+            ]
             vals = [a.mean() for a in accs]
             sds = [a.std(ddof=1) if len(a) > 1 else 0.0 for a in accs]
-            ax.bar(x + off, vals, 0.4, color=color, label="FP" if prec == "fp32" else "LP",
-                   yerr=sds if any(len(a) > 1 for a in accs) else None, capsize=3)  # fmt: skip
-            pv = [pap[(pap["topology"] == topo) & (pap["nodes"] == n) & (pap["skew"] == s)
-                      & (pap["compression"] == c) & (pap["precision"] == prec)]["value"].mean()
-                  for s, c in cats]  # fmt: skip
+            ax.bar(
+                x + off,
+                vals,
+                0.4,
+                color=color,
+                label="FP" if prec == "fp32" else "LP",
+                yerr=sds if any(len(a) > 1 for a in accs) else None,
+                capsize=3,
+            )
+            pv = [
+                pap[
+                    (pap["topology"] == topo)
+                    & (pap["nodes"] == n)
+                    & (pap["skew"] == s)
+                    & (pap["compression"] == c)
+                    & (pap["precision"] == prec)
+                ]["value"].mean()
+                for s, c in cats
+            ]
             ax.plot(x + off, pv, "k_", ms=14, mew=2, label="paper" if prec == "fp32" else None)
         ax.set_xticks(x, [f"skew {s:g}\n({c} % comp.)" for s, c in cats], fontsize=8)
         ax.set_title(f"{topo} ({n} nodes)", fontsize=9)
@@ -313,21 +385,30 @@ def fig7(cost: Path) -> plt.Figure:
     if not mpath.exists() or not cpath.exists():
         return _empty(title, f"cost model outputs missing in {cost} (run `lpdt cost all`)")
     mem, comp = pd.read_csv(mpath), pd.read_csv(cpath)
-    setup = ", ".join(f"{k} {', '.join(sorted({str(v) for v in mem[k]}))}"
-                      for k in ("model", "batch") if k in mem)  # fmt: skip
+    setup = ", ".join(
+        f"{k} {', '.join(sorted({str(v) for v in mem[k]}))}" for k in ("model", "batch") if k in mem
+    )
     title += f" ({setup})" if setup else ""
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     cmap = plt.get_cmap("tab10")
-    bars = [(n, p) for n in ("rangebn", "rangeen") for p in ("fp32", "int8")
-            if ((mem["norm"] == n) & (mem["precision"] == p)).any()]  # fmt: skip
+    bars = [
+        (n, p)
+        for n in ("rangebn", "rangeen")
+        for p in ("fp32", "int8")
+        if ((mem["norm"] == n) & (mem["precision"] == p)).any()
+    ]
     labels = [
         f"{'RBN' if n == 'rangebn' else 'REN'}\n{'FP' if p == 'fp32' else 'LP'}" for n, p in bars
     ]
     kinds = list(dict.fromkeys(mem["kind"]))
     bottom = np.zeros(len(bars))
     for i, k in enumerate(kinds):
-        v = np.array([mem[(mem["norm"] == n) & (mem["precision"] == p) & (mem["kind"] == k)]["mib"].sum()
-                      for n, p in bars])  # fmt: skip
+        v = np.array(
+            [
+                mem[(mem["norm"] == n) & (mem["precision"] == p) & (mem["kind"] == k)]["mib"].sum()
+                for n, p in bars
+            ]
+        )
         a1.bar(range(len(bars)), v, bottom=bottom, color=cmap(i), label=k.replace("_", " "))
         bottom += v
     for i, t in enumerate(bottom):
@@ -340,8 +421,14 @@ def fig7(cost: Path) -> plt.Figure:
     types = list(dict.fromkeys(tr["label"]))
     bottom = np.zeros(len(bars))
     for i, t in enumerate(types):
-        v = np.array([tr[(tr["norm"] == n) & (tr["precision"] == p) & (tr["label"] == t)]["energy_mj"].sum()
-                      for n, p in bars])  # fmt: skip
+        v = np.array(
+            [
+                tr[(tr["norm"] == n) & (tr["precision"] == p) & (tr["label"] == t)][
+                    "energy_mj"
+                ].sum()
+                for n, p in bars
+            ]
+        )
         a2.bar(range(len(bars)), v, bottom=bottom, color=cmap(i), label=t)
         bottom += v
     for i, t in enumerate(bottom):
@@ -355,8 +442,9 @@ def fig7(cost: Path) -> plt.Figure:
     return fig
 
 
-def write_figures(df: pd.DataFrame, paper: pd.DataFrame, cost: Path, analysis: Path,
-                  out_dir: Path) -> list[Path]:  # fmt: skip
+def write_figures(
+    df: pd.DataFrame, paper: pd.DataFrame, cost: Path, analysis: Path, out_dir: Path
+) -> list[Path]:
     makers = {
         "fig1": lambda: fig1(df),
         "fig2": lambda: fig2(analysis),

@@ -48,8 +48,12 @@ class Condition:
             inside = col.map(lambda v: _canon(self.key, v) in self.values)
             return inside if self.op == "=" else ~inside
         (ref,) = self.values
-        cmp = {">=": lambda x: x >= ref, "<=": lambda x: x <= ref, ">": lambda x: x > ref,
-               "<": lambda x: x < ref}[self.op]  # fmt: skip
+        cmp = {
+            ">=": lambda x: x >= ref,
+            "<=": lambda x: x <= ref,
+            ">": lambda x: x > ref,
+            "<": lambda x: x < ref,
+        }[self.op]
         return col.map(lambda v: _number(v) is not None and bool(cmp(_number(v))))
 
     def text(self) -> str:
@@ -152,9 +156,12 @@ def cell_key(keys: Sequence[str], values: Iterable[object]) -> tuple[str, ...]:
     return tuple(str(_canon(k, v)) for k, v in zip(keys, values, strict=True))
 
 
-def select(cells: pd.DataFrame, studies: Sequence[str] | None = None,
-           where: Mapping[str, object] | None = None,
-           keys: Sequence[str] = KEYS) -> pd.DataFrame:  # fmt: skip
+def select(
+    cells: pd.DataFrame,
+    studies: Sequence[str] | None = None,
+    where: Mapping[str, object] | None = None,
+    keys: Sequence[str] = KEYS,
+) -> pd.DataFrame:
     """The rows of ``studies`` (None: all) that meet ``where``, with a seed, one per (coordinates,
     seed): a run listed by several studies counts once."""
     c = cells if studies is None else cells[cells["study"].isin(list(studies))]
@@ -165,9 +172,15 @@ def select(cells: pd.DataFrame, studies: Sequence[str] | None = None,
     return c
 
 
-def pairs(cells: pd.DataFrame, vary: str, a: object, b: object,
-          studies: Sequence[str] | None = None, where: Mapping[str, object] | None = None,
-          keys: Sequence[str] = KEYS) -> pd.DataFrame:  # fmt: skip
+def pairs(
+    cells: pd.DataFrame,
+    vary: str,
+    a: object,
+    b: object,
+    studies: Sequence[str] | None = None,
+    where: Mapping[str, object] | None = None,
+    keys: Sequence[str] = KEYS,
+) -> pd.DataFrame:
     """Rows (pair keys, seed, ``_a``, ``_b``, ``diff`` = a - b, ``_cell``; ``run_a``, ``run_b``
     when the frame has run ids): the accuracies of ``vary == a`` and ``vary == b`` for runs with
     otherwise equal coordinates and the same seed, both with an accuracy."""
@@ -190,14 +203,23 @@ def _r(v: float | None, digits: int = 4) -> float | None:
     return None if v is None or not math.isfinite(v) else round(float(v), digits)
 
 
-def summarize(p: pd.DataFrame, threshold: Threshold | None, direction: str | None,
-              of: str = "the claim's") -> dict:  # fmt: skip
+def summarize(
+    p: pd.DataFrame, threshold: Threshold | None, direction: str | None, of: str = "the claim's"
+) -> dict:
     """The claim's record from paired differences (columns ``_cell``, ``seed``, ``diff``); no
     verdict (``None``) without a threshold. ``of`` names whose cells and studies the notes speak
     of ("the claim's")."""
     if not len(p):
-        return {"verdict": NO_DATA, "mean": None, "sd": None, "ci": None, "n": 0, "cells": 0,
-                "pairs": 0, "why": "no pair of finished runs"}  # fmt: skip
+        return {
+            "verdict": NO_DATA,
+            "mean": None,
+            "sd": None,
+            "ci": None,
+            "n": 0,
+            "cells": 0,
+            "pairs": 0,
+            "why": "no pair of finished runs",
+        }
     # Pair by seed over one set of cells: a cell run with fewer seeds (e.g. an expensive study
     # kept at one seed) would otherwise enter some seeds' means and not others'. Keep the cells
     # that have the most common full seed set; the others are counted, not used.
@@ -210,15 +232,22 @@ def summarize(p: pd.DataFrame, threshold: Threshold | None, direction: str | Non
     per_seed = p.groupby("seed")["diff"].mean().sort_index()
     iv = t_interval(per_seed.to_numpy())
     out = {
-        "verdict": (None if threshold is None or direction is None
-                    else verdict(iv.low, iv.high, threshold, direction)),
-        "mean": _r(iv.mean), "sd": _r(iv.sd),
+        "verdict": (
+            None
+            if threshold is None or direction is None
+            else verdict(iv.low, iv.high, threshold, direction)
+        ),
+        "mean": _r(iv.mean),
+        "sd": _r(iv.sd),
         "ci": None if iv.ci is None else [_r(iv.low), _r(iv.high)],
-        "n": iv.n, "cells": int(p["_cell"].nunique()), "pairs": len(p),
+        "n": iv.n,
+        "cells": int(p["_cell"].nunique()),
+        "pairs": len(p),
         "per_seed": {("none" if s == NO_SEED else str(s)): _r(v) for s, v in per_seed.items()},
-        "min": _r(float(p["diff"].min())), "max": _r(float(p["diff"].max())),
+        "min": _r(float(p["diff"].min())),
+        "max": _r(float(p["diff"].max())),
         "cells_used": [list(c) for c in sorted(used)],
-    }  # fmt: skip
+    }
     if iv.n < 2:
         out["why"] = f"one seed: no interval can be formed (run {of} studies with seeds >= 2)"
     if excluded:
@@ -233,11 +262,19 @@ def per_cell(p: pd.DataFrame, threshold: Threshold | None, direction: str | None
     out = []
     for cell, g in p.groupby("_cell", sort=True):
         iv = t_interval(g["diff"].to_numpy())
-        out.append({
-            "cell": list(cell), "pairs": len(g), "seeds": sorted(int(s) for s in g["seed"]),
-            "mean": _r(iv.mean), "sd": _r(iv.sd),
-            "ci": None if iv.ci is None else [_r(iv.low), _r(iv.high)],
-            "verdict": (None if threshold is None or direction is None
-                        else verdict(iv.low, iv.high, threshold, direction)),
-        })  # fmt: skip
+        out.append(
+            {
+                "cell": list(cell),
+                "pairs": len(g),
+                "seeds": sorted(int(s) for s in g["seed"]),
+                "mean": _r(iv.mean),
+                "sd": _r(iv.sd),
+                "ci": None if iv.ci is None else [_r(iv.low), _r(iv.high)],
+                "verdict": (
+                    None
+                    if threshold is None or direction is None
+                    else verdict(iv.low, iv.high, threshold, direction)
+                ),
+            }
+        )
     return out

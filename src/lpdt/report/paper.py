@@ -8,8 +8,23 @@ import pandas as pd
 
 from lpdt.report.aggregate import KEYS, norm_key
 
-COLUMNS = ["table", "dataset", "model", "norm", "topology", "nodes", "compression", "skew",
-           "algorithm", "precision", "qgm", "phase", "metric", "value", "note"]  # fmt: skip
+COLUMNS = [
+    "table",
+    "dataset",
+    "model",
+    "norm",
+    "topology",
+    "nodes",
+    "compression",
+    "skew",
+    "algorithm",
+    "precision",
+    "qgm",
+    "phase",
+    "metric",
+    "value",
+    "note",
+]
 # Paper table -> the study whose runs fill it.
 TABLE_STUDY = {2: "table2", 3: "table3", 4: "table4", 5: "table5", 6: "table6"}
 

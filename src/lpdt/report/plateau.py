@@ -22,8 +22,14 @@ import pandas as pd
 
 # "Within about a point" of where twice the training takes a cell (the quick scale's target).
 NEAR_POINTS = 1.0
-COLUMNS = ["case", "quick run", "quick epochs", "acc at 1x (%)", "acc at 2x (%)",
-           "gain of 2x (points)"]  # fmt: skip
+COLUMNS = [
+    "case",
+    "quick run",
+    "quick epochs",
+    "acc at 1x (%)",
+    "acc at 2x (%)",
+    "gain of 2x (points)",
+]
 
 
 def load_check(path: Path | str | None) -> pd.DataFrame | None:
@@ -39,8 +45,10 @@ def load_check(path: Path | str | None) -> pd.DataFrame | None:
     df = pd.read_csv(path, comment="#")
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
-        raise ValueError(f"{path} is not a plateau check summary: no column(s) {missing} "
-                         "(benchmarks/calibration_curves.py writes curves_summary.csv)")  # fmt: skip
+        raise ValueError(
+            f"{path} is not a plateau check summary: no column(s) {missing} "
+            "(benchmarks/calibration_curves.py writes curves_summary.csv)"
+        )
     return df
 
 
@@ -77,9 +85,18 @@ def claims_at_2x(check: pd.DataFrame | None, runs: pd.DataFrame) -> list[dict]:
             continue
         thr = claim.threshold
         same = holds(r1["mean"], thr, claim.direction) == holds(r2["mean"], thr, claim.direction)
-        out.append({"id": cid, "statement": claim.statement, "effect": claim.effect,
-                    "rule": claim.rule, "cells": r1["cells"], "at_1x": r1["mean"],
-                    "at_2x": r2["mean"], "same_side": same})  # fmt: skip
+        out.append(
+            {
+                "id": cid,
+                "statement": claim.statement,
+                "effect": claim.effect,
+                "rule": claim.rule,
+                "cells": r1["cells"],
+                "at_1x": r1["mean"],
+                "at_2x": r2["mean"],
+                "same_side": same,
+            }
+        )
     return out
 
 
@@ -91,12 +108,19 @@ def claims_2x_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str | 
     delta = pd.Series([c["at_2x"] - c["at_1x"] for c in moved])
     flips = [c for c in moved if not c["same_side"]]
     n = f"{len(moved)} accuracy claim" + ("s" if len(moved) != 1 else "")
-    s = (f"On the checked runs (one seed), twice the epochs moves the effects of {n} by "
-         f"{_range(delta)} points")  # fmt: skip
+    s = (
+        f"On the checked runs (one seed), twice the epochs moves the effects of {n} by "
+        f"{_range(delta)} points"
+    )
     if flips:
-        return s + (f"; {len(flips)} cross{'es' if len(flips) == 1 else ''} its threshold: "
-                    + "; ".join(f"\"{c['statement']}\" {c['at_1x']:.2f} to {c['at_2x']:.2f} "
-                                f"({c['rule']})" for c in flips) + ".")  # fmt: skip
+        return s + (
+            f"; {len(flips)} cross{'es' if len(flips) == 1 else ''} its threshold: "
+            + "; ".join(
+                f'"{c["statement"]}" {c["at_1x"]:.2f} to {c["at_2x"]:.2f} ({c["rule"]})'
+                for c in flips
+            )
+            + "."
+        )
     big = max(moved, key=lambda c: abs(c["at_2x"] - c["at_1x"]))
     return s + (
         f' (most: "{big["statement"]}", {big["at_1x"]:.2f} to {big["at_2x"]:.2f}); '
@@ -114,8 +138,11 @@ def plateau_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
     accuracy, and how much the others gained; or that no check covers these runs."""
     m = matching(check, runs)
     if not len(m):
-        why = ("no plateau check was given" if check is None
-               else "the plateau check was measured on other configurations (no run id matches)")  # fmt: skip
+        why = (
+            "no plateau check was given"
+            if check is None
+            else "the plateau check was measured on other configurations (no run id matches)"
+        )
         return (
             f"Whether these runs are trained to a plateau is not measured here: {why} "
             "(benchmarks/calibration_curves.py trains each claim cell twice as long)."
@@ -124,15 +151,19 @@ def plateau_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
     near, far = m[gain.abs() <= NEAR_POINTS], m[gain.abs() > NEAR_POINTS]
     epochs = sorted({int(e) for e in m["quick epochs"]})
     ep = "/".join(map(str, epochs))
-    s = (f"A plateau check (one seed of each checked cell trained for twice its {ep} epochs) "
-         f"covers {len(m)} of these runs' configurations: "
-         f"{len(near)} end within {NEAR_POINTS:g} point of the longer run")  # fmt: skip
+    s = (
+        f"A plateau check (one seed of each checked cell trained for twice its {ep} epochs) "
+        f"covers {len(m)} of these runs' configurations: "
+        f"{len(near)} end within {NEAR_POINTS:g} point of the longer run"
+    )
     if len(near):
         s += f" ({_range(near['gain of 2x (points)'])} points)"
     if len(far):
-        s += (f", {len(far)} move further ({_range(far['gain of 2x (points)'])} points; each "
-              "cell under What ran), so verdicts resting on those cells may change with longer "
-              "training")  # fmt: skip
+        s += (
+            f", {len(far)} move further ({_range(far['gain of 2x (points)'])} points; each "
+            "cell under What ran), so verdicts resting on those cells may change with longer "
+            "training"
+        )
     return s + "."
 
 
@@ -141,5 +172,7 @@ def plateau_row(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
     m = matching(check, runs)
     if not len(m):
         return "not measured for these configurations"
-    return "; ".join(f"{r['case']} {float(r['gain of 2x (points)']):+.1f}"
-                     for _, r in m.iterrows()) + " points at 2x epochs (one seed)"  # fmt: skip
+    return (
+        "; ".join(f"{r['case']} {float(r['gain of 2x (points)']):+.1f}" for _, r in m.iterrows())
+        + " points at 2x epochs (one seed)"
+    )

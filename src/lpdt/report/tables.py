@@ -19,8 +19,12 @@ from lpdt.report.describe import cost_setup, energy_text, setup_text
 from lpdt.report.paper import paper_accuracy
 
 NOT_RUN = "not run at this scale"
-VARIANT = {("deepsqueeze", "fp32"): "DS (32-bit)", ("deepsqueeze", "int8"): "LP-DS (8-bit)",
-           ("choco", "fp32"): "Choco (32-bit)", ("choco", "int8"): "LP-Choco (8-bit)"}  # fmt: skip
+VARIANT = {
+    ("deepsqueeze", "fp32"): "DS (32-bit)",
+    ("deepsqueeze", "int8"): "LP-DS (8-bit)",
+    ("choco", "fp32"): "Choco (32-bit)",
+    ("choco", "int8"): "LP-Choco (8-bit)",
+}
 PREC = {"fp32": "FP (32-bit)", "int8": "LP (8-bit)"}
 
 
@@ -37,27 +41,88 @@ class Spec:
 
 
 SPECS = {
-    2: Spec(2, "table2", "Table 2: single-node baselines (the paper's setting), test accuracy (%)",
-            ["dataset", "model"], ["precision"], ["dataset", "model", "precision"]),
-    3: Spec(3, "table3", "Table 3: CIFAR-10, decentralized training (the paper's setting), test accuracy (%)",
-            ["model", "topology", "nodes", "compression", "skew"], ["algorithm", "precision"],
-            ["dataset", "model", "topology", "nodes", "compression", "skew", "algorithm",
-             "precision", "qgm"]),
-    4: Spec(4, "table4", "Table 4: ResNet-20, 8-node directed ring, Choco with QGM (the paper's "
-            "setting), test accuracy (%)",
-            ["compression", "skew"], ["precision"],
-            ["dataset", "model", "topology", "nodes", "compression", "skew", "algorithm",
-             "precision", "qgm"]),
-    5: Spec(5, "table5", "Table 5: Imagenette, Choco (the paper's setting), test accuracy (%)",
-            ["model", "topology", "nodes", "compression", "skew"], ["precision"],
-            ["dataset", "model", "topology", "nodes", "compression", "skew", "algorithm",
-             "precision", "qgm"]),
-    6: Spec(6, "table6", "Table 6: NLP (DistilBERT), directed ring (the paper's setting), test "
-            "accuracy (%)",
-            ["dataset", "compression", "skew"], ["algorithm", "precision"],
-            ["dataset", "model", "topology", "nodes", "compression", "skew", "algorithm",
-             "precision", "qgm"]),
-}  # fmt: skip
+    2: Spec(
+        2,
+        "table2",
+        "Table 2: single-node baselines (the paper's setting), test accuracy (%)",
+        ["dataset", "model"],
+        ["precision"],
+        ["dataset", "model", "precision"],
+    ),
+    3: Spec(
+        3,
+        "table3",
+        "Table 3: CIFAR-10, decentralized training (the paper's setting), test accuracy (%)",
+        ["model", "topology", "nodes", "compression", "skew"],
+        ["algorithm", "precision"],
+        [
+            "dataset",
+            "model",
+            "topology",
+            "nodes",
+            "compression",
+            "skew",
+            "algorithm",
+            "precision",
+            "qgm",
+        ],
+    ),
+    4: Spec(
+        4,
+        "table4",
+        "Table 4: ResNet-20, 8-node directed ring, Choco with QGM (the paper's "
+        "setting), test accuracy (%)",
+        ["compression", "skew"],
+        ["precision"],
+        [
+            "dataset",
+            "model",
+            "topology",
+            "nodes",
+            "compression",
+            "skew",
+            "algorithm",
+            "precision",
+            "qgm",
+        ],
+    ),
+    5: Spec(
+        5,
+        "table5",
+        "Table 5: Imagenette, Choco (the paper's setting), test accuracy (%)",
+        ["model", "topology", "nodes", "compression", "skew"],
+        ["precision"],
+        [
+            "dataset",
+            "model",
+            "topology",
+            "nodes",
+            "compression",
+            "skew",
+            "algorithm",
+            "precision",
+            "qgm",
+        ],
+    ),
+    6: Spec(
+        6,
+        "table6",
+        "Table 6: NLP (DistilBERT), directed ring (the paper's setting), test accuracy (%)",
+        ["dataset", "compression", "skew"],
+        ["algorithm", "precision"],
+        [
+            "dataset",
+            "model",
+            "topology",
+            "nodes",
+            "compression",
+            "skew",
+            "algorithm",
+            "precision",
+            "qgm",
+        ],
+    ),
+}
 
 
 @dataclass
@@ -110,17 +175,35 @@ def compare(df: pd.DataFrame, paper: pd.DataFrame, spec: Spec) -> pd.DataFrame:
             "ok" if len(ok) else ("diverged" if (g["status"] == "diverged").any() else "missing")
         )
         seeds = sorted({int(x) for x in g["seed"].dropna()})
-        groups.append(dict(zip(spec.match, key if isinstance(key, tuple) else (key,)))
-                      | {"status": status, "ours": ok["acc"].mean() if len(ok) else math.nan,
-                         "ours_sd": ok["acc"].std(ddof=1) if len(ok) > 1 else math.nan,
-                         "n": len(ok),
-                         "ours_avg_model": ok["acc_avg_model"].mean() if len(ok) else math.nan,
-                         "runs": len(g), "seeds": " ".join(map(str, seeds)),
-                         "stand_in": "; ".join(sorted(set(g["stand_in"]) - {""})),
-                         "run_ids": " ".join(g["run_id"])})  # fmt: skip
-    ours = pd.DataFrame(groups, columns=[*spec.match, "status", "ours", "ours_sd", "n",
-                                         "ours_avg_model", "runs", "seeds", "stand_in",
-                                         "run_ids"])  # fmt: skip
+        groups.append(
+            dict(zip(spec.match, key if isinstance(key, tuple) else (key,)))
+            | {
+                "status": status,
+                "ours": ok["acc"].mean() if len(ok) else math.nan,
+                "ours_sd": ok["acc"].std(ddof=1) if len(ok) > 1 else math.nan,
+                "n": len(ok),
+                "ours_avg_model": ok["acc_avg_model"].mean() if len(ok) else math.nan,
+                "runs": len(g),
+                "seeds": " ".join(map(str, seeds)),
+                "stand_in": "; ".join(sorted(set(g["stand_in"]) - {""})),
+                "run_ids": " ".join(g["run_id"]),
+            }
+        )
+    ours = pd.DataFrame(
+        groups,
+        columns=[
+            *spec.match,
+            "status",
+            "ours",
+            "ours_sd",
+            "n",
+            "ours_avg_model",
+            "runs",
+            "seeds",
+            "stand_in",
+            "run_ids",
+        ],
+    )
     pap = paper_accuracy(paper, spec.table)[[*spec.match, "value", "note"]].rename(
         columns={"value": "paper"}
     )
@@ -135,8 +218,22 @@ def compare(df: pd.DataFrame, paper: pd.DataFrame, spec: Spec) -> pd.DataFrame:
     m["n"] = m["n"].fillna(0).astype(int)
     m["runs"] = m["runs"].fillna(0).astype(int)
     m["seeds"] = m["seeds"].fillna("")
-    cols = ["table", *spec.match, "ours", "ours_sd", "n", "paper", "diff", "status",
-            "ours_avg_model", "runs", "seeds", "stand_in", "note", "run_ids"]  # fmt: skip
+    cols = [
+        "table",
+        *spec.match,
+        "ours",
+        "ours_sd",
+        "n",
+        "paper",
+        "diff",
+        "status",
+        "ours_avg_model",
+        "runs",
+        "seeds",
+        "stand_in",
+        "note",
+        "run_ids",
+    ]
     return m[cols]
 
 
@@ -159,8 +256,9 @@ def cell_text(r: pd.Series) -> str:
     return f"{ours} / {p or '-'}"
 
 
-def render_accuracy(m: pd.DataFrame, spec: Spec, scale: str,
-                    runs: pd.DataFrame | None = None) -> Rendered:  # fmt: skip
+def render_accuracy(
+    m: pd.DataFrame, spec: Spec, scale: str, runs: pd.DataFrame | None = None
+) -> Rendered:
     """The paper's layout; ``runs`` (the study's rows of the run table) give the caption's
     description of what we ran."""
 
@@ -180,8 +278,10 @@ def render_accuracy(m: pd.DataFrame, spec: Spec, scale: str,
             return (False, "", order[v])
         return (v is None, str(type(v)), v if v is not None else 0)
 
-    col_keys = sorted({tuple(r) for r in m[spec.cols].itertuples(index=False)},
-                      key=lambda k: tuple(sort_val(x) for x in k))  # fmt: skip
+    col_keys = sorted(
+        {tuple(r) for r in m[spec.cols].itertuples(index=False)},
+        key=lambda k: tuple(sort_val(x) for x in k),
+    )
     row_keys = list(dict.fromkeys(tuple(r) for r in m[spec.rows].itertuples(index=False)))
     # Paper rows first, in the paper's order; then ours that the paper lacks, sorted.
     paper_rows = [
@@ -199,13 +299,15 @@ def render_accuracy(m: pd.DataFrame, spec: Spec, scale: str,
             r = idx.get(tuple(rk) + tuple(ck))
             cells.append("" if r is None else cell_text(r))
         rows.append(cells)
-    caption = [f"Cells: ours / paper (ours - paper), accuracy in %; ours = mean node test accuracy "
-               f"after the final gossip rounds (reference §9); scale: {scale}.",
-               "A cell with several seeds reads mean ± sd (n=K): mean and sample standard "
-               "deviation over its K finished runs ('n=K of R' when only K of its R runs "
-               "finished); a bare number is one run.",
-               "'not run' = cell not in our grid at this scale; 'missing' = run listed but no "
-               "record; '-' = not in the paper."]  # fmt: skip
+    caption = [
+        f"Cells: ours / paper (ours - paper), accuracy in %; ours = mean node test accuracy "
+        f"after the final gossip rounds (reference §9); scale: {scale}.",
+        "A cell with several seeds reads mean ± sd (n=K): mean and sample standard "
+        "deviation over its K finished runs ('n=K of R' when only K of its R runs "
+        "finished); a bare number is one run.",
+        "'not run' = cell not in our grid at this scale; 'missing' = run listed but no "
+        "record; '-' = not in the paper.",
+    ]
     if runs is not None:
         caption.append(f"Our runs: {setup_text(runs[runs['status'] == 'ok'])}.")
     caption += stand_in_caption(m["stand_in"])
@@ -216,22 +318,26 @@ def render_accuracy(m: pd.DataFrame, spec: Spec, scale: str,
 # --- cost tables (7, 9, 10) ---------------------------------------------------------------------
 
 FORMULAS = {  # layer label -> (adds, mults) for Table 7 (training) and Table 9 (inference)
-    7: {"Conv": ("3 b Cout Cin K^2 Lo^2", "3 b Cout Cin K^2 Lo^2"),
+    7: {
+        "Conv": ("3 b Cout Cin K^2 Lo^2", "3 b Cout Cin K^2 Lo^2"),
         "Linear": ("3 b Cout Cin", "3 b Cout Cin"),
         "Quantization (activation)": ("2 b Cin L^2", "4 b Cin L^2"),
         "Quantization (weight)": ("2 Cout Cin K^2", "4 Cout Cin K^2"),
         "Range batch-norm + ReLU": ("9 b Cin L^2", "6 b Cin L^2 + 7 Cin"),
         "Range EvoNorm": ("6 b Cin L^2", "10 b Cin L^2 + 5 Cin"),
         "Skip connection": ("2 b Cin L^2", "-"),
-        "Average pool": ("b Cin L^2", "2 b Cin")},
-    9: {"Conv": ("b Cout Cin K^2 Lo^2", "b Cout Cin K^2 Lo^2"),
+        "Average pool": ("b Cin L^2", "2 b Cin"),
+    },
+    9: {
+        "Conv": ("b Cout Cin K^2 Lo^2", "b Cout Cin K^2 Lo^2"),
         "Linear": ("b Cout Cin", "b Cout Cin"),
         "Quantization (weight)": ("2 Cout Cin K^2", "4 Cout Cin K^2"),
         "Range batch-norm + ReLU": ("3 b Cin L^2", "2 b Cin L^2 + 3 Cin"),
         "Range EvoNorm": ("2 b Cin L^2", "4 b Cin L^2 + 2 Cin"),
         "Skip connection": ("2 b Cin L^2", "-"),
-        "Average pool": ("b Cin L^2", "b Cin")},
-}  # fmt: skip
+        "Average pool": ("b Cin L^2", "b Cin"),
+    },
+}
 NORM_LABEL = {"rangebn": "RBN", "rangeen": "REN"}
 
 
@@ -247,12 +353,17 @@ def _num(v: float) -> str:
 def ops_table(cost_dir: Path, table: int) -> tuple[pd.DataFrame, list[Rendered]]:
     """Table 7 (training) / 9 (inference): the paper's formulas + the cost model's counts (model
     and batch as in its CSV)."""
-    title = {7: "Table 7: operations per layer type, training (forward + backward)",
-             9: "Table 9: operations per layer type, inference (forward)"}[table]  # fmt: skip
+    title = {
+        7: "Table 7: operations per layer type, training (forward + backward)",
+        9: "Table 9: operations per layer type, inference (forward)",
+    }[table]
     f = FORMULAS[table]
-    formulas = Rendered(title + " - formulas (paper)", ["Layer type", "Additions", "Multiplications"],
-                        [[k, a, m] for k, (a, m) in f.items()],
-                        ["b batch, Cin/Cout channels, K kernel, L input and Lo output size (Table 8)."])  # fmt: skip
+    formulas = Rendered(
+        title + " - formulas (paper)",
+        ["Layer type", "Additions", "Multiplications"],
+        [[k, a, m] for k, (a, m) in f.items()],
+        ["b batch, Cin/Cout channels, K kernel, L input and Lo output size (Table 8)."],
+    )
     path = cost_dir / f"table{table}.csv"
     if not path.exists():
         formulas.caption.append(f"Numeric counts missing: {path} not found (run `lpdt cost all`).")
@@ -264,24 +375,45 @@ def ops_table(cost_dir: Path, table: int) -> tuple[pd.DataFrame, list[Rendered]]
     model, batch = ", ".join(setup.get("model", [])), ", ".join(setup.get("batch", []))
     rows = []
     rank = {k: i for i, k in enumerate([*f, "Total"])}
-    c = c.sort_values(["norm", "label"], key=lambda s: s.map(rank) if s.name == "label" else s,
-                      kind="stable")  # fmt: skip
+    c = c.sort_values(
+        ["norm", "label"], key=lambda s: s.map(rank) if s.name == "label" else s, kind="stable"
+    )
     for (norm, label), g in c.groupby(["norm", "label"], sort=False):
         by = {p: r for p, r in zip(g["precision"], g.to_dict("records"))}
         fp, lp = by.get("fp32"), by.get("int8")
         ref = fp or lp
-        rows.append([NORM_LABEL.get(norm, norm), label, str(ref["layers"]),
-                     _num(fp["additions"]) if fp else "-", _num(fp["multiplications"]) if fp else "-",
-                     _num(lp["additions"]) if lp else "-", _num(lp["multiplications"]) if lp else "-",
-                     fmt(fp["energy_mj"], 3) if fp else "-", fmt(lp["energy_mj"], 4) if lp else "-"])  # fmt: skip
+        rows.append(
+            [
+                NORM_LABEL.get(norm, norm),
+                label,
+                str(ref["layers"]),
+                _num(fp["additions"]) if fp else "-",
+                _num(fp["multiplications"]) if fp else "-",
+                _num(lp["additions"]) if lp else "-",
+                _num(lp["multiplications"]) if lp else "-",
+                fmt(fp["energy_mj"], 3) if fp else "-",
+                fmt(lp["energy_mj"], 4) if lp else "-",
+            ]
+        )
     numeric = Rendered(
         f"{title.split(' - ')[0]} - our counts for {model}, b={batch} (per node per iteration)",
-        ["Norm", "Layer type", "Layers", "Adds FP", "Mults FP", "Adds LP", "Mults LP",
-         "Energy FP (mJ)", "Energy LP (mJ)"],
+        [
+            "Norm",
+            "Layer type",
+            "Layers",
+            "Adds FP",
+            "Mults FP",
+            "Adds LP",
+            "Mults LP",
+            "Energy FP (mJ)",
+            "Energy LP (mJ)",
+        ],
         rows,
-        ["From lpdt cost (model traced with hooks); the paper gives formulas only, no numbers.",
-         energy_text(cost_dir)],
-    )  # fmt: skip
+        [
+            "From lpdt cost (model traced with hooks); the paper gives formulas only, no numbers.",
+            energy_text(cost_dir),
+        ],
+    )
     return c, [formulas, numeric]
 
 
@@ -291,27 +423,58 @@ def table10(cost_dir: Path, paper: pd.DataFrame) -> tuple[pd.DataFrame, list[Ren
     path = cost_dir / "table10.csv"
     ours = pd.read_csv(path) if path.exists() else pd.DataFrame()
     batch = ", ".join(cost_setup(cost_dir, "table10.csv").get("batch", []))
-    title = ("Table 10: memory and energy per node per iteration, ours / paper"
-             + (f" (our batch: {batch})" if batch else ""))  # fmt: skip
+    title = "Table 10: memory and energy per node per iteration, ours / paper" + (
+        f" (our batch: {batch})" if batch else ""
+    )
     out = []
     for _, r in p[["phase", "model", "norm"]].drop_duplicates().iterrows():
         sel = p[(p["phase"] == r["phase"]) & (p["model"] == r["model"]) & (p["norm"] == r["norm"])]
-        o = ours[(ours["phase"] == r["phase"]) & (ours["model"] == r["model"])
-                 & (ours["norm"] == r["norm"])] if len(ours) else ours  # fmt: skip
+        o = (
+            ours[
+                (ours["phase"] == r["phase"])
+                & (ours["model"] == r["model"])
+                & (ours["norm"] == r["norm"])
+            ]
+            if len(ours)
+            else ours
+        )
         orow = o.iloc[0] if len(o) else None
         for _, pr in sel.iterrows():
             met, prec = pr["metric"], pr["precision"]
-            col = {"memory_mib": f"memory_{prec}_mib", "energy_mj": f"energy_{prec}_mj",
-                   "memory_efficiency": "memory_efficiency",
-                   "energy_efficiency": "energy_efficiency"}[met]  # fmt: skip
+            col = {
+                "memory_mib": f"memory_{prec}_mib",
+                "energy_mj": f"energy_{prec}_mj",
+                "memory_efficiency": "memory_efficiency",
+                "energy_efficiency": "energy_efficiency",
+            }[met]
             ov = float(orow[col]) if orow is not None and col in orow else math.nan
-            out.append({"table": 10, "phase": r["phase"], "model": r["model"], "norm": r["norm"],
-                        "metric": met, "precision": _s(prec), "ours": ov, "paper": pr["value"],
-                        "diff": ov - pr["value"], "ratio": ov / pr["value"] if pr["value"] else math.nan,
-                        "status": "ok" if orow is not None else "missing"})  # fmt: skip
+            out.append(
+                {
+                    "table": 10,
+                    "phase": r["phase"],
+                    "model": r["model"],
+                    "norm": r["norm"],
+                    "metric": met,
+                    "precision": _s(prec),
+                    "ours": ov,
+                    "paper": pr["value"],
+                    "diff": ov - pr["value"],
+                    "ratio": ov / pr["value"] if pr["value"] else math.nan,
+                    "status": "ok" if orow is not None else "missing",
+                }
+            )
     m = pd.DataFrame(out)
-    header = ["Phase", "Model", "Norm", "Mem FP (MiB)", "Mem LP (MiB)", "Mem eff.",
-              "Energy FP (mJ)", "Energy LP (mJ)", "Energy eff."]  # fmt: skip
+    header = [
+        "Phase",
+        "Model",
+        "Norm",
+        "Mem FP (MiB)",
+        "Mem LP (MiB)",
+        "Mem eff.",
+        "Energy FP (mJ)",
+        "Energy LP (mJ)",
+        "Energy eff.",
+    ]
     rows = []
     for (ph, mo, no), g in m.groupby(["phase", "model", "norm"], sort=False):
 
@@ -326,16 +489,29 @@ def table10(cost_dir: Path, paper: pd.DataFrame) -> tuple[pd.DataFrame, list[Ren
                 else f"missing / {fmt(s['paper'])}"
             )
 
-        rows.append([ph, mo, NORM_LABEL.get(no, no), cell("memory_mib", "fp32"), cell("memory_mib", "int8"),
-                     cell("memory_efficiency"), cell("energy_mj", "fp32"), cell("energy_mj", "int8"),
-                     cell("energy_efficiency")])  # fmt: skip
+        rows.append(
+            [
+                ph,
+                mo,
+                NORM_LABEL.get(no, no),
+                cell("memory_mib", "fp32"),
+                cell("memory_mib", "int8"),
+                cell("memory_efficiency"),
+                cell("energy_mj", "fp32"),
+                cell("energy_mj", "int8"),
+                cell("energy_efficiency"),
+            ]
+        )
     cap = [
         "Cells: ours (analytic cost model, lpdt cost) / paper. RBN Range batch-norm, REN Range EvoNorm."
     ]
     ratios = ratio_ranges(m)
     if ratios:
-        cap.append("Ours / paper: " + "; ".join(f"{k} {lo:.2f}-{hi:.2f}x" for k, (lo, hi) in ratios.items())
-                   + " (docs/cost.md compares the cost model with the paper).")  # fmt: skip
+        cap.append(
+            "Ours / paper: "
+            + "; ".join(f"{k} {lo:.2f}-{hi:.2f}x" for k, (lo, hi) in ratios.items())
+            + " (docs/cost.md compares the cost model with the paper)."
+        )
     if not len(ours):
         cap.append(f"Our values missing: {path} not found (run `lpdt cost all`).")
     return m, [Rendered(title, header, rows, cap)]
@@ -347,9 +523,12 @@ def ratio_ranges(m: pd.DataFrame) -> dict[str, tuple[float, float]]:
         return {}
     ok = m[(m["status"] == "ok") & m["ratio"].notna()]
     out = {}
-    for label, metrics in (("memory", ["memory_mib"]), ("energy", ["energy_mj"]),
-                           ("memory efficiency", ["memory_efficiency"]),
-                           ("energy efficiency", ["energy_efficiency"])):  # fmt: skip
+    for label, metrics in (
+        ("memory", ["memory_mib"]),
+        ("energy", ["energy_mj"]),
+        ("memory efficiency", ["memory_efficiency"]),
+        ("energy efficiency", ["energy_efficiency"]),
+    ):
         r = ok[ok["metric"].isin(metrics)]["ratio"]
         if len(r):
             out[label] = (float(r.min()), float(r.max()))
@@ -363,22 +542,40 @@ def data_table(cost_dir: Path) -> Rendered | None:
         return None
     d = pd.read_csv(path)
     epochs = d["epochs"] if "epochs" in d else pd.Series([""] * len(d))
-    rows = [[r["model"], r["reading"], r["topology"], str(r["nodes"]), _s(e), f"{round(r['compression'] * 100)} %",
-             f"{r['gb_fp32']:.4g} / {r['gb_fp32_paper']:g}", f"{r['gb_int8']:.4g} / {r['gb_int8_paper']:g}",
-             "yes" if str(r["agrees_printed"]) == "True" else "no"] for (_, r), e in zip(d.iterrows(), epochs)]  # fmt: skip
+    rows = [
+        [
+            r["model"],
+            r["reading"],
+            r["topology"],
+            str(r["nodes"]),
+            _s(e),
+            f"{round(r['compression'] * 100)} %",
+            f"{r['gb_fp32']:.4g} / {r['gb_fp32_paper']:g}",
+            f"{r['gb_int8']:.4g} / {r['gb_int8_paper']:g}",
+            "yes" if str(r["agrees_printed"]) == "True" else "no",
+        ]
+        for (_, r), e in zip(d.iterrows(), epochs)
+    ]
     ratios = sorted({f"{a / b:.3g}" for a, b in zip(d["gb_fp32"], d["gb_int8"]) if b})
-    caption = ["Analytic (lpdt cost comm); the paper's 8-bit value is its fp32 value / 4; ours is "
-               f"fp32 / {', '.join(ratios) or '-'} (the messages themselves stay fp32)."]  # fmt: skip
+    caption = [
+        "Analytic (lpdt cost comm); the paper's 8-bit value is its fp32 value / 4; ours is "
+        f"fp32 / {', '.join(ratios) or '-'} (the messages themselves stay fp32)."
+    ]
     disagree = d[d["agrees_printed"].astype(str) != "True"]
     notes = sorted(
         {str(n) for n in disagree.get("note", pd.Series(dtype=object)).dropna() if str(n)}
     )
     if len(disagree):
-        caption.append(f"{len(disagree)} of {len(d)} rows do not agree with the printed digits"
-                       + (f": {'; '.join(notes)}." if notes else "."))  # fmt: skip
-    return Rendered("Table 3 'Data' column: GB sent per node during training, ours / paper",
-                    ["Model", "Reading", "Topology", "n", "Epochs", "Comp.", "FP (GB)", "LP (GB)", "Agrees"],
-                    rows, caption)  # fmt: skip
+        caption.append(
+            f"{len(disagree)} of {len(d)} rows do not agree with the printed digits"
+            + (f": {'; '.join(notes)}." if notes else ".")
+        )
+    return Rendered(
+        "Table 3 'Data' column: GB sent per node during training, ours / paper",
+        ["Model", "Reading", "Topology", "n", "Epochs", "Comp.", "FP (GB)", "LP (GB)", "Agrees"],
+        rows,
+        caption,
+    )
 
 
 # --- writers -----------------------------------------------------------------------------------
@@ -398,9 +595,19 @@ def to_md(parts: list[Rendered]) -> str:
 
 
 def tex_escape(s: str) -> str:
-    for a, b in (("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"),
-                 ("#", r"\#"), ("$", r"\$"), ("{", r"\{"), ("}", r"\}"), ("^", r"\^{}"),
-                 ("~", r"\~{}"), ("§", r"\S{}")):  # fmt: skip
+    for a, b in (
+        ("\\", r"\textbackslash{}"),
+        ("&", r"\&"),
+        ("%", r"\%"),
+        ("_", r"\_"),
+        ("#", r"\#"),
+        ("$", r"\$"),
+        ("{", r"\{"),
+        ("}", r"\}"),
+        ("^", r"\^{}"),
+        ("~", r"\~{}"),
+        ("§", r"\S{}"),
+    ):
         s = s.replace(a, b)
     return s
 
@@ -408,9 +615,15 @@ def tex_escape(s: str) -> str:
 def to_tex(parts: list[Rendered]) -> str:
     out = []
     for t in parts:
-        out += [r"\begin{table}[ht]", r"\centering\small", f"\\caption{{{tex_escape(t.title)}}}",
-                r"\begin{tabular}{" + "l" * len(t.header) + "}", r"\hline",
-                " & ".join(tex_escape(h) for h in t.header) + r" \\", r"\hline"]  # fmt: skip
+        out += [
+            r"\begin{table}[ht]",
+            r"\centering\small",
+            f"\\caption{{{tex_escape(t.title)}}}",
+            r"\begin{tabular}{" + "l" * len(t.header) + "}",
+            r"\hline",
+            " & ".join(tex_escape(h) for h in t.header) + r" \\",
+            r"\hline",
+        ]
         out += [" & ".join(tex_escape(c) for c in r) + r" \\" for r in t.rows]
         out += [r"\hline", r"\end{tabular}"]
         out += [f"\\par\\footnotesize {tex_escape(c)}" for c in t.caption]
@@ -418,8 +631,9 @@ def to_tex(parts: list[Rendered]) -> str:
     return "\n".join(out)
 
 
-def build_tables(df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path, scale: str
-                 ) -> dict[int, tuple[pd.DataFrame, list[Rendered]]]:  # fmt: skip
+def build_tables(
+    df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path, scale: str
+) -> dict[int, tuple[pd.DataFrame, list[Rendered]]]:
     """Every table: number -> (long frame for the CSV, printable parts)."""
     out: dict[int, tuple[pd.DataFrame, list[Rendered]]] = {}
     for n, spec in SPECS.items():

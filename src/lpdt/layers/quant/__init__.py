@@ -29,8 +29,22 @@ from lpdt.layers.quant.quantizers import quantize, quantize_minmax
 from lpdt.layers.quant.spec import ALLOWED_BITS, MIN_STEP, RANGE_MOMENTUM, QuantSpec
 
 __all__ = [
-    "ALLOWED_BITS", "MIN_STEP", "RANGE_MOMENTUM", "QAdd", "QConv2d", "QLinear",
-    "QRangeBatchNormAct2d", "QRangeEvoNorm", "QuantMeasure", "QuantSpec", "convert_to_int8",
-    "gossip_buffer_names", "qparam", "quantize", "quantize_grad", "quantize_minmax", "ste",
+    "ALLOWED_BITS",
+    "MIN_STEP",
+    "RANGE_MOMENTUM",
+    "QAdd",
+    "QConv2d",
+    "QLinear",
+    "QRangeBatchNormAct2d",
+    "QRangeEvoNorm",
+    "QuantMeasure",
+    "QuantSpec",
+    "convert_to_int8",
+    "gossip_buffer_names",
+    "qparam",
+    "quantize",
+    "quantize_grad",
+    "quantize_minmax",
+    "ste",
     "ste_minmax",
-]  # fmt: skip
+]

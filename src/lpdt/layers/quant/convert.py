@@ -53,9 +53,16 @@ def _convert_norm(m: nn.Module, spec: QuantSpec, model_cfg) -> nn.Module:
 @torch.no_grad()
 def _convert_conv(m: nn.Conv2d, spec: QuantSpec) -> QConv2d:
     q = QConv2d(
-        m.in_channels, m.out_channels, m.kernel_size, m.stride, m.padding, m.dilation,
-        m.groups, m.bias is not None, spec=spec,
-    )  # fmt: skip
+        m.in_channels,
+        m.out_channels,
+        m.kernel_size,
+        m.stride,
+        m.padding,
+        m.dilation,
+        m.groups,
+        m.bias is not None,
+        spec=spec,
+    )
     q.weight.copy_(m.weight)
     if m.bias is not None:
         q.bias.copy_(m.bias)

@@ -96,10 +96,16 @@ class QConv2d(nn.Conv2d):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return biprec_conv2d(
-            self.quantize_input(x), qparam(self, "weight"), qparam(self, "bias"),
-            self.stride, self.padding, self.dilation, self.groups, self.spec.grad_bits,
+            self.quantize_input(x),
+            qparam(self, "weight"),
+            qparam(self, "bias"),
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.groups,
+            self.spec.grad_bits,
             self.noise_salt,
-        )  # fmt: skip
+        )
 
 
 class QLinear(nn.Linear):
