@@ -23,28 +23,18 @@ from lpdt.layers.quant import convert_to_int8, quantize
 from lpdt.models import MODELS
 from lpdt.steps import CUDA_INT8_ENV, Steps
 from lpdt.train import Run
+from tests.distributed.test_equivalence import BASE as EQUIVALENCE_BASE
 from tests.distributed.worker import node_state, train_briefly
 from tests.test_steps import relative_difference
+from tests.test_train import BASE as TRAIN_BASE
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)"
 )
 REPO = Path(__file__).resolve().parents[1]
 CUDA = torch.device("cuda")
-TINY = [
-    "data.dataset=synthetic",
-    "data.train_subset=1920",
-    "data.test_subset=200",
-    "model.name=tiny_cnn",
-    "topology.nodes=8",
-    "train.batch_size=64",
-    "train.epochs=3",
-    "train.final_gossip_rounds=3",
-    "schedule.warmup_epochs=0",
-    "schedule.milestones=[]",
-    "optim.lr=0.1",
-    "threads=1",
-]
+# tests/test_train.py's tiny run, wherever the test says
+TINY = [o for o in TRAIN_BASE if not o.startswith("device=")]
 
 
 def _lpdt_train(out: Path, overrides: list[str]) -> dict:
@@ -154,20 +144,10 @@ def test_stochastic_rounding_on_cuda_is_unbiased_and_on_the_grid(compiled):
     assert (on_grid - on_grid.round()).abs().max() < 1e-4
 
 
+# tests/distributed/test_equivalence.py's cases, on the GPU, 4 nodes
 DIST = [
-    "data.dataset=synthetic",
-    "data.train_subset=480",
-    "data.test_subset=40",
-    "model.name=tiny_cnn",
-    "train.batch_size=64",
-    "train.max_iters_per_epoch=3",
-    "train.final_gossip_rounds=2",
-    "schedule.warmup_epochs=1",
-    "schedule.milestones=[]",
-    "optim.lr=0.1",
-    "threads=1",
+    *(o for o in EQUIVALENCE_BASE if not o.startswith("device=")),
     "device=cuda",
-    "data.augment=false",
     "topology.nodes=4",
 ]
 DIST_CASES = [
