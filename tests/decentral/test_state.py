@@ -92,3 +92,15 @@ def test_gossip_adds_the_correction_and_takes_the_mixed_weights():
     assert torch.allclose(st.x, w_mat @ x0, atol=1e-6) and torch.allclose(delta, st.x - x0)
     assert torch.allclose(st.w, w_mat @ w0) and st.w is w_obj  # updated in place, by the state
     assert torch.equal(st.debias(delta), delta / st.w[:, None])
+
+
+def test_gpu_rows_start_16_byte_aligned_and_cpu_rows_stay_contiguous():
+    """On a GPU every row of x starts on a 16-byte boundary, so each tensor has the same
+    alignment in every replica (the compiled step assumes the first call's); on the CPU the
+    rows are packed as before. (The GPU path itself: tests/test_cuda.py.)"""
+    from lpdt.decentral.state import GPU_ROW_ALIGN, row_stride
+
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert [row_stride(p, cuda) for p in (1, 4, 5, 1562)] == [4, 4, 8, 1564]
+    assert all(row_stride(p, cuda) % GPU_ROW_ALIGN == 0 for p in range(1, 50))
+    assert [row_stride(p, cpu) for p in (1, 5, 1562)] == [1, 5, 1562]
