@@ -40,8 +40,8 @@ report: setup
 
 ## test: set up, then run the default test suite (slow tests excluded)
 test: setup
-	$(BIN)/ruff check src tests benchmarks workflow/scripts tools
-	$(BIN)/ruff format --check src tests benchmarks workflow/scripts tools
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/ruff format --check src tests benchmarks tools
 	$(BIN)/pytest -q -n 2
 
 ## test-slow: the slow tests only
