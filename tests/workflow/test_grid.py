@@ -141,6 +141,18 @@ def test_samples_per_run():
     assert grid.samples_per_run(cfg) == 5 * 32 * 8 * 4
 
 
+def test_samples_per_run_without_a_subset_reads_the_full_split_size():
+    cfg = {
+        "topology": {"nodes": 8},
+        "data": {"dataset": "cifar10", "train_subset": None},
+        "train": {"batch_size": 256, "epochs": 4, "max_iters_per_epoch": None},
+    }
+    # CIFAR-10's 50,000 training images: 6,250 per node, ceil(6250 / 32) = 196 iterations
+    assert grid.samples_per_run(cfg) == 196 * 32 * 8 * 4
+    cfg["data"]["dataset"] = "x"  # a dataset of unknown size: no estimate
+    assert grid.samples_per_run(cfg) is None
+
+
 def _cells(spec: dict, study: str) -> int:
     s = spec["studies"][study]
     return sum(len(grid.grid_points(b.get("grid") or {})) for b in grid.blocks_of(s).values())
