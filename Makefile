@@ -40,18 +40,17 @@ report: setup
 
 ## test: set up, then run the default test suite (slow tests excluded)
 test: setup
-	$(BIN)/ruff check src tests benchmarks workflow/scripts tools
-	$(BIN)/ruff format --check src tests benchmarks workflow/scripts tools
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/ruff format --check src tests benchmarks tools
 	$(BIN)/pytest -q -n 2
 
 ## test-slow: the slow tests only
 test-slow: setup
 	$(BIN)/pytest -q -m slow
 
-## bench: engine overhead, 8-bit step time, eager vs compiled steps (benchmarks/; docs/engine.md, docs/int8.md)
+## bench: engine overhead, fp32 and 8-bit steps eager vs compiled (benchmarks/; docs/engine.md, "Benchmarks")
 bench: setup
 	$(BIN)/python benchmarks/bench_engine.py
-	$(BIN)/python benchmarks/bench_int8.py
 	$(BIN)/python benchmarks/bench_compile.py --cases resnet20:8
 
 clean:

@@ -18,18 +18,15 @@ from __future__ import annotations
 import argparse
 import copy
 import multiprocessing as mp
-import sys
 from pathlib import Path
 
 import pandas as pd
 
+# lpdt.grid: the workflow's grid expansion, the very configs the pipeline runs
+from lpdt import grid, record
+from lpdt.report import plateau
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
-
-import grid  # noqa: E402  (the workflow's grid expansion: the very configs the pipeline runs)
-
-from lpdt import record  # noqa: E402
-from lpdt.report import plateau  # noqa: E402
 
 # case -> (study, coordinates that pick one cell)
 R20 = {"model": "resnet20", "nodes": 8, "algorithm": "choco"}
@@ -70,8 +67,8 @@ def quick_run(study: str, coords: dict, scale: str = "quick") -> grid.Run:
     spec = grid.load(ROOT / "config" / "studies.yaml", ROOT / "config" / "scales" / f"{scale}.yaml")
     for run in grid.expand(spec).values():
         for entry in run.studies.get(study, []):
-            c = entry["coords"]
-            if entry["seed"] == 1234 and all(c.get(k) == v for k, v in coords.items()):
+            c = entry.coords
+            if entry.seed == 1234 and all(c.get(k) == v for k, v in coords.items()):
                 return run
     raise SystemExit(f"no {scale} run of {study} with {coords}")
 

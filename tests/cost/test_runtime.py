@@ -40,6 +40,14 @@ def test_evaluated_images_full_vs_sharded():
     assert runtime.evaluated_images(every) == (8 + 1) * 2 * 1000
 
 
+def test_evaluated_images_without_a_subset_read_the_full_test_split():
+    whole = _cfg("train.eval_every=1000", "train.node_eval=sharded")
+    whole["data"]["test_subset"] = None
+    assert runtime.evaluated_images(whole) == 2 * 2 * 10000  # Fashion-MNIST's 10,000 test images
+    whole["data"]["dataset"] = "x"  # unknown size: counted as 1,000 images
+    assert runtime.evaluated_images(whole) == 2 * 2 * 1000
+
+
 def test_run_seconds_uses_the_measured_cost_and_knows_what_it_does_not_know():
     cfg = _cfg("train.eval_every=1000", "train.node_eval=sharded")
     train_ms, eval_ms = runtime.STEP_MS[("resnet20", "fp32", 16)]

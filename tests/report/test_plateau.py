@@ -109,10 +109,7 @@ def test_load_check(tmp_path: Path) -> None:
 def test_the_shipped_check_is_a_check_of_the_quick_grid() -> None:
     """config/plateau_check.csv loads, and its run ids are run ids of the quick scale's grid
     (a grid change that alters them makes the report say the check does not match)."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
-    import grid
+    from lpdt import grid
 
     check = load_check(ROOT / "config" / "plateau_check.csv")
     assert check is not None and len(check)

@@ -3,8 +3,9 @@ process per node and reserves that many cores for it (dry runs in a temporary di
 
 import re
 
+from lpdt import grid
 from lpdt.config import config_from_dict
-from tests.workflow.test_snakemake import REPO, grid, snakemake, workdir
+from tests.workflow.test_snakemake import REPO, snakemake, workdir
 
 
 def train_jobs(out: str) -> dict[str, tuple[int, str]]:

@@ -1,14 +1,13 @@
-"""Grid expansion (workflow/scripts/grid.py): overlays, axes, run sharing, the paper's grid."""
+"""Grid expansion (lpdt.grid): overlays, axes, run sharing, the paper's grid."""
 
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
+from lpdt import grid
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "workflow" / "scripts"))
-import grid  # noqa: E402
 
 # A small spec on generated data, so that every run config resolves with the built-in registries.
 SPEC = {
@@ -142,6 +141,18 @@ def test_samples_per_run():
     assert grid.samples_per_run(cfg) == 5 * 32 * 8 * 4
 
 
+def test_samples_per_run_without_a_subset_reads_the_full_split_size():
+    cfg = {
+        "topology": {"nodes": 8},
+        "data": {"dataset": "cifar10", "train_subset": None},
+        "train": {"batch_size": 256, "epochs": 4, "max_iters_per_epoch": None},
+    }
+    # CIFAR-10's 50,000 training images: 6,250 per node, ceil(6250 / 32) = 196 iterations
+    assert grid.samples_per_run(cfg) == 196 * 32 * 8 * 4
+    cfg["data"]["dataset"] = "x"  # a dataset of unknown size: no estimate
+    assert grid.samples_per_run(cfg) is None
+
+
 def _cells(spec: dict, study: str) -> int:
     s = spec["studies"][study]
     return sum(len(grid.grid_points(b.get("grid") or {})) for b in grid.blocks_of(s).values())
@@ -202,7 +213,7 @@ def test_seeds_expand_each_cell_into_runs_with_distinct_ids():
     norms = [r for r in runs.values() if "norms" in r.studies]
     assert len(norms) == 3 * 3 and len({r.run_id for r in norms}) == 9
     for r in norms:
-        seed = r.studies["norms"][0]["seed"]
+        seed = r.studies["norms"][0].seed
         assert r.config["seed"] == seed and r.config["partition"]["seed"] == seed
     # seeds base, base+1, base+2 from the run config's seed (the default 1234 here)
     assert {r.config["seed"] for r in norms} == {1234, 1235, 1236}
@@ -210,7 +221,7 @@ def test_seeds_expand_each_cell_into_runs_with_distinct_ids():
     cells = {}
     for r in norms:
         for m in r.studies["norms"]:
-            cells.setdefault((m["block"], tuple(sorted(m["coords"].items()))), set()).add(m["seed"])
+            cells.setdefault((m.block, tuple(sorted(m.coords.items()))), set()).add(m.seed)
     assert len(cells) == 3 and all(s == {1234, 1235, 1236} for s in cells.values())
 
 
@@ -228,10 +239,10 @@ def test_seeds_from_the_run_config_seed():
 
 def test_block_seeds_override_study_and_top_level():
     runs = grid.expand(_seeded(top=2, study=3, block=[5, 9]))
-    seeds = {(m["block"], m["seed"]) for r in runs.values() for m in r.studies.get("norms", [])}
+    seeds = {(m.block, m.seed) for r in runs.values() for m in r.studies.get("norms", [])}
     assert {s for b, s in seeds if b == "fp"} == {5, 9}
     assert {s for b, s in seeds if b == "lp"} == {1234, 1235, 1236}
-    assert {m["seed"] for r in runs.values() for m in r.studies.get("tab", [])} == {1234, 1235}
+    assert {m.seed for r in runs.values() for m in r.studies.get("tab", [])} == {1234, 1235}
 
 
 def test_manifest_records_the_seed_and_same_as_copies_every_seed():

@@ -21,11 +21,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lpdt import grid
 from lpdt.config import deep_merge
 from lpdt.launch import free_port
 from tests.servers import wait_until_healthy
 
-from .test_snakemake import REPO, SNAKEMAKE, grid, workdir
+from .test_snakemake import REPO, SNAKEMAKE, workdir
 
 SCRIPT = REPO / "tools" / "slurm_local.sh"
 BASE_PROFILE = REPO / "profiles" / "slurm" / "config.yaml"

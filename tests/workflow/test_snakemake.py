@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lpdt import grid
+
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
-sys.path.insert(0, str(REPO / "workflow" / "scripts"))
-import grid  # noqa: E402
 
 
 def workdir(tmp_path: Path) -> Path:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflow.test_snakemake import REPO, grid, snakemake, workdir
+from lpdt import gpus, grid
+from tests.workflow.test_snakemake import REPO, snakemake, workdir
 
 
 def test_visible_gpus_reads_cuda_visible_devices_then_the_driver(tmp_path):
-    import gpus
 
     driver = tmp_path / "gpus"
     assert gpus.visible_gpus({}, driver) == 0  # no driver, no variable
@@ -42,7 +42,6 @@ def test_visible_gpus_reads_cuda_visible_devices_then_the_driver(tmp_path):
     ],
 )
 def test_job_gpus(setting, device, visible, expected):
-    import gpus
 
     assert gpus.job_gpus(setting, device, visible) == expected
 
@@ -51,7 +50,6 @@ def test_job_gpus(setting, device, visible, expected):
 def test_distributed_jobs_reserve_a_gpu_per_process_up_to_the_machines(
     processes, visible, expected
 ):
-    import gpus
 
     assert gpus.job_gpus("auto", "auto", visible, processes) == expected
 

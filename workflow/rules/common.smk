@@ -1,5 +1,5 @@
 # Grid expansion: config/studies.yaml x config/scales/<scale>.yaml -> one run per unique config.
-# The logic is plain Python in workflow/scripts/grid.py (unit-tested in tests/workflow/).
+# The logic is plain Python in lpdt.grid (src/lpdt/grid.py, unit-tested in tests/workflow/).
 
 import hashlib
 import sys
@@ -7,11 +7,9 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+from lpdt import grid
 from lpdt.report.claims import study_claims
 from lpdt.tracking import multi_seed_runs
-
-sys.path.insert(0, str(Path(workflow.basedir) / "workflow" / "scripts"))
-import grid  # noqa: E402
 
 PY = sys.executable  # the interpreter running snakemake has lpdt installed
 LPDT = f"{PY} -m lpdt.cli"

@@ -31,7 +31,7 @@ def train_cores(wildcards):
     return config["train_threads"]
 
 
-import gpus  # workflow/scripts/gpus.py
+from lpdt import gpus
 
 GPUS = gpus.visible_gpus()
 
@@ -50,7 +50,7 @@ rule train:
         f"{RESULTS}/benchmarks/train/{{run_id}}.tsv"
     threads: train_cores
     resources:
-        # train_gpus: auto: 1 per process on a machine with GPUs, at most all of them (gpus.py)
+        # train_gpus: auto: 1 per process on a machine with GPUs, at most all of them (lpdt.gpus)
         gpu=lambda w: gpus.job_gpus(config["train_gpus"], RUNS[w.run_id].config.get("device", "auto"), GPUS, train_processes(w)),
     params:
         out=f"{RUNS_DIR}/{{run_id}}",

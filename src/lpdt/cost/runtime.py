@@ -71,14 +71,30 @@ TOPK_NS = 16.4
 START_S = 8.0  # interpreter, imports, data loading, model build, final gossip, writing results
 REFERENCE = "2-core x86_64 CPU, torch 2.14.1, 1 thread per job, 2 jobs at once"
 
-# Test-split sizes when no subset is set (images the evaluation reads).
-FULL_TEST_SIZES = {
-    "cifar10": 10000,
-    "fashion_mnist": 10000,
-    "imagenette": 3925,
-    "cifar100": 10000,
-    "synthetic": 1000,
+# The datasets' split sizes when no subset is set, the one table of them (``lpdt.grid`` reads it
+# for the plan): dataset -> (training samples, test images the evaluation reads); None where the
+# plan has no size (a run without a training size has no estimate; a test split counts
+# DEFAULT_TEST_SIZE).
+FULL_SIZES: dict[str, tuple[int | None, int | None]] = {
+    "cifar10": (50000, 10000),
+    "cifar100": (None, 10000),
+    "fashion_mnist": (60000, 10000),
+    "imagenette": (9469, 3925),
+    "agnews": (120000, None),
+    "sentlen": (100000, None),
+    "synthetic": (None, 1000),
 }
+DEFAULT_TEST_SIZE = 1000
+
+
+def full_train_size(dataset: str) -> int | None:
+    """Training samples of ``dataset`` without a subset (None: not known to the plan)."""
+    return FULL_SIZES.get(dataset, (None, None))[0]
+
+
+def full_test_size(dataset: str) -> int:
+    """Test images of ``dataset`` without a subset (DEFAULT_TEST_SIZE when not known)."""
+    return FULL_SIZES.get(dataset, (None, None))[1] or DEFAULT_TEST_SIZE
 
 
 def input_px(cfg: Mapping[str, Any]) -> int:
@@ -94,7 +110,7 @@ def evaluated_images(cfg: Mapping[str, Any]) -> int:
     the final one; ``sharded``: each image once over the nodes, plus the average model)."""
     tr, data = cfg["train"], cfg["data"]
     n = int(cfg["topology"]["nodes"])
-    test = int(data.get("test_subset") or FULL_TEST_SIZES.get(data["dataset"], 1000))
+    test = int(data.get("test_subset") or full_test_size(data["dataset"]))
     per_eval = 2 * test if tr.get("node_eval") == "sharded" else (n + 1) * test
     evals = int(tr["epochs"]) // int(tr.get("eval_every") or 1)
     if int(tr["epochs"]) % int(tr.get("eval_every") or 1):

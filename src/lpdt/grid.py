@@ -1,4 +1,5 @@
-"""Studies x scale -> the list of training runs (used by the Snakefile; plain Python, unit-tested).
+"""Studies x scale -> the list of training runs (``lpdt.grid``: used by the Snakefile, the
+benchmarks and the tests; plain Python without torch at import, unit-tested in tests/workflow/).
 
 ``config/studies.yaml`` describes the paper's experiments; a scale (``config/scales/*.yaml``) is
 an *overlay* with the same structure, deep-merged over it: mappings merge, lists and scalars
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,11 +45,34 @@ class GridError(ValueError):
     """A study cannot be expanded (unknown coordinate value, invalid run config, ...)."""
 
 
+@dataclass(frozen=True)
+class Membership:
+    """One place of a run in a study: the block, the grid coordinates of its cell, its seed."""
+
+    block: str
+    coords: dict[str, Any]
+    seed: int
+
+
 @dataclass
 class Run:
     run_id: str
     config: dict[str, Any]  # the run-config tree (RunConfig.to_dict(), tracking excluded)
-    studies: dict[str, list[dict]] = field(default_factory=dict)  # study -> [{block, coords}]
+    studies: dict[str, list[Membership]] = field(default_factory=dict)  # study -> its cells
+
+
+@dataclass(frozen=True)
+class ManifestRun:
+    """One run entry of a study in ``results/manifest.json`` (``to_dict`` is its JSON form)."""
+
+    run_id: str
+    dir: str
+    block: str
+    coords: dict[str, Any]
+    seed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -181,9 +205,7 @@ def expand(spec: dict[str, Any]) -> dict[str, Run]:
                     for seed in seed_list(n_seeds, int(tree.get("seed", 1234))):
                         rid, cfg = resolve(with_seed(tree, seed))
                         run = runs.setdefault(rid, Run(rid, cfg))
-                        run.studies.setdefault(sname, []).append(
-                            {"block": bname, "coords": coords, "seed": seed}
-                        )
+                        run.studies.setdefault(sname, []).append(Membership(bname, coords, seed))
                 except (GridError, ConfigError) as e:
                     raise GridError(f"study {sname!r}, block {bname!r}, {coords}: {e}") from None
     for sname, study in studies.items():
@@ -205,13 +227,7 @@ def manifest(runs: dict[str, Run], spec: dict[str, Any], scale: str, runs_dir: s
         if study.get("kind") not in TRAINING_KINDS:
             continue
         entries = [
-            {
-                "run_id": r.run_id,
-                "dir": f"{runs_dir}/{r.run_id}",
-                "block": m["block"],
-                "coords": m["coords"],
-                "seed": m.get("seed", r.config.get("seed")),
-            }
+            ManifestRun(r.run_id, f"{runs_dir}/{r.run_id}", m.block, m.coords, m.seed).to_dict()
             for r in runs.values()
             for m in r.studies.get(sname, [])
         ]
@@ -253,24 +269,15 @@ def manifest_text(m: dict) -> str:
     return json.dumps(m, indent=2, sort_keys=False) + "\n"
 
 
-# Training-set sizes of the paper datasets (for the plan when no subset is set).
-FULL_TRAIN_SIZES = {
-    "cifar10": 50000,
-    "imagenette": 9469,
-    "agnews": 120000,
-    "sentlen": 100000,
-    "fashion_mnist": 60000,
-}
-
-
 def samples_per_run(cfg: dict[str, Any]) -> int | None:
     """Training samples one run processes over all nodes (None if the dataset size is unknown).
     Iterations per epoch as the cost model counts them (equal partitions)."""
     from lpdt.cost.comm import iterations_per_epoch  # imports torch: only for the plan
+    from lpdt.cost.runtime import full_train_size
 
     n, batch = cfg["topology"]["nodes"], cfg["train"]["batch_size"]
     per_node_batch = max(1, batch // n)
-    size = cfg["data"].get("train_subset") or FULL_TRAIN_SIZES.get(cfg["data"]["dataset"])
+    size = cfg["data"].get("train_subset") or full_train_size(cfg["data"]["dataset"])
     if size is None:
         return None
     iters = iterations_per_epoch(size, n, batch)
