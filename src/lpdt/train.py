@@ -24,15 +24,13 @@ import signal
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 import lpdt
 from lpdt import provenance, record
-from lpdt.config import RunConfig, dump_config, result_diff
+from lpdt.config import RunConfig, dump_config
 from lpdt.data import Dataset, load_dataset
 from lpdt.data.sampler import NodeSampler
 from lpdt.decentral.algorithms import make_algorithm
@@ -42,6 +40,7 @@ from lpdt.decentral.optim import make_optimizer
 from lpdt.decentral.state import NodeState
 from lpdt.decentral.streams import NodeStreams
 from lpdt.decentral.topology import mixing_matrix, out_peers
+from lpdt.device import resolve_device
 from lpdt.io import torch_save_atomic, write_text_atomic
 from lpdt.models import build_model
 from lpdt.record import (
@@ -55,6 +54,7 @@ from lpdt.record import (
     Timing,
     Versions,
 )
+from lpdt.rundir import open_run_dir, previous, restorable
 from lpdt.steps import Steps
 from lpdt.sysmetrics import SystemSampler
 
@@ -70,21 +70,6 @@ def _print(msg: str) -> None:
 # ----------------------------------------------------------------------------------------------
 # Small pieces
 # ----------------------------------------------------------------------------------------------
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` (CUDA when there is one), ``cpu``, ``cuda`` or ``cuda:N``."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise RuntimeError(f"device: {name} was requested but CUDA is not available")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise RuntimeError(
-                f"device: {name} was requested but there are {torch.cuda.device_count()} GPUs"
-            )
-    return device
 
 
 def lr_at(cfg: RunConfig, epoch: int) -> float:
@@ -363,38 +348,6 @@ class Run:
         self.epoch = ck["epoch"]
 
 
-class RunDirError(ValueError):
-    """The output directory holds files of a run of another config (the CLI exits 2)."""
-
-
-def _refuse_other_config(cfg: RunConfig, stored: Any, where: Path) -> None:
-    """Raise ``RunDirError`` unless ``stored`` (a config tree found in a run directory) has
-    ``cfg``'s result-affecting values (``lpdt.config.EXECUTION_KEYS`` may differ)."""
-    keys = result_diff(cfg, stored) if isinstance(stored, dict) and stored else ["no config"]
-    if keys:
-        shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
-        raise RunDirError(
-            f"{where} is from a run of another config (differs in: {shown}); "
-            "pass --force to overwrite that run, or choose another --out"
-        )
-
-
-def _check_run_dir(cfg: RunConfig, out: Path) -> None:
-    """A complete run (``metrics.json``) or a started one (``config.yaml``) in ``out`` must be
-    ``cfg``'s; a checkpoint is checked when it is loaded."""
-    metrics = out / record.METRICS_FILE
-    if metrics.exists():  # a record of another schema version is a RecordError (exit 2)
-        _refuse_other_config(cfg, record.read(metrics).config, metrics)
-        return
-    path = out / "config.yaml"
-    if path.exists():
-        try:
-            stored = yaml.safe_load(path.read_text())
-        except yaml.YAMLError:
-            stored = None
-        _refuse_other_config(cfg, stored, path)
-
-
 def _duration(s: float) -> str:
     s = max(0, round(s))
     if s < 60:
@@ -462,40 +415,36 @@ def train(
     log: Log = _print,
     group: NodeGroup | None = None,
 ) -> dict:
-    """Run (or resume, or skip if complete) one experiment; returns the metrics dict.
+    """Run (or resume, or skip if complete) one experiment in this process; returns the
+    metrics dict. ``lpdt.engine.train`` picks the engine and is the entry point for both.
 
     Files already in ``out_dir`` (a complete run, a started run's ``config.yaml``, a checkpoint
-    to resume) must belong to ``cfg``: same config up to ``lpdt.config.EXECUTION_KEYS``, else
-    ``RunDirError``. ``force`` discards them instead.
+    to resume) must belong to ``cfg`` (``lpdt.rundir``: same config up to
+    ``lpdt.config.EXECUTION_KEYS``, else ``RunDirError``). ``force`` discards them instead.
 
-    ``engine: distributed`` hands the run to ``lpdt.launch`` (one process per node), whose
-    processes come back here with their ``group`` (the node each holds): every process runs
-    this function; the writer (process 0) alone writes ``config.yaml``, ``history.csv`` and
-    ``metrics.json``, and each process its own checkpoint.
+    ``engine: distributed``: every worker process (``lpdt.worker``) runs this function with its
+    ``group`` (the node it holds); the writer (process 0) alone writes ``config.yaml``,
+    ``history.csv`` and ``metrics.json``, and each process its own checkpoint. Without a
+    ``group`` such a config is refused (one process cannot hold one node of n).
     """
     if cfg.engine == "distributed" and group is None:
-        from lpdt.launch import train_distributed
-
-        return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
+        raise ValueError(
+            "engine: distributed runs one process per node: start it with lpdt.engine.train "
+            "(or lpdt train), not lpdt.train.train"
+        )
     group = group or LocalGroup(cfg.topology.nodes)
     out = Path(out_dir)
     metrics_path, ck_path = out / record.METRICS_FILE, out / group.checkpoint_name
-    if force:
-        metrics_path.unlink(missing_ok=True)
-        ck_path.unlink(missing_ok=True)
-        _previous(ck_path).unlink(missing_ok=True)
-    else:
-        _check_run_dir(cfg, out)
-        if metrics_path.exists():
-            log(f"{out}: already complete (use --force to run it again)")
-            return record.read(metrics_path).to_dict()
+    done = open_run_dir(cfg, out, force, [ck_path, previous(ck_path)], log)
+    if done is not None:
+        return done.to_dict()
     prov = provenance.capture(resolve_device(cfg.device))
 
     run = Run(cfg, log, group)
     st = run.state
     info = run.data.info
     wall0 = 0.0  # wall time of the earlier sessions of a resumed run
-    found = _restorable(cfg, ck_path, run.device) if resume else {}
+    found = restorable(cfg, ck_path, run.device) if resume else {}
     # Every process takes part (a distributed run's processes must all start at one epoch).
     target = _common_epoch(group, found)
     holds: Path | None = None  # which of this process's files holds this run's last epoch
@@ -564,9 +513,9 @@ def train(
             _fault_point("before-save", group, run.epoch)
             if group.engine == "distributed":  # keep the epoch before until all have saved
                 if holds == ck_path:  # this run's previous epoch
-                    ck_path.replace(_previous(ck_path))
+                    ck_path.replace(previous(ck_path))
                 elif holds is None:  # a fresh start: any older file is another session's
-                    _previous(ck_path).unlink(missing_ok=True)
+                    previous(ck_path).unlink(missing_ok=True)
                 # (holds == the .prev file: it is the epoch before; the current one is replaced)
                 _fault_point("after-rename", group, run.epoch)
             torch_save_atomic(ck_path, ck)
@@ -591,10 +540,41 @@ def train(
             f"{final.acc_node_max:.2f}), average model {final.acc_avg_model:.2f} %"
         )
 
+    rec = _run_record(cfg, run, status, final, prov, system, wire_train, total_s=wall())
+    if group.writer:
+        rec.write(out)  # history.csv, then metrics.json last: its presence means "complete"
+    group.barrier()  # the record is written: now every process may drop its checkpoint
+    ck_path.unlink(missing_ok=True)
+    previous(ck_path).unlink(missing_ok=True)
+    if cfg.tracking.mlflow and group.writer:
+        from lpdt.tracking import log_run
+
+        try:
+            log_run(out, cfg.tracking.uri, cfg.tracking.experiment, cfg.tracking.tags)
+        except Exception as e:  # the run's files are complete; tracking is a convenience
+            log(f"warning: could not log to MLflow at {cfg.tracking.uri}: {e}")
+    log(f"wrote {metrics_path}")
+    return rec.to_dict()
+
+
+def _run_record(
+    cfg: RunConfig,
+    run: Run,
+    status: str,
+    final: FinalMetrics | None,
+    prov: Provenance,
+    system: SystemSampler,
+    wire_train: float | None,
+    total_s: float,
+) -> RunRecord:
+    """The run's record (``lpdt.record``) from the finished ``run``: ``wire_train`` is the
+    measured wire bytes before the final gossip rounds, ``total_s`` the wall time across
+    resumes."""
+    st, info, group = run.state, run.data.info, run.group
     total_bytes = run.bytes_train + run.bytes_final
     wire_total = group.wire_bytes()
     samples = group.total(run.samples)  # over all processes
-    rec = RunRecord(
+    return RunRecord(
         run_id=cfg.run_id(),
         name=cfg.name,
         status=status,
@@ -623,7 +603,7 @@ def train(
         ),
         time=Timing(
             train_s=run.train_s,
-            total_s=wall(),
+            total_s=total_s,
             images_per_s=samples / run.train_s if run.train_s else None,
             s_per_iter=run.train_s / run.iterations if run.iterations else None,
             iterations=run.iterations,
@@ -639,38 +619,6 @@ def train(
         engine=group.engine,
         system=system.summary(),
     )
-    if group.writer:
-        rec.write(out)  # history.csv, then metrics.json last: its presence means "complete"
-    group.barrier()  # the record is written: now every process may drop its checkpoint
-    ck_path.unlink(missing_ok=True)
-    _previous(ck_path).unlink(missing_ok=True)
-    if cfg.tracking.mlflow and group.writer:
-        from lpdt.tracking import log_run
-
-        try:
-            log_run(out, cfg.tracking.uri, cfg.tracking.experiment, cfg.tracking.tags)
-        except Exception as e:  # the run's files are complete; tracking is a convenience
-            log(f"warning: could not log to MLflow at {cfg.tracking.uri}: {e}")
-    log(f"wrote {metrics_path}")
-    return rec.to_dict()
-
-
-def _previous(ck_path: Path) -> Path:
-    """Where a distributed process keeps its checkpoint of the epoch before."""
-    return ck_path.with_suffix(".prev.pt")
-
-
-def _restorable(
-    cfg: RunConfig, ck_path: Path, device: torch.device
-) -> dict[int, tuple[Path, dict]]:
-    """The checkpoints this process could resume from, by epoch: its checkpoint and, in the
-    distributed engine, the one of the epoch before (``.prev``), whichever exist."""
-    found: dict[int, tuple[Path, dict]] = {}
-    for path in (ck_path, _previous(ck_path)):
-        if path.exists():
-            ck = _load_checkpoint(cfg, path, device)
-            found.setdefault(int(ck["epoch"]), (path, ck))
-    return found
 
 
 def _common_epoch(group: NodeGroup, epochs: Iterable[int]) -> int:
@@ -700,13 +648,6 @@ def _fault_point(point: str, group: NodeGroup, epoch: int) -> None:
     spec = os.environ.get(FAULT_ENV)
     if spec and spec == f"{point}:{group.ids[0]}:{epoch}":
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _load_checkpoint(cfg: RunConfig, path: Path, device: torch.device) -> dict:
-    ck = torch.load(path, map_location=device, weights_only=False)
-    if "run_config" in ck:
-        _refuse_other_config(cfg, ck["run_config"], path)
-    return ck
 
 
 def _epoch_line(row: dict, epochs: int, eta_s: float | None = None) -> str:
