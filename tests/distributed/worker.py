@@ -20,7 +20,8 @@ import torch.distributed as dist
 from lpdt.config import load_config
 from lpdt.decentral.peer import TorchGroup, init_process_group
 from lpdt.decentral.topology import TOPOLOGIES
-from lpdt.train import Run, lr_at, resolve_device
+from lpdt.device import resolve_device
+from lpdt.train import Run, lr_at
 
 if "test_irregular" not in TOPOLOGIES:
 
