@@ -441,41 +441,12 @@ def train(
     prov = provenance.capture(resolve_device(cfg.device))
 
     run = Run(cfg, log, group)
-    st = run.state
-    info = run.data.info
-    wall0 = 0.0  # wall time of the earlier sessions of a resumed run
-    found = restorable(cfg, ck_path, run.device) if resume else {}
     # Every process takes part (a distributed run's processes must all start at one epoch).
-    target = _common_epoch(group, found)
-    holds: Path | None = None  # which of this process's files holds this run's last epoch
-    if target:
-        holds, ck = found[target]
-        run.restore(ck)
-        last_wall = run.history[-1].get("wall_s") if run.history else None
-        wall0 = float(ck.get("wall_s", last_wall or 0.0))
-        if ck.get("provenance"):  # the record describes the session that started the run
-            first = Provenance.from_dict(ck["provenance"], str(holds))
-            prov = provenance.resumed(first, prov, run.epoch)
-        log(f"resumed from {holds} after epoch {run.epoch}")
-    elif found:
-        log(
-            f"note: not every process has a checkpoint of one epoch (this one has epochs "
-            f"{sorted(found)}); starting from scratch"
-        )
-    elif ck_path.exists():
-        log(f"note: {ck_path} exists; starting from scratch (pass --resume to continue it)")
-    del found
+    holds, wall0, prov = _resume(cfg, run, ck_path, resume, prov, log)
     out.mkdir(parents=True, exist_ok=True)
     if group.writer:
         write_text_atomic(out / "config.yaml", dump_config(cfg))
-    log(
-        f"run {cfg.run_id()}: {cfg.model.name} ({cfg.precision.mode}, {st.p_train:,} params) on "
-        f"{info.name}{' (stand-in for ' + str(info.stand_in_for) + ')' if info.stand_in else ''}, "
-        f"{cfg.topology.nodes} nodes {cfg.topology.name}, {cfg.algorithm.name} "
-        f"{cfg.algorithm.compression.name} {cfg.algorithm.compression.ratio}, skew "
-        f"{cfg.partition.skew}, {run.iters} it/epoch x {cfg.train.epochs} epochs, "
-        f"device {run.device}"
-    )
+    log(_start_line(cfg, run))
 
     status = "ok"
     t_start = time.perf_counter()
@@ -508,18 +479,7 @@ def train(
             record.write_history(out, run.history)
         log(_epoch_line(row, cfg.train.epochs, None if last else progress.eta_s()))
         if not last:
-            ck = run.checkpoint()
-            ck.update(run_config=cfg.to_dict(), wall_s=row["wall_s"], provenance=prov.to_dict())
-            _fault_point("before-save", group, run.epoch)
-            if group.engine == "distributed":  # keep the epoch before until all have saved
-                if holds == ck_path:  # this run's previous epoch
-                    ck_path.replace(previous(ck_path))
-                elif holds is None:  # a fresh start: any older file is another session's
-                    previous(ck_path).unlink(missing_ok=True)
-                # (holds == the .prev file: it is the epoch before; the current one is replaced)
-                _fault_point("after-rename", group, run.epoch)
-            torch_save_atomic(ck_path, ck)
-            holds = ck_path
+            holds = _save_checkpoint(cfg, run, ck_path, holds, row["wall_s"], prov)
 
     final: FinalMetrics | None = None
     wire_train = group.wire_bytes()  # measured (distributed engine), before the final rounds
@@ -555,6 +515,71 @@ def train(
             log(f"warning: could not log to MLflow at {cfg.tracking.uri}: {e}")
     log(f"wrote {metrics_path}")
     return rec.to_dict()
+
+
+def _resume(
+    cfg: RunConfig, run: Run, ck_path: Path, resume: bool, prov: Provenance, log: Log
+) -> tuple[Path | None, float, Provenance]:
+    """Restore ``run`` from the newest epoch that every process can restore (with ``resume``;
+    every process must call this, it is a collective). Returns which of this process's files
+    holds the restored epoch (``None``: a fresh start), the wall time of the earlier sessions,
+    and the provenance of the record (that of the session that started the run)."""
+    found = restorable(cfg, ck_path, run.device) if resume else {}
+    target = _common_epoch(run.group, found)
+    if target:
+        holds, ck = found[target]
+        run.restore(ck)
+        last_wall = run.history[-1].get("wall_s") if run.history else None
+        wall0 = float(ck.get("wall_s", last_wall or 0.0))
+        if ck.get("provenance"):  # the record describes the session that started the run
+            first = Provenance.from_dict(ck["provenance"], str(holds))
+            prov = provenance.resumed(first, prov, run.epoch)
+        log(f"resumed from {holds} after epoch {run.epoch}")
+        return holds, wall0, prov
+    if found:
+        log(
+            f"note: not every process has a checkpoint of one epoch (this one has epochs "
+            f"{sorted(found)}); starting from scratch"
+        )
+    elif ck_path.exists():
+        log(f"note: {ck_path} exists; starting from scratch (pass --resume to continue it)")
+    return None, 0.0, prov
+
+
+def _start_line(cfg: RunConfig, run: Run) -> str:
+    info = run.data.info
+    return (
+        f"run {cfg.run_id()}: {cfg.model.name} ({cfg.precision.mode}, {run.state.p_train:,} "
+        f"params) on {info.name}"
+        f"{' (stand-in for ' + str(info.stand_in_for) + ')' if info.stand_in else ''}, "
+        f"{cfg.topology.nodes} nodes {cfg.topology.name}, {cfg.algorithm.name} "
+        f"{cfg.algorithm.compression.name} {cfg.algorithm.compression.ratio}, skew "
+        f"{cfg.partition.skew}, {run.iters} it/epoch x {cfg.train.epochs} epochs, "
+        f"device {run.device}"
+    )
+
+
+def _save_checkpoint(
+    cfg: RunConfig, run: Run, ck_path: Path, holds: Path | None, wall_s: float, prov: Provenance
+) -> Path:
+    """Save ``run`` after its epoch ``run.epoch`` to ``ck_path``; ``holds``: which of this
+    process's files holds its previous epoch (``None``: none of this session's). Returns the
+    file that holds the new epoch. In the distributed engine the epoch before stays (as
+    ``.prev``) until the new one is saved, so that the processes can agree on an epoch
+    whenever they are killed (``_common_epoch``)."""
+    group = run.group
+    ck = run.checkpoint()
+    ck.update(run_config=cfg.to_dict(), wall_s=wall_s, provenance=prov.to_dict())
+    _fault_point("before-save", group, run.epoch)
+    if group.engine == "distributed":  # keep the epoch before until all have saved
+        if holds == ck_path:  # this run's previous epoch
+            ck_path.replace(previous(ck_path))
+        elif holds is None:  # a fresh start: any older file is another session's
+            previous(ck_path).unlink(missing_ok=True)
+        # (holds == the .prev file: it is the epoch before; the current one is replaced)
+        _fault_point("after-rename", group, run.epoch)
+    torch_save_atomic(ck_path, ck)
+    return ck_path
 
 
 def _run_record(
