@@ -149,3 +149,52 @@ def test_architecture_names_every_field_of_the_run_record():
         if not re.search(rf"\b{f.name}\b", section)
     ]
     assert not missing, f"docs/architecture.md does not name: {missing}"
+
+
+ENGINE_MODULES = ["engine", "launch", "worker", "train", "rundir", "device"]
+
+
+def test_architecture_module_map_matches_the_engine():
+    """docs/architecture.md's module map of the engine: one row per module that runs an
+    experiment, naming every public function and class the module defines."""
+    import importlib
+    import inspect
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = dict(re.findall(r"^\| `lpdt\.(\w+)` \| (.*) \|$", text, re.M))
+    assert sorted(rows) == sorted(ENGINE_MODULES)
+    for name, what in rows.items():
+        module = importlib.import_module(f"lpdt.{name}")
+        defined = [
+            n
+            for n, obj in vars(module).items()
+            if not n.startswith("_")
+            and (inspect.isfunction(obj) or inspect.isclass(obj))
+            and obj.__module__ == module.__name__
+        ]
+        missing = [n for n in defined if not re.search(rf"`{n}\b", what)]
+        assert not missing, f"docs/architecture.md: the row of lpdt.{name} does not name {missing}"
+
+
+def test_docs_name_only_lpdt_modules_that_exist():
+    """Every dotted ``lpdt.x`` name in docs/architecture.md and docs/engine.md is a module, or
+    an attribute of one (a stale name after a move fails here)."""
+    import importlib
+
+    stale = []
+    for doc in ("architecture.md", "engine.md"):
+        for dotted in sorted(
+            set(re.findall(r"`(lpdt(?:\.\w+)+)", (ROOT / "docs" / doc).read_text()))
+        ):
+            parts = dotted.split(".")
+            for i in range(len(parts), 0, -1):  # the longest importable prefix, then attributes
+                try:
+                    obj = importlib.import_module(".".join(parts[:i]))
+                except ImportError:
+                    continue
+                for attr in parts[i:]:
+                    obj = getattr(obj, attr, None)
+                if obj is None:
+                    stale.append(f"{doc}: {dotted}")
+                break
+    assert not stale, stale

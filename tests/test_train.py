@@ -315,3 +315,11 @@ def test_sharded_node_evaluation_covers_the_test_split_once():
     assert sharded["acc_node_mean"] == pytest.approx(full["acc_avg_model"], abs=1e-9)
     assert sharded["acc_avg_model"] == full["acc_avg_model"]
     assert sharded["acc_node_min"] < sharded["acc_node_max"]
+
+
+def test_one_process_train_refuses_the_distributed_engine_without_a_group(tmp_path):
+    """``lpdt.train.train`` is one process's part of a run: ``engine: distributed`` goes through
+    ``lpdt.engine.train`` (the CLI's entry point), which starts one process per node."""
+    with pytest.raises(ValueError, match="engine: distributed runs one process per node"):
+        train(cfg("engine=distributed"), tmp_path / "run", log=lambda s: None)
+    assert not (tmp_path / "run").exists()

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         print(dump_config(cfg), end="")
         return 0
-    from lpdt.train import train
+    from lpdt.engine import train
 
     out = Path(args.out) if args.out else Path("results/runs") / cfg.run_id()
     metrics = train(cfg, out, resume=args.resume, force=args.force)

@@ -237,7 +237,7 @@ RECIPE_VERSIONS: dict[str, int] = {"int8": 2}
 
 # Keys that do not change a run's results: its label, how and where it executes, and how it is
 # recorded. ``RunConfig.run_id()`` does not hash them, and a run directory written with other
-# values of them still counts as the same run (``lpdt.train``'s run-directory check). Dotted
+# values of them still counts as the same run (``lpdt.rundir``'s run-directory check). Dotted
 # paths; a whole section (``tracking``) may be named; a key this version does not have (an
 # execution switch added later, e.g. ``train.compile``) is simply absent. A key that does change
 # numbers (seed, sizes, precision, ...) must never be listed here.

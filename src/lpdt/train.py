@@ -24,15 +24,13 @@ import signal
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 import lpdt
 from lpdt import provenance, record
-from lpdt.config import RunConfig, dump_config, result_diff
+from lpdt.config import RunConfig, dump_config
 from lpdt.data import Dataset, load_dataset
 from lpdt.data.sampler import NodeSampler
 from lpdt.decentral.algorithms import make_algorithm
@@ -42,6 +40,7 @@ from lpdt.decentral.optim import make_optimizer
 from lpdt.decentral.state import NodeState
 from lpdt.decentral.streams import NodeStreams
 from lpdt.decentral.topology import mixing_matrix, out_peers
+from lpdt.device import resolve_device
 from lpdt.io import torch_save_atomic, write_text_atomic
 from lpdt.models import build_model
 from lpdt.record import (
@@ -55,6 +54,7 @@ from lpdt.record import (
     Timing,
     Versions,
 )
+from lpdt.rundir import open_run_dir, previous, restorable
 from lpdt.steps import Steps
 from lpdt.sysmetrics import SystemSampler
 
@@ -70,21 +70,6 @@ def _print(msg: str) -> None:
 # ----------------------------------------------------------------------------------------------
 # Small pieces
 # ----------------------------------------------------------------------------------------------
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` (CUDA when there is one), ``cpu``, ``cuda`` or ``cuda:N``."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise RuntimeError(f"device: {name} was requested but CUDA is not available")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise RuntimeError(
-                f"device: {name} was requested but there are {torch.cuda.device_count()} GPUs"
-            )
-    return device
 
 
 def lr_at(cfg: RunConfig, epoch: int) -> float:
@@ -363,38 +348,6 @@ class Run:
         self.epoch = ck["epoch"]
 
 
-class RunDirError(ValueError):
-    """The output directory holds files of a run of another config (the CLI exits 2)."""
-
-
-def _refuse_other_config(cfg: RunConfig, stored: Any, where: Path) -> None:
-    """Raise ``RunDirError`` unless ``stored`` (a config tree found in a run directory) has
-    ``cfg``'s result-affecting values (``lpdt.config.EXECUTION_KEYS`` may differ)."""
-    keys = result_diff(cfg, stored) if isinstance(stored, dict) and stored else ["no config"]
-    if keys:
-        shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
-        raise RunDirError(
-            f"{where} is from a run of another config (differs in: {shown}); "
-            "pass --force to overwrite that run, or choose another --out"
-        )
-
-
-def _check_run_dir(cfg: RunConfig, out: Path) -> None:
-    """A complete run (``metrics.json``) or a started one (``config.yaml``) in ``out`` must be
-    ``cfg``'s; a checkpoint is checked when it is loaded."""
-    metrics = out / record.METRICS_FILE
-    if metrics.exists():  # a record of another schema version is a RecordError (exit 2)
-        _refuse_other_config(cfg, record.read(metrics).config, metrics)
-        return
-    path = out / "config.yaml"
-    if path.exists():
-        try:
-            stored = yaml.safe_load(path.read_text())
-        except yaml.YAMLError:
-            stored = None
-        _refuse_other_config(cfg, stored, path)
-
-
 def _duration(s: float) -> str:
     s = max(0, round(s))
     if s < 60:
@@ -462,71 +415,38 @@ def train(
     log: Log = _print,
     group: NodeGroup | None = None,
 ) -> dict:
-    """Run (or resume, or skip if complete) one experiment; returns the metrics dict.
+    """Run (or resume, or skip if complete) one experiment in this process; returns the
+    metrics dict. ``lpdt.engine.train`` picks the engine and is the entry point for both.
 
     Files already in ``out_dir`` (a complete run, a started run's ``config.yaml``, a checkpoint
-    to resume) must belong to ``cfg``: same config up to ``lpdt.config.EXECUTION_KEYS``, else
-    ``RunDirError``. ``force`` discards them instead.
+    to resume) must belong to ``cfg`` (``lpdt.rundir``: same config up to
+    ``lpdt.config.EXECUTION_KEYS``, else ``RunDirError``). ``force`` discards them instead.
 
-    ``engine: distributed`` hands the run to ``lpdt.launch`` (one process per node), whose
-    processes come back here with their ``group`` (the node each holds): every process runs
-    this function; the writer (process 0) alone writes ``config.yaml``, ``history.csv`` and
-    ``metrics.json``, and each process its own checkpoint.
+    ``engine: distributed``: every worker process (``lpdt.worker``) runs this function with its
+    ``group`` (the node it holds); the writer (process 0) alone writes ``config.yaml``,
+    ``history.csv`` and ``metrics.json``, and each process its own checkpoint. Without a
+    ``group`` such a config is refused (one process cannot hold one node of n).
     """
     if cfg.engine == "distributed" and group is None:
-        from lpdt.launch import train_distributed
-
-        return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
+        raise ValueError(
+            "engine: distributed runs one process per node: start it with lpdt.engine.train "
+            "(or lpdt train), not lpdt.train.train"
+        )
     group = group or LocalGroup(cfg.topology.nodes)
     out = Path(out_dir)
     metrics_path, ck_path = out / record.METRICS_FILE, out / group.checkpoint_name
-    if force:
-        metrics_path.unlink(missing_ok=True)
-        ck_path.unlink(missing_ok=True)
-        _previous(ck_path).unlink(missing_ok=True)
-    else:
-        _check_run_dir(cfg, out)
-        if metrics_path.exists():
-            log(f"{out}: already complete (use --force to run it again)")
-            return record.read(metrics_path).to_dict()
+    done = open_run_dir(cfg, out, force, [ck_path, previous(ck_path)], log)
+    if done is not None:
+        return done.to_dict()
     prov = provenance.capture(resolve_device(cfg.device))
 
     run = Run(cfg, log, group)
-    st = run.state
-    info = run.data.info
-    wall0 = 0.0  # wall time of the earlier sessions of a resumed run
-    found = _restorable(cfg, ck_path, run.device) if resume else {}
     # Every process takes part (a distributed run's processes must all start at one epoch).
-    target = _common_epoch(group, found)
-    holds: Path | None = None  # which of this process's files holds this run's last epoch
-    if target:
-        holds, ck = found[target]
-        run.restore(ck)
-        last_wall = run.history[-1].get("wall_s") if run.history else None
-        wall0 = float(ck.get("wall_s", last_wall or 0.0))
-        if ck.get("provenance"):  # the record describes the session that started the run
-            first = Provenance.from_dict(ck["provenance"], str(holds))
-            prov = provenance.resumed(first, prov, run.epoch)
-        log(f"resumed from {holds} after epoch {run.epoch}")
-    elif found:
-        log(
-            f"note: not every process has a checkpoint of one epoch (this one has epochs "
-            f"{sorted(found)}); starting from scratch"
-        )
-    elif ck_path.exists():
-        log(f"note: {ck_path} exists; starting from scratch (pass --resume to continue it)")
-    del found
+    holds, wall0, prov = _resume(cfg, run, ck_path, resume, prov, log)
     out.mkdir(parents=True, exist_ok=True)
     if group.writer:
         write_text_atomic(out / "config.yaml", dump_config(cfg))
-    log(
-        f"run {cfg.run_id()}: {cfg.model.name} ({cfg.precision.mode}, {st.p_train:,} params) on "
-        f"{info.name}{' (stand-in for ' + str(info.stand_in_for) + ')' if info.stand_in else ''}, "
-        f"{cfg.topology.nodes} nodes {cfg.topology.name}, {cfg.algorithm.name} "
-        f"{cfg.algorithm.compression.name} {cfg.algorithm.compression.ratio}, skew "
-        f"{cfg.partition.skew}, {run.iters} it/epoch x {cfg.train.epochs} epochs, "
-        f"device {run.device}"
-    )
+    log(_start_line(cfg, run))
 
     status = "ok"
     t_start = time.perf_counter()
@@ -559,18 +479,7 @@ def train(
             record.write_history(out, run.history)
         log(_epoch_line(row, cfg.train.epochs, None if last else progress.eta_s()))
         if not last:
-            ck = run.checkpoint()
-            ck.update(run_config=cfg.to_dict(), wall_s=row["wall_s"], provenance=prov.to_dict())
-            _fault_point("before-save", group, run.epoch)
-            if group.engine == "distributed":  # keep the epoch before until all have saved
-                if holds == ck_path:  # this run's previous epoch
-                    ck_path.replace(_previous(ck_path))
-                elif holds is None:  # a fresh start: any older file is another session's
-                    _previous(ck_path).unlink(missing_ok=True)
-                # (holds == the .prev file: it is the epoch before; the current one is replaced)
-                _fault_point("after-rename", group, run.epoch)
-            torch_save_atomic(ck_path, ck)
-            holds = ck_path
+            holds = _save_checkpoint(cfg, run, ck_path, holds, row["wall_s"], prov)
 
     final: FinalMetrics | None = None
     wire_train = group.wire_bytes()  # measured (distributed engine), before the final rounds
@@ -591,10 +500,106 @@ def train(
             f"{final.acc_node_max:.2f}), average model {final.acc_avg_model:.2f} %"
         )
 
+    rec = _run_record(cfg, run, status, final, prov, system, wire_train, total_s=wall())
+    if group.writer:
+        rec.write(out)  # history.csv, then metrics.json last: its presence means "complete"
+    group.barrier()  # the record is written: now every process may drop its checkpoint
+    ck_path.unlink(missing_ok=True)
+    previous(ck_path).unlink(missing_ok=True)
+    if cfg.tracking.mlflow and group.writer:
+        from lpdt.tracking import log_run
+
+        try:
+            log_run(out, cfg.tracking.uri, cfg.tracking.experiment, cfg.tracking.tags)
+        except Exception as e:  # the run's files are complete; tracking is a convenience
+            log(f"warning: could not log to MLflow at {cfg.tracking.uri}: {e}")
+    log(f"wrote {metrics_path}")
+    return rec.to_dict()
+
+
+def _resume(
+    cfg: RunConfig, run: Run, ck_path: Path, resume: bool, prov: Provenance, log: Log
+) -> tuple[Path | None, float, Provenance]:
+    """Restore ``run`` from the newest epoch that every process can restore (with ``resume``;
+    every process must call this, it is a collective). Returns which of this process's files
+    holds the restored epoch (``None``: a fresh start), the wall time of the earlier sessions,
+    and the provenance of the record (that of the session that started the run)."""
+    found = restorable(cfg, ck_path, run.device) if resume else {}
+    target = _common_epoch(run.group, found)
+    if target:
+        holds, ck = found[target]
+        run.restore(ck)
+        last_wall = run.history[-1].get("wall_s") if run.history else None
+        wall0 = float(ck.get("wall_s", last_wall or 0.0))
+        if ck.get("provenance"):  # the record describes the session that started the run
+            first = Provenance.from_dict(ck["provenance"], str(holds))
+            prov = provenance.resumed(first, prov, run.epoch)
+        log(f"resumed from {holds} after epoch {run.epoch}")
+        return holds, wall0, prov
+    if found:
+        log(
+            f"note: not every process has a checkpoint of one epoch (this one has epochs "
+            f"{sorted(found)}); starting from scratch"
+        )
+    elif ck_path.exists():
+        log(f"note: {ck_path} exists; starting from scratch (pass --resume to continue it)")
+    return None, 0.0, prov
+
+
+def _start_line(cfg: RunConfig, run: Run) -> str:
+    info = run.data.info
+    return (
+        f"run {cfg.run_id()}: {cfg.model.name} ({cfg.precision.mode}, {run.state.p_train:,} "
+        f"params) on {info.name}"
+        f"{' (stand-in for ' + str(info.stand_in_for) + ')' if info.stand_in else ''}, "
+        f"{cfg.topology.nodes} nodes {cfg.topology.name}, {cfg.algorithm.name} "
+        f"{cfg.algorithm.compression.name} {cfg.algorithm.compression.ratio}, skew "
+        f"{cfg.partition.skew}, {run.iters} it/epoch x {cfg.train.epochs} epochs, "
+        f"device {run.device}"
+    )
+
+
+def _save_checkpoint(
+    cfg: RunConfig, run: Run, ck_path: Path, holds: Path | None, wall_s: float, prov: Provenance
+) -> Path:
+    """Save ``run`` after its epoch ``run.epoch`` to ``ck_path``; ``holds``: which of this
+    process's files holds its previous epoch (``None``: none of this session's). Returns the
+    file that holds the new epoch. In the distributed engine the epoch before stays (as
+    ``.prev``) until the new one is saved, so that the processes can agree on an epoch
+    whenever they are killed (``_common_epoch``)."""
+    group = run.group
+    ck = run.checkpoint()
+    ck.update(run_config=cfg.to_dict(), wall_s=wall_s, provenance=prov.to_dict())
+    _fault_point("before-save", group, run.epoch)
+    if group.engine == "distributed":  # keep the epoch before until all have saved
+        if holds == ck_path:  # this run's previous epoch
+            ck_path.replace(previous(ck_path))
+        elif holds is None:  # a fresh start: any older file is another session's
+            previous(ck_path).unlink(missing_ok=True)
+        # (holds == the .prev file: it is the epoch before; the current one is replaced)
+        _fault_point("after-rename", group, run.epoch)
+    torch_save_atomic(ck_path, ck)
+    return ck_path
+
+
+def _run_record(
+    cfg: RunConfig,
+    run: Run,
+    status: str,
+    final: FinalMetrics | None,
+    prov: Provenance,
+    system: SystemSampler,
+    wire_train: float | None,
+    total_s: float,
+) -> RunRecord:
+    """The run's record (``lpdt.record``) from the finished ``run``: ``wire_train`` is the
+    measured wire bytes before the final gossip rounds, ``total_s`` the wall time across
+    resumes."""
+    st, info, group = run.state, run.data.info, run.group
     total_bytes = run.bytes_train + run.bytes_final
     wire_total = group.wire_bytes()
     samples = group.total(run.samples)  # over all processes
-    rec = RunRecord(
+    return RunRecord(
         run_id=cfg.run_id(),
         name=cfg.name,
         status=status,
@@ -623,7 +628,7 @@ def train(
         ),
         time=Timing(
             train_s=run.train_s,
-            total_s=wall(),
+            total_s=total_s,
             images_per_s=samples / run.train_s if run.train_s else None,
             s_per_iter=run.train_s / run.iterations if run.iterations else None,
             iterations=run.iterations,
@@ -639,38 +644,6 @@ def train(
         engine=group.engine,
         system=system.summary(),
     )
-    if group.writer:
-        rec.write(out)  # history.csv, then metrics.json last: its presence means "complete"
-    group.barrier()  # the record is written: now every process may drop its checkpoint
-    ck_path.unlink(missing_ok=True)
-    _previous(ck_path).unlink(missing_ok=True)
-    if cfg.tracking.mlflow and group.writer:
-        from lpdt.tracking import log_run
-
-        try:
-            log_run(out, cfg.tracking.uri, cfg.tracking.experiment, cfg.tracking.tags)
-        except Exception as e:  # the run's files are complete; tracking is a convenience
-            log(f"warning: could not log to MLflow at {cfg.tracking.uri}: {e}")
-    log(f"wrote {metrics_path}")
-    return rec.to_dict()
-
-
-def _previous(ck_path: Path) -> Path:
-    """Where a distributed process keeps its checkpoint of the epoch before."""
-    return ck_path.with_suffix(".prev.pt")
-
-
-def _restorable(
-    cfg: RunConfig, ck_path: Path, device: torch.device
-) -> dict[int, tuple[Path, dict]]:
-    """The checkpoints this process could resume from, by epoch: its checkpoint and, in the
-    distributed engine, the one of the epoch before (``.prev``), whichever exist."""
-    found: dict[int, tuple[Path, dict]] = {}
-    for path in (ck_path, _previous(ck_path)):
-        if path.exists():
-            ck = _load_checkpoint(cfg, path, device)
-            found.setdefault(int(ck["epoch"]), (path, ck))
-    return found
 
 
 def _common_epoch(group: NodeGroup, epochs: Iterable[int]) -> int:
@@ -700,13 +673,6 @@ def _fault_point(point: str, group: NodeGroup, epoch: int) -> None:
     spec = os.environ.get(FAULT_ENV)
     if spec and spec == f"{point}:{group.ids[0]}:{epoch}":
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _load_checkpoint(cfg: RunConfig, path: Path, device: torch.device) -> dict:
-    ck = torch.load(path, map_location=device, weights_only=False)
-    if "run_config" in ck:
-        _refuse_other_config(cfg, ck["run_config"], path)
-    return ck
 
 
 def _epoch_line(row: dict, epochs: int, eta_s: float | None = None) -> str:

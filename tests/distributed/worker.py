@@ -20,7 +20,8 @@ import torch.distributed as dist
 from lpdt.config import load_config
 from lpdt.decentral.peer import TorchGroup, init_process_group
 from lpdt.decentral.topology import TOPOLOGIES
-from lpdt.train import Run, lr_at, resolve_device
+from lpdt.device import resolve_device
+from lpdt.train import Run, lr_at
 
 if "test_irregular" not in TOPOLOGIES:
 
@@ -56,7 +57,7 @@ def main() -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     # Every case runs on the device its config names (cpu, or cuda: tests/test_cuda.py).
     device = resolve_device(load_config(None, cases[0]["overrides"]).device)
-    if device.type == "cuda":  # as lpdt.launch places ranks: LOCAL_RANK over the GPUs
+    if device.type == "cuda":  # as lpdt.worker places ranks: LOCAL_RANK over the GPUs
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
         torch.cuda.set_device(device)
     init_process_group(rank, world, device)

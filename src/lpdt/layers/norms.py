@@ -105,7 +105,8 @@ def range_scale(
     return 1.0 / (rng * const + eps)
 
 
-def _check_groups(channels: int, groups: int, what: str) -> None:
+def check_groups(channels: int, groups: int, what: str) -> None:
+    """Refuse a group count that does not divide the channels (also the 8-bit norms' check)."""
     if groups < 1 or channels % groups != 0:
         raise ValueError(f"{what}: {channels} channels are not divisible into {groups} groups")
 
@@ -120,7 +121,7 @@ def _gate(x: torch.Tensor, v: torch.Tensor, act: str) -> torch.Tensor:
     return x * F.hardsigmoid(v * x)
 
 
-def _scale_affine(
+def scale_affine(
     n: torch.Tensor, scale: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
 ) -> torch.Tensor:
     """n * scale[b, g] * gamma + beta in one full-size kernel (``scale``: ``[B, G]``).
@@ -178,7 +179,7 @@ class GroupNormAct(_OptionalReLU, nn.GroupNorm):
     norm_kind = "groupnorm"
 
     def __init__(self, channels: int, groups: int = 2, act: bool = True) -> None:
-        _check_groups(channels, groups, "GroupNorm")
+        check_groups(channels, groups, "GroupNorm")
         super().__init__(groups, channels)
         self.act_kind = "relu" if act else "none"
 
@@ -196,7 +197,7 @@ class EvoNormS0(nn.Module):
 
     def __init__(self, channels: int, groups: int = 8, eps: float = 1e-5) -> None:
         super().__init__()
-        _check_groups(channels, groups, "EvoNorm")
+        check_groups(channels, groups, "EvoNorm")
         self.channels, self.groups, self.eps = channels, groups, eps
         self.weight = nn.Parameter(torch.ones(1, channels, 1, 1))
         self.bias = nn.Parameter(torch.zeros(1, channels, 1, 1))
@@ -204,7 +205,7 @@ class EvoNormS0(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         var = group_variance(x, self.groups)
-        return _scale_affine(
+        return scale_affine(
             _gate(x, self.v, "sigmoid"), (var + self.eps).rsqrt(), self.weight, self.bias
         )
 
@@ -236,7 +237,7 @@ class RangeEvoNorm(nn.Module):
         eps: float = RANGE_EPS,
     ) -> None:
         super().__init__()
-        _check_groups(channels, groups, "Range-EvoNorm")
+        check_groups(channels, groups, "Range-EvoNorm")
         if estimator not in RANGE_ESTIMATORS:
             raise ValueError(f"unknown range estimator {estimator!r}; allowed: chunked, paper")
         if act not in ("hardsigmoid", "sigmoid"):
@@ -257,7 +258,7 @@ class RangeEvoNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n = _gate(x, self.v, self.act_kind)
-        return _scale_affine(n, self.scale(x), self.weight, self.bias)
+        return scale_affine(n, self.scale(x), self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return (

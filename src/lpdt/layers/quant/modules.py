@@ -27,12 +27,12 @@ from lpdt.layers.norms import (
     RANGE_CHUNKS,
     RANGE_EPS,
     RANGE_ESTIMATORS,
-    _check_groups,
-    _scale_affine,
+    check_groups,
     chunked_mean_range,
     range_constant_chunked,
     range_constant_paper,
     range_scale,
+    scale_affine,
 )
 from lpdt.layers.quant.functions import (
     biprec_conv2d,
@@ -164,7 +164,7 @@ class QRangeEvoNorm(nn.Module):
         eps: float = RANGE_EPS,
     ) -> None:
         super().__init__()
-        _check_groups(channels, groups, "Range-EvoNorm")
+        check_groups(channels, groups, "Range-EvoNorm")
         if estimator not in RANGE_ESTIMATORS:
             raise ValueError(f"unknown range estimator {estimator!r}; allowed: chunked, paper")
         if estimator == "paper":
@@ -184,7 +184,7 @@ class QRangeEvoNorm(nn.Module):
         x = self.quantize_input(x)
         n = x * F.hardsigmoid(x * qparam(self, "v"))
         s = ste_minmax(self.scale(x), self.spec.weight_bits)
-        out = _scale_affine(n, s, qparam(self, "weight"), qparam(self, "bias"))
+        out = scale_affine(n, s, qparam(self, "weight"), qparam(self, "bias"))
         return quantize_grad(out, self.spec.grad_bits, self.noise_salt)
 
     def extra_repr(self) -> str:

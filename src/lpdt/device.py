@@ -1,0 +1,20 @@
+"""The torch device a run asks for (``RunConfig.device``), checked against the machine."""
+
+from __future__ import annotations
+
+import torch
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` (CUDA when there is one), ``cpu``, ``cuda`` or ``cuda:N``."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError(f"device: {name} was requested but CUDA is not available")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise RuntimeError(
+                f"device: {name} was requested but there are {torch.cuda.device_count()} GPUs"
+            )
+    return device

@@ -1,0 +1,103 @@
+"""The rules of a run directory, shared by both engines (``lpdt.train`` and ``lpdt.launch``).
+
+Files already in a run's ``--out`` (a complete run's ``metrics.json``, a started run's
+``config.yaml``, a checkpoint to resume) must belong to the run's config: the same config up to
+``lpdt.config.EXECUTION_KEYS``, else ``RunDirError`` (one line; the CLI exits 2). ``--force``
+discards them instead. A complete run of the same config is returned as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from lpdt import record
+from lpdt.config import RunConfig, result_diff
+from lpdt.record import RunRecord
+
+
+class RunDirError(ValueError):
+    """The output directory holds files of a run of another config (the CLI exits 2)."""
+
+
+def refuse_other_config(cfg: RunConfig, stored: Any, where: Path) -> None:
+    """Raise ``RunDirError`` unless ``stored`` (a config tree found in a run directory) has
+    ``cfg``'s result-affecting values (``lpdt.config.EXECUTION_KEYS`` may differ)."""
+    keys = result_diff(cfg, stored) if isinstance(stored, dict) and stored else ["no config"]
+    if keys:
+        shown = ", ".join(keys[:8]) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+        raise RunDirError(
+            f"{where} is from a run of another config (differs in: {shown}); "
+            "pass --force to overwrite that run, or choose another --out"
+        )
+
+
+def check_run_dir(cfg: RunConfig, out: Path) -> None:
+    """A complete run (``metrics.json``) or a started one (``config.yaml``) in ``out`` must be
+    ``cfg``'s; a checkpoint is checked when it is loaded."""
+    metrics = out / record.METRICS_FILE
+    if metrics.exists():  # a record of another schema version is a RecordError (exit 2)
+        refuse_other_config(cfg, record.read(metrics).config, metrics)
+        return
+    path = out / "config.yaml"
+    if path.exists():
+        try:
+            stored = yaml.safe_load(path.read_text())
+        except yaml.YAMLError:
+            stored = None
+        refuse_other_config(cfg, stored, path)
+
+
+def discard(out: Path, checkpoints: Iterable[Path]) -> None:
+    """``--force``: remove a complete run's record and the given checkpoints."""
+    for f in [out / record.METRICS_FILE, *checkpoints]:
+        f.unlink(missing_ok=True)
+
+
+def open_run_dir(
+    cfg: RunConfig,
+    out: Path,
+    force: bool,
+    checkpoints: Iterable[Path],
+    log: Callable[[str], None],
+) -> RunRecord | None:
+    """Make ``out`` ready for ``cfg``: with ``force`` discard its record and ``checkpoints``;
+    else refuse another config's files and return the record when the run is complete already
+    (``None``: the run is to be trained, or resumed)."""
+    if force:
+        discard(out, checkpoints)
+        return None
+    check_run_dir(cfg, out)
+    metrics = out / record.METRICS_FILE
+    if metrics.exists():
+        log(f"{out}: already complete (use --force to run it again)")
+        return record.read(metrics)
+    return None
+
+
+def previous(ck_path: Path) -> Path:
+    """Where a distributed process keeps its checkpoint of the epoch before."""
+    return ck_path.with_suffix(".prev.pt")
+
+
+def load_checkpoint(cfg: RunConfig, path: Path, device: torch.device) -> dict:
+    """The checkpoint at ``path``, refused (``RunDirError``) when it is another config's."""
+    ck = torch.load(path, map_location=device, weights_only=False)
+    if "run_config" in ck:
+        refuse_other_config(cfg, ck["run_config"], path)
+    return ck
+
+
+def restorable(cfg: RunConfig, ck_path: Path, device: torch.device) -> dict[int, tuple[Path, dict]]:
+    """The checkpoints this process could resume from, by epoch: its checkpoint and, in the
+    distributed engine, the one of the epoch before (``.prev``), whichever exist."""
+    found: dict[int, tuple[Path, dict]] = {}
+    for path in (ck_path, previous(ck_path)):
+        if path.exists():
+            ck = load_checkpoint(cfg, path, device)
+            found.setdefault(int(ck["epoch"]), (path, ck))
+    return found

@@ -1,0 +1,146 @@
+"""One worker of an ``engine: distributed`` run: the process that holds one node.
+
+A worker knows its rank from the environment (``RANK`` / ``WORLD_SIZE``, as set by ``torchrun``
+on one or several machines, or by ``lpdt.launch.launch_local``), joins the process group from the
+environment (``MASTER_ADDR`` / ``MASTER_PORT``) and trains the node of its rank with
+``lpdt.train.train``. ``python -m lpdt.worker`` is the command ``launch_local`` starts.
+
+Exit codes of ``python -m lpdt.worker``: 0 done; ``REFUSED`` a one-line error on its stderr (a
+refused run directory or checkpoint); ``PEER_LOST`` it stopped because another rank failed; 1
+this rank failed (traceback on stderr). Under a launcher that sets ``LPDT_LAUNCHER_PID`` the
+kernel kills the worker when the launcher dies (Linux).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import os
+import signal
+import sys
+from pathlib import Path
+
+import torch
+
+from lpdt.config import RunConfig, load_config
+from lpdt.device import resolve_device
+from lpdt.rundir import discard
+from lpdt.train import train
+
+PEER_LOST = 75  # a worker's exit code when it stopped because another rank failed
+REFUSED = 2  # a worker's exit code for a one-line error on its stderr (the CLI's code for those)
+LAUNCHER_PID_ENV = "LPDT_LAUNCHER_PID"  # set by the launcher: its pid
+
+
+def env_rank() -> tuple[int, int] | None:
+    """``(rank, world size)`` when the environment names this process's rank, else ``None``."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    return None
+
+
+def run_worker(
+    cfg: RunConfig, out_dir: str | Path, rank: int, world: int, resume: bool, force: bool, log
+) -> dict:
+    """Train node ``rank`` of ``cfg`` in this process; every rank returns the run's record."""
+    import torch.distributed as dist
+
+    from lpdt.decentral.peer import TorchGroup, init_process_group
+
+    if world != cfg.topology.nodes:
+        raise ValueError(
+            f"engine: distributed runs one process per node: {world} processes "
+            f"for topology.nodes = {cfg.topology.nodes}"
+        )
+    if cfg.threads is None:  # share the cores (all, or OMP_NUM_THREADS) between the workers
+        cores = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", world))
+        torch.set_num_threads(max(1, cores // local))
+    device = resolve_device(cfg.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device(
+            "cuda", int(os.environ.get("LOCAL_RANK", 0)) % max(1, torch.cuda.device_count())
+        )
+        cfg = _with_device(cfg, str(device))
+    out = Path(out_dir)
+    if force and rank == 0:  # every rank's checkpoints (and the previous ones), before any saves
+        discard(out, out.glob("checkpoint*.pt"))
+    if device.type == "cuda":  # NCCL's own communicators and barriers use the current device
+        torch.cuda.set_device(device)
+    init_process_group(rank, world, device)
+    try:
+        if force:
+            dist.barrier()
+        group = TorchGroup(rank, world, device)
+        return train(
+            cfg, out, resume=resume, force=force, log=log if rank == 0 else _quiet, group=group
+        )
+    finally:
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
+
+def _with_device(cfg: RunConfig, device: str) -> RunConfig:
+    return dataclasses.replace(cfg, device=device)
+
+
+def _quiet(msg: str) -> None:
+    pass
+
+
+def worker_main(argv: list[str] | None = None) -> int:
+    """``python -m lpdt.worker --config C --out D [--resume] [--force]``: one worker started
+    by ``lpdt.launch.launch_local`` (rank and rendezvous from the environment). Exit codes: 0 done,
+    ``PEER_LOST`` another rank failed, 1 this rank failed (traceback on stderr)."""
+    import torch.distributed as dist
+
+    p = argparse.ArgumentParser(prog="python -m lpdt.worker")
+    p.add_argument("--config", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--force", action="store_true")
+    args = p.parse_args(argv)
+    env = env_rank()
+    if env is None:
+        print("lpdt.worker: RANK and WORLD_SIZE must be set", file=sys.stderr)
+        return 2
+    rank, world = env
+    _die_with_launcher()
+    cfg = load_config(args.config)
+    try:
+        run_worker(cfg, args.out, rank, world, resume=args.resume, force=args.force, log=_print)
+    except ValueError as e:  # a refused run directory or checkpoint, a bad record: one line
+        print(f"lpdt rank {rank}: error: {e}", file=sys.stderr, flush=True)
+        return REFUSED
+    except dist.DistError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(
+            f"lpdt rank {rank}: stopped: lost contact with another rank ({first})",
+            file=sys.stderr,
+            flush=True,
+        )
+        return PEER_LOST
+    return 0
+
+
+def _die_with_launcher() -> None:
+    """Linux: have the kernel kill this worker if the launcher dies (even by SIGKILL), so that
+    no worker outlives it."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    launcher = os.environ.get(LAUNCHER_PID_ENV)
+    if launcher is not None and os.getppid() != int(launcher):  # it died before prctl
+        sys.exit(PEER_LOST)
+
+
+def _print(msg: str) -> None:
+    print(msg, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(worker_main())

@@ -1,0 +1,149 @@
+"""The package's imports: every module imports, imports go one way (no circle), and no module
+imports another module's ``_private`` names (the project's conventions).
+
+The graph is read from the source with ``ast`` and counts every ``import`` of an ``lpdt``
+module, at module level or inside a function (a lazy import that closes a circle is still a
+circle). Known exceptions, listed below with their reason, are the only ones allowed.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+import lpdt
+
+SRC = Path(lpdt.__file__).resolve().parent
+
+# Circles allowed (each a set of modules): a registry package's ``__init__`` imports its
+# submodules so that they register themselves, and they import the registry from the package.
+KNOWN_CIRCLES = [
+    {
+        "lpdt.data",
+        "lpdt.data.imagenette",
+        "lpdt.data.images",
+        "lpdt.data.synthetic",
+        "lpdt.data.text",
+    },
+    {"lpdt.models", "lpdt.models.resnet", "lpdt.models.text", "lpdt.models.vgg"},
+]
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for f in sorted(SRC.rglob("*.py")):
+        parts = list(f.relative_to(SRC.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = f
+    return mods
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> list[tuple[str, str | None, int]]:
+    """``(module, imported name or None, line)`` for every import of an ``lpdt`` module in
+    ``path``; ``from lpdt.x import y`` gives ``(lpdt.x.y, None)`` when ``y`` is a module."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(a.name, None, node.lineno) for a in node.names if a.name.startswith("lpdt")]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package, up level - 1
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            if base == "lpdt" or base.startswith("lpdt."):
+                for a in node.names:
+                    sub = f"{base}.{a.name}"
+                    found.append(
+                        (sub, None, node.lineno) if sub in MODULES else (base, a.name, node.lineno)
+                    )
+    return found
+
+
+def _owner(target: str) -> str:
+    """The module of ``MODULES`` that ``target`` (a dotted name) lies in."""
+    while target not in MODULES and "." in target:
+        target = target.rpartition(".")[0]
+    return target
+
+
+def _graph() -> dict[str, set[str]]:
+    return {m: {_owner(t) for t, _, _ in _imports(m, p)} - {m} for m, p in MODULES.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(m for m in MODULES if not m.endswith("__main__")))
+def test_every_module_imports(name):
+    importlib.import_module(name)
+
+
+def test_no_import_circle():
+    circles = [c for c in _circles(_graph()) if c not in KNOWN_CIRCLES]
+    assert not circles, f"import circles: {[sorted(c) for c in circles]}"
+
+
+def test_the_engine_imports_one_way():
+    """engine -> launch -> worker -> train -> rundir, device: nothing imports upwards."""
+    graph = _graph()
+    order = ["lpdt.engine", "lpdt.launch", "lpdt.worker", "lpdt.train", "lpdt.rundir"]
+    for i, m in enumerate(order):
+        above = set(order[:i])
+        assert not graph[m] & above, f"{m} imports {sorted(graph[m] & above)}"
+    assert "lpdt.launch" not in graph["lpdt.train"]
+    assert "lpdt.device" in graph["lpdt.train"] and "lpdt.device" in graph["lpdt.worker"]
+
+
+def test_no_module_imports_another_modules_private_names():
+    bad = [
+        f"{m}:{line} imports {name} from {t}"
+        for m, p in MODULES.items()
+        for t, name, line in _imports(m, p)
+        if name is not None and name.startswith("_") and _owner(t) != m
+    ]
+    assert not bad, "; ".join(bad)
+
+
+def test_the_circle_check_finds_a_circle():
+    """The checker itself: a circle through a lazy import is found."""
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
