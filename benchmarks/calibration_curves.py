@@ -89,7 +89,7 @@ def complete(out: str) -> bool:
 
 def _train(args: tuple[str, dict, str]) -> str:
     from lpdt.config import config_from_dict
-    from lpdt.train import train
+    from lpdt.engine import train
 
     name, cfg, out = args
     cfg = copy.deepcopy(cfg)
