@@ -10,16 +10,7 @@ from lpdt.report.aggregate import KEYS, norm_key
 
 COLUMNS = [
     "table",
-    "dataset",
-    "model",
-    "norm",
-    "topology",
-    "nodes",
-    "compression",
-    "skew",
-    "algorithm",
-    "precision",
-    "qgm",
+    *KEYS,
     "phase",
     "metric",
     "value",

@@ -405,6 +405,29 @@ def _differences(tables: dict, st: dict) -> list:
 # --- the document ------------------------------------------------------------------------------
 
 
+def _verdict_cell(text: str, color: str | None, st: dict) -> Paragraph:
+    """A verdict in bold, in its colour (black for one without a colour)."""
+    return Paragraph(f'<font color="{color or "#000000"}"><b>{_esc(text)}</b></font>', st["scell"])
+
+
+def _verdict_table(data: list[list], weights: list[float], width: float) -> Table:
+    """A claims table of the summary page: header row shaded, thin grid, tight rows, columns
+    ``width`` shared in proportion to ``weights``."""
+    tbl = Table(data, colWidths=[width * x / sum(weights) for x in weights], repeatRows=1)
+    tbl.setStyle(
+        TableStyle(
+            [
+                ("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
+                ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8e8e8")),
+                ("VALIGN", (0, 0), (-1, -1), "TOP"),
+                ("TOPPADDING", (0, 0), (-1, -1), 1.2),
+                ("BOTTOMPADDING", (0, 0), (-1, -1), 1.2),
+            ]
+        )
+    )
+    return tbl
+
+
 def _summary_page(
     df: pd.DataFrame,
     manifest: dict,
@@ -453,24 +476,9 @@ def _summary_page(
         ]
     ]
     for r in rows:
-        color = VERDICT_COLOR.get(r[4].split(" (")[0], "#000000")
-        data.append(
-            [Paragraph(_esc(x), st["scell"]) for x in r[:4]]
-            + [Paragraph(f'<font color="{color}"><b>{_esc(r[4])}</b></font>', st["scell"])]
-        )
-    w = [3.2, 2.6, 0.9, 2.0, 1.2]
-    tbl = Table(data, colWidths=[width * x / sum(w) for x in w], repeatRows=1)
-    tbl.setStyle(
-        TableStyle(
-            [
-                ("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
-                ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8e8e8")),
-                ("VALIGN", (0, 0), (-1, -1), "TOP"),
-                ("TOPPADDING", (0, 0), (-1, -1), 1.2),
-                ("BOTTOMPADDING", (0, 0), (-1, -1), 1.2),
-            ]
-        )
-    )
+        verdict = _verdict_cell(r[4], VERDICT_COLOR.get(r[4].split(" (")[0]), st)
+        data.append([Paragraph(_esc(x), st["scell"]) for x in r[:4]] + [verdict])
+    tbl = _verdict_table(data, [3.2, 2.6, 0.9, 2.0, 1.2], width)
     story += [
         tbl,
         Spacer(1, 2),
@@ -522,28 +530,15 @@ def _declared_table(declared: list[dict], st: dict, width: float) -> list:
         ]
     ]
     for c in declared:
-        color = VERDICT_COLOR.get(c["verdict"], "#000000")
         data.append(
             [
                 Paragraph(_esc(f"{c['statement']} ({c['id']}, {c['source']})"), st["scell"]),
                 Paragraph(_esc(c.get("rule", "")), st["scell"]),
                 Paragraph(_esc(effect_text(c)), st["scell"]),
-                Paragraph(f'<font color="{color}"><b>{_esc(c["verdict"])}</b></font>', st["scell"]),
+                _verdict_cell(c["verdict"], VERDICT_COLOR.get(c["verdict"]), st),
             ]
         )
-    w = [3.8, 2.6, 2.3, 1.2]
-    tbl = Table(data, colWidths=[width * x / sum(w) for x in w], repeatRows=1)
-    tbl.setStyle(
-        TableStyle(
-            [
-                ("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
-                ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8e8e8")),
-                ("VALIGN", (0, 0), (-1, -1), "TOP"),
-                ("TOPPADDING", (0, 0), (-1, -1), 1.2),
-                ("BOTTOMPADDING", (0, 0), (-1, -1), 1.2),
-            ]
-        )
-    )
+    tbl = _verdict_table(data, [3.8, 2.6, 2.3, 1.2], width)
     return [
         Paragraph("Claims declared in the studies", st["h2"]),
         tbl,
