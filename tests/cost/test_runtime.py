@@ -108,5 +108,7 @@ def test_h100_estimate_covers_only_what_was_measured_on_it():
     assert runtime.run_seconds(sixteen, 200 * 50000, "h100") is None
     int8 = load_config(None, [*paper, "precision.mode=int8"]).to_dict()
     assert runtime.run_seconds(int8, 200 * 50000, "h100") is None
+    eager = load_config(None, [*paper, "train.compile=false"]).to_dict()
+    assert runtime.run_seconds(eager, 200 * 50000, "h100") is None
     with pytest.raises(ValueError, match="allowed cpu, h100"):
         runtime.run_seconds(cfg, 1, "tpu")

@@ -123,12 +123,17 @@ def sparse(cfg: Mapping[str, Any]) -> bool:
     return cfg["algorithm"]["compression"]["name"] in ("topk", "randomk")
 
 
+def per_node_batch(cfg: Mapping[str, Any]) -> int:
+    """Samples each node's step sees (the run's batch size is the total over the nodes)."""
+    return max(1, int(cfg["train"]["batch_size"]) // int(cfg["topology"]["nodes"]))
+
+
 def gossip_units(cfg: Mapping[str, Any], samples: int) -> float:
     """Gossip rounds x nodes x gossiped entries per node (0 for one node: nothing to gossip)."""
     n = int(cfg["topology"]["nodes"])
     if n < 2:
         return 0.0
-    iterations = samples / (max(1, int(cfg["train"]["batch_size"]) // n) * n)
+    iterations = samples / (per_node_batch(cfg) * n)
     rounds = iterations + int(cfg["train"].get("final_gossip_rounds") or 0)
     return rounds * n * GOSSIPED.get(cfg["model"]["name"], 0)
 
@@ -149,14 +154,9 @@ MACHINES = {
 }
 
 
-def per_node_batch(cfg: Mapping[str, Any]) -> int:
-    """Samples each node's step sees (the run's batch size is the total over the nodes)."""
-    return max(1, int(cfg["train"]["batch_size"]) // int(cfg["topology"]["nodes"]))
-
-
 def run_seconds(cfg: Mapping[str, Any], samples: int | None, machine: str = "cpu") -> float | None:
     """Estimated seconds of one training job on ``machine`` (a key of ``MACHINES``); None: no
-    measured cost for its model / precision / px (on the H100: and per-node batch)."""
+    measured cost for its model / precision / px (on the H100: and per-node batch, compiled)."""
     if machine not in MACHINES:
         raise ValueError(f"machine {machine!r}: allowed {', '.join(MACHINES)}")
     if machine == "h100":
@@ -166,7 +166,8 @@ def run_seconds(cfg: Mapping[str, Any], samples: int | None, machine: str = "cpu
             input_px(cfg),
             per_node_batch(cfg),
         )
-        if gpu_key not in H100_MS or samples is None:
+        # The H100 costs are of compiled steps: an eager run has none.
+        if gpu_key not in H100_MS or samples is None or not cfg["train"].get("compile"):
             return None
         train_ms, eval_ms, compile_s = H100_MS[gpu_key]
         return (
