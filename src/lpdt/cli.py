@@ -81,7 +81,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     parser.add_argument("--version", action="version", version=f"lpdt {lpdt.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     subs = {
-        name: sub.add_parser(name, help=help_, description=help_)
+        # argparse %-formats help strings ("95 % CI" would break --help)
+        name: sub.add_parser(name, help=help_.replace("%", "%%"), description=help_)
         for name, (_, help_) in COMMANDS.items()
     }
     return parser, subs
