@@ -147,6 +147,10 @@ class ScheduleConfig:
     warmup_factor: float = 0.1
     milestones: list[int] = field(default_factory=lambda: [100, 150])
     gamma: float = 0.1
+    # "step": x gamma at each milestone (the paper's). "linear": after the warm-up, the lr falls
+    # linearly per epoch to lr / (epochs after the warm-up) in the last epoch, so training ends at
+    # its budget with a small step whatever the budget (milestones and gamma unused).
+    decay: Literal["step", "linear"] = "step"
 
 
 @dataclass
@@ -256,10 +260,23 @@ EXECUTION_KEYS: tuple[str, ...] = (
 )
 
 
+# Keys added after runs were recorded, at the default that reproduces the older behaviour:
+# ``result_dict`` drops them at that value, so run ids and stored configs of older runs still match.
+ADDED_KEYS_AT_OLD_DEFAULT: dict[str, object] = {"schedule.decay": "step"}
+
+
 def result_dict(tree: dict[str, Any]) -> dict[str, Any]:
     """A copy of a config tree (``RunConfig.to_dict()`` or a stored one) without
-    ``EXECUTION_KEYS``: the part that determines the results."""
+    ``EXECUTION_KEYS``, nor a key of ``ADDED_KEYS_AT_OLD_DEFAULT`` at that value: the part that
+    determines the results."""
     out = json.loads(json.dumps(tree, default=str))  # deep copy; tuples -> lists, as stored
+    for key, old in ADDED_KEYS_AT_OLD_DEFAULT.items():
+        *parents, leaf = key.split(".")
+        node: Any = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and node.get(leaf) == old:
+            node.pop(leaf)
     for key in EXECUTION_KEYS:
         *parents, leaf = key.split(".")
         node: Any = out
