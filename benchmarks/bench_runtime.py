@@ -1,12 +1,17 @@
 """Per-sample costs behind the plan's wall-time estimate (``lpdt.cost.runtime.STEP_MS``).
 
-Usage: ``.venv/bin/python benchmarks/bench_runtime.py [--steps 12] [--jobs 2]``.
+Usage: ``.venv/bin/python benchmarks/bench_runtime.py [--steps 12] [--jobs 2] [--probe N]``.
 
 For each (model, precision, input px) of the quick scale, times a training step (forward,
 backward, SGD) at per-node batch 16 and an evaluation forward at batch 500, one thread, eager,
 and prints ms per sample in the form of ``STEP_MS``. ``--jobs 2`` runs two copies of each
 measurement at once (as the workflow runs two training jobs at once on 2 cores) and reports the
 slower copy's time.
+
+``--probe N`` instead runs the plan's speed probe (``runtime.probe_speed``) N times in this process,
+one at a time, and prints each run and the fastest in the form of ``runtime.PROBE_REF_MS``: record
+it there whenever the constants are refitted on another reference machine (the fastest of several
+runs is the one least slowed by whatever else the machine runs).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import time
 import torch
 
 from lpdt.config import load_config
+from lpdt.cost import runtime
 from lpdt.models import build_model
 
 CASES = [
@@ -82,12 +88,33 @@ def _worker(args: tuple[tuple[str, str, int], int]) -> tuple[float, float]:
     return measure(*args)
 
 
+def probe(repeats: int) -> None:
+    """The plan's speed probe ``repeats`` times; the fastest run per precision."""
+    best: dict[str, float] = {}
+    for i in range(repeats):
+        t0 = time.perf_counter()
+        ms = runtime.probe_speed()
+        took = time.perf_counter() - t0
+        print(
+            f"# probe {i + 1}: "
+            + ", ".join(f"{p} {v:.2f} ms/step" for p, v in ms.items())
+            + f" ({took:.1f} s)",
+            flush=True,
+        )
+        best = {p: min(v, best.get(p, v)) for p, v in ms.items()}
+    print("PROBE_REF_MS = {" + ", ".join(f"{p!r}: {v:.1f}" for p, v in best.items()) + "}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--jobs", type=int, default=2, help="copies measured at once (default 2)")
     ap.add_argument("--cases", default="", help="comma list of model:precision:px (default all)")
+    ap.add_argument("--probe", type=int, default=0, help="run the plan's speed probe N times")
     a = ap.parse_args()
+    if a.probe > 0:
+        probe(a.probe)
+        return
     cases = CASES
     if a.cases:
         cases = [(m, p, int(s)) for m, p, s in (c.split(":") for c in a.cases.split(","))]

@@ -14,7 +14,9 @@ compiled job (``train.compile`` with an entry in ``runtime.COMPILED_MS``) has it
 column, its compile time held at the ``COMPILED_MS`` value. It prints the fitted constants in the
 form of ``runtime.STEP_MS`` / ``COMPILED_MS`` / ``GOSSIP_NS`` / ``TOPK_NS``, and
 the estimate's error per job and in total, before and after the fit (in-sample: the fit is
-checked on the jobs it was fitted to).
+checked on the jobs it was fitted to). New constants come with the machine they were fitted on:
+record its speed probe too (``benchmarks/bench_runtime.py --probe 10`` ->
+``runtime.PROBE_REF_MS``), or the plan will scale them by the old machine's probe.
 """
 
 from __future__ import annotations
@@ -110,6 +112,10 @@ def main() -> None:
             f"{j['seconds']:.0f} s, fitted {p:.0f} s"
         )
     print(json.dumps({"gossip_ns": gossip_ns, "topk_ns": topk_ns}))
+    print(
+        "with new constants, record this machine's speed probe as runtime.PROBE_REF_MS: "
+        "benchmarks/bench_runtime.py --probe 10"
+    )
 
 
 if __name__ == "__main__":

@@ -112,3 +112,72 @@ def test_h100_estimate_covers_only_what_was_measured_on_it():
     assert runtime.run_seconds(eager, 200 * 50000, "h100") is None
     with pytest.raises(ValueError, match="allowed cpu, h100"):
         runtime.run_seconds(cfg, 1, "tpu")
+
+
+# -- the speed probe: the reference machine's costs scaled to the machine at hand ---------------
+
+
+def test_a_machine_twice_as_slow_doubles_the_training_terms():
+    """Constructed probe timings: fp32 steps twice as slow, 8-bit ones three times. The 8-bit run's
+    training and evaluation terms scale by 3, its start-up, compile and gossip terms by fp32's 2."""
+    ref = {"fp32": 10.0, "int8": 25.0}
+    speed = runtime.speed_factors({"fp32": 20.0, "int8": 75.0}, ref)
+    assert speed == {"fp32": 2.0, "int8": 3.0}
+    fp32 = _cfg("train.eval_every=1000", "train.node_eval=sharded")
+    assert runtime.run_seconds(fp32, 48000, speed=speed) == pytest.approx(
+        2 * runtime.run_seconds(fp32, 48000)
+    )
+    int8 = _cfg("train.eval_every=1000", "train.node_eval=sharded", "precision.mode=int8")
+    train_ms, eval_ms = runtime.STEP_MS[("resnet20", "int8", 16)]
+    train = 48000 * train_ms / 1e3 + runtime.evaluated_images(int8) * eval_ms / 1e3
+    other = runtime.run_seconds(int8, 48000) - train  # start-up + gossip
+    assert other > 0
+    assert runtime.run_seconds(int8, 48000, speed=speed) == pytest.approx(3 * train + 2 * other)
+    compiled = _cfg("train.compile=true", "precision.mode=int8")
+    compile_s = runtime.COMPILED_MS[("resnet20", "int8", 16)][1]
+    base = runtime.run_seconds(compiled, 48000)
+    scaled = runtime.run_seconds(compiled, 48000, speed={"fp32": 1.0, "int8": 2.0})
+    # only the compiled per-sample cost and the evaluation double; the compile time does not
+    per_sample = 48000 * runtime.COMPILED_MS[("resnet20", "int8", 16)][0] / 1e3
+    evals = runtime.evaluated_images(compiled) * eval_ms / 1e3
+    assert scaled - base == pytest.approx(per_sample + evals)
+    assert compile_s > 0 and runtime.run_seconds(compiled, 48000, speed=None) == base
+
+
+def test_speed_factors_reject_bad_timings():
+    ref = {"fp32": 10.0, "int8": 25.0}
+    with pytest.raises(ValueError, match="same precisions"):
+        runtime.speed_factors({"fp32": 10.0}, ref)
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="positive number"):
+            runtime.speed_factors({"fp32": bad, "int8": 25.0}, ref)
+    cfg = _cfg("precision.mode=int8")
+    with pytest.raises(ValueError, match="no factor for int8"):
+        runtime.run_seconds(cfg, 48000, speed={"fp32": 1.0})
+    with pytest.raises(ValueError, match="CPU costs only"):
+        runtime.run_seconds(cfg, 48000, "h100", speed={"fp32": 1.0, "int8": 1.0})
+
+
+def test_the_reference_probe_timings_are_recorded():
+    assert runtime.speed_factors(runtime.PROBE_REF_MS) == {p: 1.0 for p in runtime.PROBE_REF_MS}
+
+
+def test_probe_times_real_steps_and_the_plan_line_names_them():
+    """One timed step of each precision (no warm-up): positive finite ms, and the caller's torch
+    thread count and random state survive."""
+    import math
+
+    import torch
+
+    threads = torch.get_num_threads()
+    state = torch.random.get_rng_state()
+    measured = runtime.probe_speed(steps=1, warmup=0)
+    assert set(measured) == set(runtime.PROBE_REF_MS)
+    assert all(math.isfinite(ms) and ms > 0 for ms in measured.values()), measured
+    assert torch.get_num_threads() == threads
+    assert torch.equal(torch.random.get_rng_state(), state)
+    line = runtime.probe_line(measured)
+    assert line.startswith("speed probe: fp32 ") and line.endswith(": estimates scaled")
+    assert "8-bit" in line
+    with pytest.raises(ValueError, match="allowed fp32, int8"):
+        runtime.probe_step_ms("fp16")

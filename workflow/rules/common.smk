@@ -106,9 +106,19 @@ rule plan:
         # Whose costs: the reference CPU, or (the paper scale's default) one H100; the config
         # schema allows only those (runtime.MACHINES).
         machine = config.get("plan_machine", "h100" if SCALE == "paper" else "cpu")
+        # The speed probe (CPU costs only; config plan_probe, default on): a few seconds of
+        # ResNet-20 steps on this machine scale the reference machine's costs. It runs here,
+        # when the plan is printed, never while the workflow is parsed.
+        speed, probe = None, None
+        if machine == "cpu" and config.get("plan_probe", True):
+            measured = runtime.probe_speed()
+            speed = runtime.speed_factors(measured)
+            probe = runtime.probe_line(measured)
+        elif machine == "cpu":
+            probe = "speed probe: off (config plan_probe): the reference machine's costs, unscaled"
         rows = grid.plan_rows(RUNS)
         for r in rows:
-            est = runtime.run_seconds(RUNS[r["run_id"]].config, r["samples"], machine)
+            est = runtime.run_seconds(RUNS[r["run_id"]].config, r["samples"], machine, speed)
             r["est_s"] = None if est is None else round(est)
         with open(output[0], "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t")
@@ -126,10 +136,13 @@ rule plan:
         if machine == "h100":
             slots = 1
         known = [r["est_s"] for r in rows if r["est_s"] is not None]
+        if probe:
+            print(probe)
         wall = runtime.packed_wall_seconds(known, slots)
         print(f"estimated training wall time: ~{wall / 60:.0f} min with {slots} jobs at once "
               f"= {sum(known) / 3600:.1f} job-hours "
-              f"(costs measured on {runtime.MACHINES[machine]}; lpdt.cost.runtime)")
+              f"(costs measured on {runtime.MACHINES[machine]}"
+              f"{', scaled to this machine' if speed else ''}; lpdt.cost.runtime)")
         if len(known) < len(rows):
             print(f"  ({len(rows) - len(known)} runs have no measured cost and are not counted)")
         print(f"per-run table: {output[0]}")

@@ -11,13 +11,21 @@ with the costs of its (model, precision, input px) fitted on this project's refe
 ``GOSSIP_NS``, ``TOPK_NS``: ``benchmarks/fit_runtime.py`` refits them from any finished pipeline,
 ``benchmarks/bench_runtime.py`` times the steps alone). A compiled step (``train.compile``) has
 its own cost per sample and adds its compile time (``COMPILED_MS``). The grid's wall time is the
-jobs packed onto ``slots`` parallel job slots (longest first). On another machine the absolute numbers
-differ; refit them there.
+jobs packed onto ``slots`` parallel job slots (longest first).
+
+On another machine the absolute numbers differ. The speed probe (``probe_speed``) times a few
+eager ResNet-20 node steps in fp32 and 8-bit on the machine at hand, seconds before the plan is
+printed, and ``speed_factors`` divides them by the same probe's timings on the reference machine
+(``PROBE_REF_MS``); ``run_seconds(..., speed=...)`` scales the fitted costs by those factors. A
+machine far from the reference (other core counts, jobs per slot) is better refitted.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
+import statistics
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -154,11 +162,23 @@ MACHINES = {
 }
 
 
-def run_seconds(cfg: Mapping[str, Any], samples: int | None, machine: str = "cpu") -> float | None:
+def run_seconds(
+    cfg: Mapping[str, Any],
+    samples: int | None,
+    machine: str = "cpu",
+    speed: Mapping[str, float] | None = None,
+) -> float | None:
     """Estimated seconds of one training job on ``machine`` (a key of ``MACHINES``); None: no
-    measured cost for its model / precision / px (on the H100: and per-node batch, compiled)."""
+    measured cost for its model / precision / px (on the H100: and per-node batch, compiled).
+
+    ``speed`` (CPU only): precision -> this machine's time / the reference machine's, from
+    ``speed_factors``. The run's precision scales its training and evaluation costs (their
+    kernels differ between fp32 and 8-bit); fp32's scales start-up, compiling and gossip, which
+    are Python and fp32 arithmetic in both precisions."""
     if machine not in MACHINES:
         raise ValueError(f"machine {machine!r}: allowed {', '.join(MACHINES)}")
+    if speed is not None and machine != "cpu":
+        raise ValueError(f"the speed probe scales the CPU costs only, not {machine!r}'s")
     if machine == "h100":
         gpu_key = (
             cfg["model"]["name"],
@@ -182,12 +202,113 @@ def run_seconds(cfg: Mapping[str, Any], samples: int | None, machine: str = "cpu
         train_ms, compile_s = COMPILED_MS[key]
         start += compile_s
     gossip_ns = GOSSIP_NS + (TOPK_NS if sparse(cfg) else 0.0)
+    own, base = 1.0, 1.0  # the run's precision's factor, fp32's
+    if speed is not None:
+        missing = {"fp32", key[1]} - set(speed)
+        if missing:
+            raise ValueError(f"speed: no factor for {', '.join(sorted(missing))}")
+        own, base = speed[key[1]], speed["fp32"]
     return (
-        start
-        + samples * train_ms / 1e3
-        + evaluated_images(cfg) * eval_ms / 1e3
-        + gossip_units(cfg, samples) * gossip_ns / 1e9
+        base * start
+        + own * samples * train_ms / 1e3
+        + own * evaluated_images(cfg) * eval_ms / 1e3
+        + base * gossip_units(cfg, samples) * gossip_ns / 1e9
     )
+
+
+# The speed probe: one node's eager training step (forward, loss, backward, SGD step) of ResNet-20
+# at the quick scale's shapes (16 px, per-node batch 16, Range-EvoNorm with 4 chunks in 8-bit),
+# one torch thread, as each training job runs. Eager, not compiled: compiling the two steps takes
+# 10-20 s with inductor's cache warm and 1-2 min cold, more than the whole probe may take; the
+# eager step runs the same arithmetic, so it measures the same machine speed. Timed in CPU time
+# of this process (one thread: on an otherwise idle machine the same as wall time), which leaves
+# out the time the OS gives to other processes: a reference recorded on a machine shared with
+# other jobs, or a probe beside Snakemake's own threads, still compares like with like.
+PROBE_BATCH = 16
+PROBE_PX = 16
+PROBE_WARMUP = 3
+PROBE_STEPS = 10
+# CPU ms per probe step (the median of PROBE_STEPS) on the reference machine (REFERENCE): the
+# fastest of 40 runs of `benchmarks/bench_runtime.py --probe 4` (10 rounds over 6 minutes,
+# 2026-11-25, on 28100ec with this probe). The CPU was shared with two training jobs and other
+# tests then (load 3-5 on 2 cores): the runs ranged over 27.6-41.4 ms (fp32) and 88.1-173 ms
+# (8-bit), the fastest in the least loaded round. If an idle machine is faster still, a probe
+# there reads as faster than the reference by as much and the estimate comes out that much too
+# low: re-record the reference on an idle machine.
+PROBE_REF_MS: dict[str, float] = {"fp32": 27.6, "int8": 88.1}
+PRECISION_NAMES = {"fp32": "fp32", "int8": "8-bit"}
+
+
+def probe_step_ms(precision: str, steps: int = PROBE_STEPS, warmup: int = PROBE_WARMUP) -> float:
+    """Median CPU ms of ``steps`` timed probe steps (after ``warmup`` untimed ones) on this
+    machine, one torch thread (the caller's thread count and random state are restored)."""
+    if precision not in PROBE_REF_MS:
+        raise ValueError(f"precision {precision!r}: allowed {', '.join(PROBE_REF_MS)}")
+    if steps < 1 or warmup < 0:
+        raise ValueError(f"steps {steps} (>= 1), warmup {warmup} (>= 0)")
+    import torch
+
+    from lpdt.config import load_config
+    from lpdt.models import build_model
+    from lpdt.steps import Steps
+
+    overrides = ["model.name=resnet20", f"precision.mode={precision}", "model.range_chunks=4"]
+    if precision == "int8":
+        overrides.append("model.norm=rangeen")
+    cfg = load_config(None, overrides)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.random.fork_rng(devices=[]):  # 8-bit steps draw noise seeds; leave no trace
+            torch.manual_seed(0)
+            model = build_model(cfg, 10, (3, PROBE_PX, PROBE_PX))
+            model.train()
+            node = Steps(model)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+            x = torch.randn(PROBE_BATCH, 3, PROBE_PX, PROBE_PX)
+            y = torch.randint(0, 10, (PROBE_BATCH,))
+            times = []
+            for i in range(warmup + steps):
+                t0 = time.process_time()
+                opt.zero_grad(set_to_none=True)
+                node.train_step(model, x, y)
+                opt.step()
+                if i >= warmup:
+                    times.append(time.process_time() - t0)
+    finally:
+        torch.set_num_threads(threads)
+    return statistics.median(times) * 1e3
+
+
+def probe_speed(steps: int = PROBE_STEPS, warmup: int = PROBE_WARMUP) -> dict[str, float]:
+    """ms per probe step on this machine, per precision of ``PROBE_REF_MS``."""
+    return {p: probe_step_ms(p, steps, warmup) for p in PROBE_REF_MS}
+
+
+def speed_factors(
+    measured: Mapping[str, float], reference: Mapping[str, float] = PROBE_REF_MS
+) -> dict[str, float]:
+    """precision -> measured / reference ms per probe step (2.0: this machine is twice as slow)."""
+    if set(measured) != set(reference):
+        raise ValueError(
+            f"probe timings for {sorted(measured)}, reference for {sorted(reference)}: "
+            "they must name the same precisions"
+        )
+    for p, ms in [*measured.items(), *reference.items()]:
+        if not (math.isfinite(ms) and ms > 0):
+            raise ValueError(f"probe time {ms!r} ms ({p}): must be a positive number")
+    return {p: measured[p] / reference[p] for p in reference}
+
+
+def probe_line(measured: Mapping[str, float], reference: Mapping[str, float] = PROBE_REF_MS) -> str:
+    """The plan's one line on the probe: ms per step here, the reference's, and the factor."""
+    factors = speed_factors(measured, reference)
+    parts = [
+        f"{PRECISION_NAMES.get(p, p)} {measured[p]:.1f} ms/step "
+        f"(reference {reference[p]:.1f}, ×{factors[p]:.2f})"
+        for p in reference
+    ]
+    return f"speed probe: {', '.join(parts)}: estimates scaled"
 
 
 def packed_wall_seconds(jobs: Iterable[float], slots: int) -> float:
