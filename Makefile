@@ -10,7 +10,7 @@ export PYTHONHASHSEED := 0
 
 DEB_PACKAGES := fortunes fortunes-min dataset-fashion-mnist poppler-utils
 
-.PHONY: setup system-deps report test test-slow lint bench clean
+.PHONY: setup system-deps report plateau-check test test-slow lint bench clean
 
 $(BIN)/lpdt: pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "error: $(PY) not found (Python 3.11 is required)"; exit 1; }
@@ -37,6 +37,12 @@ setup: system-deps $(BIN)/lpdt
 report: setup
 	@$(BIN)/snakemake --cores 1 --quiet all --forceall plan 2>&1 | sed -n '/^scale /,/^per-run/p'
 	$(BIN)/snakemake --cores all
+
+## plateau-check: train each claim cell's first seed for twice its epochs, write
+## results/plateau_check.csv, and rerun the report on it (docs/workflow.md, "Plateau check")
+plateau-check: setup
+	$(BIN)/snakemake --cores all plateau_check
+	$(BIN)/snakemake --cores all --forcerun report
 
 ## test: set up, then run the default test suite (slow tests excluded)
 test: setup

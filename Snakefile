@@ -3,6 +3,7 @@
 #   snakemake --cores all                        # quick scale (default, offline, ~1 h on 2 cores)
 #   snakemake --cores all --config scale=paper   # the paper's protocol
 #   snakemake --cores 2 --config scale=smoke     # the whole DAG in minutes (tests)
+#   snakemake --cores all plateau_check          # the claim cells at 2x epochs (not in `all`)
 #   snakemake --workflow-profile profiles/slurm --config scale=paper tracking_uri=http://host:5000
 #
 # See docs/workflow.md. Studies: config/studies.yaml; scales: config/scales/*.yaml.
@@ -24,6 +25,7 @@ validate(config, "workflow/schemas/config.schema.yaml")
 include: "workflow/rules/common.smk"
 include: "workflow/rules/mlflow.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/plateau.smk"
 include: "workflow/rules/analysis.smk"
 include: "workflow/rules/report.smk"
 

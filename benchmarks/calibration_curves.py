@@ -1,5 +1,11 @@
 """Is the quick scale trained to a plateau? One accuracy-vs-epochs curve per model family.
 
+The report's plateau check is the workflow target ``snakemake plateau_check`` (``make
+plateau-check``; docs/workflow.md, "Plateau check"): it trains the 2x runs as ordinary workflow
+jobs and records each run's commit. This script draws the curves (an evaluation every
+``--eval-every`` epochs, so its runs are not the check's); its ``curves_summary.csv`` has the
+report's columns but no commits or status.
+
 Usage: ``.venv/bin/python benchmarks/calibration_curves.py [--out results/calibration]
 [--cases resnet20_fp32,...] [--results results]``
 

@@ -16,10 +16,16 @@
 #   line saying so (docs/workflow.md, "Running on SLURM").
 
 
+def run_tree(run_id):
+    """The run config of a training job: a run of the grid or a plateau check's 2x run
+    (PLATEAU_RUNS, workflow/rules/plateau.smk)."""
+    return RUNS[run_id].config if run_id in RUNS else PLATEAU_RUNS[run_id].config
+
+
 def train_processes(wildcards):
     """Processes a training job starts: 1, or one per node with the distributed engine."""
     if config.get("engine", "simulated") == "distributed":
-        return grid.config_from_dict(RUNS[wildcards.run_id].config).topology.nodes
+        return grid.config_from_dict(run_tree(wildcards.run_id)).topology.nodes
     return 1
 
 
@@ -51,7 +57,7 @@ rule train:
     threads: train_cores
     resources:
         # train_gpus: auto: 1 per process on a machine with GPUs, at most all of them (lpdt.gpus)
-        gpu=lambda w: gpus.job_gpus(config["train_gpus"], RUNS[w.run_id].config.get("device", "auto"), GPUS, train_processes(w)),
+        gpu=lambda w: gpus.job_gpus(config["train_gpus"], run_tree(w.run_id).get("device", "auto"), GPUS, train_processes(w)),
     params:
         out=f"{RUNS_DIR}/{{run_id}}",
         engine=config.get("engine", "simulated"),

@@ -4,7 +4,7 @@ lpdt report [--manifest results/manifest.json] [--cost results/cost]
             [--analysis results/analysis] [--paper config/paper_results.csv]
             [--tables results/tables] [--figures results/figures]
             [--claims results/claims.json] [--pdf reports/report.pdf]
-            [--plateau config/plateau_check.csv]
+            [--plateau results/plateau_check.csv config/plateau_check.csv]
             [--only tables|figures|claims|pdf]
 """
 
@@ -31,9 +31,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pdf", default="reports/report.pdf", help="the PDF report")
     p.add_argument(
         "--plateau",
-        default="config/plateau_check.csv",
-        help="plateau check summary (benchmarks/calibration_curves.py), matched to the "
-        "runs by run id; 'none': the report says the plateau is not measured",
+        nargs="+",
+        metavar="CSV",
+        default=["results/plateau_check.csv", "config/plateau_check.csv"],
+        help="plateau check summary (snakemake plateau_check), matched to the runs by run id; "
+        "a second file is the shipped fallback, read when the first does not exist; "
+        "'none': the report says the plateau is not measured",
     )
     p.add_argument(
         "--only",
@@ -53,7 +56,10 @@ def run(args: argparse.Namespace) -> int:
     from lpdt.report.tables import build_tables, write_tables
 
     df, manifest = aggregate(args.manifest)
-    plateau = load_check(args.plateau)  # a ValueError is lpdt's one-line error
+    checks = [args.plateau] if isinstance(args.plateau, str | Path) else list(args.plateau)
+    if len(checks) > 2:
+        raise ValueError(f"--plateau takes a file and a fallback, got {len(checks)} paths")
+    plateau = load_check(*checks)  # a ValueError is lpdt's one-line error
     paper = load_paper(args.paper)
     cost, analysis = Path(args.cost), Path(args.analysis)
     tables_dir, figures_dir = Path(args.tables), Path(args.figures)
