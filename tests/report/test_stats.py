@@ -259,7 +259,10 @@ def test_summary_page(seeded_out: Path) -> None:
     ).stdout
     for s in (
         "reproduction summary",
-        "Of 6 accuracy claims",
+        "Of 9 accuracy claims",
+        "± / detectable",
+        "±0.50 / 0.62",  # lp_close_to_fp_dense: sd 0.2, n 3 (test_claims_json_with_seeds)
+        "figure only",
         "over 3 seeds",
         "What ran",
         "3 seeds (1-3)",

@@ -7,13 +7,17 @@ data order). For each seed, the claim's effect is the mean over the claim's cell
 paired difference; over the seeds we take the mean, the sample sd and a 95 % Student t-interval
 (n = number of seeds), and the verdict is ``held`` / ``not held`` / ``inconclusive`` from where
 the interval lies relative to the threshold (lpdt.report.stats), ``not enough data`` with fewer
-than two seeds.
+than two seeds. Beside the verdict, each accuracy claim carries the precision of its design:
+``n``, the interval's ``half_width`` and the minimum detectable effect at 80 % power
+(``detectable``, a distance from the threshold; ``lpdt.report.stats.detectable``).
 
 The definitions are versioned (``CLAIMS_VERSION``; docs/report.md, "Claims: versions", keeps the
 dated change log). Not every change was made before looking at a result: version 3 restricted
 ``choco_beats_ds`` to compressed pairs after the first quick-scale results had been seen (the log
 says so); version 4 (``lp_loss_compressed`` as a range, the paper's effect on our cells, the
-measured communication claim) was written after the results of docs/workflow.md.
+measured communication claim) was written after the results of docs/workflow.md. Version 5 added
+the normalisation claims of Figure 1 (study ``fig1``; the paper gives curves, no number: its
+column says "figure only") before their quick-scale results had been seen.
 
 The paper's own effect is computed with the same code from ``config/paper_results.csv`` (one
 number per cell, i.e. one "seed": a point, compared with the threshold as a point), over the
@@ -64,7 +68,7 @@ __all__ = [
     "effect_text",
 ]
 
-CLAIMS_VERSION = 4  # the definitions below; docs/report.md "Claims: versions" (dated change log)
+CLAIMS_VERSION = 5  # the definitions below; docs/report.md "Claims: versions" (dated change log)
 DECENTRALIZED = ("table3", "table4", "table5", "table6")
 ARITHMETIC = "arithmetic, no verdict"  # energy / memory: the paper's constants, not tested
 COST_METHOD = (
@@ -72,6 +76,13 @@ COST_METHOD = (
 )
 ARITHMETIC_METHOD = "none: arithmetic from the paper's constants (cost model); no verdict"
 COMM_RANGE = (0.875, 1.125)  # measured / implied ratio: the +-12.5 % that [3.5, 4.5] gave 4x
+# Equivalence margin of rangeen_equiv_evonorm (points): the paper's own tolerance for "the same
+# accuracy" ("8-bit loses less than 1 %", lp_close_to_fp_dense); fixed in version 5 before the
+# quick-scale Figure 1 runs with seeds had been seen.
+EQUIV_MARGIN = 1.0
+FIG1_FP = {"precision": "fp32"}  # Figure 1's FP runs (its 8-bit Range-EvoNorm run is apart)
+FIG1 = "Figure 1 runs (ResNet-20, 8-node directed ring, Choco, skew 0.8, 0 % compression)"
+FIGURE_ONLY = "figure only"  # Figure 1 draws curves: the paper prints no number for these
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,8 @@ class Claim:
     where: Mapping[str, object] = field(default_factory=dict)
     studies: tuple[str, ...] = ()
     source: str = "paper"  # "paper", or "study <name>": declared in a study (study_claims)
+    # Shown for the paper's effect where the paper prints no number for the claim (a figure).
+    paper_note: str = ""
 
     @property
     def rule(self) -> str:
@@ -180,6 +193,51 @@ CLAIMS = [
         b="fp32",
         where={"skew": ">=0.9", "compression": 0},
         studies=("table3", "table4"),
+    ),
+    Claim(
+        "evonorm_beats_batchnorm",
+        "EvoNorm performs better than BatchNorm on non-IID data",
+        f"{FIG1} identical except the normalisation, EvoNorm vs BatchNorm, FP (fp32) only",
+        "EvoNorm - BatchNorm accuracy (points)",
+        ">",
+        0.0,
+        vary="norm",
+        a="evonorm",
+        b="batchnorm",
+        where=FIG1_FP,
+        studies=("fig1",),
+        paper_note=FIGURE_ONLY,
+    ),
+    Claim(
+        "evonorm_beats_groupnorm",
+        "EvoNorm performs better than GroupNorm on non-IID data",
+        f"{FIG1} identical except the normalisation, EvoNorm vs GroupNorm, FP (fp32) only",
+        "EvoNorm - GroupNorm accuracy (points)",
+        ">",
+        0.0,
+        vary="norm",
+        a="evonorm",
+        b="groupnorm",
+        where=FIG1_FP,
+        studies=("fig1",),
+        paper_note=FIGURE_ONLY,
+    ),
+    Claim(
+        "rangeen_equiv_evonorm",
+        "Range-EvoNorm is equivalent to EvoNorm at full precision",
+        f"{FIG1} identical except the normalisation, Range-EvoNorm vs EvoNorm, FP (fp32) only; "
+        f"equivalent = the whole interval within +-{EQUIV_MARGIN:g} point, the tolerance the "
+        "paper itself uses for the same accuracy ('8-bit loses less than 1 %'), fixed before "
+        "the results",
+        "Range-EvoNorm - EvoNorm accuracy (points)",
+        "within",
+        (-EQUIV_MARGIN, EQUIV_MARGIN),
+        vary="norm",
+        a="rangeen",
+        b="evonorm",
+        where=FIG1_FP,
+        studies=("fig1",),
+        paper_note=FIGURE_ONLY,
     ),
     Claim(
         "comm_4x",
@@ -471,6 +529,10 @@ def paper_cells(paper: pd.DataFrame) -> pd.DataFrame:
     return p[["study", *KEYS, "seed", "acc"]]
 
 
+PRECISION = ("half_width", "detectable")  # the design's precision (stats.half_width, detectable)
+TOP_LEVEL = ("verdict", "mean", "sd", "ci", "n", *PRECISION)  # a record's own fields
+
+
 def _cells(r: dict) -> set[tuple[str, ...]]:
     return {tuple(c) for c in r.get("cells_used", [])}
 
@@ -480,9 +542,10 @@ def check_claims(
 ) -> list[dict]:
     """One record per claim, the paper's then the ``declared`` ones (``study_claims``)
     (docs/report.md, "Claims"): id, version, statement, definition, kind, source, effect,
-    direction, threshold, rule, verdict, mean, sd, ci, n, interval_method, paper_effect (over the
-    paper's cells that match ours), paper_verdict, paper_cells, paper_effect_all_cells,
-    stand_in_data, numbers, paper_numbers."""
+    direction, threshold, rule, verdict, mean, sd, ci, n, half_width, detectable (None for n < 2
+    and for cost claims), interval_method, paper_effect (over the paper's cells that match ours),
+    paper_note (what stands there when the paper prints no number, else None), paper_verdict,
+    paper_cells, paper_effect_all_cells, stand_in_data, numbers, paper_numbers."""
     every = [*CLAIMS, *declared]
     cols = ["study", *KEYS, "acc"] + (["seed"] if "seed" in df else [])
     ours_acc = accuracy_claims(df[cols], claims=every)
@@ -528,15 +591,18 @@ def check_claims(
                 "sd": r.get("sd"),
                 "ci": r.get("ci"),
                 "n": r.get("n", 0),
+                "half_width": r.get("half_width") if c.kind == "accuracy" else None,
+                "detectable": r.get("detectable") if c.kind == "accuracy" else None,
                 "interval_method": method,
                 "paper_effect": pe,
+                "paper_note": c.paper_note or None,
                 "paper_verdict": pv,
                 **extra,
                 "stand_in_data": bool(stand_in) and c.kind == "accuracy",
-                "numbers": {
-                    k: v for k, v in r.items() if k not in ("verdict", "mean", "sd", "ci", "n")
+                "numbers": {k: v for k, v in r.items() if k not in TOP_LEVEL},
+                "paper_numbers": {
+                    k: v for k, v in t.items() if k not in ("verdict", "sd", "ci", *PRECISION)
                 },
-                "paper_numbers": {k: v for k, v in t.items() if k not in ("verdict", "sd", "ci")},
             }
         )
     return out
@@ -573,6 +639,24 @@ def effect_text(c: dict) -> str:
     return f"{_f(c['mean'])} (n={c['n']}, no interval)"
 
 
+def precision_text(c: dict) -> str:
+    """'±0.52 / 0.84': the interval's half-width and the minimum detectable effect (points from
+    the threshold; the seeds, n, are in ``effect_text``); '-' where absent (n < 2, a cost or
+    arithmetic claim)."""
+    hw, det = c.get("half_width"), c.get("detectable")
+    if c.get("kind", "accuracy") != "accuracy" or hw is None or det is None:
+        return "-"
+    return f"±{hw:.2f} / {det:.2f}"
+
+
+def paper_effect_text(c: dict) -> str:
+    """The paper's effect ('0.13'), its note where it prints no number ('figure only ...'),
+    else '-'."""
+    if c.get("paper_effect") is not None:
+        return _f(c["paper_effect"])
+    return c.get("paper_note") or "-"
+
+
 def paper_claims(claims: list[dict]) -> list[dict]:
     """The paper's claim records (a record without ``source`` is one)."""
     return [c for c in claims if c.get("source", "paper") == "paper"]
@@ -585,14 +669,16 @@ def declared_claims(claims: list[dict]) -> list[dict]:
 
 def _md_table(claims: list[dict]) -> list[str]:
     lines = [
-        "| claim | rule | paper's effect | ours: mean [95 % CI] | verdict | definition |",
-        "|---|---|---|---|---|---|",
+        "| claim | rule | paper's effect | ours: mean [95 % CI] (n seeds) | ± half-width / "
+        "detectable (80 % power) | verdict | definition |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in claims:
         stand = " (stand-in data)" if c["stand_in_data"] else ""
         lines.append(
-            f"| {c['statement']} | {c['rule']} | {_f(c['paper_effect'])} | "
-            f"{effect_text(c)} | **{c['verdict']}**{stand} | {c['definition']} |"
+            f"| {c['statement']} | {c['rule']} | {paper_effect_text(c)} | "
+            f"{effect_text(c)} | {precision_text(c)} | **{c['verdict']}**{stand} | "
+            f"{c['definition']} |"
         )
     return lines
 

@@ -2,7 +2,9 @@
 
 A figure whose data is absent at this scale is still written, with a one-line message in place
 of the plot, so that the workflow's declared outputs always exist. A point that is a mean over
-seeds carries an error bar of +-1 sample standard deviation over those seeds (none for one run).
+seeds carries an error bar of +-1 sample standard deviation over those seeds (none for one run),
+except in Figure 1, whose curves of several seeds carry a band: the 95 % Student t-interval of
+the mean over the seeds at each epoch (lpdt.report.stats.t_interval).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lpdt.report.aggregate import KEYS  # noqa: E402
 from lpdt.report.describe import fixed_text  # noqa: E402
 from lpdt.report.paper import paper_accuracy  # noqa: E402
+from lpdt.report.stats import LEVEL, t_interval  # noqa: E402
 
 ALGO_COLOR = {"deepsqueeze": "tab:blue", "choco": "tab:orange"}
 ALGO_NAME = {"deepsqueeze": "Deep-Squeeze", "choco": "Choco"}
@@ -87,6 +91,28 @@ def _sd(g: pd.DataFrame) -> np.ndarray | None:
     return g["std"].fillna(0.0).to_numpy(dtype=float)
 
 
+def fig1_spread_text(runs: pd.DataFrame) -> str:
+    """What Figure 1's bands are, from the number of finished runs (seeds) per curve."""
+    if not len(runs):
+        return ""
+    keys = [k for k in KEYS if k in runs]
+    per_curve = runs.drop_duplicates("run_id").groupby(keys, dropna=False)["run_id"].nunique()
+    lo, hi = int(per_curve.min()), int(per_curve.max())
+    if hi < 2:
+        return "One run per curve, so no interval."
+    n = f"{lo}-{hi}" if lo != hi else f"{hi}"
+    return (
+        f"Each curve is the mean over its {n} runs (seeds) per epoch; the band is the "
+        f"{LEVEL * 100:g} % Student t-interval of that mean (n in the legend)."
+    )
+
+
+def _t_band(values: pd.Series) -> tuple[float, float]:
+    """The t-interval of the mean of ``values`` (NaN, NaN for fewer than two)."""
+    iv = t_interval(values.to_numpy(dtype=float))
+    return (math.nan, math.nan) if iv.ci is None else (iv.ci[0], iv.ci[1])
+
+
 def fig1(df: pd.DataFrame) -> plt.Figure:
     runs = figure_runs(df, "fig1")
     title = _title(
@@ -119,21 +145,24 @@ def fig1(df: pd.DataFrame) -> plt.Figure:
     if not curves:
         return _empty(title, "no per-epoch validation data at this scale")
     fig, ax = plt.subplots(figsize=(6, 4))
-    # Several seeds of one normalisation: the mean per epoch, +-1 sd over the seeds.
+    # Several seeds of one normalisation: the mean per epoch with its 95 % t-interval as a band.
     for label, g in pd.concat(curves).groupby("label", sort=False):
-        e = g.groupby("epoch")["err"].agg(["mean", "std", "count"]).sort_index()
+        e = g.groupby("epoch")["err"].agg(["mean", "count"]).sort_index()
         ls = "--" if "8-bit" in label else "-"
         if (e["count"] > 1).any():
-            ax.errorbar(
+            band = g.groupby("epoch")["err"].apply(_t_band).reindex(e.index)
+            lo, hi = (np.array([b[i] for b in band], dtype=float) for i in (0, 1))
+            lo_n, hi_n = int(e["count"].min()), int(e["count"].max())
+            n = f"{lo_n}-{hi_n}" if lo_n != hi_n else f"{hi_n}"
+            (line,) = ax.plot(
                 e.index,
                 e["mean"],
-                yerr=_sd(e),
                 marker="o",
                 ms=3,
-                capsize=2,
                 ls=ls,
-                label=f"{label} (n={int(e['count'].max())})",
+                label=f"{label}: mean, {LEVEL * 100:g} % CI (n={n})",
             )
+            ax.fill_between(e.index, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
         else:
             ax.plot(e.index, e["mean"], marker="o", ms=3, label=label, ls=ls)
     ax.set_xlabel("epoch")

@@ -7,7 +7,8 @@ the **same seed** (the seed sets the partition shuffle, the initialisation and t
 Its difference is ``acc(a) - acc(b)``. A run without an accuracy (missing, diverged) pairs with
 nothing. ``summarize`` turns the pairs into the claims' number: per seed, the mean over the cells
 of that seed's paired difference; over the seeds, the mean with its 95 % t-interval
-(``lpdt.report.stats``) and the verdict for a threshold. Every seed averages over the same cells:
+(``lpdt.report.stats``), its half-width and the design's minimum detectable effect
+(``stats.detectable``), and the verdict for a threshold. Every seed averages over the same cells:
 the cells that have the most common full seed set; the others are counted, not used.
 
 Selections are data, so that a claim written in YAML and one written here are the same thing:
@@ -216,6 +217,8 @@ def summarize(
             "sd": None,
             "ci": None,
             "n": 0,
+            "half_width": None,
+            "detectable": None,
             "cells": 0,
             "pairs": 0,
             "why": "no pair of finished runs",
@@ -241,6 +244,8 @@ def summarize(
         "sd": _r(iv.sd),
         "ci": None if iv.ci is None else [_r(iv.low), _r(iv.high)],
         "n": iv.n,
+        "half_width": _r(iv.half_width),
+        "detectable": _r(iv.detectable),
         "cells": int(p["_cell"].nunique()),
         "pairs": len(p),
         "per_seed": {("none" if s == NO_SEED else str(s)): _r(v) for s, v in per_seed.items()},
