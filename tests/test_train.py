@@ -323,3 +323,16 @@ def test_one_process_train_refuses_the_distributed_engine_without_a_group(tmp_pa
     with pytest.raises(ValueError, match="engine: distributed runs one process per node"):
         train(cfg("engine=distributed"), tmp_path / "run", log=lambda s: None)
     assert not (tmp_path / "run").exists()
+
+
+def test_plan_counts_the_evaluations_a_run_makes(tmp_path):
+    """lpdt.cost.runtime.evaluated_images (the plan's estimate) counts the evaluations this loop
+    really makes: every eval_every epochs but the last, then the final one."""
+    from lpdt.cost import runtime
+
+    c = cfg("train.epochs=3", "train.eval_every=1", "data.train_subset=320", "data.test_subset=50")
+    m = train(c, tmp_path / "r", log=lambda s: None)
+    evaluations = [r for r in m["history"] if "acc_node_mean" in r]
+    per_eval = (c.topology.nodes + 1) * 50 if c.train.node_eval == "full" else 2 * 50
+    assert len(evaluations) == 3  # after epochs 1 and 2, and the final one
+    assert runtime.evaluated_images(c.to_dict()) == len(evaluations) * per_eval

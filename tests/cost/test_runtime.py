@@ -31,28 +31,31 @@ def _cfg(*extra):
 
 
 def test_evaluated_images_full_vs_sharded():
-    # eval_every 1000 > epochs: the last epoch + the final evaluation = 2 evaluations
+    # eval_every 1000 > epochs: the final evaluation only (lpdt.train skips the last epoch's
+    # own evaluation: the final one, after the last gossip rounds, replaces it)
     full = _cfg("train.eval_every=1000")
     sharded = _cfg("train.eval_every=1000", "train.node_eval=sharded")
-    assert runtime.evaluated_images(full) == 2 * 9 * 1000  # 8 nodes + the average model
-    assert runtime.evaluated_images(sharded) == 2 * 2 * 1000
+    assert runtime.evaluated_images(full) == 1 * 9 * 1000  # 8 nodes + the average model
+    assert runtime.evaluated_images(sharded) == 1 * 2 * 1000
     every = _cfg("train.eval_every=1", "train.node_eval=sharded")
-    assert runtime.evaluated_images(every) == (8 + 1) * 2 * 1000
+    assert runtime.evaluated_images(every) == (7 + 1) * 2 * 1000  # epochs 1-7, then the final
+    third = _cfg("train.eval_every=3", "train.node_eval=sharded")
+    assert runtime.evaluated_images(third) == (2 + 1) * 2 * 1000  # epochs 3, 6, then the final
 
 
 def test_evaluated_images_without_a_subset_read_the_full_test_split():
     whole = _cfg("train.eval_every=1000", "train.node_eval=sharded")
     whole["data"]["test_subset"] = None
-    assert runtime.evaluated_images(whole) == 2 * 2 * 10000  # Fashion-MNIST's 10,000 test images
+    assert runtime.evaluated_images(whole) == 1 * 2 * 10000  # Fashion-MNIST's 10,000 test images
     whole["data"]["dataset"] = "x"  # unknown size: counted as 1,000 images
-    assert runtime.evaluated_images(whole) == 2 * 2 * 1000
+    assert runtime.evaluated_images(whole) == 1 * 2 * 1000
 
 
 def test_run_seconds_uses_the_measured_cost_and_knows_what_it_does_not_know():
     cfg = _cfg("train.eval_every=1000", "train.node_eval=sharded")
     train_ms, eval_ms = runtime.STEP_MS[("resnet20", "fp32", 16)]
     gossip = runtime.gossip_units(cfg, 48000) * runtime.GOSSIP_NS / 1e9
-    expect = runtime.START_S + 48000 * train_ms / 1e3 + 4000 * eval_ms / 1e3 + gossip
+    expect = runtime.START_S + 48000 * train_ms / 1e3 + 2000 * eval_ms / 1e3 + gossip  # 1 eval
     assert runtime.run_seconds(cfg, 48000) == pytest.approx(expect)
     assert runtime.run_seconds(_cfg("data.image_size=24"), 48000) is None  # not measured
     assert runtime.run_seconds(cfg, None) is None
