@@ -360,13 +360,52 @@ def test_paper_effect_over_our_cells(seeded_tree: dict) -> None:
 
 
 def test_paper_effect_is_none_when_the_paper_has_none_of_our_cells() -> None:
-    """A claim whose cells the paper does not have (here: a 3-node ring) gets no paper effect,
-    not the paper's effect over other cells."""
+    """A claim whose cells the paper does not have (here: skew 0.3, which no table has) gets no
+    paper effect, not the paper's effect over other cells."""
     paper = load_paper(PAPER_CSV)
-    rows = _fp_lp({1: 80.0, 2: 80.0}, {1: 79.5, 2: 79.0}, nodes=3)
+    rows = _fp_lp({1: 80.0, 2: 80.0}, {1: 79.5, 2: 79.0}, skew=0.3)
     df = _cells(rows).assign(stand_in="")
     out = {c["id"]: c for c in check_claims(df, paper, Path("/nonexistent"))}
     assert out["lp_close_to_fp_dense"]["mean"] == pytest.approx(0.75)
     assert out["lp_close_to_fp_dense"]["paper_effect"] is None
     assert out["lp_close_to_fp_dense"]["paper_cells"] == 0
     assert out["lp_close_to_fp_dense"]["paper_effect_all_cells"] is not None
+
+
+def test_paper_cells_of_the_nearest_ring_match_ours() -> None:
+    """Our 4-node claim cells stand for the paper's 8-node ones: Table 3 has no 4-node ResNet-20
+    cell, so exact matching would find none (the choice among several node counts:
+    test_paper_match_takes_the_nearest_node_count_only_where_the_rest_is_equal)."""
+    paper = load_paper(PAPER_CSV)
+    p = paper_cells(paper)
+    rows = _fp_lp({1: 80.0, 2: 80.0}, {1: 79.5, 2: 79.0}, nodes=4)
+    df = _cells(rows).assign(stand_in="")
+    dense = {c["id"]: c for c in check_claims(df, paper, Path("/nonexistent"))}[
+        "lp_close_to_fp_dense"
+    ]
+    base = df.iloc[0]
+    sel = p[
+        (p["study"] == "table3")
+        & (p["model"] == base["model"])
+        & (p["algorithm"] == base["algorithm"])
+        & (p["compression"] == 0)
+        & (p["skew"] == base["skew"])
+    ]
+    assert 4 not in set(sel["nodes"]) and 8 in set(sel["nodes"])
+    eight = sel[sel["nodes"] == 8]
+    fp, lp = eight[eight["precision"] == "fp32"], eight[eight["precision"] == "int8"]
+    assert dense["paper_cells"] == 1
+    want = float(fp["acc"].iloc[0] - lp["acc"].iloc[0])
+    assert dense["paper_effect"] == pytest.approx(want, abs=1e-4)
+
+
+def test_paper_match_takes_the_nearest_node_count_only_where_the_rest_is_equal() -> None:
+    from lpdt.report.claims import paper_match
+
+    keys = ["model", "nodes", "skew"]
+    theirs = {("r20", "8", "0.0"), ("r20", "16", "0.0"), ("r20", "16", "0.9"), ("r54", "8", "0.0")}
+    assert paper_match({("r20", "4", "0.0")}, theirs, keys) == {("r20", "8", "0.0")}
+    assert paper_match({("r20", "4", "0.9")}, theirs, keys) == {("r20", "16", "0.9")}
+    assert paper_match({("r20", "4", "0.4")}, theirs, keys) == set()
+    assert paper_match({("r20", "16", "0.0")}, theirs, keys) == {("r20", "16", "0.0")}
+    assert paper_match({("r20", "4", "0.0")}, theirs, ["model", "x", "skew"]) == set()
