@@ -184,3 +184,18 @@ def test_probe_times_real_steps_and_the_plan_line_names_them():
     assert "8-bit" in line
     with pytest.raises(ValueError, match="allowed fp32, int8"):
         runtime.probe_step_ms("fp16")
+
+
+def test_cold_compiles_cost_once_per_compiled_shape(tmp_path):
+    a = _cfg("train.compile=true", "precision.mode=int8")
+    b = _cfg("train.compile=true", "precision.mode=int8", "seed=7")  # same shape, other seed
+    c = _cfg("train.compile=true")  # fp32: another shape
+    d = _cfg("train.compile=true", "data.image_size=12")  # another px
+    eager = _cfg()
+    cold = runtime.cold_compile_seconds({"a": a, "b": b, "c": c, "d": d, "e": eager})
+    fp, i8 = runtime.COLD_COMPILE_S["fp32"], runtime.COLD_COMPILE_S["int8"]
+    assert cold == {"a": i8, "c": fp, "d": fp}
+    assert runtime.compile_cache_is_empty(str(tmp_path / "absent"))
+    assert runtime.compile_cache_is_empty(str(tmp_path))
+    (tmp_path / "fxgraph").mkdir()
+    assert not runtime.compile_cache_is_empty(str(tmp_path))

@@ -117,8 +117,18 @@ rule plan:
         elif machine == "cpu":
             probe = "speed probe: off (config plan_probe): the reference machine's costs, unscaled"
         rows = grid.plan_rows(RUNS)
+        # An empty torch.compile cache (a fresh machine): each compiled shape's first job
+        # compiles cold (runtime.COLD_COMPILE_S). lpdt's cache: lpdt.default_inductor_cache_dir.
+        import lpdt
+
+        cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", str(lpdt.default_inductor_cache_dir()))
+        cold = {}
+        if machine == "cpu" and runtime.compile_cache_is_empty(cache):
+            cold = runtime.cold_compile_seconds({k: r.config for k, r in RUNS.items()})
         for r in rows:
             est = runtime.run_seconds(RUNS[r["run_id"]].config, r["samples"], machine, speed)
+            if est is not None:
+                est += cold.get(r["run_id"], 0.0) * (speed or {}).get("fp32", 1.0)
             r["est_s"] = None if est is None else round(est)
         with open(output[0], "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t")
@@ -138,6 +148,9 @@ rule plan:
         known = [r["est_s"] for r in rows if r["est_s"] is not None]
         if probe:
             print(probe)
+        if cold:
+            print(f"torch.compile cache {cache} is empty: {len(cold)} compiled shapes compile "
+                  f"cold first (~{sum(cold.values()) / 60:.0f} job-min more)")
         wall = runtime.packed_wall_seconds(known, slots)
         print(f"estimated training wall time: ~{wall / 60:.0f} min with {slots} jobs at once "
               f"= {sum(known) / 3600:.1f} job-hours "
