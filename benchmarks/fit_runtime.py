@@ -32,7 +32,6 @@ import numpy as np
 from lpdt import record
 from lpdt.cost import runtime
 
-
 COMPILED_LINE = re.compile(r"compiled the [a-z ]+ in ([0-9.]+) s")
 
 
