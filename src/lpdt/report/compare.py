@@ -362,7 +362,12 @@ def text(res: dict, source: str) -> str:
             [label, str(c["pairs"]), _f(c["mean"]), _ci(c)] + ([c["verdict"]] if rule else [])
         )
     rows.append(
-        [f"overall ({o['cells']} cells, n={o['n']} seeds)", str(o["pairs"]), _f(o["mean"]), _ci(o)]
+        [
+            f"overall ({o['cells']} cell{'s' if o['cells'] != 1 else ''}, n={o['n']} seeds)",
+            str(o["pairs"]),
+            _f(o["mean"]),
+            _ci(o),
+        ]
         + ([o["verdict"]] if rule else [])
     )
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
