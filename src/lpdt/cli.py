@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "lpdt.report.compare",
         "condition a vs b over finished runs: paired by seed, 95 % CI",
     ),
-    "ui": ("lpdt.tracking", "open the MLflow UI on the results store"),
+    "ui": ("lpdt.tracking.cli", "open the MLflow UI on the results store"),
 }
 
 
