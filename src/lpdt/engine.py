@@ -24,7 +24,8 @@ def train(
     log: Callable[[str], None] | None = None,
 ) -> RunRecord:
     """Run (or resume, or skip if complete) ``cfg`` in ``out_dir``; returns the run's record
-    (``lpdt.record.RunRecord``; ``to_dict()`` is its ``metrics.json``). ``engine: simulated`` runs in this process
+    (``lpdt.record.RunRecord``, whose ``to_dict()`` is its ``metrics.json``; a run complete
+    already: the record read from that file). ``engine: simulated`` runs in this process
     (``lpdt.train.train``), ``engine: distributed`` with one process per node
     (``lpdt.launch.train_distributed``). ``log``: where progress lines go (default: stdout)."""
     log = log or _print
