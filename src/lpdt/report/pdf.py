@@ -304,20 +304,15 @@ def summary_sentences(
             f"studies ({', '.join(c.id for c in declared)}), "
             f"{_n_phrase(verdict_counts(declared))}."
         )
-    # (claim, our mean effect, the paper's): the accuracy claims that have both numbers
-    both = [
-        (c, c.mean, c.paper_effect)
-        for c in acc
-        if c.mean is not None and c.paper_effect is not None
-    ]
+    both = [c for c in acc if c.mean is not None and c.paper_effect is not None]
     if both:
-        far, _, far_paper = max(both, key=lambda x: abs(x[1] - x[2]))
+        far = max(both, key=lambda c: abs(c.mean - c.paper_effect))
         out.append(
             f'The largest gap to the paper is on "{far.statement}": '
             f"{far.effect} is {effect_text(far)} here against "
-            f"{far_paper:.2f} in the paper."
+            f"{far.paper_effect:.2f} in the paper."
         )
-        same = [c for c, mean, pe in both if (mean > 0) == (pe > 0)]
+        same = [c for c in both if (c.mean > 0) == (c.paper_effect > 0)]
         out.append(
             f"Our mean effect has the paper's sign in {len(same)} of {len(both)} accuracy claims."
         )
