@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lpdt.cli import main
 from lpdt import record
+from lpdt.cli import main
 from lpdt.config import load_config
 from lpdt.record import RunRecord
 from lpdt.train import train

@@ -380,9 +380,7 @@ def test_paper_cells_of_the_nearest_ring_match_ours() -> None:
     p = paper_cells(paper)
     rows = _fp_lp({1: 80.0, 2: 80.0}, {1: 79.5, 2: 79.0}, nodes=4)
     df = _cells(rows).assign(stand_in="")
-    dense = {c.id: c for c in check_claims(df, paper, Path("/nonexistent"))}[
-        "lp_close_to_fp_dense"
-    ]
+    dense = {c.id: c for c in check_claims(df, paper, Path("/nonexistent"))}["lp_close_to_fp_dense"]
     base = df.iloc[0]
     sel = p[
         (p["study"] == "table3")
