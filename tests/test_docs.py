@@ -176,6 +176,32 @@ def test_architecture_module_map_matches_the_engine():
         assert not missing, f"docs/architecture.md: the row of lpdt.{name} does not name {missing}"
 
 
+def test_architecture_maps_the_tracking_layers():
+    """docs/architecture.md's table of lpdt.tracking: one row per layer (module of the package),
+    naming every public function and class it defines."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import lpdt.tracking
+
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = dict(re.findall(r"^\| `lpdt\.tracking\.(\w+)` \| (.*) \|$", text, re.M))
+    layers = [m.name for m in pkgutil.iter_modules(lpdt.tracking.__path__) if m.name != "__main__"]
+    assert sorted(rows) == sorted(layers)
+    for name, what in rows.items():
+        module = importlib.import_module(f"lpdt.tracking.{name}")
+        defined = [
+            n
+            for n, obj in vars(module).items()
+            if not n.startswith("_")
+            and (inspect.isfunction(obj) or inspect.isclass(obj))
+            and obj.__module__ == module.__name__
+        ]
+        missing = [n for n in defined if not re.search(rf"`{n}\b", what)]
+        assert not missing, f"docs/architecture.md: lpdt.tracking.{name}'s row lacks {missing}"
+
+
 def test_docs_name_only_lpdt_modules_that_exist():
     """Every dotted ``lpdt.x`` name in docs/architecture.md and docs/engine.md is a module, or
     an attribute of one (a stale name after a move fails here)."""

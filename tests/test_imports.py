@@ -134,6 +134,39 @@ def test_the_engine_imports_one_way():
     assert "lpdt.device" in graph["lpdt.train"] and "lpdt.device" in graph["lpdt.worker"]
 
 
+def test_the_tracking_layers_import_one_way():
+    """lpdt.tracking: cli -> runs -> store, nothing upwards; the package re-exports them all."""
+    import lpdt.tracking
+
+    graph = _graph()
+    order = ["lpdt.tracking.cli", "lpdt.tracking.runs", "lpdt.tracking.store"]
+    for i, m in enumerate(order):
+        above = set(order[:i]) | {"lpdt.tracking"}
+        assert not graph[m] & above, f"{m} imports {sorted(graph[m] & above)}"
+    assert "lpdt.tracking.runs" in graph["lpdt.tracking.cli"]
+    assert "lpdt.tracking.store" in graph["lpdt.tracking.runs"]
+    for m in order:  # every public name a layer defines is importable from lpdt.tracking
+        module = importlib.import_module(m)
+        public = [n for n in _defined(MODULES[m]) if not n.startswith("_")]
+        missing = [n for n in public if getattr(lpdt.tracking, n, None) is not getattr(module, n)]
+        assert public and not missing, f"lpdt.tracking does not re-export {m}'s {missing}"
+
+
+def _defined(path: Path) -> list[str]:
+    """The names a module defines at top level: functions, classes and assigned names (not type
+    variables)."""
+    out = []
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            out.append(node.name)
+        elif isinstance(node, ast.Assign):
+            call = node.value if isinstance(node.value, ast.Call) else None
+            if call is not None and getattr(call.func, "id", None) == "TypeVar":
+                continue
+            out += [t.id for t in node.targets if isinstance(t, ast.Name)]
+    return out
+
+
 def test_no_module_imports_another_modules_private_names():
     bad = [
         f"{m}:{line} imports {name} from {t}"

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from lpdt import record
 from lpdt.cli import main
 from lpdt.config import load_config
+from lpdt.record import RunRecord
 from lpdt.train import train
 
 BASE = [
@@ -69,12 +71,14 @@ def test_same_seed_same_numbers_and_completed_run_is_skipped(tmp_path):
     b = train(
         cfg("algorithm.compression.name=topk", "ratio=0.9"), tmp_path / "b", log=lambda s: None
     )
-    assert a["final"] == b["final"]
+    assert isinstance(a, RunRecord) and a.final == b.final
     logs = []
     again = train(
         cfg("algorithm.compression.name=topk", "ratio=0.9"), tmp_path / "a", log=logs.append
     )
-    assert again == a and "already complete" in logs[0]
+    # the complete run is read from its metrics.json: the same type, the same record
+    assert isinstance(again, RunRecord) and "already complete" in logs[0]
+    assert again.to_dict() == a.to_dict() == record.read(tmp_path / "a").to_dict()
 
 
 @pytest.mark.parametrize("extra", [(), ("precision.mode=int8",)])
@@ -100,8 +104,8 @@ def test_killed_run_resumes_to_identical_result(tmp_path, extra):
     assert (tmp_path / "cut" / "checkpoint.pt").exists()
     assert not (tmp_path / "cut" / "metrics.json").exists()
     resumed = train(c, tmp_path / "cut", resume=True, log=lambda s: None)
-    assert resumed["final"] == full["final"]
-    assert resumed["communication"] == full["communication"]
+    assert resumed.final == full.final
+    assert resumed.communication == full.communication
 
 
 def test_divergence_ends_cleanly(tmp_path):
@@ -141,10 +145,10 @@ def _argv(*overrides):
 
 def test_metrics_record_provenance(tmp_path):
     m = train(cfg(*TINY), tmp_path / "r", log=lambda s: None)
-    p = m["provenance"]
-    assert p["lpdt_version"] == m["versions"]["lpdt"] and p["device"] == "cpu"
-    assert p["host"] and p["torch"] and "cuda" in p and p["command"]
-    started, finished = (dt.datetime.fromisoformat(p[k]) for k in ("started", "finished"))
+    p = m.provenance
+    assert p.lpdt_version == m.versions.lpdt and p.device == "cpu"
+    assert p.host and p.torch and p.command
+    started, finished = (dt.datetime.fromisoformat(t) for t in (p.started, p.finished))
     assert started.utcoffset() == dt.timedelta(0) and started <= finished
     repo = Path(__file__).resolve().parents[1]
     head = subprocess.run(
@@ -154,7 +158,7 @@ def test_metrics_record_provenance(tmp_path):
 
     if head.returncode == 0 and Path(lpdt.__file__).resolve().is_relative_to(repo):
         # the code that ran is this checkout's
-        assert p["git_commit"] == head.stdout.strip() and isinstance(p["git_dirty"], bool)
+        assert p.git_commit == head.stdout.strip() and isinstance(p.git_dirty, bool)
 
 
 def test_system_metrics_are_recorded_per_epoch_and_for_the_run(tmp_path):
@@ -170,24 +174,24 @@ def test_system_metrics_are_recorded_per_epoch_and_for_the_run(tmp_path):
         log=lambda s: None,
     )
     cores = os.cpu_count()
-    epochs = [r for r in m["history"] if r["epoch"] != "final"]
+    epochs = [r for r in m.history if r.epoch != "final"]
     assert len(epochs) == 2
     for r in epochs:
-        assert 0 < r["cpu_share"] <= 100 * 1.5 / cores + 1e-9, r  # at most ~1 core of `cores`
-        assert 10 < r["peak_rss_mb"] < 64 * 1024 and r["threads"] >= 1
-        assert r["images_per_s"] > 0
+        assert 0 < r.cpu_share <= 100 * 1.5 / cores + 1e-9, r  # at most ~1 core of `cores`
+        assert 10 < r.peak_rss_mb < 64 * 1024 and r.threads >= 1
+        assert r.images_per_s > 0
     # images/s of the epochs agree with the run's own figure (same images, same training time)
-    mean_ips = 640 * 2 / sum(640 / r["images_per_s"] for r in epochs)
-    assert mean_ips == pytest.approx(m["time"]["images_per_s"], rel=1e-6)
-    s = m["system"]
-    assert s["cpu_count"] == cores and (s["cpu_model"] is None or s["cpu_model"].strip())
-    assert s["cpu_s"] > 0 and 0 < s["cpu_share"] <= 100 * 1.5 / cores + 1e-9
+    mean_ips = 640 * 2 / sum(640 / r.images_per_s for r in epochs)
+    assert mean_ips == pytest.approx(m.time.images_per_s, rel=1e-6)
+    s = m.system
+    assert s.cpu_count == cores and (s.cpu_model is None or s.cpu_model.strip())
+    assert s.cpu_s > 0 and 0 < s.cpu_share <= 100 * 1.5 / cores + 1e-9
     # the peak is this process's (the test's) peak so far: the run's is no more than it
     own_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    assert epochs[0]["peak_rss_mb"] <= epochs[1]["peak_rss_mb"] <= s["peak_rss_mb"] <= own_peak_mb
-    assert s["threads_max"] >= max(r["threads"] for r in epochs)
+    assert epochs[0].peak_rss_mb <= epochs[1].peak_rss_mb <= s.peak_rss_mb <= own_peak_mb
+    assert s.threads_max >= max(r.threads for r in epochs)
     rows = list(csv.DictReader((tmp_path / "r" / "history.csv").open()))
-    assert float(rows[0]["cpu_share"]) == epochs[0]["cpu_share"] and rows[-1]["threads"] == ""
+    assert float(rows[0]["cpu_share"]) == epochs[0].cpu_share and rows[-1]["threads"] == ""
 
 
 def test_git_state_outside_a_checkout_is_none(tmp_path):
@@ -291,7 +295,7 @@ def test_killed_process_resumes_with_continuous_history_and_wall_time(tmp_path):
     walls = [float(r["wall_s"]) for r in rows]
     assert all(a < b for a, b in zip(walls, walls[1:])), walls
     assert walls[0] == pytest.approx(float(before[0]["wall_s"]))
-    assert m["time"]["total_s"] >= walls[-1]
+    assert m.time.total_s >= walls[-1]
 
 
 def test_version(capsys):
@@ -332,7 +336,7 @@ def test_plan_counts_the_evaluations_a_run_makes(tmp_path):
 
     c = cfg("train.epochs=3", "train.eval_every=1", "data.train_subset=320", "data.test_subset=50")
     m = train(c, tmp_path / "r", log=lambda s: None)
-    evaluations = [r for r in m["history"] if "acc_node_mean" in r]
+    evaluations = [r for r in m.history if r.acc_node_mean is not None]
     per_eval = (c.topology.nodes + 1) * 50 if c.train.node_eval == "full" else 2 * 50
     assert len(evaluations) == 3  # after epochs 1 and 2, and the final one
     assert runtime.evaluated_images(c.to_dict()) == len(evaluations) * per_eval

@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "lpdt.report.compare",
         "condition a vs b over finished runs: paired by seed, 95 % CI",
     ),
-    "ui": ("lpdt.tracking", "open the MLflow UI on the results store"),
+    "ui": ("lpdt.tracking.cli", "open the MLflow UI on the results store"),
 }
 
 
@@ -63,11 +63,11 @@ def run(args: argparse.Namespace) -> int:
     from lpdt.engine import train
 
     out = Path(args.out) if args.out else Path("results/runs") / cfg.run_id()
-    metrics = train(cfg, out, resume=args.resume, force=args.force)
-    print(f"results: {out}/metrics.json (status {metrics['status']}, run_id {metrics['run_id']})")
+    rec = train(cfg, out, resume=args.resume, force=args.force)
+    print(f"results: {out}/metrics.json (status {rec.status}, run_id {rec.run_id})")
     if cfg.tracking.mlflow:
         print(f"MLflow: experiment {cfg.tracking.experiment!r} at {cfg.tracking.uri} (lpdt ui)")
-    return 0 if metrics["status"] == "ok" else 3
+    return 0 if rec.status == "ok" else 3
 
 
 # --- entry point -------------------------------------------------------------------------------

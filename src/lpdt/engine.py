@@ -13,6 +13,7 @@ from pathlib import Path
 import lpdt.train
 from lpdt.config import RunConfig
 from lpdt.launch import train_distributed
+from lpdt.record import RunRecord
 
 
 def train(
@@ -21,9 +22,10 @@ def train(
     resume: bool = False,
     force: bool = False,
     log: Callable[[str], None] | None = None,
-) -> dict:
+) -> RunRecord:
     """Run (or resume, or skip if complete) ``cfg`` in ``out_dir``; returns the run's record
-    as a dict (``RunRecord.to_dict()``). ``engine: simulated`` runs in this process
+    (``lpdt.record.RunRecord``, whose ``to_dict()`` is its ``metrics.json``; a run complete
+    already: the record read from that file). ``engine: simulated`` runs in this process
     (``lpdt.train.train``), ``engine: distributed`` with one process per node
     (``lpdt.launch.train_distributed``). ``log``: where progress lines go (default: stdout)."""
     log = log or _print

@@ -34,6 +34,7 @@ import torch
 
 from lpdt import provenance, record
 from lpdt.config import RunConfig, dump_config
+from lpdt.record import RunRecord
 from lpdt.rundir import load_checkpoint, open_run_dir
 from lpdt.worker import LAUNCHER_PID_ENV, PEER_LOST, REFUSED, env_rank, run_worker
 
@@ -47,7 +48,7 @@ class DistributedError(RuntimeError):
 
 def train_distributed(
     cfg: RunConfig, out_dir: str | Path, resume: bool = False, force: bool = False, log=print
-) -> dict:
+) -> RunRecord:
     """Run ``cfg`` with one process per node (see the module docstring)."""
     env = env_rank()
     if env is not None:
@@ -75,13 +76,13 @@ def _describe(code: int) -> str:
 
 def launch_local(
     cfg: RunConfig, out_dir: str | Path, resume: bool = False, force: bool = False, log=print
-) -> dict:
+) -> RunRecord:
     """Start one worker per node on this machine, wait for all, return the run's record."""
     out = Path(out_dir)
     metrics = out / record.METRICS_FILE
     done = open_run_dir(cfg, out, force, out.glob("checkpoint*.pt"), log)
     if done is not None:
-        return done.to_dict()
+        return done
     checkpoints = sorted(out.glob("checkpoint.rank*.pt"))  # any rank's, current or .prev
     if resume and checkpoints:  # another config's is refused here, in one line
         load_checkpoint(cfg, checkpoints[0], torch.device("cpu"))
@@ -117,7 +118,7 @@ def launch_local(
                 if pr.poll() is None:
                     pr.kill()
                     pr.wait()
-    return record.read(metrics).to_dict()
+    return record.read(metrics)
 
 
 def _wait_all(procs: list[subprocess.Popen], grace: float) -> None:

@@ -418,9 +418,10 @@ def train(
     force: bool = False,
     log: Log = _print,
     group: NodeGroup | None = None,
-) -> dict:
-    """Run (or resume, or skip if complete) one experiment in this process; returns the
-    metrics dict. ``lpdt.engine.train`` picks the engine and is the entry point for both.
+) -> RunRecord:
+    """Run (or resume, or skip if complete) one experiment in this process; returns the run's
+    record (a complete run: the one read from its ``metrics.json``). ``lpdt.engine.train``
+    picks the engine and is the entry point for both.
 
     Files already in ``out_dir`` (a complete run, a started run's ``config.yaml``, a checkpoint
     to resume) must belong to ``cfg`` (``lpdt.rundir``: same config up to
@@ -441,7 +442,7 @@ def train(
     metrics_path, ck_path = out / record.METRICS_FILE, out / group.checkpoint_name
     done = open_run_dir(cfg, out, force, [ck_path, previous(ck_path)], log)
     if done is not None:
-        return done.to_dict()
+        return done
     prov = provenance.capture(resolve_device(cfg.device))
 
     run = Run(cfg, log, group)
@@ -518,7 +519,7 @@ def train(
         except Exception as e:  # the run's files are complete; tracking is a convenience
             log(f"warning: could not log to MLflow at {cfg.tracking.uri}: {e}")
     log(f"wrote {metrics_path}")
-    return rec.to_dict()
+    return rec
 
 
 def _resume(

@@ -25,6 +25,7 @@ import torch
 
 from lpdt.config import RunConfig, load_config
 from lpdt.device import resolve_device
+from lpdt.record import RunRecord
 from lpdt.rundir import discard
 from lpdt.train import train
 
@@ -42,7 +43,7 @@ def env_rank() -> tuple[int, int] | None:
 
 def run_worker(
     cfg: RunConfig, out_dir: str | Path, rank: int, world: int, resume: bool, force: bool, log
-) -> dict:
+) -> RunRecord:
     """Train node ``rank`` of ``cfg`` in this process; every rank returns the run's record."""
     import torch.distributed as dist
 

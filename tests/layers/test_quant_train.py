@@ -114,7 +114,8 @@ def _engine_accuracy(precision: str, seed: int) -> float:
     cfg.schedule.warmup_epochs, cfg.schedule.milestones = 0, [ENGINE_EPOCHS - 2]
     with tempfile.TemporaryDirectory() as out:
         metrics = lpdt.train.train(cfg, Path(out) / precision, log=lambda s: None)
-    return float(metrics["final"]["acc_node_mean"])
+    assert metrics.final is not None, f"{precision} seed {seed}: the run diverged"
+    return metrics.final.acc_node_mean
 
 
 @pytest.mark.slow

@@ -181,24 +181,24 @@ def test_norm_claims_in_claims_json(seeded_tree: dict) -> None:
     """The fake tree's fig1 runs (BatchNorm 70, EvoNorm 76, seeds 1-3) through check_claims: the
     precision fields, and the paper's column says the paper has a figure, not a number."""
     df, _ = aggregate(seeded_tree["manifest"])
-    out = {c["id"]: c for c in check_claims(df, load_paper(PAPER_CSV), seeded_tree["cost"])}
+    out = {c.id: c for c in check_claims(df, load_paper(PAPER_CSV), seeded_tree["cost"])}
     bn = out["evonorm_beats_batchnorm"]
-    assert (bn["n"], bn["mean"], bn["verdict"]) == (3, 6.0, HELD)
-    assert bn["half_width"] == 0.0 and bn["detectable"] == 0.0  # the same +6 in every seed
-    assert bn["paper_effect"] is None and bn["paper_note"] == "figure only"
+    assert (bn.n, bn.mean, bn.verdict) == (3, 6.0, HELD)
+    assert bn.half_width == 0.0 and bn.detectable == 0.0  # the same +6 in every seed
+    assert bn.paper_effect is None and bn.paper_note == "figure only"
     assert paper_effect_text(bn) == "figure only"
-    assert out["evonorm_beats_groupnorm"]["verdict"] == NO_DATA  # the tree has no GroupNorm run
-    assert out["evonorm_beats_groupnorm"]["half_width"] is None
+    assert out["evonorm_beats_groupnorm"].verdict == NO_DATA  # the tree has no GroupNorm run
+    assert out["evonorm_beats_groupnorm"].half_width is None
     dense = out["lp_close_to_fp_dense"]
     hw, det = _by_hand([0.7, 0.5, 0.3])  # FP - LP per seed in the seeded tree
-    assert (dense["half_width"], dense["detectable"]) == (
+    assert (dense.half_width, dense.detectable) == (
         pytest.approx(hw, abs=1e-4),
         pytest.approx(det, abs=1e-4),
     )
     assert precision_text(dense) == f"±{hw:.2f} / {det:.2f}"
-    assert dense["paper_note"] is None and paper_effect_text(dense) != "figure only"
+    assert dense.paper_note is None and paper_effect_text(dense) != "figure only"
     comm = out["comm_4x"]
-    assert comm["half_width"] is None and comm["detectable"] is None
+    assert comm.half_width is None and comm.detectable is None
     assert precision_text(comm) == "-"
     md = claims_md(list(out.values()))
     assert "| figure only |" in md and f"±{hw:.2f} / {det:.2f}" in md

@@ -161,7 +161,7 @@ def test_reproduces_the_claims_mean_and_interval(
     """The command, given a claim's studies, conditions and values, prints the claim's numbers
     as check_claims computes them on the same tree."""
     df, _ = aggregate(seeded_tree["manifest"])
-    claim = {c["id"]: c for c in check_claims(df, load_paper(PAPER_CSV), seeded_tree["cost"])}[cid]
+    claim = {c.id: c for c in check_claims(df, load_paper(PAPER_CSV), seeded_tree["cost"])}[cid]
     spec = BY_ID[cid]
     argv = [
         str(seeded_tree["manifest"]),
@@ -186,14 +186,14 @@ def test_reproduces_the_claims_mean_and_interval(
     ]
     assert lpdt(*argv) == 0
     o = json.loads(capsys.readouterr().out)["overall"]
-    assert claim["n"] >= 2 and claim["ci"] is not None  # a real interval to reproduce
-    assert (o["mean"], o["ci"], o["n"], o["verdict"]) == (
-        claim["mean"],
-        claim["ci"],
-        claim["n"],
-        claim["verdict"],
+    assert claim.n >= 2 and claim.ci is not None  # a real interval to reproduce
+    assert (o["mean"], tuple(o["ci"]), o["n"], o["verdict"]) == (
+        claim.mean,
+        claim.ci,
+        claim.n,
+        claim.verdict,
     )
-    assert o["cells_used"] == claim["numbers"]["cells_used"]
+    assert o["cells_used"] == claim.numbers["cells_used"]
 
 
 def test_the_readme_example_reproduces_lp_close_to_fp_dense(
@@ -203,7 +203,7 @@ def test_the_readme_example_reproduces_lp_close_to_fp_dense(
     claim = next(
         c
         for c in check_claims(df, load_paper(PAPER_CSV), seeded_tree["cost"])
-        if c["id"] == "lp_close_to_fp_dense"
+        if c.id == "lp_close_to_fp_dense"
     )
     assert (
         lpdt(
@@ -229,8 +229,8 @@ def test_the_readme_example_reproduces_lp_close_to_fp_dense(
         == 0
     )
     o = json.loads(capsys.readouterr().out)["overall"]
-    assert claim["mean"] == pytest.approx(0.5) and claim["ci"][0] < 0.5 < claim["ci"][1]
-    assert (o["mean"], o["ci"], o["verdict"]) == (claim["mean"], claim["ci"], claim["verdict"])
+    assert claim.mean == pytest.approx(0.5) and claim.ci and claim.ci[0] < 0.5 < claim.ci[1]
+    assert (o["mean"], tuple(o["ci"]), o["verdict"]) == (claim.mean, claim.ci, claim.verdict)
 
 
 def test_conditions_compare_canonical_values() -> None:

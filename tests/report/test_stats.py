@@ -244,7 +244,7 @@ def test_claims_json_with_seeds(seeded_out: Path) -> None:
 def test_check_claims_works_without_a_seed_column(seeded_tree: dict) -> None:
     df, _ = aggregate(seeded_tree["manifest"])
     out = check_claims(df.drop(columns="seed"), load_paper(PAPER_CSV), seeded_tree["cost"])
-    assert {c["id"]: c["n"] for c in out}["lp_close_to_fp_dense"] == 1  # one unnamed seed
+    assert {c.id: c.n for c in out}["lp_close_to_fp_dense"] == 1  # one unnamed seed
 
 
 def test_summary_page(seeded_out: Path) -> None:
@@ -339,7 +339,7 @@ def test_paper_effect_over_our_cells(seeded_tree: dict) -> None:
     beside it."""
     paper = load_paper(PAPER_CSV)
     df, _ = aggregate(seeded_tree["manifest"])
-    out = {c["id"]: c for c in check_claims(df, paper, seeded_tree["cost"])}
+    out = {c.id: c for c in check_claims(df, paper, seeded_tree["cost"])}
     dense = out["lp_close_to_fp_dense"]
     # ours: table3's 8-node ring, 0 %, skew 0 and 0.8, Choco and Deep-Squeeze (ResNet-20)
     p = paper_cells(paper)
@@ -352,11 +352,11 @@ def test_paper_effect_over_our_cells(seeded_tree: dict) -> None:
     ]
     fp, lp = sel[sel["precision"] == "fp32"], sel[sel["precision"] == "int8"]
     m = fp.merge(lp, on=["skew", "algorithm"])
-    assert len(m) == 4 and dense["paper_cells"] == 4
-    assert dense["paper_effect"] == pytest.approx(float((m["acc_x"] - m["acc_y"]).mean()), abs=1e-4)
+    assert len(m) == 4 and dense.paper_cells == 4
+    assert dense.paper_effect == pytest.approx(float((m["acc_x"] - m["acc_y"]).mean()), abs=1e-4)
     everything = accuracy_claims(p)["lp_close_to_fp_dense"]
-    assert dense["paper_cells_all"] == everything["cells"] > 4
-    assert dense["paper_effect_all_cells"] == everything["mean"] != dense["paper_effect"]
+    assert dense.paper_cells_all == everything["cells"] > 4
+    assert dense.paper_effect_all_cells == everything["mean"] != dense.paper_effect
 
 
 def test_paper_effect_is_none_when_the_paper_has_none_of_our_cells() -> None:
@@ -365,11 +365,11 @@ def test_paper_effect_is_none_when_the_paper_has_none_of_our_cells() -> None:
     paper = load_paper(PAPER_CSV)
     rows = _fp_lp({1: 80.0, 2: 80.0}, {1: 79.5, 2: 79.0}, skew=0.3)
     df = _cells(rows).assign(stand_in="")
-    out = {c["id"]: c for c in check_claims(df, paper, Path("/nonexistent"))}
-    assert out["lp_close_to_fp_dense"]["mean"] == pytest.approx(0.75)
-    assert out["lp_close_to_fp_dense"]["paper_effect"] is None
-    assert out["lp_close_to_fp_dense"]["paper_cells"] == 0
-    assert out["lp_close_to_fp_dense"]["paper_effect_all_cells"] is not None
+    out = {c.id: c for c in check_claims(df, paper, Path("/nonexistent"))}
+    assert out["lp_close_to_fp_dense"].mean == pytest.approx(0.75)
+    assert out["lp_close_to_fp_dense"].paper_effect is None
+    assert out["lp_close_to_fp_dense"].paper_cells == 0
+    assert out["lp_close_to_fp_dense"].paper_effect_all_cells is not None
 
 
 def test_paper_cells_of_the_nearest_ring_match_ours() -> None:
@@ -380,9 +380,7 @@ def test_paper_cells_of_the_nearest_ring_match_ours() -> None:
     p = paper_cells(paper)
     rows = _fp_lp({1: 80.0, 2: 80.0}, {1: 79.5, 2: 79.0}, nodes=4)
     df = _cells(rows).assign(stand_in="")
-    dense = {c["id"]: c for c in check_claims(df, paper, Path("/nonexistent"))}[
-        "lp_close_to_fp_dense"
-    ]
+    dense = {c.id: c for c in check_claims(df, paper, Path("/nonexistent"))}["lp_close_to_fp_dense"]
     base = df.iloc[0]
     sel = p[
         (p["study"] == "table3")
@@ -394,9 +392,9 @@ def test_paper_cells_of_the_nearest_ring_match_ours() -> None:
     assert 4 not in set(sel["nodes"]) and 8 in set(sel["nodes"])
     eight = sel[sel["nodes"] == 8]
     fp, lp = eight[eight["precision"] == "fp32"], eight[eight["precision"] == "int8"]
-    assert dense["paper_cells"] == 1
+    assert dense.paper_cells == 1
     want = float(fp["acc"].iloc[0] - lp["acc"].iloc[0])
-    assert dense["paper_effect"] == pytest.approx(want, abs=1e-4)
+    assert dense.paper_effect == pytest.approx(want, abs=1e-4)
 
 
 def test_paper_match_takes_the_nearest_node_count_only_where_the_rest_is_equal() -> None:

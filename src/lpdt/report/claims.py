@@ -33,10 +33,12 @@ memory are arithmetic from the paper's constants (the cost model): shown, with n
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -61,6 +63,7 @@ __all__ = [
     "NO_DATA",
     "ARITHMETIC",
     "CLAIMS",
+    "ClaimResult",
     "CLAIMS_VERSION",
     "accuracy_claims",
     "cost_claims",
@@ -532,6 +535,65 @@ def paper_cells(paper: pd.DataFrame) -> pd.DataFrame:
 
 PRECISION = ("half_width", "detectable")  # the design's precision (stats.half_width, detectable)
 TOP_LEVEL = ("verdict", "mean", "sd", "ci", "n", *PRECISION)  # a record's own fields
+# The fields of an accuracy claim's result only: a cost or arithmetic claim's JSON leaves them out.
+ACCURACY_ONLY = ("paper_cells", "paper_effect_all_cells", "paper_cells_all")
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One claim checked (``check_claims``): the claim, our effect and verdict, the paper's.
+    ``to_dict()`` is its entry in ``claims.json`` (docs/report.md, "Claims": the fields in this
+    order; ``ACCURACY_ONLY`` fields are None for, and absent from the JSON of, a cost or
+    arithmetic claim)."""
+
+    id: str
+    version: int | None  # CLAIMS_VERSION for the paper's claims; None for declared ones
+    statement: str
+    definition: str
+    kind: str  # accuracy | cost | arithmetic
+    source: str  # "paper", or "study <name>"
+    effect: str
+    direction: str
+    threshold: float | tuple[float, float] | None  # (lo, hi) for "within"; None: arithmetic
+    rule: str
+    verdict: str
+    mean: float | None
+    sd: float | None
+    ci: tuple[float, float] | None  # None when n < 2 (and for cost / arithmetic claims)
+    n: int
+    half_width: float | None  # accuracy claims with n >= 2 only
+    detectable: float | None
+    interval_method: str
+    paper_effect: float | None  # over the paper's cells that match ours
+    paper_note: str | None  # shown where the paper prints no number (a figure), else None
+    paper_verdict: str
+    paper_cells: int | None  # (accuracy) the paper's cells that matched ours
+    paper_effect_all_cells: float | None  # (accuracy) the paper's effect over all its cells
+    paper_cells_all: int | None  # (accuracy) their number
+    stand_in_data: bool
+    numbers: Mapping[str, Any]  # details (pairs.summarize's, or the cost rule's): cells, ...
+    paper_numbers: Mapping[str, Any]  # the same details for the paper
+
+    def __post_init__(self) -> None:
+        accuracy = self.kind == "accuracy"
+        if accuracy and (self.paper_cells is None or self.paper_cells_all is None):
+            raise ValueError(f"claim {self.id}: an accuracy claim needs its paper cell counts")
+        if not accuracy and any(getattr(self, k) is not None for k in ACCURACY_ONLY):
+            raise ValueError(f"claim {self.id}: a {self.kind} claim has no paper cells")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``claims.json`` entry: fields in order, pairs as lists, ``ACCURACY_ONLY`` fields
+        only for an accuracy claim."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if isinstance(self.threshold, tuple):
+            out["threshold"] = list(self.threshold)
+        if self.ci is not None:
+            out["ci"] = list(self.ci)
+        if self.kind != "accuracy":
+            for k in ACCURACY_ONLY:
+                del out[k]
+        out["numbers"], out["paper_numbers"] = dict(self.numbers), dict(self.paper_numbers)
+        return out
 
 
 def _cells(r: dict) -> set[tuple[str, ...]]:
@@ -569,13 +631,9 @@ def paper_match(
 
 def check_claims(
     df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path, declared: Sequence[Claim] = ()
-) -> list[dict]:
-    """One record per claim, the paper's then the ``declared`` ones (``study_claims``)
-    (docs/report.md, "Claims"): id, version, statement, definition, kind, source, effect,
-    direction, threshold, rule, verdict, mean, sd, ci, n, half_width, detectable (None for n < 2
-    and for cost claims), interval_method, paper_effect (over the paper's cells that match ours),
-    paper_note (what stands there when the paper prints no number, else None), paper_verdict,
-    paper_cells, paper_effect_all_cells, stand_in_data, numbers, paper_numbers."""
+) -> list[ClaimResult]:
+    """One result per claim, the paper's then the ``declared`` ones (``study_claims``)
+    (docs/report.md, "Claims"; the fields: ``ClaimResult``)."""
     every = [*CLAIMS, *declared]
     cols = ["study", *KEYS, "acc"] + (["seed"] if "seed" in df else [])
     ours_acc = accuracy_claims(df[cols], claims=every)
@@ -593,49 +651,46 @@ def check_claims(
         r = ours.get(c.id, {"verdict": NO_DATA, "n": 0})
         t = theirs.get(c.id, {})
         pe = t.get("mean")
-        thr = list(c.threshold) if isinstance(c.threshold, tuple) else c.threshold
-        extra: dict = {}
-        if c.kind == "accuracy":
+        accuracy = c.kind == "accuracy"
+        if accuracy:
             pv = point_verdict(pe, c.threshold, c.direction)  # type: ignore[arg-type]
-            extra = {
-                "paper_cells": t.get("cells", 0),
-                "paper_effect_all_cells": theirs_all[c.id].get("mean"),
-                "paper_cells_all": theirs_all[c.id].get("cells", 0),
-            }
             method = METHOD
         else:
             pv = t.get("verdict", NO_DATA)
             method = COST_METHOD if c.kind == "cost" else ARITHMETIC_METHOD
+        ci = r.get("ci")
         out.append(
-            {
-                "id": c.id,
-                "version": CLAIMS_VERSION if c.source == "paper" else None,
-                "statement": c.statement,
-                "definition": c.definition,
-                "kind": c.kind,
-                "source": c.source,
-                "effect": c.effect,
-                "direction": c.direction,
-                "threshold": thr,
-                "rule": c.rule,
-                "verdict": r["verdict"],
-                "mean": r.get("mean"),
-                "sd": r.get("sd"),
-                "ci": r.get("ci"),
-                "n": r.get("n", 0),
-                "half_width": r.get("half_width") if c.kind == "accuracy" else None,
-                "detectable": r.get("detectable") if c.kind == "accuracy" else None,
-                "interval_method": method,
-                "paper_effect": pe,
-                "paper_note": c.paper_note or None,
-                "paper_verdict": pv,
-                **extra,
-                "stand_in_data": bool(stand_in) and c.kind == "accuracy",
-                "numbers": {k: v for k, v in r.items() if k not in TOP_LEVEL},
-                "paper_numbers": {
+            ClaimResult(
+                id=c.id,
+                version=CLAIMS_VERSION if c.source == "paper" else None,
+                statement=c.statement,
+                definition=c.definition,
+                kind=c.kind,
+                source=c.source,
+                effect=c.effect,
+                direction=c.direction,
+                threshold=c.threshold,
+                rule=c.rule,
+                verdict=r["verdict"],
+                mean=r.get("mean"),
+                sd=r.get("sd"),
+                ci=None if ci is None else (ci[0], ci[1]),
+                n=r.get("n", 0),
+                half_width=r.get("half_width") if accuracy else None,
+                detectable=r.get("detectable") if accuracy else None,
+                interval_method=method,
+                paper_effect=pe,
+                paper_note=c.paper_note or None,
+                paper_verdict=pv,
+                paper_cells=t.get("cells", 0) if accuracy else None,
+                paper_effect_all_cells=theirs_all[c.id].get("mean") if accuracy else None,
+                paper_cells_all=theirs_all[c.id].get("cells", 0) if accuracy else None,
+                stand_in_data=bool(stand_in) and accuracy,
+                numbers={k: v for k, v in r.items() if k not in TOP_LEVEL},
+                paper_numbers={
                     k: v for k, v in t.items() if k not in ("verdict", "sd", "ci", *PRECISION)
                 },
-            }
+            )
         )
     return out
 
@@ -649,12 +704,12 @@ def _span(lo_hi: list[float]) -> str:
     return _f(lo) if _f(lo) == _f(hi) else f"{_f(lo)}-{_f(hi)}"
 
 
-def effect_text(c: dict) -> str:
+def effect_text(c: ClaimResult) -> str:
     """'0.50 [0.12, 0.88] (n=3)'; a cost or arithmetic claim: '3.99 (range 3.90-4.10, 6 rows)';
     '-' without data."""
-    if c.get("mean") is None:
+    if c.mean is None:
         return "-"
-    nums = c.get("numbers") or {}
+    nums = c.numbers
     if "dense_ratio" in nums or "top-k_ratio" in nums:  # comm_4x: the measured ratios themselves
         return "; ".join(
             f"{fmt} {_span(nums[f'{fmt}_ratio'])}x (implied "
@@ -662,60 +717,60 @@ def effect_text(c: dict) -> str:
             for fmt in ("dense", "top-k")
             if f"{fmt}_ratio" in nums
         )
-    if c.get("kind") in ("cost", "arithmetic"):
-        rows = f"{c['n']} row{'s' if c['n'] != 1 else ''}"
-        return f"{_f(c['mean'])} (range {_f(nums.get('min'))}-{_f(nums.get('max'))}, {rows})"
-    if c.get("ci"):
-        lo, hi = c["ci"]
-        return f"{_f(c['mean'])} [{_f(lo)}, {_f(hi)}] (n={c['n']})"
-    return f"{_f(c['mean'])} (n={c['n']}, no interval)"
+    if c.kind in ("cost", "arithmetic"):
+        rows = f"{c.n} row{'s' if c.n != 1 else ''}"
+        return f"{_f(c.mean)} (range {_f(nums.get('min'))}-{_f(nums.get('max'))}, {rows})"
+    if c.ci is not None:
+        lo, hi = c.ci
+        return f"{_f(c.mean)} [{_f(lo)}, {_f(hi)}] (n={c.n})"
+    return f"{_f(c.mean)} (n={c.n}, no interval)"
 
 
-def precision_text(c: dict) -> str:
+def precision_text(c: ClaimResult) -> str:
     """'±0.52 / 0.84': the interval's half-width and the minimum detectable effect (points from
     the threshold; the seeds, n, are in ``effect_text``); '-' where absent (n < 2, a cost or
     arithmetic claim)."""
-    hw, det = c.get("half_width"), c.get("detectable")
-    if c.get("kind", "accuracy") != "accuracy" or hw is None or det is None:
+    hw, det = c.half_width, c.detectable
+    if c.kind != "accuracy" or hw is None or det is None:
         return "-"
     return f"±{hw:.2f} / {det:.2f}"
 
 
-def paper_effect_text(c: dict) -> str:
+def paper_effect_text(c: ClaimResult) -> str:
     """The paper's effect ('0.13'), its note where it prints no number ('figure only ...'),
     else '-'."""
-    if c.get("paper_effect") is not None:
-        return _f(c["paper_effect"])
-    return c.get("paper_note") or "-"
+    if c.paper_effect is not None:
+        return _f(c.paper_effect)
+    return c.paper_note or "-"
 
 
-def paper_claims(claims: list[dict]) -> list[dict]:
-    """The paper's claim records (a record without ``source`` is one)."""
-    return [c for c in claims if c.get("source", "paper") == "paper"]
+def paper_claims(claims: Sequence[ClaimResult]) -> list[ClaimResult]:
+    """The results of the paper's claims."""
+    return [c for c in claims if c.source == "paper"]
 
 
-def declared_claims(claims: list[dict]) -> list[dict]:
-    """The records of claims declared in the studies."""
-    return [c for c in claims if c.get("source", "paper") != "paper"]
+def declared_claims(claims: Sequence[ClaimResult]) -> list[ClaimResult]:
+    """The results of the claims declared in the studies."""
+    return [c for c in claims if c.source != "paper"]
 
 
-def _md_table(claims: list[dict]) -> list[str]:
+def _md_table(claims: Sequence[ClaimResult]) -> list[str]:
     lines = [
         "| claim | rule | paper's effect | ours: mean [95 % CI] (n seeds) | ± half-width / "
         "detectable (80 % power) | verdict | definition |",
         "|---|---|---|---|---|---|---|",
     ]
     for c in claims:
-        stand = " (stand-in data)" if c["stand_in_data"] else ""
+        stand = " (stand-in data)" if c.stand_in_data else ""
         lines.append(
-            f"| {c['statement']} | {c['rule']} | {paper_effect_text(c)} | "
-            f"{effect_text(c)} | {precision_text(c)} | **{c['verdict']}**{stand} | "
-            f"{c['definition']} |"
+            f"| {c.statement} | {c.rule} | {paper_effect_text(c)} | "
+            f"{effect_text(c)} | {precision_text(c)} | **{c.verdict}**{stand} | "
+            f"{c.definition} |"
         )
     return lines
 
 
-def claims_md(claims: list[dict]) -> str:
+def claims_md(claims: Sequence[ClaimResult]) -> str:
     lines = _md_table(paper_claims(claims))
     declared = declared_claims(claims)
     if declared:
@@ -728,19 +783,19 @@ def claims_md(claims: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def verdict_counts(claims: list[dict], kind: str | None = None) -> dict[str, int]:
-    sel = [c for c in claims if kind is None or c.get("kind") == kind]
-    return {v: sum(c["verdict"] == v for c in sel) for v in VERDICTS}
+def verdict_counts(claims: Sequence[ClaimResult], kind: str | None = None) -> dict[str, int]:
+    sel = [c for c in claims if kind is None or c.kind == kind]
+    return {v: sum(c.verdict == v for c in sel) for v in VERDICTS}
 
 
-def write_claims(claims: list[dict], path: Path) -> list[Path]:
+def write_claims(claims: Sequence[ClaimResult], path: Path) -> list[Path]:
     """``claims.json``: every claim; ``counts`` are the paper's claims' verdicts, and
     ``declared_counts`` (present when a study declares claims) those of the declared ones."""
     from lpdt.io import write_json_atomic, write_text_atomic
 
     doc = {
         "version": CLAIMS_VERSION,
-        "claims": claims,
+        "claims": [c.to_dict() for c in claims],
         "counts": verdict_counts(paper_claims(claims)),
         "interval_method": METHOD,
     }

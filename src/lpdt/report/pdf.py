@@ -34,6 +34,7 @@ from reportlab.platypus import (
 
 from lpdt.report.aggregate import engine_counts, run_counts, seeds_used, training_seconds
 from lpdt.report.claims import (
+    ClaimResult,
     declared_claims,
     effect_text,
     paper_claims,
@@ -263,7 +264,7 @@ def _n_phrase(counts: dict[str, int]) -> str:
 
 
 def summary_sentences(
-    claims: list[dict], df: pd.DataFrame, plateau: pd.DataFrame | None = None
+    claims: list[ClaimResult], df: pd.DataFrame, plateau: pd.DataFrame | None = None
 ) -> list[str]:
     """The summary page's sentences, each computed from the claims, the run table and the
     plateau check (``lpdt.report.plateau``; None: no check). The claims declared in the studies
@@ -271,9 +272,9 @@ def summary_sentences(
     out = []
     declared = declared_claims(claims)
     claims = paper_claims(claims)
-    acc = [c for c in claims if c.get("kind", "accuracy") == "accuracy"]
-    cost = [c for c in claims if c.get("kind") == "cost"]
-    ns = sorted({c["n"] for c in acc if c.get("ci")})
+    acc = [c for c in claims if c.kind == "accuracy"]
+    cost = [c for c in claims if c.kind == "cost"]
+    ns = sorted({c.n for c in acc if c.ci is not None})
     over = (
         f" ({_level()} t-intervals over {ns[0]} seeds)"
         if len(ns) == 1
@@ -290,28 +291,28 @@ def summary_sentences(
             + (f", {cc[NOT_HELD]} not held" if cc[NOT_HELD] else "")
             + (f", {cc[NO_DATA]} without data" if cc[NO_DATA] else "")
         )
-    arith = [c for c in claims if c.get("kind") == "arithmetic"]
+    arith = [c for c in claims if c.kind == "arithmetic"]
     if arith:
         s1 += (
-            f"; {len(arith)} ({', '.join(c['effect'].split(' (')[0] for c in arith)}) "
+            f"; {len(arith)} ({', '.join(c.effect.split(' (')[0] for c in arith)}) "
             "are arithmetic from the paper's constants, shown without a verdict"
         )
     out.append(s1 + ".")
     if declared:
         out.append(
             f"Of {len(declared)} claim{'s' if len(declared) != 1 else ''} declared in the "
-            f"studies ({', '.join(c['id'] for c in declared)}), "
+            f"studies ({', '.join(c.id for c in declared)}), "
             f"{_n_phrase(verdict_counts(declared))}."
         )
-    both = [c for c in acc if c.get("mean") is not None and c.get("paper_effect") is not None]
+    both = [c for c in acc if c.mean is not None and c.paper_effect is not None]
     if both:
-        far = max(both, key=lambda c: abs(c["mean"] - c["paper_effect"]))
+        far = max(both, key=lambda c: abs(c.mean - c.paper_effect))
         out.append(
-            f'The largest gap to the paper is on "{far["statement"]}": '
-            f"{far['effect']} is {effect_text(far)} here against "
-            f"{far['paper_effect']:.2f} in the paper."
+            f'The largest gap to the paper is on "{far.statement}": '
+            f"{far.effect} is {effect_text(far)} here against "
+            f"{far.paper_effect:.2f} in the paper."
         )
-        same = [c for c in both if (c["mean"] > 0) == (c["paper_effect"] > 0)]
+        same = [c for c in both if (c.mean > 0) == (c.paper_effect > 0)]
         out.append(
             f"Our mean effect has the paper's sign in {len(same)} of {len(both)} accuracy claims."
         )
@@ -449,7 +450,7 @@ def _verdict_table(data: list[list], weights: list[float], width: float) -> Tabl
 def _summary_page(
     df: pd.DataFrame,
     manifest: dict,
-    claims: list[dict],
+    claims: list[ClaimResult],
     st: dict,
     width: float,
     plateau: pd.DataFrame | None,
@@ -473,12 +474,12 @@ def _summary_page(
         # (on stand-in data: sentence 4 says so once; the claims detail marks every claim)
         rows.append(
             [
-                c["statement"],
-                c.get("rule", ""),
+                c.statement,
+                c.rule,
                 paper_effect_text(c),
                 effect_text(c),
                 precision_text(c),
-                c["verdict"],
+                c.verdict,
             ]
         )
     data = [
@@ -535,7 +536,7 @@ def _summary_page(
     return story
 
 
-def _declared_table(declared: list[dict], st: dict, width: float) -> list:
+def _declared_table(declared: list[ClaimResult], st: dict, width: float) -> list:
     """The claims declared in the studies, on the summary page after the paper's."""
     if not declared:
         return []
@@ -554,11 +555,11 @@ def _declared_table(declared: list[dict], st: dict, width: float) -> list:
     for c in declared:
         data.append(
             [
-                Paragraph(_esc(f"{c['statement']} ({c['id']}, {c['source']})"), st["scell"]),
-                Paragraph(_esc(c.get("rule", "")), st["scell"]),
+                Paragraph(_esc(f"{c.statement} ({c.id}, {c.source})"), st["scell"]),
+                Paragraph(_esc(c.rule), st["scell"]),
                 Paragraph(_esc(effect_text(c)), st["scell"]),
                 Paragraph(_esc(precision_text(c)), st["scell"]),
-                _verdict_cell(c["verdict"], VERDICT_COLOR.get(c["verdict"]), st),
+                _verdict_cell(c.verdict, VERDICT_COLOR.get(c.verdict), st),
             ]
         )
     tbl = _verdict_table(data, [3.6, 2.4, 2.1, 1.0, 1.1], width)
@@ -599,13 +600,13 @@ def _figures(
     return story
 
 
-def _claims_detail(claims: list[dict], st: dict, width: float) -> list:
-    def numbers(c: dict) -> str:
-        nums = c.get("numbers") or {}
+def _claims_detail(claims: list[ClaimResult], st: dict, width: float) -> list:
+    def numbers(c: ClaimResult) -> str:
+        nums = c.numbers
         keep = ["cells", "pairs", "per_seed", "min", "max", "cells_excluded", "why"]
         parts = [f"{k} {nums[k]}" for k in keep if k in nums]
-        if c.get("sd") is not None:
-            parts[:0] = [f"sd {c['sd']:.2f}", f"± / detectable {precision_text(c)}"]
+        if c.sd is not None:
+            parts[:0] = [f"sd {c.sd:.2f}", f"± / detectable {precision_text(c)}"]
         return ", ".join(parts)
 
     ch = Rendered(
@@ -621,22 +622,18 @@ def _claims_detail(claims: list[dict], st: dict, width: float) -> list:
         ],
         [
             [
-                c["statement"],
-                c["definition"],
-                c.get("rule", ""),
+                c.statement,
+                c.definition,
+                c.rule,
                 effect_text(c),
                 numbers(c),
-                c["verdict"] + (" (stand-in data)" if c["stand_in_data"] else ""),
+                c.verdict + (" (stand-in data)" if c.stand_in_data else ""),
                 paper_effect_text(c)
-                + (
-                    ""
-                    if c.get("paper_effect") is None and c.get("paper_note")
-                    else f" ({c['paper_verdict']})"
-                ),
+                + ("" if c.paper_effect is None and c.paper_note else f" ({c.paper_verdict})"),
             ]
             for c in claims
         ],
-        [f"Interval: {claims[0]['interval_method']}. {PRECISION_CAPTION}" if claims else ""],
+        [f"Interval: {claims[0].interval_method}. {PRECISION_CAPTION}" if claims else ""],
     )
     return [Paragraph("Claims check", st["h1"])] + _table_flow(
         ch, st, width, [2.2, 3.2, 1.8, 1.6, 2.6, 1.0, 1.3]
@@ -685,7 +682,7 @@ def build_pdf(
     df: pd.DataFrame,
     manifest: dict,
     tables: dict,
-    claims: list[dict],
+    claims: list[ClaimResult],
     figures_dir: Path,
     analysis_dir: Path,
     cost_dir: Path,

@@ -1,4 +1,4 @@
-"""Run records in MLflow, for browsing and comparing runs (``lpdt ui``).
+"""What lpdt logs to MLflow: one run from its record, the report of a scale, a workflow's runs.
 
 The run record (``lpdt.record``: ``metrics.json`` and ``history.csv``) stays the source of
 truth; MLflow is a view of it, and everything logged is derived from the record:
@@ -23,197 +23,43 @@ truth; MLflow is a view of it, and everything logged is derived from the record:
 ``log_run`` is idempotent: a run already logged (found by its ``lpdt_run_id`` tag) is not logged
 twice; only its tags and name are brought up to date (studies sharing a run may be added later).
 ``log_report`` attaches the report PDF and the figures of one scale to one run per scale.
-
-Experiments are created with the tag ``mlflow.experimentKind = custom_model_development``, so that
-MLflow 3 opens them on their training-runs view, not on its GenAI overview. The UI's sidebar
-(GenAI / Model training) does not follow that tag: it follows the URL parameter
-``workflowType=machine_learning``, else the browser's ``localStorage`` (``mlflow.workflowType``,
-default GenAI; MLflow issue 24498, still so in 3.18.0), so ``lpdt ui`` prints the experiment's
-URL with that parameter (``ui_url``).
-
-Artifacts of a SQLite store live in ``mlflow-artifacts/`` next to the database, and runs refer to
-them by ``mlflow-artifacts:/`` URIs, which are relative: ``lpdt ui`` serves them from the folder
-next to the database it opens, so moving ``results/`` as a whole keeps them working.
-(``mlflow ui`` without ``--artifacts-destination`` looks in ``./mlartifacts`` instead.) Stores
-created by earlier versions keep their absolute ``file://`` locations and are written through
-MLflow's client as before.
-
-SQLite stores do not like concurrent writers. Opening a SQLite store (which creates or migrates
-its schema when the file is new) is serialised across processes by an exclusive lock on
-``<db>.lock`` next to the database (``store_lock``; bounded wait, ``TrackingError`` on timeout),
-so any number of ``lpdt train`` processes, ``lpdt ui`` and the workflow may open one fresh store
-at once; every write retries with backoff on "database is locked".
-
-Command line (used by the workflow): ``python -m lpdt.tracking init|log|sync|report ...``;
-``lpdt ui`` opens the MLflow UI on 127.0.0.1.
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import dataclasses
 import datetime as dt
-import fcntl
 import hashlib
 import json
 import math
-import os
-import random
-import re
 import shutil
-import sys
-import time
-import urllib.parse
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from lpdt import record
 from lpdt.record import RecordError, RunRecord
+from lpdt.tracking.store import (
+    DEFAULT_EXPERIMENT,
+    DEFAULT_URI,
+    TrackingError,
+    local_artifact_dir,
+    log_files,
+    open_client,
+    open_experiment,
+    search_runs,
+    store_lock,
+    with_retry,
+)
 
-os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-
-DEFAULT_URI = "sqlite:///results/mlflow.db"
-DEFAULT_EXPERIMENT = "lpdt"
 RUN_ID_TAG = "lpdt_run_id"
 REPORT_TAG = "lpdt_report_scale"  # on the one run per scale that holds the report and figures
 COMPLETE_TAG = "lpdt_logged"  # set last: a run without it was interrupted while logging
-LOCK_TIMEOUT_S = 120.0  # longest wait for another process to finish opening a SQLite store
-# MLflow 3 opens an experiment without this tag on its GenAI overview (mlflow/server/js: the
-# experiment page reads the tag; the UI's kind selector writes it). Verified with MLflow 3.17.
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-EXPERIMENT_KIND = "custom_model_development"
-# The UI's sidebar takes its GenAI / Model training switch from this URL parameter (else from the
-# browser's localStorage, default GenAI); verified in MLflow 3.17.2's and 3.18.0's JavaScript.
-WORKFLOW_PARAM = "workflowType=machine_learning"
 CELL_TAG = "cell"
 NOTE_TAG = "mlflow.note.content"  # the run's description in the UI
-ARTIFACTS_DIR = "mlflow-artifacts"  # next to a SQLite database
 RUN_FILES = (record.METRICS_FILE, record.HISTORY_FILE, "config.yaml")  # logged as artifacts
 
 T = TypeVar("T")
-
-
-class TrackingError(RuntimeError):
-    """The MLflow store cannot be used (bad URI, missing store, files missing in a run dir)."""
-
-
-# ----------------------------------------------------------------------------------------------
-# Small helpers
-# ----------------------------------------------------------------------------------------------
-
-
-def _is_locked(e: BaseException) -> bool:
-    text = f"{type(e).__name__}: {e}".lower()
-    return "database is locked" in text or "database table is locked" in text
-
-
-def with_retry(fn: Callable[[], T], attempts: int = 12, base_s: float = 0.05) -> T:
-    """Call ``fn``, retrying with jittered exponential backoff while SQLite reports a lock."""
-    for k in range(attempts):
-        try:
-            return fn()
-        except Exception as e:
-            if not _is_locked(e) or k == attempts - 1:
-                raise
-            time.sleep(min(5.0, base_s * 2**k) * (0.5 + random.random()))
-    raise AssertionError("unreachable")
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The database file of a ``sqlite:///`` URI (relative to the working directory), else None."""
-    prefix = "sqlite:///"
-    return Path(uri[len(prefix) :]) if uri.startswith(prefix) else None
-
-
-@contextlib.contextmanager
-def store_lock(uri: str, timeout_s: float | None = None) -> Iterator[None]:
-    """Hold an exclusive lock on ``<db>.lock`` next to a SQLite store (nothing for other URIs).
-
-    Waits at most ``timeout_s`` (default ``LOCK_TIMEOUT_S``), then raises ``TrackingError``. The
-    lock is an ``flock``: the kernel releases it when its holder dies, so a leftover lock file
-    never blocks anyone.
-    """
-    path = sqlite_path(uri)
-    if path is None:
-        yield
-        return
-    timeout = LOCK_TIMEOUT_S if timeout_s is None else timeout_s
-    lock = path.with_name(path.name + ".lock")
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise TrackingError(
-                        f"timed out after {timeout:g} s waiting for the lock {lock} (another "
-                        "process is creating or opening the MLflow store)"
-                    ) from None
-                time.sleep(0.02 + 0.08 * random.random())
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
-def _client(uri: str):
-    """An MLflow client whose store is open. For a SQLite store, opening it (creating the schema
-    of a new file, checking it, creating the default experiment) happens under ``store_lock``:
-    concurrent schema creation on one fresh file corrupts it."""
-    from mlflow.tracking import MlflowClient  # imported (seconds) before taking the lock
-
-    with store_lock(uri):
-        return with_retry(lambda: MlflowClient(tracking_uri=uri))
-
-
-def artifacts_root(uri: str) -> Path | None:
-    """The artifact folder of a SQLite store (``mlflow-artifacts`` next to the database), else
-    None (a tracking server decides where artifacts go)."""
-    path = sqlite_path(uri)
-    return None if path is None else path.parent / ARTIFACTS_DIR
-
-
-def _artifact_location(uri: str, experiment: str) -> str | None:
-    """Where a new experiment's runs keep their artifacts: for a SQLite store, the relative
-    ``mlflow-artifacts:/<experiment>`` (resolved by ``lpdt ui`` against ``artifacts_root``)."""
-    if sqlite_path(uri) is None:
-        return None
-    slug = re.sub(r"[^A-Za-z0-9._-]", "_", experiment)
-    if slug != experiment:  # keep distinct names distinct
-        slug += "-" + hashlib.sha1(experiment.encode()).hexdigest()[:8]
-    return f"mlflow-artifacts:/{slug}"
-
-
-def local_artifact_dir(uri: str, artifact_uri: str) -> Path | None:
-    """The folder that holds a run's artifacts when the store is SQLite and the run's artifact
-    URI is a relative ``mlflow-artifacts:/`` one; None otherwise (MLflow's client writes them)."""
-    root = artifacts_root(uri)
-    parsed = urllib.parse.urlparse(artifact_uri)
-    if root is None or parsed.scheme != "mlflow-artifacts":
-        return None
-    return root / urllib.parse.unquote(parsed.path).lstrip("/")
-
-
-def _log_files(client, uri: str, run, files: Iterable[Path], subdir: str | None = None) -> None:
-    """Copy files into the run's artifacts (replacing earlier copies of the same name)."""
-    local = local_artifact_dir(uri, run.info.artifact_uri)
-    for f in files:
-        if local is None:
-            with_retry(lambda f=f: client.log_artifact(run.info.run_id, str(f), subdir))
-            continue
-        dest = local / subdir if subdir else local
-        dest.mkdir(parents=True, exist_ok=True)
-        tmp = dest / f".{f.name}.tmp"
-        shutil.copyfile(f, tmp)
-        os.replace(tmp, dest / f.name)
 
 
 def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -248,68 +94,16 @@ def _time_ms(iso: str) -> int:
     return _ms(record.parse_time(iso))
 
 
-# ----------------------------------------------------------------------------------------------
-# Public API
-# ----------------------------------------------------------------------------------------------
-
-
-def init_store(uri: str = DEFAULT_URI, experiment: str = DEFAULT_EXPERIMENT) -> str:
-    """Create the store (and its schema) and the experiment if needed; return the experiment id.
-
-    Safe to call from many processes at once (``store_lock``).
-    """
-    return _open(uri, experiment)[1]
-
-
-def _open(uri: str, experiment: str) -> tuple[Any, str]:
-    """(client, experiment id), creating the experiment if needed (under ``store_lock``)."""
-    client = _client(uri)
-    with store_lock(uri):
-        return client, _experiment_id(client, uri, experiment)
-
-
-def _experiment_id(client, uri: str, experiment: str) -> str:
-    """The experiment's id, creating it (as a training experiment) if needed; an experiment
-    without a kind (created by an earlier version) is marked as one."""
-    exp = with_retry(lambda: client.get_experiment_by_name(experiment))
-    if exp is None:
-        try:
-            return with_retry(
-                lambda: client.create_experiment(
-                    experiment,
-                    artifact_location=_artifact_location(uri, experiment),
-                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
-                )
-            )
-        except Exception:
-            # Another process may have created it in between.
-            exp = with_retry(lambda: client.get_experiment_by_name(experiment))
-            if exp is None:
-                raise
-    if EXPERIMENT_KIND_TAG not in exp.tags:
-        with_retry(
-            lambda: client.set_experiment_tag(
-                exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
-            )
-        )
-    return exp.experiment_id
-
-
 def find_run(uri: str, experiment: str, run_id: str) -> str | None:
     """The MLflow run id of a completely logged lpdt run, or None."""
-    client = _client(uri)
+    client = open_client(uri)
     exp = with_retry(lambda: client.get_experiment_by_name(experiment))
     if exp is None:
         return None
-    for r in _search(client, exp.experiment_id, RUN_ID_TAG, run_id):
+    for r in search_runs(client, exp.experiment_id, RUN_ID_TAG, run_id):
         if r.data.tags.get(COMPLETE_TAG) == "true":
             return r.info.run_id
     return None
-
-
-def _search(client, exp_id: str, tag: str, value: str) -> list:
-    flt = f"tags.{tag} = '{value}'"
-    return list(with_retry(lambda: client.search_runs([exp_id], filter_string=flt)))
 
 
 def read_record(run_dir: str | Path) -> RunRecord:
@@ -323,6 +117,8 @@ def read_record(run_dir: str | Path) -> RunRecord:
 
 # Short names in run names: the paper's ring is the directed one.
 TOPOLOGY_NAMES = {"directed_ring": "ring", "ring": "uring"}
+
+
 # The normalisation each precision uses in the paper (section 3); another one is named.
 PAPER_NORM = {"fp32": "evonorm", "int8": "rangeen"}
 
@@ -370,6 +166,8 @@ def cell_name(rec: RunRecord) -> str:
 
 # Readable names in run descriptions.
 TOPOLOGY_WORDS = {"directed_ring": "directed ring", "ring": "undirected ring"}
+
+
 ALGORITHM_WORDS = {"choco": "CHOCO-SGD", "deepsqueeze": "DeepSqueeze", "sgp": "SGP"}
 
 
@@ -546,11 +344,11 @@ def log_run(
     from mlflow.entities import Param, RunTag
 
     rec = read_record(run_dir)
-    client, exp_id = _open(uri, experiment)
+    client, exp_id = open_experiment(uri, experiment)
     all_tags = run_tags(rec, tags, run_dir)
     name = run_name(rec, seed_in_name)
 
-    for r in _search(client, exp_id, RUN_ID_TAG, rec.run_id):
+    for r in search_runs(client, exp_id, RUN_ID_TAG, rec.run_id):
         if r.data.tags.get(COMPLETE_TAG) == "true":
             stale = [RunTag(k, v) for k, v in all_tags.items() if r.data.tags.get(k) != v]
             if stale:
@@ -580,7 +378,7 @@ def log_run(
         with_retry(lambda chunk=chunk: client.log_batch(mid, metrics=chunk))
     with_retry(lambda: client.log_inputs(mid, datasets=[_dataset_input(rec)]))
     d = Path(run_dir)
-    _log_files(client, uri, run, [d / f for f in RUN_FILES if (d / f).is_file()])
+    log_files(client, uri, run, [d / f for f in RUN_FILES if (d / f).is_file()])
     tag_list = [RunTag(k, v) for k, v in all_tags.items()]
     for chunk in _chunks(tag_list, 100):
         with_retry(lambda chunk=chunk: client.log_batch(mid, tags=chunk))
@@ -607,9 +405,9 @@ def log_report(
     if missing:
         raise TrackingError(f"report files not found: {', '.join(missing)}")
     mtimes = [int(f.stat().st_mtime * 1000) for f in files]
-    client, exp_id = _open(uri, experiment)
+    client, exp_id = open_experiment(uri, experiment)
     with store_lock(uri):  # one report run per scale, also with two loggers at once
-        runs = _search(client, exp_id, REPORT_TAG, scale)
+        runs = search_runs(client, exp_id, REPORT_TAG, scale)
         if runs:
             run = runs[0]
         else:
@@ -621,8 +419,8 @@ def log_report(
                     tags={REPORT_TAG: scale, "scale": scale},
                 )
             )
-    _log_files(client, uri, run, files[:1])
-    _log_files(client, uri, run, files[1:], "figures")
+    log_files(client, uri, run, files[:1])
+    log_files(client, uri, run, files[1:], "figures")
     mid = run.info.run_id
     with_retry(lambda: client.set_terminated(mid, status="FINISHED", end_time=max(mtimes)))
     return mid
@@ -674,150 +472,3 @@ def sync_manifest(
         }
         out[rid] = log_run(d, uri, experiment, {**t, **(tags or {})}, rid in seeded)
     return out
-
-
-def ui_command(uri: str = DEFAULT_URI, host: str = "127.0.0.1", port: int = 5000) -> list[str]:
-    """The ``mlflow ui`` command line for a store; for a SQLite store it serves the artifacts
-    from the folder next to the database (``artifacts_root``)."""
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri]
-    root = artifacts_root(uri)
-    if root is not None:
-        cmd += ["--artifacts-destination", str(root.resolve())]
-    return cmd + ["--host", host, "--port", str(port)]
-
-
-def ui_url(host: str, port: int, experiment_id: str | None = None) -> str:
-    """The UI's address: the experiment's training-run table in the Model training view (the
-    ``workflowType`` parameter; see the module docstring), else the start page."""
-    base = f"http://{host}:{port}"
-    if experiment_id is None:
-        return base
-    return f"{base}/#/experiments/{experiment_id}/runs?{WORKFLOW_PARAM}"
-
-
-def ui(
-    uri: str = DEFAULT_URI,
-    host: str = "127.0.0.1",
-    port: int = 5000,
-    experiment: str = DEFAULT_EXPERIMENT,
-) -> int:
-    """Serve the MLflow UI for ``uri`` (blocks until interrupted); prints the address of
-    ``experiment``'s training runs (``ui_url``)."""
-    path = sqlite_path(uri)
-    if path is not None and not path.is_file():
-        raise TrackingError(
-            f"no MLflow store at {path}; run the workflow (snakemake) or `lpdt train` with "
-            "tracking.mlflow=true first, or pass --uri"
-        )
-    try:  # open it under the store lock: the server then finds its schema complete
-        client = _client(uri)
-        exp = with_retry(lambda: client.get_experiment_by_name(experiment))
-    except TrackingError:
-        raise
-    except Exception as e:
-        raise TrackingError(f"cannot open the MLflow store {uri}: {e}".replace("\n", " ")) from e
-    cmd = ui_command(uri, host, port)
-    if exp is None:
-        print(
-            f"MLflow UI for {uri} at {ui_url(host, port)} (no experiment {experiment!r} yet; "
-            "Ctrl-C to stop)",
-            flush=True,
-        )
-    else:
-        print(
-            f"MLflow UI for {uri}; the training runs of {experiment!r}:\n"
-            f"  {ui_url(host, port, exp.experiment_id)}\n(Ctrl-C to stop)",
-            flush=True,
-        )
-    # exec: the server replaces this process, so Ctrl-C and kill reach it directly
-    os.execv(sys.executable, cmd)
-    return 0  # not reached
-
-
-# ----------------------------------------------------------------------------------------------
-# Command line: `lpdt ui` (add_arguments/run) and `python -m lpdt.tracking init|log|sync|report`
-# ----------------------------------------------------------------------------------------------
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--uri", default=DEFAULT_URI, help=f"tracking URI (default {DEFAULT_URI})")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
-    p.add_argument(
-        "--experiment",
-        default=DEFAULT_EXPERIMENT,
-        help=f"experiment whose runs the printed address opens (default {DEFAULT_EXPERIMENT})",
-    )
-
-
-def run(args: argparse.Namespace) -> int:
-    try:
-        return ui(args.uri, args.host, args.port, args.experiment)
-    except TrackingError as e:
-        print(f"lpdt ui: error: {e}", file=sys.stderr)
-        return 2
-
-
-def _write_json(path: str | None, obj: Any) -> None:
-    if path:
-        from lpdt.io import write_json_atomic
-
-        write_json_atomic(Path(path), obj)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lpdt.tracking", description=__doc__.split("\n")[0])
-    sub = p.add_subparsers(dest="cmd", required=True)
-    for name, help_ in [
-        ("init", "create the store and the experiment"),
-        ("log", "log one run directory"),
-        ("sync", "log every run of a manifest, refresh study tags"),
-        ("report", "attach the report PDF and the figures to the scale's report run"),
-    ]:
-        s = sub.add_parser(name, help=help_)
-        s.add_argument("--uri", default=DEFAULT_URI)
-        s.add_argument("--experiment", default=DEFAULT_EXPERIMENT)
-        s.add_argument("--out", default=None, help="write a JSON receipt here (atomically)")
-        if name == "log":
-            s.add_argument("run_dir")
-            s.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
-            s.add_argument(
-                "--seed-in-name",
-                action="store_true",
-                help="the run is one of several seeds of its cell: name it by its seed",
-            )
-        if name == "sync":
-            s.add_argument("--manifest", default="results/manifest.json")
-        if name == "report":
-            s.add_argument("--scale", required=True)
-            s.add_argument("--report", required=True, help="the report PDF")
-            s.add_argument("figures", nargs="*", help="figure files (logged under figures/)")
-    args = p.parse_args(argv)
-    try:
-        if args.cmd == "init":
-            exp_id = init_store(args.uri, args.experiment)
-            receipt: dict[str, Any] = {
-                "uri": args.uri,
-                "experiment": args.experiment,
-                "experiment_id": exp_id,
-            }
-        elif args.cmd == "log":
-            tags = dict(t.split("=", 1) for t in args.tag)
-            mid = log_run(args.run_dir, args.uri, args.experiment, tags, args.seed_in_name)
-            receipt = {"mlflow_run_id": mid}
-        elif args.cmd == "report":
-            mid = log_report(args.report, args.figures, args.scale, args.uri, args.experiment)
-            receipt = {"mlflow_run_id": mid, "scale": args.scale}
-        else:
-            runs = sync_manifest(args.manifest, args.uri, args.experiment)
-            receipt = {"uri": args.uri, "experiment": args.experiment, "runs": runs}
-    except (TrackingError, FileNotFoundError, ValueError) as e:
-        print(f"lpdt.tracking {args.cmd}: error: {e}", file=sys.stderr)
-        return 2
-    _write_json(args.out, receipt)
-    print(json.dumps({k: v for k, v in receipt.items() if k != "runs"}))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,120 @@
+"""Run records in MLflow, for browsing and comparing runs (``lpdt ui``).
+
+The run record (``lpdt.record``) stays the source of truth; MLflow is a view of it. Three
+layers, each importing only those before it:
+
+- ``lpdt.tracking.store``: the store itself: opening a SQLite store from many processes at once
+  (``store_lock``, ``with_retry``), experiments (``init_store``), where artifacts go
+  (``local_artifact_dir``), ``TrackingError``;
+- ``lpdt.tracking.runs``: what lpdt logs: one finished run from its record (``log_run``: name,
+  params, metrics, dataset, tags, description, files), the report of a scale (``log_report``),
+  every run of a workflow manifest (``sync_manifest``);
+- ``lpdt.tracking.cli``: ``lpdt ui`` (``ui``) and ``python -m lpdt.tracking
+  init|log|sync|report`` (``main``), the command the workflow runs.
+
+The public names of the three are importable from ``lpdt.tracking`` itself.
+"""
+
+import os
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # before any import of MLflow
+
+from lpdt.tracking.cli import (  # noqa: E402
+    WORKFLOW_PARAM,
+    add_arguments,
+    main,
+    run,
+    ui,
+    ui_command,
+    ui_url,
+)
+from lpdt.tracking.runs import (  # noqa: E402
+    ALGORITHM_WORDS,
+    CELL_TAG,
+    COMPLETE_TAG,
+    NOTE_TAG,
+    PAPER_NORM,
+    REPORT_TAG,
+    RUN_FILES,
+    RUN_ID_TAG,
+    TOPOLOGY_NAMES,
+    TOPOLOGY_WORDS,
+    cell_name,
+    find_run,
+    flatten,
+    log_report,
+    log_run,
+    multi_seed_runs,
+    read_record,
+    run_name,
+    run_note,
+    run_tags,
+    sync_manifest,
+)
+from lpdt.tracking.store import (  # noqa: E402
+    ARTIFACTS_DIR,
+    DEFAULT_EXPERIMENT,
+    DEFAULT_URI,
+    EXPERIMENT_KIND,
+    EXPERIMENT_KIND_TAG,
+    LOCK_TIMEOUT_S,
+    TrackingError,
+    artifacts_root,
+    init_store,
+    local_artifact_dir,
+    log_files,
+    open_client,
+    open_experiment,
+    search_runs,
+    sqlite_path,
+    store_lock,
+    with_retry,
+)
+
+__all__ = [
+    "ALGORITHM_WORDS",
+    "ARTIFACTS_DIR",
+    "CELL_TAG",
+    "COMPLETE_TAG",
+    "DEFAULT_EXPERIMENT",
+    "DEFAULT_URI",
+    "EXPERIMENT_KIND",
+    "EXPERIMENT_KIND_TAG",
+    "LOCK_TIMEOUT_S",
+    "NOTE_TAG",
+    "PAPER_NORM",
+    "REPORT_TAG",
+    "RUN_FILES",
+    "RUN_ID_TAG",
+    "TOPOLOGY_NAMES",
+    "TOPOLOGY_WORDS",
+    "WORKFLOW_PARAM",
+    "TrackingError",
+    "add_arguments",
+    "artifacts_root",
+    "cell_name",
+    "find_run",
+    "flatten",
+    "init_store",
+    "local_artifact_dir",
+    "log_files",
+    "log_report",
+    "log_run",
+    "main",
+    "multi_seed_runs",
+    "open_client",
+    "open_experiment",
+    "read_record",
+    "run",
+    "run_name",
+    "run_note",
+    "run_tags",
+    "search_runs",
+    "sqlite_path",
+    "store_lock",
+    "sync_manifest",
+    "ui",
+    "ui_command",
+    "ui_url",
+    "with_retry",
+]

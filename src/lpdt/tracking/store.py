@@ -1,0 +1,207 @@
+"""The MLflow store: opening it safely from many processes, and where a run's artifacts go.
+
+SQLite stores do not like concurrent writers. Opening a SQLite store (which creates or migrates
+its schema when the file is new) is serialised across processes by an exclusive lock on
+``<db>.lock`` next to the database (``store_lock``; bounded wait, ``TrackingError`` on timeout),
+so any number of ``lpdt train`` processes, ``lpdt ui`` and the workflow may open one fresh store
+at once; every write retries with backoff on "database is locked" (``with_retry``).
+
+Experiments are created with the tag ``mlflow.experimentKind = custom_model_development``, so that
+MLflow 3 opens them on their training-runs view, not on its GenAI overview.
+
+Artifacts of a SQLite store live in ``mlflow-artifacts/`` next to the database, and runs refer to
+them by ``mlflow-artifacts:/`` URIs, which are relative: ``lpdt ui`` serves them from the folder
+next to the database it opens, so moving ``results/`` as a whole keeps them working. Stores
+created by earlier versions keep their absolute ``file://`` locations and are written through
+MLflow's client as before (``log_files``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import random
+import re
+import shutil
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+DEFAULT_URI = "sqlite:///results/mlflow.db"
+DEFAULT_EXPERIMENT = "lpdt"
+LOCK_TIMEOUT_S = 120.0  # longest wait for another process to finish opening a SQLite store
+# MLflow 3 opens an experiment without this tag on its GenAI overview (mlflow/server/js: the
+# experiment page reads the tag; the UI's kind selector writes it). Verified with MLflow 3.17.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+ARTIFACTS_DIR = "mlflow-artifacts"  # next to a SQLite database
+
+T = TypeVar("T")
+
+
+class TrackingError(RuntimeError):
+    """The MLflow store cannot be used (bad URI, missing store, files missing in a run dir)."""
+
+
+def _is_locked(e: BaseException) -> bool:
+    text = f"{type(e).__name__}: {e}".lower()
+    return "database is locked" in text or "database table is locked" in text
+
+
+def with_retry(fn: Callable[[], T], attempts: int = 12, base_s: float = 0.05) -> T:
+    """Call ``fn``, retrying with jittered exponential backoff while SQLite reports a lock."""
+    for k in range(attempts):
+        try:
+            return fn()
+        except Exception as e:
+            if not _is_locked(e) or k == attempts - 1:
+                raise
+            time.sleep(min(5.0, base_s * 2**k) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (relative to the working directory), else None."""
+    prefix = "sqlite:///"
+    return Path(uri[len(prefix) :]) if uri.startswith(prefix) else None
+
+
+@contextlib.contextmanager
+def store_lock(uri: str, timeout_s: float | None = None) -> Iterator[None]:
+    """Hold an exclusive lock on ``<db>.lock`` next to a SQLite store (nothing for other URIs).
+
+    Waits at most ``timeout_s`` (default ``LOCK_TIMEOUT_S``), then raises ``TrackingError``. The
+    lock is an ``flock``: the kernel releases it when its holder dies, so a leftover lock file
+    never blocks anyone.
+    """
+    path = sqlite_path(uri)
+    if path is None:
+        yield
+        return
+    timeout = LOCK_TIMEOUT_S if timeout_s is None else timeout_s
+    lock = path.with_name(path.name + ".lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise TrackingError(
+                        f"timed out after {timeout:g} s waiting for the lock {lock} (another "
+                        "process is creating or opening the MLflow store)"
+                    ) from None
+                time.sleep(0.02 + 0.08 * random.random())
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def open_client(uri: str):
+    """An MLflow client whose store is open. For a SQLite store, opening it (creating the schema
+    of a new file, checking it, creating the default experiment) happens under ``store_lock``:
+    concurrent schema creation on one fresh file corrupts it."""
+    from mlflow.tracking import MlflowClient  # imported (seconds) before taking the lock
+
+    with store_lock(uri):
+        return with_retry(lambda: MlflowClient(tracking_uri=uri))
+
+
+def init_store(uri: str = DEFAULT_URI, experiment: str = DEFAULT_EXPERIMENT) -> str:
+    """Create the store (and its schema) and the experiment if needed; return the experiment id.
+
+    Safe to call from many processes at once (``store_lock``).
+    """
+    return open_experiment(uri, experiment)[1]
+
+
+def open_experiment(uri: str, experiment: str) -> tuple[Any, str]:
+    """(client, experiment id), creating the experiment if needed (under ``store_lock``)."""
+    client = open_client(uri)
+    with store_lock(uri):
+        return client, _experiment_id(client, uri, experiment)
+
+
+def _experiment_id(client, uri: str, experiment: str) -> str:
+    """The experiment's id, creating it (as a training experiment) if needed; an experiment
+    without a kind (created by an earlier version) is marked as one."""
+    exp = with_retry(lambda: client.get_experiment_by_name(experiment))
+    if exp is None:
+        try:
+            return with_retry(
+                lambda: client.create_experiment(
+                    experiment,
+                    artifact_location=_artifact_location(uri, experiment),
+                    tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND},
+                )
+            )
+        except Exception:
+            # Another process may have created it in between.
+            exp = with_retry(lambda: client.get_experiment_by_name(experiment))
+            if exp is None:
+                raise
+    if EXPERIMENT_KIND_TAG not in exp.tags:
+        with_retry(
+            lambda: client.set_experiment_tag(
+                exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
+            )
+        )
+    return exp.experiment_id
+
+
+def search_runs(client, exp_id: str, tag: str, value: str) -> list:
+    """The runs of experiment ``exp_id`` whose tag ``tag`` is ``value``."""
+    flt = f"tags.{tag} = '{value}'"
+    return list(with_retry(lambda: client.search_runs([exp_id], filter_string=flt)))
+
+
+def artifacts_root(uri: str) -> Path | None:
+    """The artifact folder of a SQLite store (``mlflow-artifacts`` next to the database), else
+    None (a tracking server decides where artifacts go)."""
+    path = sqlite_path(uri)
+    return None if path is None else path.parent / ARTIFACTS_DIR
+
+
+def _artifact_location(uri: str, experiment: str) -> str | None:
+    """Where a new experiment's runs keep their artifacts: for a SQLite store, the relative
+    ``mlflow-artifacts:/<experiment>`` (resolved by ``lpdt ui`` against ``artifacts_root``)."""
+    if sqlite_path(uri) is None:
+        return None
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", experiment)
+    if slug != experiment:  # keep distinct names distinct
+        slug += "-" + hashlib.sha1(experiment.encode()).hexdigest()[:8]
+    return f"mlflow-artifacts:/{slug}"
+
+
+def local_artifact_dir(uri: str, artifact_uri: str) -> Path | None:
+    """The folder that holds a run's artifacts when the store is SQLite and the run's artifact
+    URI is a relative ``mlflow-artifacts:/`` one; None otherwise (MLflow's client writes them)."""
+    root = artifacts_root(uri)
+    parsed = urllib.parse.urlparse(artifact_uri)
+    if root is None or parsed.scheme != "mlflow-artifacts":
+        return None
+    return root / urllib.parse.unquote(parsed.path).lstrip("/")
+
+
+def log_files(client, uri: str, run, files: Iterable[Path], subdir: str | None = None) -> None:
+    """Copy files into the run's artifacts (replacing earlier copies of the same name)."""
+    local = local_artifact_dir(uri, run.info.artifact_uri)
+    for f in files:
+        if local is None:
+            with_retry(lambda f=f: client.log_artifact(run.info.run_id, str(f), subdir))
+            continue
+        dest = local / subdir if subdir else local
+        dest.mkdir(parents=True, exist_ok=True)
+        tmp = dest / f".{f.name}.tmp"
+        shutil.copyfile(f, tmp)
+        os.replace(tmp, dest / f.name)
