@@ -157,30 +157,34 @@ ENGINE_MODULES = ["engine", "launch", "worker", "train", "rundir", "device"]
 def test_architecture_module_map_matches_the_engine():
     """docs/architecture.md's module map of the engine: one row per module that runs an
     experiment, naming every public function and class the module defines."""
-    import importlib
-    import inspect
 
     text = (ROOT / "docs" / "architecture.md").read_text()
     rows = dict(re.findall(r"^\| `lpdt\.(\w+)` \| (.*) \|$", text, re.M))
     assert sorted(rows) == sorted(ENGINE_MODULES)
     for name, what in rows.items():
-        module = importlib.import_module(f"lpdt.{name}")
-        defined = [
-            n
-            for n, obj in vars(module).items()
-            if not n.startswith("_")
-            and (inspect.isfunction(obj) or inspect.isclass(obj))
-            and obj.__module__ == module.__name__
-        ]
-        missing = [n for n in defined if not re.search(rf"`{n}\b", what)]
+        missing = _unnamed_public(f"lpdt.{name}", what)
         assert not missing, f"docs/architecture.md: the row of lpdt.{name} does not name {missing}"
+
+
+def _unnamed_public(module_name: str, row: str) -> list[str]:
+    """The public functions and classes ``module_name`` defines that ``row`` does not name."""
+    import importlib
+    import inspect
+
+    module = importlib.import_module(module_name)
+    defined = [
+        n
+        for n, obj in vars(module).items()
+        if not n.startswith("_")
+        and (inspect.isfunction(obj) or inspect.isclass(obj))
+        and obj.__module__ == module.__name__
+    ]
+    return [n for n in defined if not re.search(rf"`{n}\b", row)]
 
 
 def test_architecture_maps_the_tracking_layers():
     """docs/architecture.md's table of lpdt.tracking: one row per layer (module of the package),
     naming every public function and class it defines."""
-    import importlib
-    import inspect
     import pkgutil
 
     import lpdt.tracking
@@ -190,15 +194,7 @@ def test_architecture_maps_the_tracking_layers():
     layers = [m.name for m in pkgutil.iter_modules(lpdt.tracking.__path__) if m.name != "__main__"]
     assert sorted(rows) == sorted(layers)
     for name, what in rows.items():
-        module = importlib.import_module(f"lpdt.tracking.{name}")
-        defined = [
-            n
-            for n, obj in vars(module).items()
-            if not n.startswith("_")
-            and (inspect.isfunction(obj) or inspect.isclass(obj))
-            and obj.__module__ == module.__name__
-        ]
-        missing = [n for n in defined if not re.search(rf"`{n}\b", what)]
+        missing = _unnamed_public(f"lpdt.tracking.{name}", what)
         assert not missing, f"docs/architecture.md: lpdt.tracking.{name}'s row lacks {missing}"
 
 
