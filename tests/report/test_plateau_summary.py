@@ -99,8 +99,19 @@ def test_load_check_falls_back_to_the_shipped_check_and_names_it(tmp_path: Path)
     shipped = ROOT / "config" / "plateau_check.csv"
     check = load_check(tmp_path / "results" / "plateau_check.csv", shipped)
     assert check is not None
-    assert check.attrs["source"] == "the shipped check, commit not recorded"
-    assert (check["status"] == "ok").all()  # a check from before the status column
+    commits = set(pd.read_csv(shipped, comment="#")["1x commit"].astype(str))
+    assert len(commits) == 1  # the shipped check was measured by one commit: it is named
+    assert check.attrs["source"] == f"the shipped check of commit {commits.pop()[:7]}"
+    # a check written before the commit and status columns existed
+    old = tmp_path / "old.csv"
+    old.write_text(
+        "case,quick run,quick epochs,acc at 1x (%),acc at 2x (%),gain of 2x (points)\n"
+        "c,abc,8,80.0,81.0,1.0\n"
+    )
+    older = load_check(tmp_path / "results" / "plateau_check.csv", old)
+    assert older is not None
+    assert older.attrs["source"] == "the shipped check, commit not recorded"
+    assert (older["status"] == "ok").all()
     measured = write_summary(
         [("ok", _run(tmp_path, "r1", 80.0), _run(tmp_path, "d1", 81.0))], tmp_path / "m.csv"
     )
