@@ -3,6 +3,8 @@ SHELL := /bin/bash
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
+# make report SCALE=quick-full: also the single-seed cells that do not fit the hour
+SCALE ?= quick
 export MLFLOW_DISABLE_TELEMETRY := true
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -32,11 +34,12 @@ system-deps:
 ## setup: virtual environment with every pinned dependency + Debian data packages
 setup: system-deps $(BIN)/lpdt
 
-## report: set up, print the plan (runs, samples, estimated time), then run the whole quick-scale
-## pipeline -> reports/report.pdf
+## report: set up, print the plan (runs, samples, estimated time), then run the whole pipeline of
+## the scale (default quick) -> reports/report.pdf
 report: setup
-	@$(BIN)/snakemake --cores 1 --quiet all --forceall plan 2>&1 | sed -n '/^scale /,/^per-run/p'
-	$(BIN)/snakemake --cores all
+	@$(BIN)/snakemake --cores 1 --quiet all --forceall plan --config scale=$(SCALE) 2>&1 \
+	  | sed -n '/^scale /,/^per-run/p'
+	$(BIN)/snakemake --cores all --config scale=$(SCALE)
 
 ## plateau-check: train each claim cell's first seed for twice its epochs, write
 ## results/plateau_check.csv, and rerun the report on it (docs/workflow.md, "Plateau check")

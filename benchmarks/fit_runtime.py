@@ -91,7 +91,7 @@ def main() -> None:
         y[i] = j["seconds"] - runtime.START_S - runtime.evaluated_images(cfg) * eval_ms / 1e3
         if len(j["key"]) == 4:  # compiled: its compile time is held (measured, else the table's)
             measured = j["compile_s"]
-            y[i] -= measured if measured is not None else runtime.COMPILED_MS[j["key"][:3]][1]
+            y[i] -= measured if measured is not None else runtime.warm_compile_seconds(cfg)
         x[i, keys.index(j["key"])] = j["samples"] / 1e3  # -> ms per sample
         units = runtime.gossip_units(cfg, j["samples"]) / 1e9  # -> ns per entry and round
         x[i, -2] = units
@@ -107,7 +107,7 @@ def main() -> None:
     print("}\nCOMPILED_MS = {")
     for k, c in coefs.items():
         if len(k) == 4:
-            print(f"    {k[:3]!r}: {(round(float(c), 3), runtime.COMPILED_MS[k[:3]][1])},")
+            print(f"    {k[:3]!r}: {(round(float(c), 3), *runtime.COMPILED_MS[k[:3]][1:])},")
     print("}")
     print(f"GOSSIP_NS = {gossip_ns:.2f}\nTOPK_NS = {topk_ns:.2f}")
     act = np.array([j["seconds"] for j in js])

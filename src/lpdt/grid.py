@@ -3,7 +3,8 @@ benchmarks and the tests; plain Python without torch at import, unit-tested in t
 
 ``config/studies.yaml`` describes the paper's experiments; a scale (``config/scales/*.yaml``) is
 an *overlay* with the same structure, deep-merged over it: mappings merge, lists and scalars
-replace, and ``null`` deletes a key (e.g. a block). Then every study block's grid is expanded:
+replace, and ``null`` deletes a key (e.g. a block); a scale may name ``base: <scale>`` to be
+that scale plus its own keys. Then every study block's grid is expanded:
 
     run config = defaults <- coordinate fragments (in the order of ``coordinates``)
                           <- study ``config`` <- block ``config``
@@ -90,11 +91,44 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def scale_chain(scale_path: str | Path) -> list[tuple[Path, dict[str, Any]]]:
+    """A scale file and its ``base`` scales, the scale first: (path, overlay without ``base``
+    and ``description``). A scale that names ``base: other`` is ``other.yaml`` of the same
+    folder with its own keys merged over it."""
+    chain: list[tuple[Path, dict[str, Any]]] = []
+    path = Path(scale_path)
+    while True:
+        if path.resolve() in [p.resolve() for p, _ in chain]:
+            names = " -> ".join(p.stem for p in [*(p for p, _ in chain), path])
+            raise GridError(f"scale base chain loops: {names}")
+        data = read_yaml(path)
+        data.pop("description", None)
+        base = data.pop("base", None)
+        chain.append((path, data))
+        if base is None:
+            return chain
+        if not isinstance(base, str) or not base:
+            raise GridError(f"{path}: base must be the name of another scale, not {base!r}")
+        path = path.parent / f"{base}.yaml"
+        if not path.is_file():
+            names = sorted(p.stem for p in path.parent.glob("*.yaml"))
+            raise GridError(f"{chain[-1][0]}: base scale {base!r} not found (scales: {names})")
+
+
+def read_scale(scale_path: str | Path) -> dict[str, Any]:
+    """A scale overlay with its ``base`` chain merged in. The chain is merged *before* it meets
+    the studies, with ``null`` kept as a value, so a scale can restore (with a mapping) a block
+    its base deleted (with ``null``)."""
+    merged: dict[str, Any] = {}
+    for _, overlay in reversed(scale_chain(scale_path)):
+        merged = deep_merge(merged, overlay)
+    return merged
+
+
 def load(studies_path: str | Path, scale_path: str | Path) -> dict[str, Any]:
-    """The studies of one scale: ``studies.yaml`` with the scale overlay merged in."""
-    scale = read_yaml(scale_path)
-    scale.pop("description", None)
-    return deep_merge(read_yaml(studies_path), scale, null_deletes=True)
+    """The studies of one scale: ``studies.yaml`` with the scale overlay (``read_scale``)
+    merged in; a ``null`` in the overlay deletes the key."""
+    return deep_merge(read_yaml(studies_path), read_scale(scale_path), null_deletes=True)
 
 
 # ----------------------------------------------------------------------------------------------

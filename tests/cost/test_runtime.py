@@ -137,7 +137,7 @@ def test_a_machine_twice_as_slow_doubles_the_training_terms():
     assert other > 0
     assert runtime.run_seconds(int8, 48000, speed=speed) == pytest.approx(3 * train + 2 * other)
     compiled = _cfg("train.compile=true", "precision.mode=int8")
-    compile_s = runtime.COMPILED_MS[("resnet20", "int8", 16)][1]
+    compile_s = runtime.warm_compile_seconds(compiled)
     base = runtime.run_seconds(compiled, 48000)
     scaled = runtime.run_seconds(compiled, 48000, speed={"fp32": 1.0, "int8": 2.0})
     # only the compiled per-sample cost and the evaluation double; the compile time does not
@@ -193,9 +193,27 @@ def test_cold_compiles_cost_once_per_compiled_shape(tmp_path):
     d = _cfg("train.compile=true", "data.image_size=12")  # another px
     eager = _cfg()
     cold = runtime.cold_compile_seconds({"a": a, "b": b, "c": c, "d": d, "e": eager})
-    fp, i8 = runtime.COLD_COMPILE_S["fp32"], runtime.COLD_COMPILE_S["int8"]
+    fp, i8 = sum(runtime.COLD_COMPILE_S["fp32"]), sum(runtime.COLD_COMPILE_S["int8"])
     assert cold == {"a": i8, "c": fp, "d": fp}
+    # the evaluation compiled or not: another shape, and without the evaluation's compile
+    f = _cfg("train.compile=true", "train.compile_eval=false")
+    assert runtime.cold_compile_seconds({"c": c, "f": f}) == {
+        "c": fp,
+        "f": runtime.COLD_COMPILE_S["fp32"][0],
+    }
     assert runtime.compile_cache_is_empty(str(tmp_path / "absent"))
     assert runtime.compile_cache_is_empty(str(tmp_path))
     (tmp_path / "fxgraph").mkdir()
     assert not runtime.compile_cache_is_empty(str(tmp_path))
+
+
+def test_an_eager_evaluation_does_not_pay_the_evaluation_compile():
+    both = _cfg("train.compile=true", "precision.mode=int8")
+    step_only = _cfg("train.compile=true", "precision.mode=int8", "train.compile_eval=false")
+    _, train_s, eval_s = runtime.COMPILED_MS[("resnet20", "int8", 16)]
+    assert runtime.warm_compile_seconds(both) == train_s + eval_s
+    assert runtime.warm_compile_seconds(step_only) == train_s
+    assert runtime.warm_compile_seconds(_cfg()) == 0.0  # eager
+    assert runtime.run_seconds(both, 48000) - runtime.run_seconds(step_only, 48000) == (
+        pytest.approx(eval_s)
+    )

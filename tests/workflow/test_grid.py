@@ -178,19 +178,78 @@ def test_paper_grid_matches_reference_13():
         assert spec["studies"][fig]["same_as"] == table
 
 
-@pytest.mark.parametrize("scale", ["smoke", "quick", "paper"])
+SCALES = sorted(p.stem for p in (REPO / "config/scales").glob("*.yaml"))
+# The scales that cover every table and figure; quick keeps the claims' studies only.
+COMPLETE = {"smoke", "quick-full", "paper"}
+
+
+def test_the_scales_are_the_ones_named_here():
+    assert set(SCALES) == COMPLETE | {"quick"}
+
+
+@pytest.mark.parametrize("scale", SCALES)
 def test_every_scale_overlay_merges_into_a_valid_spec(scale):
     import jsonschema
 
-    overlay = yaml.safe_load((REPO / f"config/scales/{scale}.yaml").read_text())
-    jsonschema.validate(
-        overlay, yaml.safe_load((REPO / "workflow/schemas/scale.schema.yaml").read_text())
-    )
+    scale_schema = yaml.safe_load((REPO / "workflow/schemas/scale.schema.yaml").read_text())
+    for path, _ in grid.scale_chain(REPO / f"config/scales/{scale}.yaml"):
+        jsonschema.validate(yaml.safe_load(path.read_text()), scale_schema)
     spec = grid.load(REPO / "config/studies.yaml", REPO / f"config/scales/{scale}.yaml")
     schema = yaml.safe_load((REPO / "workflow/schemas/studies.schema.yaml").read_text())
     jsonschema.validate(spec, schema)
-    for s in ("table2", "table3", "table4", "table5", "table6", "fig1"):
+    studies = ("table2", "table3", "table4", "fig1")
+    if scale in COMPLETE:
+        studies += ("table5", "table6")
+    for s in studies:
         assert _cells(spec, s) >= 1, s
+
+
+def test_quick_full_is_quick_plus_the_single_seed_cells():
+    def runs(scale: str) -> dict:
+        spec = grid.load(REPO / "config/studies.yaml", REPO / f"config/scales/{scale}.yaml")
+        return grid.expand(spec)
+
+    quick, full = runs("quick"), runs("quick-full")
+    assert set(quick) < set(full)  # every quick run, with its run id, is a quick-full run
+    extra = [full[r] for r in set(full) - set(quick)]
+    assert {s for r in extra for s in r.studies} == {"table2", "table5", "fig6", "table6"}
+    assert all(m.seed == 1234 for r in extra for ms in r.studies.values() for m in ms)
+
+
+def test_a_scale_base_chain_merges_before_the_studies(tmp_path):
+    (tmp_path / "a.yaml").write_text(
+        "studies: {s: {blocks: {x: null, y: {grid: {k: [1]}}}}, t: null}\n"
+    )
+    (tmp_path / "b.yaml").write_text("base: a\nstudies: {s: {blocks: {x: {}}}, t: {}}\n")
+    assert [p.name for p, _ in grid.scale_chain(tmp_path / "b.yaml")] == ["b.yaml", "a.yaml"]
+    # b restores what a deleted: the mapping replaces a's null before the studies are met
+    assert grid.read_scale(tmp_path / "b.yaml") == {
+        "studies": {"s": {"blocks": {"x": {}, "y": {"grid": {"k": [1]}}}}, "t": {}}
+    }
+    studies = tmp_path / "studies.yaml"
+    studies.write_text("studies: {s: {blocks: {x: {a: 1}, y: {a: 2}}}, t: {a: 3}}\n")
+    assert grid.load(studies, tmp_path / "a.yaml")["studies"] == {
+        "s": {"blocks": {"y": {"a": 2, "grid": {"k": [1]}}}}
+    }
+    assert grid.load(studies, tmp_path / "b.yaml")["studies"] == {
+        "s": {"blocks": {"x": {"a": 1}, "y": {"a": 2, "grid": {"k": [1]}}}},
+        "t": {"a": 3},
+    }
+
+
+@pytest.mark.parametrize(
+    ("files", "match"),
+    [
+        ({"a.yaml": "base: b\n", "b.yaml": "base: a\n"}, "loops: a -> b -> a"),
+        ({"a.yaml": "base: nope\n"}, "base scale 'nope' not found"),
+        ({"a.yaml": "base: 3\n"}, "base must be the name of another scale"),
+    ],
+)
+def test_a_bad_scale_base_is_a_one_line_error(tmp_path, files, match):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(grid.GridError, match=match):
+        grid.read_scale(tmp_path / "a.yaml")
 
 
 # --- seeds ---------------------------------------------------------------------------------------

@@ -23,7 +23,12 @@ SCALE_FILE = f"{config['scales_dir']}/{SCALE}.yaml"
 if not Path(SCALE_FILE).is_file():
     names = sorted(p.stem for p in Path(config["scales_dir"]).glob("*.yaml"))
     raise WorkflowError(f"unknown scale {SCALE!r}: no {SCALE_FILE}; choose one of: {', '.join(names)}")
-validate(grid.read_yaml(SCALE_FILE), "../schemas/scale.schema.yaml")
+try:  # the scale and the scales it names as its `base`
+    SCALE_FILES = [str(path) for path, _ in grid.scale_chain(SCALE_FILE)]
+except grid.GridError as e:
+    raise WorkflowError(f"scale {SCALE!r}: {e}") from None
+for _path in SCALE_FILES:
+    validate(grid.read_yaml(_path), "../schemas/scale.schema.yaml")
 SPEC = grid.load(STUDIES_FILE, SCALE_FILE)
 validate(SPEC, "../schemas/studies.schema.yaml", set_default=False)
 try:
@@ -92,7 +97,7 @@ rule plan:
     """`snakemake plan`: one row per run (studies, sizes, samples) and the totals, for budgeting."""
     input:
         STUDIES_FILE,
-        SCALE_FILE,
+        SCALE_FILES,
     output:
         f"{RESULTS}/plan-{SCALE}.tsv",
     run:

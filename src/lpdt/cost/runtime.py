@@ -59,23 +59,38 @@ STEP_MS: dict[tuple[str, str, int], tuple[float, float]] = {
     ("minilm", "int8", 32): (93.453, 8.5),
 }
 # Compiled steps (``train.compile: true``; ``lpdt.steps``): (model, precision, px) -> (ms per
-# training sample, seconds of compiling in each process with inductor's cache warm). Measured
-# 2026-11-24 on the reference machine, two 16-epoch 8-node ResNet-20 jobs at once (skew 0.9):
-# 5.2 s (fp32) / 7.6 s (8-bit) per epoch of 6,000 samples less the gossip term. Compile: fp32
-# 4.3-5.0 s; 8-bit 11.4-12.7 s with the cache warm since AOTAutograd caches the 8-bit graphs
+# training sample, seconds of compiling the training step and seconds of compiling the
+# evaluation forward (``train.compile_eval``), in each process with inductor's cache warm).
+# Measured 2026-11-24 on the reference machine, two 16-epoch 8-node ResNet-20 jobs at once (skew
+# 0.9): 5.2 s (fp32) / 7.6 s (8-bit) per epoch of 6,000 samples less the gossip term. Compile:
+# fp32 4.3-5.0 s; 8-bit 11.4-12.7 s with the cache warm since AOTAutograd caches the 8-bit graphs
 # (28-34 s before), 88-91 s for the first, cold ones (the fresh-clone run of 03aebe5; rounded up
-# to 6 s / 16 s). Not listed: eager costs apply.
-COMPILED_MS: dict[tuple[str, str, int], tuple[float, float]] = {
-    ("resnet20", "fp32", 16): (0.72, 6.0),
-    ("resnet20", "int8", 16): (1.12, 16.0),
+# to 6 s / 16 s; the evaluation's share not measured apart: counted as at 12 px). Not listed:
+# eager costs apply.
+COMPILED_MS: dict[tuple[str, str, int], tuple[float, float, float]] = {
+    ("resnet20", "fp32", 16): (0.72, 6.0, 5.0),
+    ("resnet20", "int8", 16): (1.12, 16.0, 11.0),
     # The claims' problem (12 px, per-node batch 8, compiled training and evaluation), measured
     # 2026-11-25 on the reference machine, two jobs at once: 5.1 s (fp32) / 7.7 s (8-bit) per
     # epoch of 3,000 samples, less the gossip term; compile: training step fp32 6 s / 8-bit 16 s
     # and evaluation forward 5 s / 11 s with the cache warm (cold: 47 s / 206 s for the training
     # step while the CPU was shared with other jobs).
-    ("resnet20", "fp32", 12): (1.565, 11.0),
-    ("resnet20", "int8", 12): (2.369, 27.0),
+    ("resnet20", "fp32", 12): (1.565, 6.0, 5.0),
+    ("resnet20", "int8", 12): (2.369, 16.0, 11.0),
 }
+
+
+def warm_compile_seconds(cfg: Mapping[str, Any]) -> float:
+    """Seconds a compiled run spends compiling with inductor's cache warm: the training step,
+    and the evaluation forward if ``train.compile_eval`` (0 for an eager run or a shape without
+    an entry in ``COMPILED_MS``)."""
+    key = (cfg["model"]["name"], cfg["precision"]["mode"], input_px(cfg))
+    if not cfg["train"].get("compile") or key not in COMPILED_MS:
+        return 0.0
+    _, train_s, eval_s = COMPILED_MS[key]
+    return train_s + (eval_s if cfg["train"].get("compile_eval", True) else 0.0)
+
+
 # Entries one node gossips per round (trainable parameters; 8-bit models add their ranges), from
 # `lpdt train` records (`model.gossiped`); a model not listed adds no gossip term.
 GOSSIPED = {
@@ -214,8 +229,8 @@ def run_seconds(
     train_ms, eval_ms = STEP_MS[key]
     start = START_S
     if cfg["train"].get("compile") and key in COMPILED_MS:
-        train_ms, compile_s = COMPILED_MS[key]
-        start += compile_s
+        train_ms = COMPILED_MS[key][0]
+        start += warm_compile_seconds(cfg)
     gossip_ns = GOSSIP_NS + (TOPK_NS if sparse(cfg) else 0.0)
     own, base = 1.0, 1.0  # the run's precision's factor, fp32's
     if speed is not None:
@@ -323,14 +338,15 @@ def probe_line(measured: Mapping[str, float], reference: Mapping[str, float] = P
 
 
 # A compile with inductor's cache empty (a fresh machine) costs much more than the warm compile
-# COMPILED_MS counts, once per compiled shape: (model, precision) -> extra seconds of the first
-# job of each (model, precision, px, per-node batch, compile_eval). Measured 2026-11-25 in the
-# fresh-clone `make report` (TORCHINDUCTOR_CACHE_DIR empty, two jobs at once; docs/workflow.md):
-# ResNet-20 at 12 px, 8 per node: fp32 training step 71.9 s + evaluation forward 18.1 s, 8-bit
-# 234.8 s + 101.1 s, less the warm compile times of COMPILED_MS. Other models: the same as
-# ResNet-20 (not measured). Cold compiles also run inductor's compile workers on every core,
-# which slows the job beside them: that is in these numbers only as far as it fell in the job.
-COLD_COMPILE_S: dict[str, float] = {"fp32": 79.0, "int8": 309.0}
+# COMPILED_MS counts, once per compiled shape: precision -> extra seconds of (the training step,
+# the evaluation forward when ``train.compile_eval``) in the first job of each (model, precision,
+# px, per-node batch, compile_eval). Measured 2026-11-25 in the fresh-clone `make report`
+# (TORCHINDUCTOR_CACHE_DIR empty, two jobs at once; docs/workflow.md): ResNet-20 at 12 px, 8 per
+# node: fp32 training step 71.9 s + evaluation forward 18.1 s, 8-bit 234.8 s + 101.1 s, less the
+# warm compile times of COMPILED_MS. Other models: the same as ResNet-20 (not measured). Cold
+# compiles also run inductor's compile workers on every core, which slows the job beside them:
+# that is in these numbers only as far as it fell in the job.
+COLD_COMPILE_S: dict[str, tuple[float, float]] = {"fp32": (66.0, 13.0), "int8": (219.0, 90.0)}
 
 
 def compiled_shape(cfg: Mapping[str, Any]) -> tuple[Any, ...] | None:
@@ -356,7 +372,8 @@ def cold_compile_seconds(cfgs: Mapping[str, Mapping[str, Any]]) -> dict[str, flo
         if shape is None or shape in seen:
             continue
         seen.add(shape)
-        out[run_id] = COLD_COMPILE_S.get(shape[1], max(COLD_COMPILE_S.values()))
+        train_s, eval_s = COLD_COMPILE_S.get(shape[1], max(COLD_COMPILE_S.values()))
+        out[run_id] = train_s + (eval_s if shape[-1] else 0.0)
     return out
 
 
