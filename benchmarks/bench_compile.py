@@ -2,7 +2,7 @@
 
 For each case (model, nodes) the script builds the engine's n node replicas
 (``lpdt.decentral.state.NodeState``) for each precision and times one *round*: every node's
-forward, loss and backward through ``lpdt.steps.Steps`` (the trainer's code). All four steps
+forward, loss and backward through ``lpdt.engine.steps.Steps`` (the trainer's code). All four steps
 (fp32 eager, fp32 compiled, 8-bit eager, 8-bit compiled) run in turn within each of
 ``--rounds`` blocks, so that drifting machine load hits all alike; every ratio is taken within
 a block and reported as the median with its range over blocks. It prints the first compile
@@ -29,9 +29,9 @@ import torch
 
 from lpdt.config import ModelConfig, PrecisionConfig
 from lpdt.decentral.state import NodeState
+from lpdt.engine.steps import Steps
 from lpdt.layers.quant import convert_to_int8
 from lpdt.models import MODELS
-from lpdt.steps import Steps
 
 
 def build(model_name: str, precision: str, size: int, device: torch.device) -> torch.nn.Module:

@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 
 from lpdt.config import load_config
-from lpdt.launch import free_port
-from lpdt.train import Run
+from lpdt.engine.launch import free_port
+from lpdt.engine.loop import Run
 
 CASES = {"compute": None, "dense": ("none", 0.0), "top99": ("topk", 0.99)}
 

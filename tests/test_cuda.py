@@ -18,11 +18,11 @@ from torch import nn
 from lpdt.cli import main
 from lpdt.config import ModelConfig, PrecisionConfig, load_config
 from lpdt.decentral import algorithms
-from lpdt.launch import free_port
+from lpdt.engine.launch import free_port
+from lpdt.engine.loop import Run
+from lpdt.engine.steps import CUDA_INT8_ENV, Steps
 from lpdt.layers.quant import convert_to_int8, quantize
 from lpdt.models import MODELS
-from lpdt.steps import CUDA_INT8_ENV, Steps
-from lpdt.train import Run
 from tests.distributed.test_equivalence import BASE as EQUIVALENCE_BASE
 from tests.distributed.worker import node_state, train_briefly
 from tests.test_steps import relative_difference
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(
 )
 REPO = Path(__file__).resolve().parents[1]
 CUDA = torch.device("cuda")
-# tests/test_train.py's tiny run, wherever the test says
+# tests/engine/test_loop.py's tiny run, wherever the test says
 TINY = [o for o in TRAIN_BASE if not o.startswith("device=")]
 
 
@@ -49,7 +49,7 @@ def test_lpdt_train_on_cuda_learns_like_on_cpu(tmp_path, monkeypatch, precision,
     """The same run on the GPU and on the CPU: both learn, the record names the GPU, and the
     final accuracies agree within 5 points (the arithmetic differs in rounding only, which
     training amplifies; 200 test images: one image is 0.5 points). 8-bit compiled: the compiled
-    step itself (lpdt.steps runs it eagerly on CUDA unless told otherwise)."""
+    step itself (lpdt.engine.steps runs it eagerly on CUDA unless told otherwise)."""
     monkeypatch.setenv(CUDA_INT8_ENV, "1")
     extra = [f"precision.mode={precision}", f"train.compile={str(compiled).lower()}"]
     gpu = _lpdt_train(tmp_path / "gpu", [*TINY, *extra, "device=cuda"])
@@ -77,11 +77,11 @@ def _resnet20(precision: str) -> nn.Module:
 
 @pytest.mark.parametrize("precision", ["fp32", "int8", "int8-stochastic"])
 def test_compiled_resnet20_step_equals_eager_on_cuda(monkeypatch, precision):
-    """Compiled = eager on the GPU up to float reassociation (as tests/test_steps.py checks on
+    """Compiled = eager on the GPU up to float reassociation (as tests/engine/test_steps.py checks on
     the CPU): loss to rtol 1e-4, each parameter's gradient to 1e-3 in norm. With stochastic
     rounding both steps draw the same noise under the same seed (a hash of the step seed, call
     site and index); that case runs in float64, where no value lands a level apart through
-    float rounding (tests/test_steps.py says why), and must agree to 1e-6."""
+    float rounding (tests/engine/test_steps.py says why), and must agree to 1e-6."""
     monkeypatch.setenv(CUDA_INT8_ENV, "1")  # the compiled 8-bit step, not the eager fallback
     x = torch.randn(16, 3, 16, 16, device=CUDA)
     y = torch.randint(0, 10, (16,), device=CUDA)

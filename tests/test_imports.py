@@ -126,12 +126,21 @@ def test_no_import_circle():
 def test_the_engine_imports_one_way():
     """engine -> launch -> worker -> train -> rundir, device: nothing imports upwards."""
     graph = _graph()
-    order = ["lpdt.engine", "lpdt.launch", "lpdt.worker", "lpdt.train", "lpdt.rundir"]
+    order = [
+        "lpdt.engine",
+        "lpdt.engine.launch",
+        "lpdt.engine.worker",
+        "lpdt.engine.loop",
+        "lpdt.engine.rundir",
+    ]
     for i, m in enumerate(order):
         above = set(order[:i])
         assert not graph[m] & above, f"{m} imports {sorted(graph[m] & above)}"
-    assert "lpdt.launch" not in graph["lpdt.train"]
-    assert "lpdt.device" in graph["lpdt.train"] and "lpdt.device" in graph["lpdt.worker"]
+    assert "lpdt.engine.launch" not in graph["lpdt.engine.loop"]
+    assert (
+        "lpdt.engine.device" in graph["lpdt.engine.loop"]
+        and "lpdt.engine.device" in graph["lpdt.engine.worker"]
+    )
 
 
 def test_the_tracking_layers_import_one_way():

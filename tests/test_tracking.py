@@ -424,7 +424,7 @@ def test_lpdt_ui_serves_the_artifacts_of_a_moved_store(store, tmp_path):
     import subprocess
     import urllib.request
 
-    from lpdt.launch import free_port
+    from lpdt.engine.launch import free_port
     from tests.servers import wait_until_healthy
 
     d = fake_run_dir(tmp_path / "runs", 9)

@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 
 def default_inductor_cache_dir() -> _Path:
     """Where torch.compile's on-disk caches go unless ``TORCHINDUCTOR_CACHE_DIR`` is set
-    (``lpdt.steps``): ``$XDG_CACHE_HOME/lpdt/torchinductor``, else ``~/.cache/lpdt/torchinductor``,
+    (``lpdt.engine.steps``): ``$XDG_CACHE_HOME/lpdt/torchinductor``, else ``~/.cache/lpdt/torchinductor``,
     which survives reboots, unlike torch's ``/tmp/torchinductor_$USER``."""
     base = _os.environ.get("XDG_CACHE_HOME") or _Path.home() / ".cache"
     return _Path(base) / "lpdt" / "torchinductor"

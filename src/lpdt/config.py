@@ -167,7 +167,8 @@ class TrainConfig:
     # always evaluated on the whole split.
     node_eval: Literal["full", "sharded"] = "full"
     max_iters_per_epoch: int | None = None  # cap (for tests / quick scale), None = full epoch
-    compile: bool = False  # torch.compile each node's training step and evaluation (lpdt.steps)
+    # torch.compile each node's training step and evaluation (lpdt.engine.steps)
+    compile: bool = False
     compile_mode: Literal[
         "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"
     ] = "default"  # torch.compile mode; "reduce-overhead" (CUDA graphs) is for GPUs
@@ -192,7 +193,7 @@ class RunConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int | None = None  # torch intra-op threads; None = torch default
     # "simulated": one process holds all n nodes (lpdt.decentral.group.LocalGroup).
-    # "distributed": one process per node over torch.distributed (lpdt.launch; docs/engine.md).
+    # "distributed": one process per node over torch.distributed (lpdt.engine.launch; docs/engine.md).
     engine: Literal["simulated", "distributed"] = "simulated"
     data: DataConfig = field(default_factory=DataConfig)
     partition: PartitionConfig = field(default_factory=PartitionConfig)
@@ -241,7 +242,7 @@ RECIPE_VERSIONS: dict[str, int] = {"int8": 2}
 
 # Keys that do not change a run's results: its label, how and where it executes, and how it is
 # recorded. ``RunConfig.run_id()`` does not hash them, and a run directory written with other
-# values of them still counts as the same run (``lpdt.rundir``'s run-directory check). Dotted
+# values of them still counts as the same run (``lpdt.engine.rundir``'s run-directory check). Dotted
 # paths; a whole section (``tracking``) may be named; a key this version does not have (an
 # execution switch added later, e.g. ``train.compile``) is simply absent. A key that does change
 # numbers (seed, sizes, precision, ...) must never be listed here.

@@ -55,7 +55,7 @@ def git_state(path: str | Path | None = None) -> tuple[str | None, bool | None]:
     return commit.strip(), (None if status is None else bool(status.strip()))
 
 
-# The command line a user typed, set by a launcher for the processes it starts (lpdt.launch: the
+# The command line a user typed, set by a launcher for the processes it starts (lpdt.engine.launch: the
 # distributed engine's workers, whose own argv names a temporary config file).
 COMMAND_ENV = "LPDT_COMMAND"
 

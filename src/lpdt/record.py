@@ -8,7 +8,7 @@ A run directory holds the record in two files (docs/architecture.md, "Run output
   row ``epoch = final``. Rewritten atomically after every epoch while the run trains
   (``write_history``), so a long run can be followed.
 
-This module is the only place that knows the format. The trainer (``lpdt.train``) builds a
+This module is the only place that knows the format. The trainer (``lpdt.engine.loop``) builds a
 ``RunRecord`` and writes it; MLflow logging (``lpdt.tracking``), aggregation
 (``lpdt.report.aggregate``) and the workflow read it with ``read``. The readers walk the fields of
 ``FinalMetrics``, ``Communication`` and ``Timing``, so adding such a metric is a field here (plus
@@ -166,7 +166,7 @@ class Provenance:
 
 @dataclass(frozen=True)
 class SystemMetrics:
-    """What the training used of its host (``lpdt.sysmetrics``), measured in the process that
+    """What the training used of its host (``lpdt.engine.sysmetrics``), measured in the process that
     writes the record (distributed engine: process 0), over the session that finished the run
     (a resumed run: its last session)."""
 
@@ -201,7 +201,7 @@ class HistoryRow:
     consensus_distance: float | None = None
     bytes_per_node: float | None = None  # cumulative, training and final rounds so far
     wall_s: float | None = None  # wall time of the run when the row was written (across resumes)
-    # System metrics of the epoch (``lpdt.sysmetrics``; the writing process; None in version 1):
+    # System metrics of the epoch (``lpdt.engine.sysmetrics``; the writing process; None in version 1):
     cpu_share: float | None = None  # % of the host's CPU capacity (all cores) used in the epoch
     peak_rss_mb: float | None = None  # peak resident memory of the process so far, MiB
     threads: int | None = None  # OS threads of the process at the end of the epoch

@@ -31,7 +31,7 @@ def _cfg(*extra):
 
 
 def test_evaluated_images_full_vs_sharded():
-    # eval_every 1000 > epochs: the final evaluation only (lpdt.train skips the last epoch's
+    # eval_every 1000 > epochs: the final evaluation only (lpdt.engine.loop skips the last epoch's
     # own evaluation: the final one, after the last gossip rounds, replaces it)
     full = _cfg("train.eval_every=1000")
     sharded = _cfg("train.eval_every=1000", "train.node_eval=sharded")

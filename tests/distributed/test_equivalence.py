@@ -27,8 +27,8 @@ import torch
 
 from lpdt.config import load_config
 from lpdt.decentral import algorithms
-from lpdt.launch import free_port
-from lpdt.train import Run
+from lpdt.engine.launch import free_port
+from lpdt.engine.loop import Run
 from tests.distributed.worker import node_state, train_briefly
 
 REPO = Path(__file__).resolve().parents[2]

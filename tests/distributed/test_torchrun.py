@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lpdt.launch import free_port
+from lpdt.engine.launch import free_port
 from lpdt.record import MEASURED_FIELDS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """A rank of the equivalence tests: ``python -m tests.distributed.worker CASES.json OUT_DIR``.
 
 For every case (a list of config overrides) it trains node RANK for a few epochs and the final
-gossip rounds through ``lpdt.train.Run`` with a ``TorchGroup`` (the distributed engine's code
+gossip rounds through ``lpdt.engine.loop.Run`` with a ``TorchGroup`` (the distributed engine's code
 path), then saves the node's state to ``OUT_DIR/<case index>.rank<RANK>.pt``, and rank 0 the bytes every
 node handed to the transport (``TorchGroup.wire_bytes``) and the gossip rounds to
 ``OUT_DIR/<case index>.wire.json``.
@@ -20,8 +20,8 @@ import torch.distributed as dist
 from lpdt.config import load_config
 from lpdt.decentral.peer import TorchGroup, init_process_group
 from lpdt.decentral.topology import TOPOLOGIES
-from lpdt.device import resolve_device
-from lpdt.train import Run, lr_at
+from lpdt.engine.device import resolve_device
+from lpdt.engine.loop import Run, lr_at
 
 if "test_irregular" not in TOPOLOGIES:
 
@@ -57,7 +57,7 @@ def main() -> int:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     # Every case runs on the device its config names (cpu, or cuda: tests/test_cuda.py).
     device = resolve_device(load_config(None, cases[0]["overrides"]).device)
-    if device.type == "cuda":  # as lpdt.worker places ranks: LOCAL_RANK over the GPUs
+    if device.type == "cuda":  # as lpdt.engine.worker places ranks: LOCAL_RANK over the GPUs
         device = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
         torch.cuda.set_device(device)
     init_process_group(rank, world, device)

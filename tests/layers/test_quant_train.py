@@ -6,7 +6,7 @@ fp32 is the EvoNorm model with its own init, int8 the 8-bit Range-EvoNorm model 
 reference's LP init (zero gamma in each block's last norm), as in the paper's comparison. At
 ~100 steps that init alone costs ~15 points (measured; docs/int8.md), the quantisation about
 nothing. Single node: 8 epochs at batch 32 (750 steps). 8 nodes: the real engine
-(``lpdt.train.train``, directed ring, Choco-SGD, no compression), 16 epochs at 16 images per
+(``lpdt.engine.loop.train``, directed ring, Choco-SGD, no compression), 16 epochs at 16 images per
 node per step (368 steps per node), two seeds. SGD lr 0.05 for both.
 
 3,000 test images, not 1,000: on 1,000 the binomial noise of one accuracy is about 1.1 points,
@@ -26,7 +26,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import lpdt.train
+import lpdt.engine.loop
 from lpdt.config import ModelConfig, PrecisionConfig, RunConfig
 from lpdt.data.base import DatasetInfo, TensorDataset
 from lpdt.data.images import DEBIAN_FASHION_MNIST, read_fashion_mnist
@@ -93,14 +93,14 @@ def test_int8_resnet20_single_node_within_a_few_points_of_fp32(data):
 
 
 def _engine_accuracy(precision: str, seed: int) -> float:
-    """Mean node accuracy of one 8-node run through ``lpdt.train.train`` (in a worker process).
+    """Mean node accuracy of one 8-node run through ``lpdt.engine.loop.train`` (in a worker process).
 
     Runs in its own process (one thread) so that two runs share the machine's two cores; the
     dataset is read here and handed to the engine in place of ``load_dataset``.
     """
     (xtr, ytr), (xte, yte) = _subset()
     info = DatasetInfo(name="fashion_mnist_16px", source=str(ROOT), input_shape=(1, SIZE, SIZE))
-    lpdt.train.load_dataset = lambda cfg: TensorDataset(info, xtr, ytr, xte, yte)
+    lpdt.engine.loop.load_dataset = lambda cfg: TensorDataset(info, xtr, ytr, xte, yte)
     cfg = RunConfig()
     cfg.seed, cfg.threads = seed, 1
     cfg.topology.nodes = 8
@@ -113,7 +113,7 @@ def _engine_accuracy(precision: str, seed: int) -> float:
     cfg.train.final_gossip_rounds, cfg.train.eval_every = 10, 1000
     cfg.schedule.warmup_epochs, cfg.schedule.milestones = 0, [ENGINE_EPOCHS - 2]
     with tempfile.TemporaryDirectory() as out:
-        metrics = lpdt.train.train(cfg, Path(out) / precision, log=lambda s: None)
+        metrics = lpdt.engine.loop.train(cfg, Path(out) / precision, log=lambda s: None)
     assert metrics.final is not None, f"{precision} seed {seed}: the run diverged"
     return metrics.final.acc_node_mean
 

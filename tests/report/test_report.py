@@ -81,8 +81,7 @@ def test_paper_results_cover_the_tables() -> None:
 
 def test_table10_agrees_with_cost_package_copy() -> None:
     """Two transcriptions of Table 10 (ours here, the cost model's) must agree."""
-    if not COST_PAPER.exists():
-        pytest.skip("cost package's copy of Table 10 not present")
+    assert COST_PAPER.exists(), f"{COST_PAPER}: the cost package's copy of Table 10 is missing"
     p = load_paper(PAPER_CSV)
     p = p[p["table"] == 10]
     c = pd.read_csv(COST_PAPER, comment="#")

@@ -23,7 +23,7 @@ import yaml
 
 from lpdt import grid
 from lpdt.config import deep_merge
-from lpdt.launch import free_port
+from lpdt.engine.launch import free_port
 from tests.servers import wait_until_healthy
 
 from .test_snakemake import REPO, SNAKEMAKE, workdir

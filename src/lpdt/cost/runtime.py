@@ -58,7 +58,7 @@ STEP_MS: dict[tuple[str, str, int], tuple[float, float]] = {
     ("minilm", "fp32", 32): (52.508, 4.7),
     ("minilm", "int8", 32): (93.453, 8.5),
 }
-# Compiled steps (``train.compile: true``; ``lpdt.steps``): (model, precision, px) -> (ms per
+# Compiled steps (``train.compile: true``; ``lpdt.engine.steps``): (model, precision, px) -> (ms per
 # training sample, seconds of compiling the training step and seconds of compiling the
 # evaluation forward (``train.compile_eval``), in each process with inductor's cache warm).
 # Measured 2026-11-24 on the reference machine, two 16-epoch 8-node ResNet-20 jobs at once (skew
@@ -150,7 +150,7 @@ def evaluated_images(cfg: Mapping[str, Any]) -> int:
     n = int(cfg["topology"]["nodes"])
     test = int(data.get("test_subset") or full_test_size(data["dataset"]))
     per_eval = 2 * test if tr.get("node_eval") == "sharded" else (n + 1) * test
-    # lpdt.train evaluates after epochs k, 2k, ... except the last one, whose evaluation is the
+    # lpdt.engine.loop evaluates after epochs k, 2k, ... except the last one, whose evaluation is the
     # final one (after the last gossip rounds)
     evals = (int(tr["epochs"]) - 1) // int(tr.get("eval_every") or 1)
     return per_eval * (evals + 1)
@@ -275,8 +275,8 @@ def probe_step_ms(precision: str, steps: int = PROBE_STEPS, warmup: int = PROBE_
     import torch
 
     from lpdt.config import load_config
+    from lpdt.engine.steps import Steps
     from lpdt.models import build_model
-    from lpdt.steps import Steps
 
     overrides = ["model.name=resnet20", f"precision.mode={precision}", "model.range_chunks=4"]
     if precision == "int8":

@@ -190,7 +190,7 @@ class TorchGroup:
 
 def init_process_group(rank: int, world: int, device: torch.device) -> None:
     """Join the process group from the environment (``MASTER_ADDR`` / ``MASTER_PORT``, as set by
-    ``lpdt.launch`` or torchrun). gloo on CPU; on CUDA, NCCL when every process of this machine
+    ``lpdt.engine.launch`` or torchrun). gloo on CPU; on CUDA, NCCL when every process of this machine
     has a GPU of its own, else gloo with messages staged through host memory."""
     backend = "gloo"
     if device.type == "cuda":

@@ -7,7 +7,7 @@ for subtract / divide / noise / clamp / round / rescale).
 Rounding noise (``dither``) is a counter-based hash of (seed, salt, element index) written in
 plain integer tensor ops (a 32-bit hash computed in int64 with masks): eager and compiled code compute the same bits, and a compiled
 graph computes it inside the fused rounding kernel (no random-number kernel, no extra pass).
-The seed is an int64 tensor: the training step's (``noise_seed``: ``lpdt.steps`` draws one per
+The seed is an int64 tensor: the training step's (``noise_seed``: ``lpdt.engine.steps`` draws one per
 node step from torch's generator, outside any compiled graph, so eager and compiled steps draw
 the same noise), or, outside a step, a fresh draw from torch's generator per call. The salt is
 a Python int that tells the call sites of one step apart (``convert_to_int8`` numbers them).

@@ -1,4 +1,5 @@
-"""The rules of a run directory, shared by both engines (``lpdt.train`` and ``lpdt.launch``).
+"""The rules of a run directory, shared by both engines (``lpdt.engine.loop`` and
+``lpdt.engine.launch``).
 
 Files already in a run's ``--out`` (a complete run's ``metrics.json``, a started run's
 ``config.yaml``, a checkpoint to resume) must belong to the run's config: the same config up to
@@ -17,6 +18,7 @@ import yaml
 
 from lpdt import record
 from lpdt.config import RunConfig, result_diff
+from lpdt.engine.checkpoint import Checkpoint
 from lpdt.record import RunRecord
 
 
@@ -84,20 +86,22 @@ def previous(ck_path: Path) -> Path:
     return ck_path.with_suffix(".prev.pt")
 
 
-def load_checkpoint(cfg: RunConfig, path: Path, device: torch.device) -> dict:
+def load_checkpoint(cfg: RunConfig, path: Path, device: torch.device) -> Checkpoint:
     """The checkpoint at ``path``, refused (``RunDirError``) when it is another config's."""
-    ck = torch.load(path, map_location=device, weights_only=False)
-    if "run_config" in ck:
-        refuse_other_config(cfg, ck["run_config"], path)
+    ck = Checkpoint.from_dict(torch.load(path, map_location=device, weights_only=False), str(path))
+    if ck.run_config:
+        refuse_other_config(cfg, ck.run_config, path)
     return ck
 
 
-def restorable(cfg: RunConfig, ck_path: Path, device: torch.device) -> dict[int, tuple[Path, dict]]:
+def restorable(
+    cfg: RunConfig, ck_path: Path, device: torch.device
+) -> dict[int, tuple[Path, Checkpoint]]:
     """The checkpoints this process could resume from, by epoch: its checkpoint and, in the
     distributed engine, the one of the epoch before (``.prev``), whichever exist."""
-    found: dict[int, tuple[Path, dict]] = {}
+    found: dict[int, tuple[Path, Checkpoint]] = {}
     for path in (ck_path, previous(ck_path)):
         if path.exists():
             ck = load_checkpoint(cfg, path, device)
-            found.setdefault(int(ck["epoch"]), (path, ck))
+            found.setdefault(int(ck.epoch), (path, ck))
     return found

@@ -1,4 +1,4 @@
-"""Compiled training steps (``lpdt.steps``, ``train.compile``): same numbers as eager, one graph
+"""Compiled training steps (``lpdt.engine.steps``, ``train.compile``): same numbers as eager, one graph
 for all nodes. Tiny models, so that the compiles stay a few seconds each."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from torch import nn
 
 from lpdt.config import ModelConfig, PrecisionConfig
 from lpdt.decentral.state import NodeState
+from lpdt.engine.steps import Steps
 from lpdt.layers import Add
 from lpdt.layers.norms import EvoNormS0
 from lpdt.layers.quant import convert_to_int8
-from lpdt.steps import Steps
 
 
 class TinyRes(nn.Module):
@@ -207,7 +207,7 @@ def test_resnet20_compiled_trains_to_the_same_accuracy(tmp_path, precision):
     import os
 
     from lpdt.config import load_config
-    from lpdt.train import train
+    from lpdt.engine.loop import train
 
     if not os.path.isdir(FMNIST):
         pytest.skip("dataset-fashion-mnist not installed (apt install dataset-fashion-mnist)")
@@ -252,7 +252,9 @@ def test_inductor_cache_defaults_to_lpdt_cache_dir(tmp_path):
 
     env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(tmp_path)
-    code = "import os, lpdt.train, torch._dynamo; print(os.environ['TORCHINDUCTOR_CACHE_DIR'])"
+    code = (
+        "import os, lpdt.engine.loop, torch._dynamo; print(os.environ['TORCHINDUCTOR_CACHE_DIR'])"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code],
         env=env,
@@ -269,8 +271,8 @@ import json, sys
 import torch
 from torch import nn
 from torch._dynamo.utils import counters
-from lpdt.steps import Steps
-from tests.test_steps import _model
+from lpdt.engine.steps import Steps
+from tests.engine.test_steps import _model
 
 K = {k}  # the custom backward's factor: the source of the Function changes with it
 
@@ -313,7 +315,7 @@ def test_aot_cache_serves_8bit_graphs_and_a_changed_backward_misses(tmp_path):
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     env = {
         **os.environ,
         "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"),

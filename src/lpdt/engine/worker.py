@@ -1,11 +1,11 @@
 """One worker of an ``engine: distributed`` run: the process that holds one node.
 
 A worker knows its rank from the environment (``RANK`` / ``WORLD_SIZE``, as set by ``torchrun``
-on one or several machines, or by ``lpdt.launch.launch_local``), joins the process group from the
+on one or several machines, or by ``lpdt.engine.launch.launch_local``), joins the process group from the
 environment (``MASTER_ADDR`` / ``MASTER_PORT``) and trains the node of its rank with
-``lpdt.train.train``. ``python -m lpdt.worker`` is the command ``launch_local`` starts.
+``lpdt.engine.loop.train``. ``python -m lpdt.engine.worker`` is the command ``launch_local`` starts.
 
-Exit codes of ``python -m lpdt.worker``: 0 done; ``REFUSED`` a one-line error on its stderr (a
+Exit codes of ``python -m lpdt.engine.worker``: 0 done; ``REFUSED`` a one-line error on its stderr (a
 refused run directory or checkpoint); ``PEER_LOST`` it stopped because another rank failed; 1
 this rank failed (traceback on stderr). Under a launcher that sets ``LPDT_LAUNCHER_PID`` the
 kernel kills the worker when the launcher dies (Linux).
@@ -24,10 +24,10 @@ from pathlib import Path
 import torch
 
 from lpdt.config import RunConfig, load_config
-from lpdt.device import resolve_device
+from lpdt.engine.device import resolve_device
+from lpdt.engine.loop import train
+from lpdt.engine.rundir import discard
 from lpdt.record import RunRecord
-from lpdt.rundir import discard
-from lpdt.train import train
 
 PEER_LOST = 75  # a worker's exit code when it stopped because another rank failed
 REFUSED = 2  # a worker's exit code for a one-line error on its stderr (the CLI's code for those)
@@ -91,12 +91,12 @@ def _quiet(msg: str) -> None:
 
 
 def worker_main(argv: list[str] | None = None) -> int:
-    """``python -m lpdt.worker --config C --out D [--resume] [--force]``: one worker started
-    by ``lpdt.launch.launch_local`` (rank and rendezvous from the environment). Exit codes: 0 done,
+    """``python -m lpdt.engine.worker --config C --out D [--resume] [--force]``: one worker started
+    by ``lpdt.engine.launch.launch_local`` (rank and rendezvous from the environment). Exit codes: 0 done,
     ``PEER_LOST`` another rank failed, 1 this rank failed (traceback on stderr)."""
     import torch.distributed as dist
 
-    p = argparse.ArgumentParser(prog="python -m lpdt.worker")
+    p = argparse.ArgumentParser(prog="python -m lpdt.engine.worker")
     p.add_argument("--config", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--resume", action="store_true")
@@ -104,7 +104,7 @@ def worker_main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     env = env_rank()
     if env is None:
-        print("lpdt.worker: RANK and WORLD_SIZE must be set", file=sys.stderr)
+        print("lpdt.engine.worker: RANK and WORLD_SIZE must be set", file=sys.stderr)
         return 2
     rank, world = env
     _die_with_launcher()

@@ -40,7 +40,11 @@ from lpdt.decentral.optim import make_optimizer
 from lpdt.decentral.state import NodeState
 from lpdt.decentral.streams import NodeStreams
 from lpdt.decentral.topology import mixing_matrix, out_peers
-from lpdt.device import resolve_device
+from lpdt.engine.checkpoint import Checkpoint
+from lpdt.engine.device import resolve_device
+from lpdt.engine.rundir import open_run_dir, previous, restorable
+from lpdt.engine.steps import Steps
+from lpdt.engine.sysmetrics import SystemSampler
 from lpdt.io import torch_save_atomic, write_text_atomic
 from lpdt.models import build_model
 from lpdt.record import (
@@ -54,9 +58,6 @@ from lpdt.record import (
     Timing,
     Versions,
 )
-from lpdt.rundir import open_run_dir, previous, restorable
-from lpdt.steps import Steps
-from lpdt.sysmetrics import SystemSampler
 
 Log = Callable[[str], None]
 
@@ -190,7 +191,7 @@ class Run:
         self.train_s = 0.0
         self.samples = 0
         self.iterations = 0
-        self.history: list[dict] = []
+        self.history: list[HistoryRow] = []
 
     # -- one iteration -----------------------------------------------------------------------
     def batch(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -303,53 +304,53 @@ class Run:
         }
 
     # -- checkpoints -----------------------------------------------------------------------
-    def checkpoint(self) -> dict:
+    def checkpoint(self) -> Checkpoint:
+        """This process's state after epoch ``self.epoch`` (the run's config, wall time and
+        provenance are the caller's to fill in)."""
         st = self.state
-        return {
-            "epoch": self.epoch,
-            "nodes": self.group.ids,
-            "x": st.x,
-            "w": st.w,
-            "local_buffers": [st.local_buffers(i) for i in range(st.nodes)],
-            "opt": self.opt.state_dict(),
-            "algo": self.algo.state_dict(),
-            "samplers": [s.state_dict() for s in self.samplers],
-            "streams": self.streams.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state(self.device)
-            if self.device.type == "cuda"
-            else None,
-            "counters": {
+        return Checkpoint(
+            epoch=self.epoch,
+            nodes=list(self.group.ids),
+            x=st.x,
+            w=st.w,
+            local_buffers=[st.local_buffers(i) for i in range(st.nodes)],
+            opt=self.opt.state_dict(),
+            algo=self.algo.state_dict(),
+            samplers=[s.state_dict() for s in self.samplers],
+            streams=self.streams.state_dict(),
+            torch_rng=torch.get_rng_state(),
+            cuda_rng=torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
+            counters={
                 k: getattr(self, k) for k in ("bytes_train", "train_s", "samples", "iterations")
             },
-            "history": self.history,
-        }
+            history=list(self.history),
+        )
 
-    def restore(self, ck: dict) -> None:
+    def restore(self, ck: Checkpoint) -> None:
         st = self.state
-        if ck.get("nodes", self.group.ids) != self.group.ids:
+        if ck.nodes is not None and list(ck.nodes) != list(self.group.ids):
             raise ValueError(
-                f"the checkpoint holds nodes {ck['nodes']}, this process {self.group.ids}"
+                f"the checkpoint holds nodes {ck.nodes}, this process {self.group.ids}"
             )
         with torch.no_grad():
-            st.x.copy_(ck["x"])
-            st.w.copy_(ck["w"])
-            for i, bufs in enumerate(ck["local_buffers"]):
+            st.x.copy_(ck.x)
+            st.w.copy_(ck.w)
+            for i, bufs in enumerate(ck.local_buffers):
                 mine = st.local_buffers(i)
                 for k, v in bufs.items():
                     mine[k].copy_(v)
-        self.opt.load_state_dict(ck["opt"])
-        self.algo.load_state_dict(ck["algo"])
-        for s, d in zip(self.samplers, ck["samplers"]):
+        self.opt.load_state_dict(ck.opt)
+        self.algo.load_state_dict(ck.algo)
+        for s, d in zip(self.samplers, ck.samplers):
             s.load_state_dict(d)
-        self.streams.load_state_dict(ck["streams"])
-        torch.set_rng_state(ck["torch_rng"])
-        if self.device.type == "cuda" and ck.get("cuda_rng") is not None:
-            torch.cuda.set_rng_state(ck["cuda_rng"], self.device)
-        for k, v in ck["counters"].items():
+        self.streams.load_state_dict(ck.streams)
+        torch.set_rng_state(ck.torch_rng)
+        if self.device.type == "cuda" and ck.cuda_rng is not None:
+            torch.cuda.set_rng_state(ck.cuda_rng, self.device)
+        for k, v in ck.counters.items():
             setattr(self, k, v)
-        self.history = ck["history"]
-        self.epoch = ck["epoch"]
+        self.history = list(ck.history)
+        self.epoch = ck.epoch
 
 
 def _duration(s: float) -> str:
@@ -424,10 +425,10 @@ def train(
     picks the engine and is the entry point for both.
 
     Files already in ``out_dir`` (a complete run, a started run's ``config.yaml``, a checkpoint
-    to resume) must belong to ``cfg`` (``lpdt.rundir``: same config up to
+    to resume) must belong to ``cfg`` (``lpdt.engine.rundir``: same config up to
     ``lpdt.config.EXECUTION_KEYS``, else ``RunDirError``). ``force`` discards them instead.
 
-    ``engine: distributed``: every worker process (``lpdt.worker``) runs this function with its
+    ``engine: distributed``: every worker process (``lpdt.engine.worker``) runs this function with its
     ``group`` (the node it holds); the writer (process 0) alone writes ``config.yaml``,
     ``history.csv`` and ``metrics.json``, and each process its own checkpoint. Without a
     ``group`` such a config is refused (one process cannot hold one node of n).
@@ -435,7 +436,7 @@ def train(
     if cfg.engine == "distributed" and group is None:
         raise ValueError(
             "engine: distributed runs one process per node: start it with lpdt.engine.train "
-            "(or lpdt train), not lpdt.train.train"
+            "(or lpdt train), not lpdt.engine.loop.train"
         )
     group = group or LocalGroup(cfg.topology.nodes)
     out = Path(out_dir)
@@ -465,39 +466,41 @@ def train(
         epoch = run.epoch
         lr = lr_at(cfg, epoch)
         loss = run.train_epoch(lr, progress.after_gradients)
-        row = {"epoch": epoch, "lr": lr, "train_loss": loss}
+        fields = {"epoch": epoch, "lr": lr, "train_loss": loss}
         if math.isnan(loss):
             status = "diverged"
-            run.history.append(row)
+            run.history.append(HistoryRow.from_dict(fields))
             if group.writer:
                 record.write_history(out, run.history)
             log(f"epoch {epoch}: training diverged (non-finite loss or weights); stopping")
             break
         last = epoch == cfg.train.epochs - 1
         if (epoch + 1) % cfg.train.eval_every == 0 and not last:
-            row.update(run.evaluate_all())
-        row.update(bytes_per_node=run.bytes_train, wall_s=wall())
-        row.update(system.epoch(group.total(run.samples), run.train_s))
+            fields.update(run.evaluate_all())
+        wall_s = wall()
+        fields.update(bytes_per_node=run.bytes_train, wall_s=wall_s)
+        fields.update(system.epoch(group.total(run.samples), run.train_s))
+        row = HistoryRow.from_dict(fields)
         run.history.append(row)
         run.epoch += 1
         if group.writer:  # grows by a row per epoch, for watching a run
             record.write_history(out, run.history)
         log(_epoch_line(row, cfg.train.epochs, None if last else progress.eta_s()))
         if not last:
-            holds = _save_checkpoint(cfg, run, ck_path, holds, row["wall_s"], prov)
+            holds = _save_checkpoint(cfg, run, ck_path, holds, wall_s, prov)
 
     final: FinalMetrics | None = None
     wire_train = group.wire_bytes()  # measured (distributed engine), before the final rounds
     if status == "ok":
         run.final_gossip()
-        final = FinalMetrics(**run.evaluate_all(), train_loss=run.history[-1]["train_loss"])
+        final = FinalMetrics(**run.evaluate_all(), train_loss=run.history[-1].train_loss)
         run.history.append(
-            {
-                "epoch": "final",
+            HistoryRow(
+                epoch="final",
                 **vars(final),
-                "bytes_per_node": run.bytes_train + run.bytes_final,
-                "wall_s": wall(),
-            }
+                bytes_per_node=run.bytes_train + run.bytes_final,
+                wall_s=wall(),
+            )
         )
         log(
             f"final (after {cfg.train.final_gossip_rounds} gossip rounds): node accuracy "
@@ -534,10 +537,10 @@ def _resume(
     if target:
         holds, ck = found[target]
         run.restore(ck)
-        last_wall = run.history[-1].get("wall_s") if run.history else None
-        wall0 = float(ck.get("wall_s", last_wall or 0.0))
-        if ck.get("provenance"):  # the record describes the session that started the run
-            first = Provenance.from_dict(ck["provenance"], str(holds))
+        last_wall = run.history[-1].wall_s if run.history else None
+        wall0 = float(ck.wall_s if ck.wall_s is not None else last_wall or 0.0)
+        if ck.provenance:  # the record describes the session that started the run
+            first = Provenance.from_dict(ck.provenance, str(holds))
             prov = provenance.resumed(first, prov, run.epoch)
         log(f"resumed from {holds} after epoch {run.epoch}")
         return holds, wall0, prov
@@ -573,8 +576,9 @@ def _save_checkpoint(
     ``.prev``) until the new one is saved, so that the processes can agree on an epoch
     whenever they are killed (``_common_epoch``)."""
     group = run.group
-    ck = run.checkpoint()
-    ck.update(run_config=cfg.to_dict(), wall_s=wall_s, provenance=prov.to_dict())
+    ck = dataclasses.replace(
+        run.checkpoint(), run_config=cfg.to_dict(), wall_s=wall_s, provenance=prov.to_dict()
+    )
     _fault_point("before-save", group, run.epoch)
     if group.engine == "distributed":  # keep the epoch before until all have saved
         if holds == ck_path:  # this run's previous epoch
@@ -583,7 +587,7 @@ def _save_checkpoint(
             previous(ck_path).unlink(missing_ok=True)
         # (holds == the .prev file: it is the epoch before; the current one is replaced)
         _fault_point("after-rename", group, run.epoch)
-    torch_save_atomic(ck_path, ck)
+    torch_save_atomic(ck_path, ck.to_dict())
     return ck_path
 
 
@@ -640,7 +644,7 @@ def _run_record(
         ),
         epochs_completed=run.epoch,
         iters_per_epoch=run.iters,
-        history=tuple(HistoryRow.from_dict(r) for r in run.history),
+        history=tuple(run.history),
         device=str(run.device),
         provenance=dataclasses.replace(prov, finished=provenance.utc_now()),
         versions=Versions(
@@ -680,13 +684,14 @@ def _fault_point(point: str, group: NodeGroup, epoch: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _epoch_line(row: dict, epochs: int, eta_s: float | None = None) -> str:
-    s = f"epoch {row['epoch'] + 1}/{epochs}  lr {row['lr']:.4g}  loss {row['train_loss']:.4f}"
-    if "acc_node_mean" in row:
+def _epoch_line(row: HistoryRow, epochs: int, eta_s: float | None = None) -> str:
+    assert isinstance(row.epoch, int) and row.lr is not None and row.train_loss is not None
+    s = f"epoch {row.epoch + 1}/{epochs}  lr {row.lr:.4g}  loss {row.train_loss:.4f}"
+    if row.acc_node_mean is not None:
         s += (
-            f"  acc {row['acc_node_mean']:.2f} % (min {row['acc_node_min']:.2f}, max "
-            f"{row['acc_node_max']:.2f})  avg-model {row['acc_avg_model']:.2f} %  "
-            f"consensus {row['consensus_distance']:.3g}"
+            f"  acc {row.acc_node_mean:.2f} % (min {row.acc_node_min:.2f}, max "
+            f"{row.acc_node_max:.2f})  avg-model {row.acc_avg_model:.2f} %  "
+            f"consensus {row.consensus_distance:.3g}"
         )
     eta = f", ETA {_duration(eta_s)}" if eta_s is not None else ""
-    return s + f"  [{row['wall_s']:.1f} s{eta}]"
+    return s + f"  [{row.wall_s:.1f} s{eta}]"

@@ -102,7 +102,7 @@ class Steps:
         # holding one unless allowed, and then every process re-traces the joint graph (8-bit
         # ResNet-20: a warm compile of 20 s instead of 8 s). The cache key is computed from the
         # traced graph, which holds the Functions' traced forward and backward bodies, so a
-        # changed backward is a new key (tests/test_steps.py checks it across processes).
+        # changed backward is a new key (tests/engine/test_steps.py checks it across processes).
         torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True
         kw: dict = {}
         if mode != "default":

@@ -16,8 +16,8 @@ import yaml
 from lpdt import record
 from lpdt.cli import main
 from lpdt.config import load_config
+from lpdt.engine.loop import train
 from lpdt.record import RunRecord
-from lpdt.train import train
 
 BASE = [
     "data.dataset=synthetic",
@@ -150,7 +150,7 @@ def test_metrics_record_provenance(tmp_path):
     assert p.host and p.torch and p.command
     started, finished = (dt.datetime.fromisoformat(t) for t in (p.started, p.finished))
     assert started.utcoffset() == dt.timedelta(0) and started <= finished
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     head = subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, timeout=10
     )
@@ -244,7 +244,7 @@ def test_checkpoint_of_another_config_is_refused(tmp_path, capsys):
 
 
 def test_progress_lines_have_iteration_loss_throughput_and_eta(tmp_path, monkeypatch):
-    import lpdt.train as lt
+    import lpdt.engine.loop as lt
 
     monkeypatch.setattr(lt, "PROGRESS_EVERY_S", 0.0)
     lines = []
@@ -310,7 +310,7 @@ def test_sharded_node_evaluation_covers_the_test_split_once():
     """At initialisation every node holds the same model, so the mean of its per-shard accuracies
     (each test image evaluated once, by one node) equals that model's whole-split accuracy, while
     the shards themselves differ (min < max); full evaluation gives min = mean = max."""
-    from lpdt.train import Run
+    from lpdt.engine.loop import Run
 
     full = Run(cfg("data.test_subset=400"), log=lambda s: None).evaluate_all()
     run = Run(cfg("data.test_subset=400", "train.node_eval=sharded"), log=lambda s: None)
@@ -322,7 +322,7 @@ def test_sharded_node_evaluation_covers_the_test_split_once():
 
 
 def test_one_process_train_refuses_the_distributed_engine_without_a_group(tmp_path):
-    """``lpdt.train.train`` is one process's part of a run: ``engine: distributed`` goes through
+    """``lpdt.engine.loop.train`` is one process's part of a run: ``engine: distributed`` goes through
     ``lpdt.engine.train`` (the CLI's entry point), which starts one process per node."""
     with pytest.raises(ValueError, match="engine: distributed runs one process per node"):
         train(cfg("engine=distributed"), tmp_path / "run", log=lambda s: None)

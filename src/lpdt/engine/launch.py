@@ -2,11 +2,11 @@
 
 ``lpdt train --set engine=distributed`` (``train_distributed``) either
 
-- is itself one worker (``lpdt.worker``), when the environment names its rank (``RANK`` /
+- is itself one worker (``lpdt.engine.worker``), when the environment names its rank (``RANK`` /
   ``WORLD_SIZE``, as set by ``torchrun`` on one or several machines, or by this module): it
   joins the process group from the environment (``MASTER_ADDR`` / ``MASTER_PORT``) and trains
   the node of its rank; or
-- starts the n workers on this machine itself (``launch_local``): ``python -m lpdt.worker`` with
+- starts the n workers on this machine itself (``launch_local``): ``python -m lpdt.engine.worker`` with
   a rendezvous on 127.0.0.1 at a free port, waits for them and returns the run's record.
 
 Faults: a worker that dies, or fails, makes the others fail too (its connections close, or a
@@ -34,9 +34,9 @@ import torch
 
 from lpdt import provenance, record
 from lpdt.config import RunConfig, dump_config
+from lpdt.engine.rundir import load_checkpoint, open_run_dir
+from lpdt.engine.worker import LAUNCHER_PID_ENV, PEER_LOST, REFUSED, env_rank, run_worker
 from lpdt.record import RunRecord
-from lpdt.rundir import load_checkpoint, open_run_dir
-from lpdt.worker import LAUNCHER_PID_ENV, PEER_LOST, REFUSED, env_rank, run_worker
 
 POLL_S = 0.1
 DEFAULT_GRACE_S = 10.0
@@ -100,7 +100,15 @@ def launch_local(
             LAUNCHER_PID_ENV: str(os.getpid()),
             provenance.COMMAND_ENV: shlex.join(sys.argv),
         }
-        cmd = [sys.executable, "-m", "lpdt.worker", "--config", str(cfg_path), "--out", str(out)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "lpdt.engine.worker",
+            "--config",
+            str(cfg_path),
+            "--out",
+            str(out),
+        ]
         if resume:
             cmd.append("--resume")
         if force:

@@ -1,0 +1,50 @@
+"""The training engine: ``lpdt.engine.train`` runs one experiment, whichever engine its config
+names.
+
+Modules (imports go one way, top to bottom; nothing imports a module above it, and no module
+imports ``lpdt.engine`` itself):
+
+- ``launch``: the distributed engine's launcher (one worker process per node, the rendezvous,
+  the run directory's checks before any worker starts);
+- ``worker``: one rank of a distributed run (``python -m lpdt.engine.worker``);
+- ``loop``: one process's part of a run: the per-run object ``Run`` and the epoch loop
+  (``loop.train``; the simulated engine runs all n nodes in it);
+- ``checkpoint``: the typed checkpoint a process saves after each epoch;
+- ``rundir``: the rules of a run directory (refuse another config's files, already complete,
+  load a checkpoint), shared by both engines;
+- ``steps``: one node's training step and evaluation forward, eager or compiled;
+- ``device``, ``sysmetrics``: the device a run uses; CPU / memory samples of a run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from lpdt.config import RunConfig
+from lpdt.engine import loop
+from lpdt.engine.launch import train_distributed
+from lpdt.record import RunRecord
+
+
+def train(
+    cfg: RunConfig,
+    out_dir: str | Path,
+    resume: bool = False,
+    force: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> RunRecord:
+    """Run (or resume, or skip if complete) ``cfg`` in ``out_dir``; returns the run's record
+    (``lpdt.record.RunRecord``, whose ``to_dict()`` is its ``metrics.json``; a run complete
+    already: the record read from that file). ``engine: simulated`` runs in this process
+    (``lpdt.engine.loop.train``), ``engine: distributed`` with one process per node
+    (``lpdt.engine.launch.train_distributed``). ``log``: where progress lines go (default:
+    stdout)."""
+    log = log or _print
+    if cfg.engine == "distributed":
+        return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
+    return loop.train(cfg, out_dir, resume=resume, force=force, log=log)
+
+
+def _print(msg: str) -> None:
+    print(msg, flush=True)

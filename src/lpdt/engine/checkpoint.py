@@ -1,0 +1,68 @@
+"""The checkpoint a training process saves after each epoch (``checkpoint.pt``; in the distributed
+engine ``checkpoint.rank<R>.pt``, and the epoch before as ``.prev.pt``): everything ``--resume``
+needs to continue the run bit for bit.
+
+On disk it is a plain dict of tensors, state dicts and JSON-like values (``to_dict``), written
+with ``torch.save``; ``from_dict`` reads it back and names a missing key in one line. Older
+checkpoints (saved before this type existed) are the same dict and load the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from lpdt.record import HistoryRow
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file that is not a checkpoint of this version (a missing key)."""
+
+
+@dataclass
+class Checkpoint:
+    """One process's state after epoch ``epoch`` (counted from 1: the epochs done)."""
+
+    epoch: int
+    x: torch.Tensor  # push-sum numerators z, one row per node held ([nodes, params])
+    w: torch.Tensor  # push-sum weights, one per node held
+    local_buffers: list[dict[str, torch.Tensor]]  # per node: buffers that are not gossiped
+    opt: dict[str, Any]  # the optimizer's state dict
+    algo: dict[str, Any]  # the gossip algorithm's state (e.g. CHOCO's x_hat)
+    samplers: list[dict[str, Any]]  # per node: the data order's state
+    streams: dict[str, Any]  # the per-node random streams (compression, 8-bit noise)
+    torch_rng: torch.Tensor  # the process's CPU generator
+    cuda_rng: torch.Tensor | None  # the device's generator (None on the CPU)
+    counters: dict[str, float]  # bytes_train, train_s, samples, iterations so far
+    history: list[HistoryRow]  # the rows of the epochs done
+    nodes: list[int] | None = None  # the node ids this process holds (None: not recorded)
+    run_config: dict[str, Any] = field(default_factory=dict)  # RunConfig.to_dict() of the run
+    wall_s: float | None = None  # the run's wall time at the save (across resumes)
+    provenance: dict[str, Any] | None = None  # of the session that started the run
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict ``torch.save`` writes (history rows as their JSON dicts)."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["history"] = [row.to_dict() for row in self.history]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "checkpoint") -> Checkpoint:
+        """The checkpoint in ``data`` (what ``torch.load`` returned); ``CheckpointError`` names
+        the first missing key."""
+        if not isinstance(data, dict):
+            raise CheckpointError(f"{source}: not a checkpoint (a {type(data).__name__})")
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name in data:
+                kwargs[f.name] = data[f.name]
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise CheckpointError(f"{source}: no {f.name!r}; not a checkpoint of this version")
+        kwargs["history"] = [
+            row if isinstance(row, HistoryRow) else HistoryRow.from_dict(row, source)
+            for row in kwargs["history"]
+        ]
+        return cls(**kwargs)
