@@ -25,8 +25,8 @@ from lpdt.layers.quant import convert_to_int8, quantize
 from lpdt.models import MODELS
 from tests.distributed.test_equivalence import BASE as EQUIVALENCE_BASE
 from tests.distributed.worker import node_state, train_briefly
-from tests.test_steps import relative_difference
-from tests.test_train import BASE as TRAIN_BASE
+from tests.engine.test_loop import BASE as TRAIN_BASE
+from tests.engine.test_steps import relative_difference
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)"

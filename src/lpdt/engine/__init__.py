@@ -9,9 +9,9 @@ imports ``lpdt.engine`` itself):
 - ``worker``: one rank of a distributed run (``python -m lpdt.engine.worker``);
 - ``loop``: one process's part of a run: the per-run object ``Run`` and the epoch loop
   (``loop.train``; the simulated engine runs all n nodes in it);
-- ``checkpoint``: the typed checkpoint a process saves after each epoch;
 - ``rundir``: the rules of a run directory (refuse another config's files, already complete,
   load a checkpoint), shared by both engines;
+- ``checkpoint``: the typed checkpoint a process saves after each epoch;
 - ``steps``: one node's training step and evaluation forward, eager or compiled;
 - ``device``, ``sysmetrics``: the device a run uses; CPU / memory samples of a run.
 """
@@ -22,8 +22,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lpdt.config import RunConfig
-from lpdt.engine import loop
-from lpdt.engine.launch import train_distributed
 from lpdt.record import RunRecord
 
 
@@ -40,6 +38,11 @@ def train(
     (``lpdt.engine.loop.train``), ``engine: distributed`` with one process per node
     (``lpdt.engine.launch.train_distributed``). ``log``: where progress lines go (default:
     stdout)."""
+    # Imported here, not at the top: ``python -m lpdt.engine.worker`` imports this package first,
+    # and a worker module imported by the package before runpy runs it would load twice.
+    from lpdt.engine import loop
+    from lpdt.engine.launch import train_distributed
+
     log = log or _print
     if cfg.engine == "distributed":
         return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)

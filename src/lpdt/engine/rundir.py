@@ -88,10 +88,10 @@ def previous(ck_path: Path) -> Path:
 
 def load_checkpoint(cfg: RunConfig, path: Path, device: torch.device) -> Checkpoint:
     """The checkpoint at ``path``, refused (``RunDirError``) when it is another config's."""
-    ck = Checkpoint.from_dict(torch.load(path, map_location=device, weights_only=False), str(path))
-    if ck.run_config:
-        refuse_other_config(cfg, ck.run_config, path)
-    return ck
+    raw = torch.load(path, map_location=device, weights_only=False)
+    if isinstance(raw, dict) and "run_config" in raw:  # another config's: say so, whatever else
+        refuse_other_config(cfg, raw["run_config"], path)
+    return Checkpoint.from_dict(raw, str(path))
 
 
 def restorable(
