@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 import yaml
 
+from lpdt.typed import Reader, to_json, type_name
+
 
 class ConfigError(ValueError):
     """A bad configuration key or value (the message is a single line)."""
@@ -218,7 +220,7 @@ class RunConfig:
         return max(1, self.train.batch_size // self.topology.nodes)
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_plain(dataclasses.asdict(self))
+        return to_json(self)
 
     def run_id(self) -> str:
         """A stable short hash of what changes the results (``EXECUTION_KEYS`` excluded), and of
@@ -319,14 +321,6 @@ _MISSING = object()
 # ----------------------------------------------------------------------------------------------
 
 
-def _to_plain(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _to_plain(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_to_plain(v) for v in obj]
-    return obj
-
-
 def _leaf_paths(cls: type, prefix: str = "") -> dict[str, str]:
     """Map every dotted leaf path of a config dataclass to itself."""
     out: dict[str, str] = {}
@@ -391,22 +385,15 @@ def deep_merge(base: Any, over: Any, null_deletes: bool = False) -> Any:
     return out
 
 
-def _type_name(tp: Any) -> str:
-    origin = typing.get_origin(tp)
-    if origin is Literal:
-        return " | ".join(repr(a) for a in typing.get_args(tp))
-    if origin in (types.UnionType, typing.Union):
-        return " or ".join(_type_name(a) for a in typing.get_args(tp))
-    if tp is type(None):
-        return "null"
-    return getattr(tp, "__name__", str(tp))
-
-
-def _coerce(path: str, value: Any, tp: Any, f: dataclasses.Field | None) -> Any:
-    """Check (and gently coerce) ``value`` against type ``tp``; raise ConfigError otherwise."""
+def _coerce(value: Any, tp: Any, path: str, f: dataclasses.Field | None) -> Any:
+    """Check (and gently coerce) ``value`` against type ``tp``; raise ConfigError otherwise. The
+    config's reading of a value that is not a section (``lpdt.typed`` says how it differs from
+    the JSON rules, and why)."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    bad = ConfigError(f"config key {path!r}: invalid value {value!r}; expected {_type_name(tp)}")
+    bad = ConfigError(
+        f"config key {path!r}: invalid value {value!r}; expected {type_name(tp, python=True)}"
+    )
     if origin in (types.UnionType, typing.Union):
         if value is None and type(None) in args:
             return None
@@ -414,7 +401,7 @@ def _coerce(path: str, value: Any, tp: Any, f: dataclasses.Field | None) -> Any:
             if a is type(None):
                 continue
             try:
-                return _coerce(path, value, a, f)
+                return _coerce(value, a, path, f)
             except ConfigError:
                 pass
         raise bad
@@ -455,12 +442,12 @@ def _coerce(path: str, value: Any, tp: Any, f: dataclasses.Field | None) -> Any:
     if origin is list:
         if not isinstance(value, list | tuple):
             raise bad
-        return [_coerce(f"{path}[{i}]", v, args[0], None) for i, v in enumerate(value)]
+        return [_coerce(v, args[0], f"{path}[{i}]", None) for i, v in enumerate(value)]
     if origin is tuple:
         if not isinstance(value, list | tuple) or len(value) != len(args):
             raise bad
         return tuple(
-            _coerce(f"{path}[{i}]", v, a, None) for i, (v, a) in enumerate(zip(value, args))
+            _coerce(v, a, f"{path}[{i}]", None) for i, (v, a) in enumerate(zip(value, args))
         )
     if origin is dict:
         if not isinstance(value, dict):
@@ -469,26 +456,16 @@ def _coerce(path: str, value: Any, tp: Any, f: dataclasses.Field | None) -> Any:
     raise bad
 
 
-def _build(cls: type, tree: dict[str, Any], prefix: str = "") -> Any:
-    if not isinstance(tree, dict):
-        raise ConfigError(f"config section {prefix.rstrip('.') or '<root>'!r} must be a mapping")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    for key in tree:
-        if key not in fields:
-            raise ConfigError(
-                f"unknown config key {prefix + str(key)!r}; allowed here: {', '.join(fields)}"
-            )
-    kwargs = {}
-    for name, f in fields.items():
-        if name not in tree:
-            continue
-        tp = hints[name]
-        if dataclasses.is_dataclass(tp):
-            kwargs[name] = _build(tp, tree[name], f"{prefix}{name}.")
-        else:
-            kwargs[name] = _coerce(prefix + name, tree[name], tp, f)
-    return cls(**kwargs)
+# Reads a config tree (``config_from_dict``): the field loop is ``lpdt.typed``'s, the values
+# ``_coerce``'s.
+_READER = Reader(
+    error=ConfigError,
+    root="<root>",
+    not_object="config section {where!r} must be a mapping",
+    unknown="unknown config key {key!r}; allowed here: {allowed}",
+    missing="config key {key!r} is missing",
+    coerce=_coerce,
+)
 
 
 def _ratio_hint(ratio: float) -> str:
@@ -548,7 +525,7 @@ def _check_ranges(cfg: RunConfig) -> None:
 
 
 def config_from_dict(tree: dict[str, Any]) -> RunConfig:
-    cfg = _build(RunConfig, tree)
+    cfg = _READER.build(RunConfig, tree)
     _check_ranges(cfg)
     return cfg
 

@@ -17,9 +17,9 @@ computing it in the trainer).
 ``read`` validates. It checks the schema version first: a record without ``schema_version``
 (written before versioning, "version 0") or with any version other than ``SCHEMA_VERSION`` and
 those in ``UPGRADABLE`` is a ``RecordError`` naming both versions; then the presence and the type
-of every field. A record of an upgradable version is read as one of ``SCHEMA_VERSION``: the
-fields it lacks all have defaults (version 1: no system metrics). Every
-``RecordError`` message is one line that starts with the file's path.
+of every field (``lpdt.typed.Reader``'s JSON rules). A record of an upgradable version is read as
+one of ``SCHEMA_VERSION``: the fields it lacks all have defaults (version 1: no system metrics).
+Every ``RecordError`` message is one line that starts with the file's path.
 
 JSON conventions (the files users see): ``final`` is ``{}`` for a run that diverged (``None``
 here); a history row leaves out the metrics it does not have (an epoch without evaluation has no
@@ -34,15 +34,14 @@ import dataclasses
 import datetime as dt
 import io
 import json
-import types
-import typing
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import lpdt
 from lpdt.io import write_json_atomic, write_text_atomic
+from lpdt.typed import Reader, to_json
 
 # Version 1: the first versioned record (before it: no schema_version field). Version 2 adds the
 # system metrics (``SystemMetrics``, four ``HistoryRow`` columns). Version 1 is still read: it is a
@@ -53,8 +52,6 @@ METRICS_FILE = "metrics.json"
 HISTORY_FILE = "history.csv"
 
 Status = Literal["ok", "diverged"]
-
-T = TypeVar("T")
 
 
 class RecordError(ValueError):
@@ -157,11 +154,11 @@ class Provenance:
     resumed: tuple[Session, ...] = ()  # the sessions that continued the run (--resume)
 
     def to_dict(self) -> dict[str, Any]:
-        return _to_json(self)
+        return to_json(self)
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "provenance") -> Provenance:
-        return _build(cls, data, source, "provenance.")
+        return _reader(source).build(cls, data, "provenance.")
 
 
 @dataclass(frozen=True)
@@ -208,11 +205,11 @@ class HistoryRow:
     images_per_s: float | None = None  # training images (all nodes) per second of training
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in _to_json(self).items() if v is not None}
+        return {k: v for k, v in to_json(self).items() if v is not None}
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "history row") -> HistoryRow:
-        return _build(cls, data, source, "")
+        return _reader(source).build(cls, data)
 
 
 HISTORY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(HistoryRow))
@@ -255,7 +252,7 @@ class RunRecord:
     # -- JSON ----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The ``metrics.json`` object (``schema_version`` first)."""
-        out = _to_json(self)
+        out = to_json(self)
         out["final"] = out["final"] or {}
         out["history"] = [row.to_dict() for row in self.history]
         return {"schema_version": out.pop("schema_version"), **out}
@@ -271,7 +268,7 @@ class RunRecord:
         if data.get("final") == {}:
             data = {**data, "final": None}
         try:
-            return _build(cls, data, source, "")
+            return _reader(source).build(cls, data)
         except RecordError:
             raise
         except ValueError as e:  # __post_init__'s checks name the run, not the file
@@ -383,96 +380,15 @@ def _check_version(version: Any, source: str) -> None:
     )
 
 
-def _type_name(tp: Any) -> str:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is Literal:
-        return " or ".join(repr(a) for a in args)
-    if origin in (types.UnionType, typing.Union):
-        return " or ".join(_type_name(a) for a in args)
-    if tp is type(None):
-        return "null"
-    if origin is tuple:
-        return f"a list of {_type_name(args[0])}"
-    if origin is dict:
-        return "an object"
-    if dataclasses.is_dataclass(tp):
-        return "an object"
-    return getattr(tp, "__name__", str(tp))
-
-
-def _value(value: Any, tp: Any, source: str, where: str) -> Any:
-    """``value`` (from JSON) checked against the annotation ``tp``; ints are accepted for floats,
-    lists for tuples, objects for dataclasses."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (types.UnionType, typing.Union):
-        if value is None and type(None) in args:
-            return None
-        arms = [a for a in args if a is not type(None)]
-        if len(arms) == 1:  # X | None: X's own error is the more precise one
-            return _value(value, arms[0], source, where)
-        for a in args:
-            if a is not type(None):
-                try:
-                    return _value(value, a, source, where)
-                except RecordError:
-                    pass
-    elif origin is Literal:
-        if value in args and type(value) in {type(a) for a in args}:
-            return value
-    elif tp is bool or tp is str:
-        if isinstance(value, tp):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    elif origin is tuple:  # tuple[X, ...]
-        if isinstance(value, list):
-            return tuple(_value(v, args[0], source, f"{where}[{i}]") for i, v in enumerate(value))
-    elif origin is dict:
-        if isinstance(value, dict):
-            return value
-    elif dataclasses.is_dataclass(tp):
-        return _build(tp, value, source, f"{where}.")
-    shown = json.dumps(value, default=str)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    raise RecordError(f"{source}: field {where!r} must be {_type_name(tp)}, not {shown}")
-
-
-def _build(cls: type[T], data: Any, source: str, prefix: str) -> T:
-    """An instance of the dataclass ``cls`` from a JSON object: every field without a default
-    must be present, no other key may be."""
-    if not isinstance(data, dict):
-        where = prefix.rstrip(".") or "the record"
-        raise RecordError(f"{source}: {where} must be an object, not {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = [k for k in data if k not in fields]
-    if unknown:
-        raise RecordError(
-            f"{source}: unknown field {prefix + str(unknown[0])!r} (this lpdt's "
-            f"schema version {SCHEMA_VERSION} has no such field)"
-        )
-    kwargs = {}
-    for name, f in fields.items():
-        if name in data:
-            kwargs[name] = _value(data[name], hints[name], source, prefix + name)
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise RecordError(f"{source}: field {prefix + name!r} is missing")
-    return cls(**kwargs)
-
-
-def _to_json(obj: Any) -> Any:
-    """Dataclasses -> dicts (in field order), tuples -> lists; other values as they are."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, list | tuple):
-        return [_to_json(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: _to_json(v) for k, v in obj.items()}
-    return obj
+def _reader(source: str) -> Reader:
+    """How a record (or a part of one) is read: ``RecordError``s that start with ``source``."""
+    return Reader(
+        error=RecordError,
+        source=source,
+        root="the record",
+        unknown=f"unknown field {{key!r}} (this lpdt's schema version {SCHEMA_VERSION} has no "
+        "such field)",
+    )
 
 
 def parse_time(iso: str) -> dt.datetime:

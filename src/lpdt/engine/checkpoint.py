@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from lpdt.record import HistoryRow
+from lpdt.typed import Reader
 
 
 class CheckpointError(ValueError):
@@ -44,7 +45,9 @@ class Checkpoint:
     provenance: dict[str, Any] | None = None  # of the session that started the run
 
     def to_dict(self) -> dict[str, Any]:
-        """The dict ``torch.save`` writes (history rows as their JSON dicts)."""
+        """The dict ``torch.save`` writes (history rows as their JSON dicts). One level only, not
+        ``lpdt.typed.to_json``: tensors and state dicts are saved as they are (``to_json`` would
+        turn the tuples of an optimizer's state, e.g. Adam's ``betas``, into lists)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["history"] = [row.to_dict() for row in self.history]
         return out
@@ -53,16 +56,23 @@ class Checkpoint:
     def from_dict(cls, data: Any, source: str = "checkpoint") -> Checkpoint:
         """The checkpoint in ``data`` (what ``torch.load`` returned); ``CheckpointError`` names
         the first missing key."""
-        if not isinstance(data, dict):
-            raise CheckpointError(f"{source}: not a checkpoint (a {type(data).__name__})")
-        kwargs: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            if f.name in data:
-                kwargs[f.name] = data[f.name]
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise CheckpointError(f"{source}: no {f.name!r}; not a checkpoint of this version")
-        kwargs["history"] = [
+        reader = Reader(
+            error=CheckpointError,
+            source=source,
+            strict=False,  # a key this version does not know is left alone
+            not_object="not a checkpoint (a {kind})",
+            missing="no {key!r}; not a checkpoint of this version",
+            coerce=_as_saved,
+        )
+        ck = reader.build(cls, data)
+        ck.history = [
             row if isinstance(row, HistoryRow) else HistoryRow.from_dict(row, source)
-            for row in kwargs["history"]
+            for row in ck.history
         ]
-        return cls(**kwargs)
+        return ck
+
+
+def _as_saved(value: Any, tp: Any, where: str, field: Any) -> Any:
+    """A checkpoint's values are taken as ``torch.load`` returned them (tensors, state dicts);
+    only the history rows are read (``Checkpoint.from_dict``)."""
+    return value

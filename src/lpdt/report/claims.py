@@ -33,7 +33,6 @@ memory are arithmetic from the paper's constants (the cost model): shown, with n
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +54,7 @@ from lpdt.report.stats import (
     VERDICTS,
     point_verdict,
 )
+from lpdt.typed import to_json
 
 __all__ = [
     "HELD",
@@ -584,15 +584,10 @@ class ClaimResult:
     def to_dict(self) -> dict[str, Any]:
         """The ``claims.json`` entry: fields in order, pairs as lists, ``ACCURACY_ONLY`` fields
         only for an accuracy claim."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        if isinstance(self.threshold, tuple):
-            out["threshold"] = list(self.threshold)
-        if self.ci is not None:
-            out["ci"] = list(self.ci)
+        out = to_json(self)
         if self.kind != "accuracy":
             for k in ACCURACY_ONLY:
                 del out[k]
-        out["numbers"], out["paper_numbers"] = dict(self.numbers), dict(self.paper_numbers)
         return out
 
 
