@@ -179,12 +179,12 @@ def test_paper_grid_matches_reference_13():
 
 
 SCALES = sorted(p.stem for p in (REPO / "config/scales").glob("*.yaml"))
-# The scales that cover every table and figure; quick keeps the claims' studies only.
-COMPLETE = {"smoke", "quick-full", "paper"}
+# The scales that cover every table and figure; quick-claims keeps the claims' studies only.
+COMPLETE = {"smoke", "quick", "paper"}
 
 
 def test_the_scales_are_the_ones_named_here():
-    assert set(SCALES) == COMPLETE | {"quick"}
+    assert set(SCALES) == COMPLETE | {"quick-claims"}
 
 
 @pytest.mark.parametrize("scale", SCALES)
@@ -204,14 +204,14 @@ def test_every_scale_overlay_merges_into_a_valid_spec(scale):
         assert _cells(spec, s) >= 1, s
 
 
-def test_quick_full_is_quick_plus_the_single_seed_cells():
+def test_quick_claims_is_quick_without_the_illustrative_cells():
     def runs(scale: str) -> dict:
         spec = grid.load(REPO / "config/studies.yaml", REPO / f"config/scales/{scale}.yaml")
         return grid.expand(spec)
 
-    quick, full = runs("quick"), runs("quick-full")
-    assert set(quick) < set(full)  # every quick run, with its run id, is a quick-full run
-    extra = [full[r] for r in set(full) - set(quick)]
+    claims, full = runs("quick-claims"), runs("quick")
+    assert set(claims) < set(full)  # every quick-claims run, with its run id, is a quick run
+    extra = [full[r] for r in set(full) - set(claims)]
     assert {s for r in extra for s in r.studies} == {"table2", "table5", "fig6", "table6"}
     assert all(m.seed == 1234 for r in extra for ms in r.studies.values() for m in ms)
 

@@ -137,7 +137,7 @@ def test_unknown_scale_lists_the_scales(tmp_path):
     r = snakemake(workdir(tmp_path), "-n", "--config", "scale=huge")
     assert r.returncode != 0
     out = r.stdout + r.stderr
-    assert "unknown scale 'huge'" in out and "paper, quick, quick-full, smoke" in out
+    assert "unknown scale 'huge'" in out and "paper, quick, quick-claims, smoke" in out
 
 
 def test_run_config_typo_names_study_and_key(tmp_path):
