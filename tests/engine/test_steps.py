@@ -3,6 +3,8 @@ for all nodes. Tiny models, so that the compiles stay a few seconds each."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -137,6 +139,30 @@ def test_compiled_8bit_stochastic_step_draws_the_eager_noise():
     p_e = eager.predict(ref_model, x)
     torch.manual_seed(7)
     torch.testing.assert_close(compiled.predict(model, x), p_e)
+
+
+def test_compiled_dropout_draws_the_eager_masks():
+    """Dropout (VGG-11's classifier) in a compiled step takes its masks from torch's generator,
+    as the eager step does (inductor's fallback_random): under the same seed the two steps give
+    the same loss and gradients, and another seed other ones."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Flatten(), nn.Linear(48, 32), nn.ReLU(), nn.Dropout(0.5), nn.Linear(32, 10)
+    )
+    ref_model = copy.deepcopy(model)
+    x, y = torch.randn(8, 3, 4, 4), torch.randint(0, 10, (8,))
+    eager = Steps(ref_model, compile=False)
+    compiled = Steps(model, compile=True, log=lambda m: None)
+    for step in range(2):
+        torch.manual_seed(10 + step)
+        l_e, g_e = _grads_after_step(eager, ref_model, x, y)
+        torch.manual_seed(10 + step)
+        l_c, g_c = _grads_after_step(compiled, model, x, y)
+        torch.testing.assert_close(l_c, l_e)
+        assert relative_difference(g_c, g_e) <= 1e-5, step
+    torch.manual_seed(999)
+    _, g_other = _grads_after_step(compiled, model, x, y)
+    assert relative_difference(g_other, g_c) > 1e-2  # the masks are really drawn
 
 
 def test_other_batch_sizes_run_eagerly_without_a_new_graph():

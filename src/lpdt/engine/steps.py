@@ -29,6 +29,11 @@ seed from torch's generator (the node's stream) *outside* the compiled function 
 ops. So an eager and a compiled step draw the same noise, and a compiled graph holds no random
 ops of its own (docs/int8.md). fp32 models draw nothing.
 
+Random ops (dropout: VGG-11's classifier) draw from torch's generator in a compiled step too
+(inductor's ``fallback_random``): inductor would otherwise generate its own in-graph random
+numbers, and an eager and a compiled run of one run id would differ like two dropout streams.
+Models without random ops compile to the same graph either way.
+
 Compiler options: inductor's CPU layout optimisation (channels-last convolutions) is turned off
 for 8-bit models: their per-sample range reductions then read memory contiguously (measured: the
 compiled 8-bit ResNet-20 step 1.2x slower with it on). fp32 models keep torch's default.
@@ -43,6 +48,7 @@ from collections.abc import Callable
 
 import torch
 import torch._functorch.config  # not imported by ``import torch``; Steps sets a flag in it
+import torch._inductor.config
 import torch.nn.functional as F
 from torch import nn
 
@@ -104,6 +110,8 @@ class Steps:
         # traced graph, which holds the Functions' traced forward and backward bodies, so a
         # changed backward is a new key (tests/engine/test_steps.py checks it across processes).
         torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True
+        # Dropout masks from torch's generator, as eager (``train.compile`` is no identity key).
+        torch._inductor.config.fallback_random = True
         kw: dict = {}
         if mode != "default":
             kw["mode"] = mode
