@@ -79,10 +79,10 @@ def test_claims_at_2x_recompute_each_claim_on_the_checked_runs(shared_tree: dict
 
     df, _ = aggregate(shared_tree["manifest"])
     check = _check([("fp", "run04", 3.0), ("lp", "run05", 0.5), ("ds_lp", "run03", 0.0)])
-    moved = {c["id"]: c for c in claims_at_2x(check, df)}
+    moved = {c.id: c for c in claims_at_2x(check, df)}
     assert set(moved) == {"lp_close_to_fp_dense"}  # no other claim has a checked pair
     c = moved["lp_close_to_fp_dense"]
-    assert (c["cells"], c["at_1x"], c["at_2x"], c["same_side"]) == (1, 0.5, 2.5, False)
+    assert (c.cells, c.at_1x, c.at_2x, c.same_side) == (1, 0.5, 2.5, False)
     s = claims_2x_sentence(check, df)
     assert s is not None and "moves the effects of 1 accuracy claim by +2.0 points" in s
     assert "1 crosses its threshold" in s and "0.50 to 2.50 (FP - LP accuracy (points) <= 1)" in s

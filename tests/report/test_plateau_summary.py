@@ -89,7 +89,7 @@ def test_a_different_commit_pair_is_not_used_to_rescore(shared_tree: dict, tmp_p
         ]
         check = load_check(write_summary(pairs, root / "check.csv"))
         moved = claims_at_2x(check, df)
-        assert [c["id"] for c in moved] == (["lp_close_to_fp_dense"] if commit == A else [])
+        assert [c.id for c in moved] == (["lp_close_to_fp_dense"] if commit == A else [])
         s = claims_2x_sentence(check, df)
         assert s is not None and expect in s, s
     assert "1 checked cell whose 1x and 2x runs come from different commits left out" in s

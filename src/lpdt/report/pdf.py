@@ -657,12 +657,12 @@ def _claims_2x(plateau: pd.DataFrame | None, df: pd.DataFrame, st: dict, width: 
         ],
         [
             [
-                c["statement"],
-                c["rule"],
-                str(c["cells"]),
-                f"{c['at_1x']:.2f}",
-                f"{c['at_2x']:.2f}",
-                "yes" if c["same_side"] else "no",
+                c.statement,
+                c.rule,
+                str(c.cells),
+                f"{c.at_1x:.2f}",
+                f"{c.at_2x:.2f}",
+                "yes" if c.same_side else "no",
             ]
             for c in moved
         ],

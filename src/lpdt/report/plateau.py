@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -235,11 +236,25 @@ def matching(check: pd.DataFrame | None, runs: pd.DataFrame) -> pd.DataFrame:
     return m[_statuses(m).isin([OK, DIFFERENT])]
 
 
-def claims_at_2x(check: pd.DataFrame | None, runs: pd.DataFrame) -> list[dict]:
-    """Per accuracy claim with a pair among the checked runs: its effect on those runs at the
-    scale's epochs (``at_1x``, the runs' own accuracies) and with the check's 2x accuracies
-    (``at_2x``), the number of cells it pairs, and whether the effect keeps its side of the
-    claim's threshold (``same_side``). ``runs``: the report's run table (columns study, KEYS,
+@dataclass(frozen=True)
+class ClaimAt2x:
+    """One accuracy claim re-scored on the plateau check's runs (``claims_at_2x``)."""
+
+    id: str  # the claim's id (``lpdt.report.claims``)
+    statement: str  # the claim's words
+    effect: str  # what its number is (units)
+    rule: str  # the effect and its threshold (``Claim.rule``)
+    cells: int  # the cells it pairs among the checked runs
+    at_1x: float  # its effect on the runs' own accuracies (the scale's epochs)
+    at_2x: float  # its effect with the check's 2x accuracies
+    same_side: bool  # whether the effect keeps its side of the claim's threshold
+
+
+def claims_at_2x(check: pd.DataFrame | None, runs: pd.DataFrame) -> list[ClaimAt2x]:
+    """Per accuracy claim with a pair among the checked runs (a ``ClaimAt2x``): its effect on
+    those runs at the scale's epochs (``at_1x``, the runs' own accuracies) and with the check's
+    2x accuracies (``at_2x``), the number of cells it pairs, and whether the effect keeps its
+    side of the claim's threshold (``same_side``). ``runs``: the report's run table (columns study, KEYS,
     acc, seed, run_id); only the checked run ids whose 1x and 2x runs are of one commit enter
     (status ok), so each claim pairs the same cells at 1x and 2x."""
     from lpdt.report.aggregate import KEYS
@@ -255,7 +270,7 @@ def claims_at_2x(check: pd.DataFrame | None, runs: pd.DataFrame) -> list[dict]:
     one = runs[runs["run_id"].astype(str).isin(at_2x)]
     two = one.assign(acc=one["run_id"].astype(str).map(at_2x))
     a1, a2 = accuracy_claims(one[cols]), accuracy_claims(two[cols])
-    out = []
+    out: list[ClaimAt2x] = []
     for cid, r1 in a1.items():
         r2, claim = a2[cid], BY_ID[cid]
         if r1.get("mean") is None or r2.get("mean") is None:
@@ -263,16 +278,16 @@ def claims_at_2x(check: pd.DataFrame | None, runs: pd.DataFrame) -> list[dict]:
         thr = claim.threshold
         same = holds(r1["mean"], thr, claim.direction) == holds(r2["mean"], thr, claim.direction)
         out.append(
-            {
-                "id": cid,
-                "statement": claim.statement,
-                "effect": claim.effect,
-                "rule": claim.rule,
-                "cells": r1["cells"],
-                "at_1x": r1["mean"],
-                "at_2x": r2["mean"],
-                "same_side": same,
-            }
+            ClaimAt2x(
+                id=cid,
+                statement=claim.statement,
+                effect=claim.effect,
+                rule=claim.rule,
+                cells=int(r1["cells"]),
+                at_1x=float(r1["mean"]),
+                at_2x=float(r2["mean"]),
+                same_side=same,
+            )
         )
     return out
 
@@ -292,8 +307,8 @@ def claims_2x_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str | 
     )
     if not moved:
         return f"The claims are not re-scored at 2x: {left_out}." if other else None
-    delta = pd.Series([c["at_2x"] - c["at_1x"] for c in moved])
-    flips = [c for c in moved if not c["same_side"]]
+    delta = pd.Series([c.at_2x - c.at_1x for c in moved])
+    flips = [c for c in moved if not c.same_side]
     n = f"{len(moved)} accuracy claim" + ("s" if len(moved) != 1 else "")
     s = (
         f"On the checked runs (one seed), twice the epochs moves the effects of {n} by "
@@ -301,12 +316,12 @@ def claims_2x_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str | 
     )
     if flips:
         s += f"; {len(flips)} cross{'es' if len(flips) == 1 else ''} its threshold: " + "; ".join(
-            f'"{c["statement"]}" {c["at_1x"]:.2f} to {c["at_2x"]:.2f} ({c["rule"]})' for c in flips
+            f'"{c.statement}" {c.at_1x:.2f} to {c.at_2x:.2f} ({c.rule})' for c in flips
         )
     else:
-        big = max(moved, key=lambda c: abs(c["at_2x"] - c["at_1x"]))
+        big = max(moved, key=lambda c: abs(c.at_2x - c.at_1x))
         s += (
-            f' (most: "{big["statement"]}", {big["at_1x"]:.2f} to {big["at_2x"]:.2f}); '
+            f' (most: "{big.statement}", {big.at_1x:.2f} to {big.at_2x:.2f}); '
             "none crosses its threshold"
         )
     return s + (f" ({left_out})." if other else ".")
