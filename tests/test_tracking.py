@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from lpdt import record, tracking
+from lpdt.grid import Manifest
 from tests.fake_records import fake_record
 
 EPOCHS = 3
@@ -511,7 +512,7 @@ def test_runs_of_multi_seed_cells_are_named_by_seed(store, tmp_path):
             },
         },
     }
-    assert tracking.multi_seed_runs(manifest) == {"rid01", "rid02"}
+    assert tracking.multi_seed_runs(Manifest.from_dict(manifest)) == {"rid01", "rid02"}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     tracking.sync_manifest(tmp_path / "manifest.json", store, "lpdt")
     _, runs = _logged(store)

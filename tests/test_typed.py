@@ -62,6 +62,24 @@ def test_a_nested_tree_round_trips_through_json() -> None:
     assert READER.build(Leaf, {"name": "z", "weight": 2}) == Leaf("z", 2.0)
 
 
+@dataclass(frozen=True)
+class Forest:
+    trees: dict[str, Leaf]  # named objects: each value read as a Leaf
+
+
+def test_an_object_of_named_dataclasses_is_read_value_by_value() -> None:
+    forest = Forest({"oak": Leaf("x", 1.5), "elm": Leaf("y", 2.0, "b")})
+    data = to_json(forest)
+    assert data == {"trees": {"oak": to_json(Leaf("x", 1.5)), "elm": to_json(Leaf("y", 2.0, "b"))}}
+    assert READER.build(Forest, json.loads(json.dumps(data))) == forest
+    with pytest.raises(
+        TreeError, match=r"^tree.json: field 'trees.elm.weight' must be float, not \"2\"$"
+    ):
+        READER.build(Forest, {"trees": {"elm": {"name": "y", "weight": "2"}}})
+    with pytest.raises(TreeError, match=r"^tree.json: trees.oak must be an object, not list$"):
+        READER.build(Forest, {"trees": {"oak": []}})
+
+
 def _tree_with(**changes: object) -> dict:
     return {**to_json(TREE), **changes}
 

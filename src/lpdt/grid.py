@@ -29,14 +29,15 @@ from __future__ import annotations
 
 import itertools
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 from lpdt.config import ConfigError, config_from_dict, deep_merge, set_path
 from lpdt.io import write_text_atomic
+from lpdt.typed import Reader, to_json
 
 TRAINING_KINDS = ("baseline", "grid")
 ANALYSIS_KINDS = ("partition", "topology", "cost")
@@ -62,18 +63,79 @@ class Run:
     studies: dict[str, list[Membership]] = field(default_factory=dict)  # study -> its cells
 
 
-@dataclass(frozen=True)
+class ManifestError(ValueError):
+    """A manifest file that is not a manifest (one line, naming the file)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ManifestRun:
-    """One run entry of a study in ``results/manifest.json`` (``to_dict`` is its JSON form)."""
+    """One run entry of a study in ``results/manifest.json`` (``to_dict`` is its JSON form).
+    ``block`` and ``seed`` may be absent from a manifest that is read (an older or hand-written
+    one): "" and None (the report then takes the seed from the run's record)."""
 
     run_id: str
     dir: str
-    block: str
+    block: str = ""
     coords: dict[str, Any]
-    seed: int
+    seed: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return to_json(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ManifestStudy:
+    """One training study of the manifest: its kind, title, the study it copies the runs of
+    (``same_as``), its runs, and the claims it declares (``claims:`` in the studies file, as
+    written there; checked by ``lpdt.report.claims.study_claims``; None: none declared)."""
+
+    kind: Literal["baseline", "grid"]  # TRAINING_KINDS
+    title: str = ""
+    same_as: str | None = None
+    runs: tuple[ManifestRun, ...]
+    claims: tuple[dict[str, Any], ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Its JSON form: ``claims`` only when the study declares some."""
+        d = to_json(self)
+        if self.claims is None:
+            del d["claims"]
+        return d
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """``results/manifest.json``: the scale and, per training study, its runs
+    (docs/architecture.md, "Workflow outputs"). ``to_dict`` is the file's JSON (``manifest_text``
+    writes it), ``read`` / ``from_dict`` read one back."""
+
+    scale: str
+    studies: dict[str, ManifestStudy]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scale": self.scale, "studies": {k: v.to_dict() for k, v in self.studies.items()}}
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "") -> Manifest:
+        """A manifest from its JSON value; ``ManifestError`` (one line, starting with ``source``)
+        when a field is missing, unknown or of the wrong type."""
+        reader = Reader(error=ManifestError, source=source, root="the manifest")
+        return reader.build(cls, data)
+
+    @classmethod
+    def read(cls, path: str | Path) -> Manifest:
+        """The manifest in ``path``: ``FileNotFoundError`` when there is none, ``ManifestError``
+        (one line, naming the file) when it is not JSON or not a manifest."""
+        p = Path(path)
+        if not p.exists():
+            raise FileNotFoundError(
+                f"manifest {p} not found (run the workflow, or pass --manifest)"
+            )
+        try:
+            data = json.loads(p.read_text())
+        except json.JSONDecodeError as e:
+            raise ManifestError(f"manifest {p} is not valid JSON: {e}") from e
+        return cls.from_dict(data, f"manifest {p}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -254,26 +316,32 @@ def expand(spec: dict[str, Any]) -> dict[str, Run]:
     return runs
 
 
-def manifest(runs: dict[str, Run], spec: dict[str, Any], scale: str, runs_dir: str) -> dict:
+def manifest(runs: dict[str, Run], spec: dict[str, Any], scale: str, runs_dir: str) -> Manifest:
     """``results/manifest.json`` (docs/architecture.md): per study, its runs and their coords."""
-    studies: dict[str, Any] = {}
+    studies: dict[str, ManifestStudy] = {}
     for sname, study in (spec.get("studies") or {}).items():
         if study.get("kind") not in TRAINING_KINDS:
             continue
-        entries = [
-            ManifestRun(r.run_id, f"{runs_dir}/{r.run_id}", m.block, m.coords, m.seed).to_dict()
+        entries = tuple(
+            ManifestRun(
+                run_id=r.run_id,
+                dir=f"{runs_dir}/{r.run_id}",
+                block=m.block,
+                coords=m.coords,
+                seed=m.seed,
+            )
             for r in runs.values()
             for m in r.studies.get(sname, [])
-        ]
-        studies[sname] = {
-            "kind": study["kind"],
-            "title": study.get("title", ""),
-            "same_as": study.get("same_as"),
-            "runs": entries,
-        }
-        if study.get("claims"):  # claims the study declares, checked by lpdt report
-            studies[sname]["claims"] = study["claims"]
-    return {"scale": scale, "studies": studies}
+        )
+        studies[sname] = ManifestStudy(
+            kind=study["kind"],
+            title=study.get("title", ""),
+            same_as=study.get("same_as"),
+            runs=entries,
+            # claims the study declares, checked by lpdt report
+            claims=tuple(study["claims"]) if study.get("claims") else None,
+        )
+    return Manifest(scale, studies)
 
 
 def analyses(spec: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -299,8 +367,8 @@ def config_text(run: Run) -> str:
     return yaml.safe_dump(run.config, sort_keys=False)
 
 
-def manifest_text(m: dict) -> str:
-    return json.dumps(m, indent=2, sort_keys=False) + "\n"
+def manifest_text(m: Manifest) -> str:
+    return json.dumps(m.to_dict(), indent=2, sort_keys=False) + "\n"
 
 
 def samples_per_run(cfg: dict[str, Any]) -> int | None:

@@ -1,8 +1,8 @@
 """Typed trees: dataclasses to JSON-like values and back, once for the whole package.
 
 The run config (``lpdt.config``), the run record (``lpdt.record``), the checkpoint
-(``lpdt.engine.checkpoint``) and the claims (``lpdt.report.claims``) are trees of dataclasses
-written as JSON (or YAML, or a ``torch.save`` dict) and read back. This module holds what they
+(``lpdt.engine.checkpoint``), the claims (``lpdt.report.claims``) and the workflow's manifest
+(``lpdt.grid.Manifest``) are trees of dataclasses written as JSON (or YAML, or a ``torch.save`` dict) and read back. This module holds what they
 share; it imports no other ``lpdt`` module, so any of them can import it.
 
 - ``to_json(obj)``: a tree as plain values: dataclasses as dicts (in field order), tuples and
@@ -22,7 +22,8 @@ The JSON rules (the record's; ``Reader.check`` without ``coerce``): ``X | None``
 takes one of its values, of the same type; ``bool`` and ``str`` take their own type, ``int`` an
 integer that is not a bool, ``float`` a number that is not a bool (as a float); ``tuple[X, ...]``
 and ``list[X]`` take a list of ``X`` (a fixed ``tuple[X, Y]`` a list of that length); ``dict``
-takes any object; a dataclass an object, read by ``build``.
+takes any object (``dict[str, D]`` with ``D`` a dataclass: an object whose every value is a
+``D``, read by ``build``); a dataclass an object, read by ``build``.
 
 What the config adds (its ``coerce``, ``lpdt.config._coerce``), and why it stays there: a config
 is typed by people (YAML, ``--set key=value``), so its reading is more lenient and its messages
@@ -172,6 +173,8 @@ class Reader:
                     ]
                     return tuple(items) if origin is tuple else items
         elif origin is dict and isinstance(value, dict):
+            if len(args) == 2 and dataclasses.is_dataclass(args[1]):  # named objects: each built
+                return {k: self.build(args[1], v, f"{where}.{k}.") for k, v in value.items()}
             return value
         shown = json.dumps(value, default=str)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."

@@ -84,9 +84,10 @@ def results(seeded_tree: dict) -> list[ClaimResult]:
     """Every kind of claim on the seeded tree: the paper's (accuracy with intervals, without
     data, cost with a range threshold, arithmetic) and one declared in a study."""
     df, manifest = aggregate(seeded_tree["manifest"])
-    manifest = {**manifest, "studies": {**manifest["studies"]}}
-    manifest["studies"]["table3"] = {**manifest["studies"]["table3"], "claims": [DECLARED]}
-    declared = study_claims(manifest)
+    table3 = dataclasses.replace(manifest.studies["table3"], claims=(DECLARED,))
+    declared = study_claims(
+        dataclasses.replace(manifest, studies={**manifest.studies, "table3": table3})
+    )
     return check_claims(df, load_paper(PAPER_CSV), seeded_tree["cost"], declared)
 
 

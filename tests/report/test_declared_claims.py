@@ -13,6 +13,7 @@ import pytest
 from scipy.stats import t as student_t
 
 from lpdt import cli as lpdt_cli
+from lpdt.grid import Manifest
 from lpdt.report.claims import CLAIMS, study_claims
 from tests.report.conftest import make_tree
 
@@ -158,14 +159,20 @@ def test_a_mistake_is_one_line(
 def test_missing_keys_are_named() -> None:
     with pytest.raises(ValueError, match=r"claim 1 \(x\): missing vary, a, b"):
         study_claims(
-            {
-                "studies": {
-                    "s": {
-                        "runs": [],
-                        "claims": [{"id": "x", "statement": "s", "direction": ">", "threshold": 0}],
-                    }
+            Manifest.from_dict(
+                {
+                    "scale": "s",
+                    "studies": {
+                        "s": {
+                            "kind": "grid",
+                            "runs": [],
+                            "claims": [
+                                {"id": "x", "statement": "s", "direction": ">", "threshold": 0}
+                            ],
+                        }
+                    },
                 }
-            }
+            )
         )
 
 

@@ -109,7 +109,7 @@ def test_table10_agrees_with_cost_package_copy() -> None:
 
 def test_aggregate_statuses_and_stand_ins(tree: dict) -> None:
     df, manifest = aggregate(tree["manifest"])
-    assert manifest["scale"] == "testscale"
+    assert manifest.scale == "testscale"
     assert run_counts(df) == {"ok": 20, "diverged": 1, "missing": 1, "total": 22}
     assert df[df["status"] != "ok"]["acc"].isna().all()
     ok = df[df["status"] == "ok"]

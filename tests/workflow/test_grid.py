@@ -1,5 +1,6 @@
 """Grid expansion (lpdt.grid): overlays, axes, run sharing, the paper's grid."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -104,16 +105,49 @@ def test_coordinates_apply_in_declared_order():
 def test_manifest_lists_runs_per_study_with_coords():
     runs = grid.expand(SPEC)
     m = grid.manifest(runs, SPEC, "smoke", "results/runs")
-    assert m["scale"] == "smoke" and set(m["studies"]) == {"tab", "fig", "norms"}
-    entry = m["studies"]["tab"]["runs"][0]
-    assert entry["dir"] == f"results/runs/{entry['run_id']}"
-    assert entry["coords"] == {
+    assert m.scale == "smoke" and set(m.studies) == {"tab", "fig", "norms"}
+    entry = m.studies["tab"].runs[0]
+    assert entry.dir == f"results/runs/{entry.run_id}"
+    assert entry.coords == {
         "model": "tiny_cnn",
         "compression": 0,
         "skew": 0.0,
         "precision": "fp32",
     }
-    assert len(m["studies"]["norms"]["runs"]) == 3
+    assert len(m.studies["norms"].runs) == 3
+
+
+def test_the_manifest_reads_back_and_a_bad_one_is_one_line_naming_the_file(tmp_path):
+    spec = grid.deep_merge(SPEC, {"studies": {"tab": {"seeds": 2}}})
+    m = grid.manifest(grid.expand(spec), spec, "smoke", "results/runs")
+    p = tmp_path / "manifest.json"
+    p.write_text(grid.manifest_text(m))
+    assert grid.Manifest.read(p) == m and grid.manifest_text(grid.Manifest.read(p)) == p.read_text()
+    assert list(json.loads(p.read_text())["studies"]["tab"]["runs"][0]) == [
+        "run_id",
+        "dir",
+        "block",
+        "coords",
+        "seed",
+    ]
+    for change, says in (
+        (("seed", "1"), "field 'studies.tab.runs[0].seed' must be int, not \"1\""),
+        (("sede", 1), "unknown field 'studies.tab.runs[0].sede'"),
+    ):
+        data = json.loads(p.read_text())
+        data["studies"]["tab"]["runs"][0][change[0]] = change[1]
+        p.write_text(json.dumps(data))
+        with pytest.raises(grid.ManifestError) as e:
+            grid.Manifest.read(p)
+        assert str(e.value) == f"manifest {p}: {says}"
+    p.write_text('{"scale": "smoke", "studies": {"tab": {"kind": "sweep", "runs": []}}}')
+    with pytest.raises(grid.ManifestError, match="'studies.tab.kind' must be 'baseline' or 'grid'"):
+        grid.Manifest.read(p)
+    p.write_text("{")
+    with pytest.raises(grid.ManifestError, match=f"^manifest {p} is not valid JSON"):
+        grid.Manifest.read(p)
+    with pytest.raises(FileNotFoundError, match="not found"):
+        grid.Manifest.read(tmp_path / "nope.json")
 
 
 def test_invalid_run_config_names_study_block_and_key():
@@ -307,15 +341,15 @@ def test_block_seeds_override_study_and_top_level():
 def test_manifest_records_the_seed_and_same_as_copies_every_seed():
     spec = grid.deep_merge(SPEC, {"studies": {"tab": {"seeds": 2}}})
     m = grid.manifest(grid.expand(spec), spec, "smoke", "results/runs")
-    tab, fig = m["studies"]["tab"]["runs"], m["studies"]["fig"]["runs"]
-    assert len(tab) == 8 and sorted({e["seed"] for e in tab}) == [1234, 1235]
+    tab, fig = m.studies["tab"].runs, m.studies["fig"].runs
+    assert len(tab) == 8 and sorted({e.seed for e in tab}) == [1234, 1235]
     assert tab == fig
     # runs of one cell differ only by seed: same coords, different ids
     by_cell: dict = {}
     for e in tab:
-        by_cell.setdefault(tuple(sorted(e["coords"].items())), []).append((e["seed"], e["run_id"]))
+        by_cell.setdefault(tuple(sorted(e.coords.items())), []).append((e.seed, e.run_id))
     assert all(len({rid for _, rid in v}) == 2 for v in by_cell.values())
-    assert m["studies"]["norms"]["runs"][0]["seed"] == 1234  # default: one seed, recorded
+    assert m.studies["norms"].runs[0].seed == 1234  # default: one seed, recorded
     assert all("seed" in r for r in grid.plan_rows(grid.expand(spec)))
 
 

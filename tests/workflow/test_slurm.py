@@ -221,7 +221,7 @@ def long_table4_scale(wd: Path, name: str, epochs: int) -> dict[str, str]:
     path.write_text(yaml.safe_dump(scale, sort_keys=False))
     spec = grid.load(wd / "config/studies.yaml", path)
     m = grid.manifest(grid.expand(spec), spec, name, "results/runs")
-    return {e["coords"]["precision"]: e["run_id"] for e in m["studies"]["table4"]["runs"]}
+    return {e.coords["precision"]: e.run_id for e in m.studies["table4"].runs}
 
 
 def run_snakemake(

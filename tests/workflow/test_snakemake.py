@@ -173,7 +173,7 @@ def test_paper_dry_run_lists_the_full_grid_quickly(tmp_path):
     assert not (wd / "results").exists()  # a dry run writes nothing
     spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/paper.yaml")
     m = grid.manifest(grid.expand(spec), spec, "paper", "results/runs")
-    sizes = {s: len(e["runs"]) for s, e in m["studies"].items()}
+    sizes = {s: len(e.runs) for s, e in m.studies.items()}
     assert sizes == {
         "table2": 14,
         "table3": 192,

@@ -10,13 +10,13 @@ corrupt file) stops it with ``RecordError``: its one line names the file.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from pathlib import Path
 
 import pandas as pd
 
 from lpdt import record
+from lpdt.grid import Manifest, ManifestRun
 from lpdt.record import RunRecord
 
 # Coordinates that identify a cell of the paper's tables (manifest `coords`, paper_results.csv).
@@ -55,12 +55,12 @@ def norm_key(col: str, v: object) -> object:
     return str(v)
 
 
-def _run_dir(entry: dict, manifest_path: Path) -> Path:
+def _run_dir(entry: ManifestRun, manifest_path: Path) -> Path:
     """The run's directory: as written (relative to the working directory), else relative to the
     manifest's project root, else ``<manifest dir>/runs/<run_id>``."""
-    d = Path(entry["dir"])
+    d = Path(entry.dir)
     root = manifest_path.resolve().parent.parent
-    for cand in (d, root / d, manifest_path.parent / "runs" / str(entry["run_id"])):
+    for cand in (d, root / d, manifest_path.parent / "runs" / entry.run_id):
         if (cand / record.METRICS_FILE).exists():
             return cand
     return d
@@ -80,17 +80,7 @@ def stand_in_label(rec: RunRecord, coords: dict) -> str:
     return "; ".join(parts)
 
 
-def load_manifest(path: str | Path) -> dict:
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"manifest {p} not found (run the workflow, or pass --manifest)")
-    try:
-        return json.loads(p.read_text())
-    except json.JSONDecodeError as e:
-        raise ValueError(f"manifest {p} is not valid JSON: {e}") from e
-
-
-def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, dict]:
+def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
     """(frame, manifest): one row per (study, run) with coordinates, final metrics and status.
 
     Columns: study, kind, block, run_id, dir, seed, status ("ok" | "diverged" | "missing"), the
@@ -100,24 +90,26 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, dict]:
     config seed, else None (one unnamed seed): runs are paired across conditions by it.
     """
     mpath = Path(manifest_path)
-    manifest = load_manifest(mpath)
+    manifest = Manifest.read(mpath)
     rows = []
     cache: dict[str, RunRecord | None] = {}
-    for study, spec in manifest["studies"].items():
-        for entry in spec["runs"]:
-            coords = entry["coords"]
-            rid = str(entry["run_id"])
+    for study, spec in manifest.studies.items():
+        for entry in spec.runs:
+            coords = entry.coords
+            rid = entry.run_id
             if rid not in cache:
                 f = _run_dir(entry, mpath) / record.METRICS_FILE
                 cache[rid] = record.read(f) if f.exists() else None
             m = cache[rid]
-            seed = entry.get("seed", m.config["seed"] if m is not None else None)
+            seed = entry.seed
+            if seed is None and m is not None:  # no seed in the manifest: the record's
+                seed = m.config["seed"]
             row: dict = {
                 "study": study,
-                "kind": spec["kind"],
-                "block": entry.get("block", ""),
+                "kind": spec.kind,
+                "block": entry.block,
                 "run_id": rid,
-                "dir": entry["dir"],
+                "dir": entry.dir,
                 "seed": _seed(seed),
             }
             for k in KEYS:

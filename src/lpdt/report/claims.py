@@ -41,6 +41,7 @@ from typing import Any
 
 import pandas as pd
 
+from lpdt.grid import Manifest
 from lpdt.report import pairs
 from lpdt.report.aggregate import KEYS
 from lpdt.report.paper import TABLE_STUDY
@@ -419,13 +420,13 @@ def _study_claim(study: str, i: int, d: object, known: set[str]) -> Claim:
     )
 
 
-def study_claims(manifest: Mapping) -> list[Claim]:
+def study_claims(manifest: Manifest) -> list[Claim]:
     """The claims the manifest's studies declare (``claims:``), in study order; ids must be new."""
-    studies = manifest.get("studies") or {}
+    studies = manifest.studies
     out: list[Claim] = []
     seen = set(BY_ID)
     for name, spec in studies.items():
-        for i, d in enumerate(spec.get("claims") or []):
+        for i, d in enumerate(spec.claims or ()):
             c = _study_claim(name, i, d, set(studies))
             if c.id in seen:
                 raise ValueError(

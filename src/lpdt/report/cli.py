@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     paper = load_paper(args.paper)
     cost, analysis = Path(args.cost), Path(args.analysis)
     tables_dir, figures_dir = Path(args.tables), Path(args.figures)
-    scale = str(manifest.get("scale", "?"))
+    scale = manifest.scale
     c = run_counts(df)
     print(
         f"{args.manifest}: scale {scale}, {c['total']} runs ({c['ok']} ok, {c['diverged']} diverged, "

@@ -32,6 +32,7 @@ from reportlab.platypus import (
     TableStyle,
 )
 
+from lpdt.grid import Manifest
 from lpdt.report.aggregate import engine_counts, run_counts, seeds_used, training_seconds
 from lpdt.report.claims import (
     ClaimResult,
@@ -337,14 +338,14 @@ def summary_sentences(
 
 
 def what_ran(
-    df: pd.DataFrame, manifest: dict, plateau: pd.DataFrame | None = None
+    df: pd.DataFrame, manifest: Manifest, plateau: pd.DataFrame | None = None
 ) -> list[list[str]]:
     counts = run_counts(df) if len(df) else {"total": 0, "ok": 0, "diverged": 0, "missing": 0}
     used = df.drop_duplicates("run_id")
     with_time = int(used["time_s"].notna().sum()) if "time_s" in used else 0
     datasets = sorted({str(x) for x in used["dataset_used"].dropna()})
     return [
-        ["Scale", str(manifest.get("scale", "?"))],
+        ["Scale", manifest.scale],
         ["Stand-ins", "; ".join(stand_ins(df)) or "none: the paper's datasets and models"],
         ["Seeds per cell", seeds_text(df)],
         [
@@ -449,7 +450,7 @@ def _verdict_table(data: list[list], weights: list[float], width: float) -> Tabl
 
 def _summary_page(
     df: pd.DataFrame,
-    manifest: dict,
+    manifest: Manifest,
     claims: list[ClaimResult],
     st: dict,
     width: float,
@@ -460,7 +461,7 @@ def _summary_page(
         Paragraph(
             _esc(
                 "Aketi, Kodge, Roy (Neural Networks 2022), reproduced with lpdt; "
-                f"scale {manifest.get('scale', '?')}. Every number and sentence "
+                f"scale {manifest.scale}. Every number and sentence "
                 "on this page is computed from the run records."
             ),
             st["cap"],
@@ -680,7 +681,7 @@ def build_pdf(
     path: Path,
     *,
     df: pd.DataFrame,
-    manifest: dict,
+    manifest: Manifest,
     tables: dict,
     claims: list[ClaimResult],
     figures_dir: Path,
@@ -736,7 +737,7 @@ def build_pdf(
         canvas.drawString(
             1.5 * cm,
             0.6 * cm,
-            f"lpdt report - scale {manifest.get('scale', '?')} - page {doc_.page}",
+            f"lpdt report - scale {manifest.scale} - page {doc_.page}",
         )
 
     doc.build(story, onFirstPage=footer, onLaterPages=footer)

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lpdt import record
+from lpdt.grid import Manifest, ManifestRun
 from lpdt.record import RecordError, RunRecord
 from lpdt.tracking.store import (
     DEFAULT_EXPERIMENT,
@@ -426,17 +427,15 @@ def log_report(
     return mid
 
 
-def multi_seed_runs(manifest: dict[str, Any]) -> set[str]:
+def multi_seed_runs(manifest: Manifest) -> set[str]:
     """The run ids of a workflow manifest (``results/manifest.json``) whose study cell (study,
     block, coordinates) holds runs of several seeds: their names end in the seed."""
-    cells: dict[tuple[str, str, str], list[dict]] = {}
-    for study, entry in manifest["studies"].items():
-        for r in entry["runs"]:
-            key = (study, str(r.get("block")), json.dumps(r["coords"], sort_keys=True))
+    cells: dict[tuple[str, str, str], list[ManifestRun]] = {}
+    for study, entry in manifest.studies.items():
+        for r in entry.runs:
+            key = (study, r.block, json.dumps(r.coords, sort_keys=True))
             cells.setdefault(key, []).append(r)
-    return {
-        r["run_id"] for rs in cells.values() if len({r.get("seed") for r in rs}) > 1 for r in rs
-    }
+    return {r.run_id for rs in cells.values() if len({r.seed for r in rs}) > 1 for r in rs}
 
 
 def sync_manifest(
@@ -452,14 +451,14 @@ def sync_manifest(
     from lpdt.report.aggregate import aggregate
     from lpdt.report.readers import claims_by_run
 
-    m = json.loads(Path(manifest).read_text())
-    claims = claims_by_run(aggregate(manifest)[0])
+    frame, m = aggregate(manifest)
+    claims = claims_by_run(frame)
     studies: dict[str, list[str]] = {}
     dirs: dict[str, str] = {}
-    for study, entry in sorted(m["studies"].items()):
-        for r in entry["runs"]:
-            studies.setdefault(r["run_id"], []).append(study)
-            dirs[r["run_id"]] = r["dir"]
+    for study, entry in sorted(m.studies.items()):
+        for r in entry.runs:
+            studies.setdefault(r.run_id, []).append(study)
+            dirs[r.run_id] = r.dir
     seeded = multi_seed_runs(m)
     out = {}
     for rid, d in sorted(dirs.items()):
@@ -467,7 +466,7 @@ def sync_manifest(
             continue
         t = {
             "studies": ",".join(sorted(set(studies[rid]))),
-            "scale": m["scale"],
+            "scale": m.scale,
             "claims": ",".join(claims.get(rid, [])) or "none",
         }
         out[rid] = log_run(d, uri, experiment, {**t, **(tags or {})}, rid in seeded)
