@@ -79,3 +79,15 @@ def test_user_errors_are_one_line(capsys, argv, msg):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1
+
+
+def test_comm_train_size_defaults_to_the_cifar10_size_of_the_runtime_table():
+    import argparse
+
+    from lpdt.cost.cli import add_arguments
+    from lpdt.cost.runtime import FULL_SIZES
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    args = p.parse_args(["comm"])
+    assert args.train_size == FULL_SIZES["cifar10"][0] == 50000

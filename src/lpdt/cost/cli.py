@@ -17,6 +17,7 @@ from pathlib import Path
 from lpdt.cost.energy import HOROWITZ_45NM, EnergyTable
 from lpdt.cost.memory import ALGORITHM_BUFFERS
 from lpdt.cost.ops import LAYER_TYPES, MODES, PRECISIONS
+from lpdt.cost.runtime import full_train_size
 from lpdt.cost.trace import NORM_KINDS as NORMS
 
 
@@ -77,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     c.add_argument("--compressor", default="topk", choices=("topk", "randomk"))
     c.add_argument("--epochs", type=int, default=200)
-    c.add_argument("--train-size", type=int, default=50000)
+    c.add_argument("--train-size", type=int, default=full_train_size("cifar10"))  # 50,000
     c.add_argument("--batch", type=int, default=256, help="total batch over all nodes")
     c.add_argument(
         "--precision",
