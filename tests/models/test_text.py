@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import torch
 from torch import nn
@@ -65,9 +63,6 @@ def test_distilbert_without_files_is_a_clear_error(tmp_path, monkeypatch) -> Non
         MODELS.get("distilbert")(ModelConfig(name="distilbert"), 4, (12,))
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("lpdt.layers.quant") is None, reason="lpdt.layers.quant not there yet"
-)
 def test_int8_swaps_every_linear_and_nothing_else() -> None:
     from lpdt.config import PrecisionConfig
     from lpdt.layers.quant import convert_to_int8
