@@ -1,5 +1,7 @@
 """The package's imports: every module imports, imports go one way (no circle), and no module
-imports another module's ``_private`` names (the project's conventions).
+imports another module's ``_private`` names (the project's conventions): neither the package's
+nor the tests' or the benchmarks' modules, by ``from m import _name`` or by ``m._name`` with
+``m`` an imported module of the package, the tests or the benchmarks.
 
 The graph is read from the source with ``ast`` and counts every ``import`` of an ``lpdt``
 module, at module level or inside a function (a lazy import that closes a circle is still a
@@ -17,6 +19,7 @@ import pytest
 import lpdt
 
 SRC = Path(lpdt.__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[1]
 
 # Circles allowed (each a set of modules): a registry package's ``__init__`` imports its
 # submodules so that they register themselves, and they import the registry from the package.
@@ -43,6 +46,13 @@ def _modules() -> dict[str, Path]:
 
 
 MODULES = _modules()
+# The tests' and the benchmarks' modules (named from the checkout's root: tests.report.conftest).
+OTHER = {
+    ".".join(f.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): f
+    for d in ("tests", "benchmarks")
+    for f in sorted((REPO / d).rglob("*.py"))
+}
+PACKAGES = ("lpdt", "tests", "benchmarks")  # the top-level names whose private names are checked
 
 
 def _imports(name: str, path: Path) -> list[tuple[str, str | None, int]]:
@@ -182,14 +192,97 @@ def _defined(path: Path) -> list[str]:
     return out
 
 
+def _ours(name: str) -> bool:
+    return name.split(".")[0] in PACKAGES
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _dotted(node: ast.expr) -> list[str] | None:
+    """``a.b.c`` as ["a", "b", "c"]; None for anything but names and attributes."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return None if base is None else [*base, node.attr]
+    return None
+
+
+def private_uses(
+    source: str, known: set[str], module: str = "", package: bool = False
+) -> list[tuple[str, str, int]]:
+    """``(module, private name, line)`` for every ``from m import _name`` and every ``m._name``
+    in ``source`` where ``m`` is one of the ``known`` modules of ``PACKAGES`` (a name bound by
+    ``import m``, ``import m as x`` or ``from package import m``, or an attribute chain of one:
+    ``lpdt.cost.paper._read``). ``module``: the dotted name of ``source`` (``package``: it is a
+    package's ``__init__``), from which relative imports are resolved."""
+    tree = ast.parse(source)
+    bound: dict[str, str] = {}  # local name -> the module it is
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if _ours(a.name) and a.asname:  # import m as x: x is m
+                    bound[a.asname] = a.name
+                elif _ours(a.name):  # import lpdt.x.y: lpdt is lpdt
+                    bound[a.name.split(".")[0]] = a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package, up level - 1
+                parts = (module if package else module.rpartition(".")[0]).split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            if not _ours(base):
+                continue
+            for a in node.names:
+                sub = f"{base}.{a.name}"
+                if sub in known:
+                    bound[a.asname or a.name] = sub
+                elif _private(a.name):
+                    found.append((base, a.name, node.lineno))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            chain = _dotted(node.value)
+            if chain is not None and chain[0] in bound:
+                module = ".".join([bound[chain[0]], *chain[1:]])
+                if module in known:
+                    found.append((module, node.attr, node.lineno))
+    return found
+
+
 def test_no_module_imports_another_modules_private_names():
+    """The package's, the tests' and the benchmarks' modules alike."""
+    known = set(MODULES) | set(OTHER) | set(PACKAGES)
     bad = [
-        f"{m}:{line} imports {name} from {t}"
-        for m, p in MODULES.items()
-        for t, name, line in _imports(m, p)
-        if name is not None and name.startswith("_") and _owner(t) != m
+        f"{m}:{line} uses {name} of {t}"
+        for m, p in {**MODULES, **OTHER}.items()
+        for t, name, line in private_uses(p.read_text(), known, m, p.name == "__init__.py")
+        if t != m and not (t in MODULES and _owner(t) == m)
     ]
     assert not bad, "; ".join(bad)
+
+
+def test_the_private_check_finds_imports_and_attributes():
+    """The checker itself, on a made-up module."""
+    source = (
+        "import lpdt.cost.paper\n"
+        "import lpdt.grid as g\n"
+        "from lpdt.report import aggregate\n"
+        "from tests.report.test_report import _args\n"
+        "from lpdt.engine.loop import train, _print\n"
+        "lpdt.cost.paper._read(x); g._x; aggregate._seed(1); aggregate.__name__; other._y\n"
+        "from .test_snakemake import REPO, _job\n"
+    )
+    known = {"lpdt", "lpdt.cost.paper", "lpdt.grid", "lpdt.report", "lpdt.report.aggregate"}
+    assert sorted(private_uses(source, known, "tests.workflow.test_mine")) == [
+        ("lpdt.cost.paper", "_read", 6),
+        ("lpdt.engine.loop", "_print", 5),
+        ("lpdt.grid", "_x", 6),
+        ("lpdt.report.aggregate", "_seed", 6),
+        ("tests.report.test_report", "_args", 4),
+        ("tests.workflow.test_snakemake", "_job", 7),
+    ]
 
 
 def test_the_circle_check_finds_a_circle():

@@ -129,7 +129,7 @@ def test_packaged_table10_agrees_with_config_paper_results():
     path = paper.config_results_path()
     rows = paper.table10_from_config(path) if path else None
     assert rows is not None, "config/paper_results.csv with Table 10 is missing from the checkout"
-    packaged = {(r["model"], r["norm"], r["phase"]): r for r in paper._read(paper.TABLE10_CSV)}
+    packaged = {(r["model"], r["norm"], r["phase"]): r for r in paper.read_rows(paper.TABLE10_CSV)}
     assert len(rows) == len(packaged) == 12
     for r in rows:
         p = packaged[(r["model"], r["norm"], r["phase"])]

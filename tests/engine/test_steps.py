@@ -35,7 +35,7 @@ class TinyRes(nn.Module):
         return self.fc(h.mean((2, 3)))
 
 
-def _model(precision: str, deterministic: bool = True) -> nn.Module:
+def tiny_model(precision: str, deterministic: bool = True) -> nn.Module:
     """fp32, or 8-bit; ``deterministic``: nearest activation rounding and fp32 gradients (the
     8-bit gradient quantiser always rounds stochastically)."""
     torch.manual_seed(0)
@@ -70,9 +70,9 @@ def test_compiled_step_equals_eager(precision):
     reassociation (rtol 1e-4). In 8 bits a value within float error of a rounding boundary may
     land one level apart, so gradients are compared in norm (1e-3) rather than elementwise."""
     x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
-    model = _model(precision)
+    model = tiny_model(precision)
     model.train()
-    ref_model = _model(precision)  # the same weights and (fresh) running ranges
+    ref_model = tiny_model(precision)  # the same weights and (fresh) running ranges
     ref_model.train()
     eager = Steps(ref_model, compile=False)
     compiled = Steps(model, compile=True, log=lambda m: None)
@@ -92,7 +92,7 @@ def test_all_nodes_share_one_compiled_graph():
     """n replicas (views into the engine's [n, P] rows) run one graph: no n-fold compile."""
     from torch._dynamo.utils import counters
 
-    state = NodeState(_model("int8", deterministic=False), 4)
+    state = NodeState(tiny_model("int8", deterministic=False), 4)
     state.train()
     steps = Steps(state.models[0], compile=True, log=lambda m: None)
     x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
@@ -117,7 +117,7 @@ def test_compiled_8bit_stochastic_step_draws_the_eager_noise():
     rare, so the same noise shows as agreement to 1e-6, and another seed as a difference."""
     x = torch.randn(8, 3, 16, 16, dtype=torch.float64)
     y = torch.randint(0, 10, (8,))
-    model, ref_model = _model("int8", False).double(), _model("int8", False).double()
+    model, ref_model = tiny_model("int8", False).double(), tiny_model("int8", False).double()
     model.train(), ref_model.train()
     eager = Steps(ref_model, compile=False)
     compiled = Steps(model, compile=True, log=lambda m: None)
@@ -170,7 +170,7 @@ def test_other_batch_sizes_run_eagerly_without_a_new_graph():
     and its loss and gradients are those of the eager step."""
     from torch._dynamo.utils import counters
 
-    model, ref_model = _model("fp32"), _model("fp32")
+    model, ref_model = tiny_model("fp32"), tiny_model("fp32")
     steps, eager = Steps(model, compile=True, log=lambda m: None), Steps(ref_model)
     x, y = torch.randn(8, 3, 16, 16), torch.randint(0, 10, (8,))
     steps.train_step(model, x, y)
@@ -194,7 +194,7 @@ def test_compile_eval_false_keeps_the_evaluation_eager():
     from torch._dynamo.utils import counters
 
     lines: list[str] = []
-    model = _model("fp32")
+    model = tiny_model("fp32")
     steps = Steps(model, compile=True, log=lines.append, compile_eval=False)
     x = torch.randn(4, 3, 16, 16)
     model.eval()
@@ -205,7 +205,7 @@ def test_compile_eval_false_keeps_the_evaluation_eager():
 
 def test_compile_is_logged_with_its_time():
     lines: list[str] = []
-    model = _model("fp32")
+    model = tiny_model("fp32")
     steps = Steps(model, compile=True, log=lines.append)
     x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
     steps.train_step(model, x, y)
@@ -298,7 +298,7 @@ import torch
 from torch import nn
 from torch._dynamo.utils import counters
 from lpdt.engine.steps import Steps
-from tests.engine.test_steps import _model
+from tests.engine.test_steps import tiny_model
 
 K = {k}  # the custom backward's factor: the source of the Function changes with it
 
@@ -316,7 +316,7 @@ class _Scale(torch.autograd.Function):
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
-        self.body = _model("int8", deterministic=False)
+        self.body = tiny_model("int8", deterministic=False)
 
     def forward(self, x):
         return _Scale.apply(self.body(x))

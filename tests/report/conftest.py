@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 from pathlib import Path
 
 import pytest
 
+from lpdt.report import cli
 from tests.fake_records import fake_record
 
 PAPER_CSV = Path(__file__).resolve().parents[2] / "config" / "paper_results.csv"
@@ -96,6 +98,36 @@ RUNS = [
 @pytest.fixture
 def tree(tmp_path: Path) -> dict[str, Path]:
     return make_tree(tmp_path)
+
+
+def report_args(tree: dict, out: Path, only: str | None = None) -> argparse.Namespace:
+    """``lpdt report``'s arguments for a tree of ``make_tree`` (its ``plateau`` too, if set),
+    writing every output under ``out``; ``only``: one part (``--only``)."""
+    p = argparse.ArgumentParser()
+    cli.add_arguments(p)
+    return p.parse_args(
+        [
+            "--manifest",
+            str(tree["manifest"]),
+            "--cost",
+            str(tree["cost"]),
+            "--analysis",
+            str(tree["analysis"]),
+            "--paper",
+            str(tree["paper"]),
+            "--tables",
+            str(out / "tables"),
+            "--figures",
+            str(out / "figures"),
+            "--claims",
+            str(out / "claims.json"),
+            "--pdf",
+            str(out / "report.pdf"),
+            "--plateau",
+            str(tree.get("plateau", "none")),
+            *(["--only", only] if only else []),
+        ]
+    )
 
 
 @pytest.fixture(scope="module")

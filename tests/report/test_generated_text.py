@@ -31,8 +31,7 @@ from lpdt.report.claims import CLAIMS
 from lpdt.report.paper import load_paper
 from lpdt.report.tables import FORMULAS
 from tests.fake_records import fake_record
-from tests.report.conftest import PAPER_CSV, make_tree, write_cost
-from tests.report.test_report import _args
+from tests.report.conftest import PAPER_CSV, make_tree, report_args, write_cost
 
 pytestmark = pytest.mark.skipif(not shutil.which("pdftotext"), reason="poppler-utils not installed")
 
@@ -312,7 +311,7 @@ def build_set(root: Path, s: dict) -> dict[str, Path]:
 
 
 def report_text(tree: dict, out: Path) -> str:
-    assert cli.run(_args(tree, out)) == 0
+    assert cli.run(report_args(tree, out)) == 0
     text = subprocess.run(
         ["pdftotext", "-layout", str(out / "report.pdf"), "-"],
         capture_output=True,

@@ -17,7 +17,7 @@ from lpdt.report.plateau import (
     plateau_row,
     plateau_sentence,
 )
-from tests.report.test_report import _args
+from tests.report.conftest import report_args
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -130,7 +130,9 @@ def test_report_summary_page_carries_the_check(shared_tree: dict, tmp_path: Path
     _check(
         [("iid", "run00", 0.2), ("skew", "run03", 2.5), ("fp", "run04", 3.0), ("lp", "run05", 0.5)]
     ).to_csv(check, index=False)
-    assert cli.run(_args({**shared_tree, "plateau": check}, tmp_path / "out", only="pdf")) == 0
+    assert (
+        cli.run(report_args({**shared_tree, "plateau": check}, tmp_path / "out", only="pdf")) == 0
+    )
     if not shutil.which("pdftotext"):
         pytest.skip("poppler-utils not installed")
     text = subprocess.run(

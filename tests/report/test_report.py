@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import shutil
@@ -25,37 +24,9 @@ from lpdt.report.claims import (
     cost_claims,
 )
 from lpdt.report.paper import load_paper
-from tests.report.conftest import PAPER_CSV, write_cost
+from tests.report.conftest import PAPER_CSV, report_args, write_cost
 
 COST_PAPER = Path(__file__).resolve().parents[2] / "src" / "lpdt" / "cost" / "paper_table10.csv"
-
-
-def _args(tree: dict, out: Path, only: str | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser()
-    cli.add_arguments(p)
-    return p.parse_args(
-        [
-            "--manifest",
-            str(tree["manifest"]),
-            "--cost",
-            str(tree["cost"]),
-            "--analysis",
-            str(tree["analysis"]),
-            "--paper",
-            str(tree["paper"]),
-            "--tables",
-            str(out / "tables"),
-            "--figures",
-            str(out / "figures"),
-            "--claims",
-            str(out / "claims.json"),
-            "--pdf",
-            str(out / "report.pdf"),
-            "--plateau",
-            str(tree.get("plateau", "none")),
-            *(["--only", only] if only else []),
-        ]
-    )
 
 
 # --- the paper's numbers ---------------------------------------------------------------------
@@ -150,7 +121,7 @@ def test_missing_manifest_is_a_clear_error(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def report_out(shared_tree: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("out")
-    assert cli.run(_args(shared_tree, out)) == 0
+    assert cli.run(report_args(shared_tree, out)) == 0
     return out
 
 
@@ -218,7 +189,7 @@ def test_partial_inputs_degrade(tree: dict, tmp_path: Path) -> None:
     shutil.rmtree(tree["cost"])
     shutil.rmtree(tree["analysis"])
     out = tmp_path / "o"
-    assert cli.run(_args(tree, out)) == 0
+    assert cli.run(report_args(tree, out)) == 0
     assert "not found" in (out / "tables" / "table10.md").read_text()
     assert all((out / "figures" / f"fig{i}.png").exists() for i in range(1, 8))
     claims = {

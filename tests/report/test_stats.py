@@ -25,8 +25,7 @@ from lpdt.report.stats import (
     t_quantile,
     verdict,
 )
-from tests.report.conftest import PAPER_CSV
-from tests.report.test_report import _args
+from tests.report.conftest import PAPER_CSV, report_args
 
 # --- the t quantile and the interval ------------------------------------------------------------
 
@@ -196,7 +195,7 @@ def test_paper_effect_is_the_mean_paired_difference_of_the_paper() -> None:
 @pytest.fixture(scope="module")
 def seeded_out(seeded_tree: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("seeded_out")
-    assert cli.run(_args(seeded_tree, out)) == 0
+    assert cli.run(report_args(seeded_tree, out)) == 0
     return out
 
 

@@ -18,7 +18,10 @@ TABLE10_CSV = HERE / "paper_table10.csv"
 TABLE3_CSV = HERE / "paper_table3_data.csv"
 
 
-def _read(path: Path) -> list[dict[str, str]]:
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a CSV file of the paper's numbers (``#`` lines and blank lines skipped),
+    values as strings: a packaged table (``TABLE10_CSV``, ``TABLE3_CSV``) or
+    ``config/paper_results.csv``."""
     with path.open(newline="") as f:
         lines = [line for line in f if line.strip() and not line.startswith("#")]
     return list(csv.DictReader(lines))
@@ -47,7 +50,7 @@ def table10_from_config(path: Path) -> list[dict[str, str]] | None:
     """Table 10 rows from ``config/paper_results.csv`` (long format: one metric per row), or
     ``None`` if that file does not hold all 12 rows x 6 values."""
     rows: dict[tuple[str, str, str], dict[str, str]] = {}
-    for r in _read(path):
+    for r in read_rows(path):
         if r.get("table") != "10":
             continue
         metric, prec = r.get("metric", ""), r.get("precision", "")
@@ -77,7 +80,7 @@ def table10() -> list[dict[str, str]]:
         rows = table10_from_config(path)
         if rows is not None:
             return rows
-    return _read(TABLE10_CSV)
+    return read_rows(TABLE10_CSV)
 
 
 def table10_lookup() -> dict[tuple[str, str, str], dict[str, str]]:
@@ -88,7 +91,7 @@ def table10_lookup() -> dict[tuple[str, str, str], dict[str, str]]:
 def table3_data() -> list[dict[str, str]]:
     """Rows ``model, norm, topology, nodes, compression, epochs, train_size, batch,
     data_gb_fp32, data_gb_int8`` (strings as printed)."""
-    return _read(TABLE3_CSV)
+    return read_rows(TABLE3_CSV)
 
 
 def decimals(printed: str) -> int:
