@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -65,11 +66,10 @@ def test_times_and_profiles_both_precisions(tmp_path: Path) -> None:
     "argv", [["--cases", "resnet20"], ["--cases", "nosuch:2"], ["--precisions", "fp16"]]
 )
 def test_bad_arguments_are_one_line_errors(argv: list[str], capsys: pytest.CaptureFixture) -> None:
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import bench_compile
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    spec = importlib.util.spec_from_file_location("bench_compile", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    bench_compile = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_compile)
     assert bench_compile.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
