@@ -29,7 +29,7 @@ REPORTED = (
      for f in range(1, 8)]
     + [in_report(f"{RESULTS}/tables/table{t}.csv", "table.rst", "Tables", table=f"Table {t}")
        for t in TABLE_NUMBERS]
-)  # fmt: skip
+)
 
 
 localrules:
