@@ -13,7 +13,8 @@ imports ``lpdt.engine`` itself):
   load a checkpoint), shared by both engines;
 - ``checkpoint``: the typed checkpoint a process saves after each epoch;
 - ``steps``: one node's training step and evaluation forward, eager or compiled;
-- ``device``, ``sysmetrics``: the device a run uses; CPU / memory samples of a run.
+- ``device``, ``sysmetrics``: the device a run uses (and ``print_line``, where progress lines
+  go by default); CPU / memory samples of a run.
 """
 
 from __future__ import annotations
@@ -41,13 +42,10 @@ def train(
     # Imported here, not at the top: ``python -m lpdt.engine.worker`` imports this package first,
     # and a worker module imported by the package before runpy runs it would load twice.
     from lpdt.engine import loop
+    from lpdt.engine.device import print_line
     from lpdt.engine.launch import train_distributed
 
-    log = log or _print
+    log = log or print_line
     if cfg.engine == "distributed":
         return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
     return loop.train(cfg, out_dir, resume=resume, force=force, log=log)
-
-
-def _print(msg: str) -> None:
-    print(msg, flush=True)

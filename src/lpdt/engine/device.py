@@ -1,8 +1,15 @@
-"""The torch device a run asks for (``RunConfig.device``), checked against the machine."""
+"""The torch device a run asks for (``RunConfig.device``), checked against the machine; and
+``print_line``, where a run's progress lines go by default (the engine's every module can
+import this one: it is the lowest)."""
 
 from __future__ import annotations
 
 import torch
+
+
+def print_line(msg: str) -> None:
+    """A progress line on stdout, flushed at once (a worker's or a job's log is read live)."""
+    print(msg, flush=True)
 
 
 def resolve_device(name: str) -> torch.device:

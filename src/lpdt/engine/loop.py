@@ -41,7 +41,7 @@ from lpdt.decentral.state import NodeState
 from lpdt.decentral.streams import NodeStreams
 from lpdt.decentral.topology import mixing_matrix, out_peers
 from lpdt.engine.checkpoint import Checkpoint
-from lpdt.engine.device import resolve_device
+from lpdt.engine.device import print_line, resolve_device
 from lpdt.engine.rundir import open_run_dir, previous, restorable
 from lpdt.engine.steps import Steps
 from lpdt.engine.sysmetrics import SystemSampler
@@ -62,10 +62,6 @@ from lpdt.record import (
 Log = Callable[[str], None]
 
 PROGRESS_EVERY_S = 30.0  # seconds between in-epoch progress lines (tests lower it)
-
-
-def _print(msg: str) -> None:
-    print(msg, flush=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -127,7 +123,9 @@ class Run:
     (``lpdt.decentral.peer.TorchGroup``). Row k is node ``group.ids[k]``.
     """
 
-    def __init__(self, cfg: RunConfig, log: Log = _print, group: NodeGroup | None = None) -> None:
+    def __init__(
+        self, cfg: RunConfig, log: Log = print_line, group: NodeGroup | None = None
+    ) -> None:
         self.cfg, self.log = cfg, log
         self.group = group or LocalGroup(cfg.topology.nodes)
         ids = self.group.ids
@@ -417,7 +415,7 @@ def train(
     out_dir: str | Path,
     resume: bool = False,
     force: bool = False,
-    log: Log = _print,
+    log: Log = print_line,
     group: NodeGroup | None = None,
 ) -> RunRecord:
     """Run (or resume, or skip if complete) one experiment in this process; returns the run's

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from lpdt.config import RunConfig, load_config
-from lpdt.engine.device import resolve_device
+from lpdt.engine.device import print_line, resolve_device
 from lpdt.engine.loop import train
 from lpdt.engine.rundir import discard
 from lpdt.record import RunRecord
@@ -110,7 +110,7 @@ def worker_main(argv: list[str] | None = None) -> int:
     _die_with_launcher()
     cfg = load_config(args.config)
     try:
-        run_worker(cfg, args.out, rank, world, resume=args.resume, force=args.force, log=_print)
+        run_worker(cfg, args.out, rank, world, resume=args.resume, force=args.force, log=print_line)
     except ValueError as e:  # a refused run directory or checkpoint, a bad record: one line
         print(f"lpdt rank {rank}: error: {e}", file=sys.stderr, flush=True)
         return REFUSED
@@ -137,10 +137,6 @@ def _die_with_launcher() -> None:
     launcher = os.environ.get(LAUNCHER_PID_ENV)
     if launcher is not None and os.getppid() != int(launcher):  # it died before prctl
         sys.exit(PEER_LOST)
-
-
-def _print(msg: str) -> None:
-    print(msg, flush=True)
 
 
 if __name__ == "__main__":
