@@ -201,6 +201,10 @@ def test_cold_compiles_cost_once_per_compiled_shape(tmp_path):
         "c": fp,
         "f": runtime.COLD_COMPILE_S["fp32"][0],
     }
+    # two job slots: the first two runs of a shape start together and both compile cold
+    a2 = _cfg("train.compile=true", "precision.mode=int8", "seed=8")
+    two = runtime.cold_compile_seconds({"a": a, "b": b, "a2": a2, "c": c}, slots=2)
+    assert two == {"a": i8, "b": i8, "c": fp}
     assert runtime.compile_cache_is_empty(str(tmp_path / "absent"))
     assert runtime.compile_cache_is_empty(str(tmp_path))
     (tmp_path / "fxgraph").mkdir()

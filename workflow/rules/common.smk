@@ -111,11 +111,12 @@ rule plan:
         # Whose costs: the reference CPU, or (the paper scale's default) one H100; the config
         # schema allows only those (runtime.MACHINES).
         machine = config.get("plan_machine", "h100" if SCALE == "paper" else "cpu")
-        # The speed probe (CPU costs only; config plan_probe, default on): a few seconds of
-        # ResNet-20 steps on this machine scale the reference machine's costs. It runs here,
-        # when the plan is printed, never while the workflow is parsed.
+        # The speed probe (CPU costs only; config plan_probe, default off since it mispredicted
+        # a machine by 1.85x, docs/workflow.md): a few seconds of eager ResNet-20 steps on this
+        # machine scale the reference machine's costs. It runs here, when the plan is printed,
+        # never while the workflow is parsed.
         speed, probe = None, None
-        if machine == "cpu" and config.get("plan_probe", True):
+        if machine == "cpu" and config.get("plan_probe", False):
             measured = runtime.probe_speed()
             speed = runtime.speed_factors(measured)
             probe = runtime.probe_line(measured)
@@ -127,9 +128,12 @@ rule plan:
         import lpdt
 
         cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", str(lpdt.default_inductor_cache_dir()))
+        slots = max(1, (os.cpu_count() or 1) // max(1, int(config.get("train_threads", 1))))
+        if machine == "h100":
+            slots = 1
         cold = {}
         if machine == "cpu" and runtime.compile_cache_is_empty(cache):
-            cold = runtime.cold_compile_seconds({k: r.config for k, r in RUNS.items()})
+            cold = runtime.cold_compile_seconds({k: r.config for k, r in RUNS.items()}, slots)
         for r in rows:
             est = runtime.run_seconds(RUNS[r["run_id"]].config, r["samples"], machine, speed)
             if est is not None:
@@ -147,15 +151,13 @@ rule plan:
         print(f"scale {SCALE}: {len(rows)} runs, {total:,} training samples in all")
         for (m, p), n in sorted(by.items()):
             print(f"  {m:<16} {p:<5} {n:>12,} samples  ~{secs[(m, p)] / 60:6.1f} job-min")
-        slots = max(1, (os.cpu_count() or 1) // max(1, int(config.get("train_threads", 1))))
-        if machine == "h100":
-            slots = 1
         known = [r["est_s"] for r in rows if r["est_s"] is not None]
         if probe:
             print(probe)
         if cold:
-            print(f"torch.compile cache {cache} is empty: {len(cold)} compiled shapes compile "
-                  f"cold first (~{sum(cold.values()) / 60:.0f} job-min more)")
+            shapes = len({runtime.compiled_shape(RUNS[k].config) for k in cold})
+            print(f"torch.compile cache {cache} is empty: {shapes} compiled shapes compile cold "
+                  f"in their first {len(cold)} jobs (~{sum(cold.values()) / 60:.0f} job-min more)")
         wall = runtime.packed_wall_seconds(known, slots)
         print(f"estimated training wall time: ~{wall / 60:.0f} min with {slots} jobs at once "
               f"= {sum(known) / 3600:.1f} job-hours "
