@@ -17,7 +17,9 @@ On another machine the absolute numbers differ. The speed probe (``probe_speed``
 eager ResNet-20 node steps in fp32 and 8-bit on the machine at hand, seconds before the plan is
 printed, and ``speed_factors`` divides them by the same probe's timings on the reference machine
 (``PROBE_REF_MS``); ``run_seconds(..., speed=...)`` scales the fitted costs by those factors. A
-machine far from the reference (other core counts, jobs per slot) is better refitted.
+machine far from the reference (other core counts, jobs per slot) is better refitted. The
+workflow runs the probe only with ``plan_probe: true``: on one VM of the reference kind it read
+x0.55 while the jobs ran at about x1.0 of these costs (docs/workflow.md, "The time estimate").
 """
 
 from __future__ import annotations
