@@ -100,34 +100,37 @@ def tree(tmp_path: Path) -> dict[str, Path]:
     return make_tree(tmp_path)
 
 
+def report_argv(tree: dict, out: Path, only: str | None = None) -> list[str]:
+    """``lpdt report``'s command-line arguments for a tree of ``make_tree`` (its ``plateau`` too,
+    if set), writing every output under ``out``; ``only``: one part (``--only``)."""
+    return [
+        "--manifest",
+        str(tree["manifest"]),
+        "--cost",
+        str(tree["cost"]),
+        "--analysis",
+        str(tree["analysis"]),
+        "--paper",
+        str(tree["paper"]),
+        "--tables",
+        str(out / "tables"),
+        "--figures",
+        str(out / "figures"),
+        "--claims",
+        str(out / "claims.json"),
+        "--pdf",
+        str(out / "report.pdf"),
+        "--plateau",
+        str(tree.get("plateau", "none")),
+        *(["--only", only] if only else []),
+    ]
+
+
 def report_args(tree: dict, out: Path, only: str | None = None) -> argparse.Namespace:
-    """``lpdt report``'s arguments for a tree of ``make_tree`` (its ``plateau`` too, if set),
-    writing every output under ``out``; ``only``: one part (``--only``)."""
+    """``report_argv`` parsed by ``lpdt report``'s own parser."""
     p = argparse.ArgumentParser()
     cli.add_arguments(p)
-    return p.parse_args(
-        [
-            "--manifest",
-            str(tree["manifest"]),
-            "--cost",
-            str(tree["cost"]),
-            "--analysis",
-            str(tree["analysis"]),
-            "--paper",
-            str(tree["paper"]),
-            "--tables",
-            str(out / "tables"),
-            "--figures",
-            str(out / "figures"),
-            "--claims",
-            str(out / "claims.json"),
-            "--pdf",
-            str(out / "report.pdf"),
-            "--plateau",
-            str(tree.get("plateau", "none")),
-            *(["--only", only] if only else []),
-        ]
-    )
+    return p.parse_args(report_argv(tree, out, only))
 
 
 @pytest.fixture(scope="module")

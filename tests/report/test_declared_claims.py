@@ -15,7 +15,7 @@ from scipy.stats import t as student_t
 from lpdt import cli as lpdt_cli
 from lpdt.grid import Manifest
 from lpdt.report.claims import CLAIMS, study_claims
-from tests.report.conftest import make_tree
+from tests.report.conftest import make_tree, report_argv
 
 HALF = float(student_t.ppf(0.975, 2)) * 0.2 / math.sqrt(3)  # three seeds, per-seed sd 0.2
 
@@ -53,36 +53,13 @@ def tree_with(tmp_path: Path, claims: list[dict], study: str = "table3") -> dict
     return tree
 
 
-def report(tree: dict[str, Path], out: Path, *only: str) -> int:
-    return lpdt_cli.main(
-        [
-            "report",
-            "--manifest",
-            str(tree["manifest"]),
-            "--cost",
-            str(tree["cost"]),
-            "--analysis",
-            str(tree["analysis"]),
-            "--paper",
-            str(tree["paper"]),
-            "--tables",
-            str(out / "tables"),
-            "--figures",
-            str(out / "figures"),
-            "--claims",
-            str(out / "claims.json"),
-            "--pdf",
-            str(out / "report.pdf"),
-            "--plateau",
-            "none",
-            *only,
-        ]
-    )
+def report(tree: dict[str, Path], out: Path, only: str | None = None) -> int:
+    return lpdt_cli.main(["report", *report_argv(tree, out, only)])
 
 
 def test_declared_claims_are_checked_beside_the_papers(tmp_path: Path) -> None:
     tree = tree_with(tmp_path, DECLARED)
-    assert report(tree, tmp_path / "out", "--only", "claims") == 0
+    assert report(tree, tmp_path / "out", "claims") == 0
     doc = json.loads((tmp_path / "out" / "claims.json").read_text())
     by_id = {c["id"]: c for c in doc["claims"]}
     assert [c["id"] for c in doc["claims"]] == [c.id for c in CLAIMS] + [d["id"] for d in DECLARED]
@@ -105,7 +82,7 @@ def test_declared_claims_are_checked_beside_the_papers(tmp_path: Path) -> None:
 
 def _counts_without(tmp_path: Path) -> dict:
     tree = make_tree(tmp_path / "plain", seeds=(1, 2, 3))
-    assert report(tree, tmp_path / "plain" / "out", "--only", "claims") == 0
+    assert report(tree, tmp_path / "plain" / "out", "claims") == 0
     doc = json.loads((tmp_path / "plain" / "out" / "claims.json").read_text())
     assert "declared_counts" not in doc
     return doc["counts"]
@@ -150,7 +127,7 @@ def test_a_mistake_is_one_line(
     if change.get("thresold"):
         del bad["threshold"]
     tree = tree_with(tmp_path, [bad])
-    assert report(tree, tmp_path / "out", "--only", "claims") == 2
+    assert report(tree, tmp_path / "out", "claims") == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err and says in err, err
     assert "study 'table3', claim 1" in err
