@@ -21,7 +21,7 @@ The JSON rules (the record's; ``Reader.check`` without ``coerce``): ``X | None``
 ``X`` (an error names ``X``); a union of several types takes the first that fits; a ``Literal``
 takes one of its values, of the same type; ``bool`` and ``str`` take their own type, ``int`` an
 integer that is not a bool, ``float`` a number that is not a bool (as a float); ``tuple[X, ...]``
-and ``list[X]`` take a list of ``X`` (a fixed ``tuple[X, Y]`` a list of that length); ``dict``
+and ``list[X]`` take a list of ``X`` (a fixed ``tuple[X, Y]`` a list of that length); ``dict[K, V]``
 takes any object (``dict[str, D]`` with ``D`` a dataclass: an object whose every value is a
 ``D``, read by ``build``); a dataclass an object, read by ``build``.
 

@@ -152,10 +152,32 @@ def test_tables_side_by_side(report_out: Path) -> None:
     assert "STAND-IN: fashion_mnist standing in for cifar10" in md
     assert "81.00 / 90.96 (-9.96)" in md and "not run / 90.36" in md
     assert "missing / 90.37" in md
+    assert "illustrative, not at a plateau" in md  # scale testscale, one seed per cell
     tex = (report_out / "tables" / "table3.tex").read_text()
     assert r"\begin{tabular}" in tex and "fashion\\_mnist" in tex
     t10 = (report_out / "tables" / "table10.md").read_text()
     assert "100.00 / 170.60" in t10  # our fake memory beside the paper's
+
+
+def test_one_seed_cells_are_labelled_illustrative_below_the_paper_scale() -> None:
+    """Below the paper scale a cell with one seed is drawn on a short budget and read by no
+    claim: its table's or figure's caption says it is illustrative, not at a plateau."""
+    from lpdt.report.describe import illustrative_text
+
+    runs = pd.DataFrame(
+        {
+            "run_id": ["a", "b", "c", "d"],
+            "model": ["resnet20"] * 3 + ["vgg11"],
+            "seed": [1, 2, 3, 1],
+        }
+    )
+    assert illustrative_text(runs, "quick") == (
+        "1 of its 2 cells: one seed on a short budget; illustrative, not at a plateau "
+        "(no claim reads it)."
+    )
+    assert illustrative_text(runs[runs["model"] == "vgg11"], "quick").startswith("Every cell:")
+    assert illustrative_text(runs[runs["model"] == "resnet20"], "quick") == ""  # 3 seeds
+    assert illustrative_text(runs, "paper") == ""  # one seed per cell is the paper's protocol
 
 
 # --- figures ---------------------------------------------------------------------------------

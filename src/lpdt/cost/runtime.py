@@ -340,9 +340,9 @@ def probe_line(measured: Mapping[str, float], reference: Mapping[str, float] = P
 
 
 # A compile with inductor's cache empty (a fresh machine) costs much more than the warm compile
-# COMPILED_MS counts, in the first jobs of each compiled shape (one per job slot): precision -> extra seconds of (the training step,
-# the evaluation forward when ``train.compile_eval``) in the first job of each (model, precision,
-# px, per-node batch, compile_eval). Measured 2026-11-25 in the fresh-clone `make report`
+# COMPILED_MS counts: precision -> extra seconds of (the training step, the evaluation forward when
+# ``train.compile_eval``) in each of the first ``slots`` jobs of each (model, precision, px,
+# per-node batch, compile_eval) (``cold_compile_seconds``). Measured 2026-11-25 in the fresh-clone `make report`
 # (TORCHINDUCTOR_CACHE_DIR empty, two jobs at once; docs/workflow.md): ResNet-20 at 12 px, 8 per
 # node: fp32 training step 71.9 s + evaluation forward 18.1 s, 8-bit 234.8 s + 101.1 s, less the
 # warm compile times of COMPILED_MS. Other models: the same as ResNet-20 (not measured). Cold

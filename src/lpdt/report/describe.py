@@ -133,6 +133,24 @@ def spread_text(runs: pd.DataFrame) -> str:
     )
 
 
+def illustrative_text(runs: pd.DataFrame, scale: str) -> str:
+    """Below the paper scale, the cells of ``runs`` that ran one seed: they are drawn, on a short
+    budget, and no claim reads them (the claims read cells with several seeds), so their captions
+    say they are illustrative. "" at the paper scale (one seed per cell is its protocol) or when
+    every cell has several seeds."""
+    if scale == "paper" or not len(runs):
+        return ""
+    keys = [k for k in KEYS if k in runs]
+    per_cell = runs.drop_duplicates("run_id").groupby(keys, dropna=False)["run_id"].nunique()
+    one = int((per_cell == 1).sum())
+    if not one:
+        return ""
+    which = "Every cell" if one == len(per_cell) else f"{one} of its {len(per_cell)} cells"
+    return (
+        f"{which}: one seed on a short budget; illustrative, not at a plateau (no claim reads it)."
+    )
+
+
 # --- analyses and cost model ---------------------------------------------------------------------
 
 

@@ -45,6 +45,7 @@ from lpdt.report.claims import (
 )
 from lpdt.report.describe import (
     cost_setup_text,
+    illustrative_text,
     partition_text,
     setup_text,
     spread_text,
@@ -89,9 +90,12 @@ PRECISION_CAPTION = (
 )
 
 
-def figure_captions(df: pd.DataFrame, analysis: Path, cost: Path) -> dict[str, str]:
+def figure_captions(
+    df: pd.DataFrame, analysis: Path, cost: Path, scale: str = "paper"
+) -> dict[str, str]:
     """Each figure's caption: what it plots, then its setup read from the runs it plots (or the
-    analysis / cost files it draws), then what its error bars are."""
+    analysis / cost files it draws), then what its error bars are, and (below the paper scale)
+    which of its cells are one-seed illustrations (``illustrative_text``)."""
     out = {}
     for name in FIGURES:
         if name == "fig2":
@@ -103,7 +107,7 @@ def figure_captions(df: pd.DataFrame, analysis: Path, cost: Path) -> dict[str, s
         else:
             runs = figure_runs(df, name)
             spread = fig1_spread_text(runs) if name == "fig1" else spread_text(runs)
-            setup = f"Runs: {setup_text(runs)}. {spread}".rstrip()
+            setup = f"Runs: {setup_text(runs)}. {spread} {illustrative_text(runs, scale)}".rstrip()
         out[name] = f"{FIGURE_WHAT[name]} {setup}"
     return out
 
@@ -695,7 +699,9 @@ def build_pdf(
     width = page[0] - 3 * cm
     story: list = _summary_page(df, manifest, claims, st, width, plateau)
     story.append(PageBreak())
-    story += _figures(figures_dir, figure_captions(df, analysis_dir, cost_dir), st, width, page)
+    story += _figures(
+        figures_dir, figure_captions(df, analysis_dir, cost_dir, manifest.scale), st, width, page
+    )
     story.append(PageBreak())
     story += _claims_detail(claims, st, width)
     story += _claims_2x(plateau, df, st, width)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from lpdt.report.aggregate import KEYS
-from lpdt.report.describe import cost_setup, energy_text, setup_text
+from lpdt.report.describe import cost_setup, energy_text, illustrative_text, setup_text
 from lpdt.report.paper import paper_accuracy
 
 # A table cell's coordinates: the paper's cell keys without the normalisation layer.
@@ -273,7 +273,9 @@ def render_accuracy(
         "record; '-' = not in the paper.",
     ]
     if runs is not None:
-        caption.append(f"Our runs: {setup_text(runs[runs['status'] == 'ok'])}.")
+        ok = runs[runs["status"] == "ok"]
+        caption.append(f"Our runs: {setup_text(ok)}.")
+        caption += [t for t in [illustrative_text(ok, scale)] if t]
     caption += stand_in_caption(m["stand_in"])
     caption += sorted({f"Note: {n}" for n in m["note"] if n})
     return Rendered(spec.title, header, rows, caption)
