@@ -14,6 +14,7 @@ from lpdt.report.plateau import (
     claims_2x_sentence,
     claims_at_2x,
     load_check,
+    plateau_gains,
     plateau_row,
     plateau_sentence,
 )
@@ -51,11 +52,12 @@ def test_sentence_counts_cells_near_and_far_from_their_plateau() -> None:
     # 'other' has no run here (another configuration): it is not counted.
     assert "covers 3 of these runs' configurations" in s
     assert "2 end within 1 point of the longer run (-0.2 to +1.0 points)" in s
-    assert "1 move further (+2.9 points; each cell under What ran)" in s and "other" not in s
+    assert "1 move further (+2.9 points; each cell: Plateau check)" in s and "other" not in s
     assert "twice its 16 epochs" in s
     assert (
-        plateau_row(check, RUNS) == "iid -0.2; skew +2.9; top +1.0 points at 2x epochs (one seed)"
+        plateau_gains(check, RUNS) == "iid -0.2; skew +2.9; top +1.0 points at 2x epochs (one seed)"
     )
+    assert plateau_row(check, RUNS).startswith("3 cells, their first seed trained twice as long")
 
 
 def test_all_near_says_nothing_about_verdicts_moving() -> None:
@@ -143,7 +145,7 @@ def test_report_summary_page_carries_the_check(shared_tree: dict, tmp_path: Path
     ).stdout
     text = " ".join(text.split())
     assert "covers 4 of these runs' configurations" in text
-    assert "2 move further (+2.5 to +3.0 points; each cell under What ran)" in text
+    assert "2 move further (+2.5 to +3.0 points; each cell: Plateau check)" in text
     assert "twice the epochs moves the effects of 1 accuracy claim" in text
     assert "Plateau check" in text  # the last row of What ran: the summary holds on one page
     rest = subprocess.run(

@@ -17,7 +17,7 @@ from lpdt.report.plateau import (
     claims_at_2x,
     doubled,
     load_check,
-    plateau_row,
+    plateau_gains,
     plateau_sentence,
     write_summary,
 )
@@ -71,7 +71,7 @@ def test_summary_of_ok_missing_diverged_and_different_commit_pairs(tmp_path: Pat
     assert "covers 3 of these runs' configurations" in s
     assert "2 of them compare a 1x and a 2x run of different commits" in s
     assert "1 missing and 1 diverged pair(s) dropped" in s
-    assert "ok +2.5; commits +1.0 (different commits)" in plateau_row(check, runs)
+    assert "ok +2.5; commits +1.0 (different commits)" in plateau_gains(check, runs)
 
 
 def test_a_different_commit_pair_is_not_used_to_rescore(shared_tree: dict, tmp_path: Path) -> None:

@@ -52,7 +52,14 @@ from lpdt.report.describe import (
     topology_text,
 )
 from lpdt.report.figures import fig1_spread_text, figure_runs
-from lpdt.report.plateau import claims_2x_sentence, claims_at_2x, plateau_row, plateau_sentence
+from lpdt.report.plateau import (
+    claims_2x_sentence,
+    claims_at_2x,
+    matching,
+    plateau_gains,
+    plateau_row,
+    plateau_sentence,
+)
 from lpdt.report.stats import HELD, INCONCLUSIVE, LEVEL, NO_DATA, NOT_HELD, POWER
 from lpdt.report.tables import NOT_RUN, Rendered, ratio_ranges
 
@@ -646,10 +653,21 @@ def _claims_detail(claims: list[ClaimResult], st: dict, width: float) -> list:
 
 
 def _claims_2x(plateau: pd.DataFrame | None, df: pd.DataFrame, st: dict, width: float) -> list:
-    """The claims' effects on the plateau check's runs, at the scale's epochs and at 2x."""
+    """Each checked cell's gain at 2x epochs, then the claims' effects on the plateau check's
+    runs, at the scale's epochs and at 2x."""
+    gains = []
+    if len(matching(plateau, df.drop_duplicates("run_id"))):
+        gains = [
+            Paragraph("Plateau check", st["h1"]),
+            Paragraph(
+                f"{plateau_sentence(plateau, df.drop_duplicates('run_id'))} Per cell: "
+                f"{plateau_gains(plateau, df.drop_duplicates('run_id'))}.",
+                st["body"],
+            ),
+        ]
     moved = claims_at_2x(plateau, df)
     if not moved:
-        return []
+        return gains
     t = Rendered(
         "Claims at twice the epochs (plateau check; lpdt.report.plateau)",
         [
@@ -678,7 +696,7 @@ def _claims_2x(plateau: pd.DataFrame | None, df: pd.DataFrame, st: dict, width: 
             "seed shows the direction of the change, not its size beyond seed noise."
         ],
     )
-    return _table_flow(t, st, width, [3.2, 3.0, 0.8, 1.6, 1.6, 1.4])
+    return gains + _table_flow(t, st, width, [3.2, 3.0, 0.8, 1.6, 1.6, 1.4])
 
 
 def build_pdf(

@@ -371,7 +371,7 @@ def plateau_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
     if len(far):
         s += (
             f", {len(far)} move further ({_range(far['gain of 2x (points)'])} points; each "
-            "cell under What ran), so verdicts resting on those cells may change with longer "
+            "cell: Plateau check), so verdicts resting on those cells may change with longer "
             "training"
         )
     other = _different(check, runs)
@@ -380,8 +380,8 @@ def plateau_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
     return s + drop + "."
 
 
-def plateau_row(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
-    """The "What ran" table's entry: the matched cases with their gain at 2x."""
+def plateau_gains(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
+    """Each matched case with its gain at 2x (the claims check's section prints it)."""
     m = matching(check, runs)
     if not len(m):
         return "not measured for these configurations"
@@ -392,4 +392,17 @@ def plateau_row(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
             for (_, r), s in zip(m.iterrows(), _statuses(m), strict=True)
         )
         + " points at 2x epochs (one seed)"
+    )
+
+
+def plateau_row(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
+    """The "What ran" table's entry on the summary page: how many cells were checked (each
+    cell's gain is in the claims check's section, ``plateau_gains``: a page-long list does not
+    fit the summary page)."""
+    m = matching(check, runs)
+    if not len(m):
+        return "not measured for these configurations"
+    return (
+        f"{len(m)} cells, their first seed trained twice as long; each cell's gain: "
+        "'Plateau check' after the claims check"
     )
