@@ -102,7 +102,9 @@ def test_the_report_says_which_engine_produced_the_runs(tree: dict) -> None:
     dataclasses.replace(record.read(d / "metrics.json"), engine="distributed").write(d)
     df, manifest = aggregate(tree["manifest"])
     assert engine_counts(df) == {"distributed": 1, "simulated": 20}
-    assert dict(what_ran(df, manifest))["Engine"] == "distributed: 1 run, simulated: 20 runs"
+    assert dict(what_ran(df, manifest))["Scale; engine"].endswith(
+        "engine distributed: 1 run, simulated: 20 runs"
+    )
     assert "engine distributed" in setup_text(df[df["run_id"] == "run00"])
     assert "engine" not in setup_text(df[df["run_id"] == "run01"])
 

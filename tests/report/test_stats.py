@@ -267,7 +267,7 @@ def test_summary_page(seeded_out: Path) -> None:
         "3 seeds (1-3)",
         "testscale",
         "fashion_mnist standing in for cifar10",
-        "Training wall time",
+        "training wall time",
         "0.50 [",
         "(n=3)",
         "Verdict",

@@ -355,26 +355,22 @@ def what_ran(
     used = df.drop_duplicates("run_id")
     with_time = int(used["time_s"].notna().sum()) if "time_s" in used else 0
     datasets = sorted({str(x) for x in used["dataset_used"].dropna()})
+    engines = ", ".join(
+        f"{k}: {v} run{'s' if v != 1 else ''}" for k, v in engine_counts(df).items()
+    )
+    # Paired rows share a line, so that the summary page holds the whole table.
     return [
-        ["Scale", manifest.scale],
+        ["Scale; engine", f"{manifest.scale}; engine {engines or 'none'}"],
         ["Stand-ins", "; ".join(stand_ins(df)) or "none: the paper's datasets and models"],
         ["Seeds per cell", seeds_text(df)],
         [
-            "Runs",
+            "Runs; training time",
             f"{counts['total']} unique runs: {counts['ok']} finished, {counts['diverged']} "
-            f"diverged, {counts['missing']} missing (no record)",
-        ],
-        [
-            "Training wall time",
-            f"{duration(training_seconds(df))} summed over the {with_time} "
-            "run records (time.total_s; parallel jobs overlap)",
+            f"diverged, {counts['missing']} missing (no record); training wall time "
+            f"{duration(training_seconds(df))} summed over the {with_time} run records "
+            "(time.total_s; parallel jobs overlap)",
         ],
         ["Datasets trained on", ", ".join(datasets) or "none"],
-        [
-            "Engine",
-            ", ".join(f"{k}: {v} run{'s' if v != 1 else ''}" for k, v in engine_counts(df).items())
-            or "none",
-        ],
         ["Plateau check", plateau_row(plateau, used)],
     ]
 
