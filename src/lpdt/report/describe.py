@@ -117,12 +117,17 @@ def fixed_text(runs: pd.DataFrame, keys: list[str]) -> str:
     return ", ".join(out)
 
 
+def runs_per_cell(runs: pd.DataFrame) -> pd.Series:
+    """The number of distinct runs (seeds) of each cell (``KEYS``) of ``runs``."""
+    keys = [k for k in KEYS if k in runs]
+    return runs.drop_duplicates("run_id").groupby(keys, dropna=False)["run_id"].nunique()
+
+
 def spread_text(runs: pd.DataFrame) -> str:
     """What an error bar means here, from the number of finished runs per cell (seeds)."""
     if not len(runs):
         return ""
-    keys = [k for k in KEYS if k in runs]
-    per_cell = runs.drop_duplicates("run_id").groupby(keys, dropna=False)["run_id"].nunique()
+    per_cell = runs_per_cell(runs)
     lo, hi = int(per_cell.min()), int(per_cell.max())
     if hi < 2:
         return "One run per point, so no error bars."
@@ -140,8 +145,7 @@ def illustrative_text(runs: pd.DataFrame, scale: str) -> str:
     every cell has several seeds."""
     if scale == "paper" or not len(runs):
         return ""
-    keys = [k for k in KEYS if k in runs]
-    per_cell = runs.drop_duplicates("run_id").groupby(keys, dropna=False)["run_id"].nunique()
+    per_cell = runs_per_cell(runs)
     one = int((per_cell == 1).sum())
     if not one:
         return ""

@@ -652,12 +652,12 @@ def _claims_2x(plateau: pd.DataFrame | None, df: pd.DataFrame, st: dict, width: 
     """Each checked cell's gain at 2x epochs, then the claims' effects on the plateau check's
     runs, at the scale's epochs and at 2x."""
     gains = []
-    if len(matching(plateau, df.drop_duplicates("run_id"))):
+    used = df.drop_duplicates("run_id")
+    if len(matching(plateau, used)):
         gains = [
             Paragraph("Plateau check", st["h1"]),
             Paragraph(
-                f"{plateau_sentence(plateau, df.drop_duplicates('run_id'))} Per cell: "
-                f"{plateau_gains(plateau, df.drop_duplicates('run_id'))}.",
+                f"{plateau_sentence(plateau, used)} Per cell: {plateau_gains(plateau, used)}.",
                 st["body"],
             ),
         ]
