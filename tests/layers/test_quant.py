@@ -336,6 +336,29 @@ def test_dither_is_uniform_on_the_16_bit_grid_and_independent_across_keys():
         assert abs(corr) < 5 / n**0.5
 
 
+def test_dither_is_recipe_v2s_hash_bit_for_bit():
+    """The noise bits are 8-bit recipe version 2's (docs/int8.md), checked against the hash
+    written in Python integers: a rewrite for speed (the in-place eager path) cannot change the
+    recipe silently. The seed tensor is left as it was."""
+    from lpdt.layers.quant.quantizers import dither
+
+    def mix(h: int) -> int:  # Wellons' lowbias32, 32-bit unsigned arithmetic
+        h = ((h ^ (h >> 16)) * 0x21F0AAAD) % 2**32
+        h = ((h ^ (h >> 15)) * 0x735A2D97) % 2**32
+        return h ^ (h >> 15)
+
+    for seed, salt in ((0, 0), (1234, 5), (2**31 - 1, 97)):
+        key = mix((seed + salt * 0x632BE5AB) % 2**32)
+        want = [
+            ((mix(((i + key) % 2**32) * 0x61C88647 % 2**32) >> 16) + 0.5) / 2**16 - 0.5
+            for i in range(300)
+        ]
+        seed_t = torch.tensor([seed])
+        got = dither(torch.zeros(3, 100), seed_t, salt)
+        assert got.flatten().tolist() == want
+        assert seed_t.item() == seed
+
+
 def test_dither_eager_equals_compiled_and_fuses_into_the_rounding_kernel():
     """The same (seed, salt) gives the same noise bits eager and compiled, for any size (vector
     tails included); a compiled per-tensor quantiser is one kernel (range reduction and
