@@ -1,12 +1,14 @@
 """The uniform quantiser itself: plain tensor functions, no autograd, no state.
 
-Written as a handful of out-of-place elementwise operations and reductions so that
-``torch.compile`` fuses each call into one or two kernels (one reduction for the range, one pass
-for subtract / divide / noise / clamp / round / rescale).
+Written as a handful of elementwise operations (in place on fresh tensors: eagerly that saves an
+allocation per step) and reductions so that ``torch.compile`` fuses each call into one or two
+kernels (one reduction for the range, one pass for subtract / divide / noise / clamp / round /
+rescale).
 
 Rounding noise (``dither``) is a counter-based hash of (seed, salt, element index) written in
-plain integer tensor ops (a 32-bit hash computed in int64 with masks): eager and compiled code compute the same bits, and a compiled
-graph computes it inside the fused rounding kernel (no random-number kernel, no extra pass).
+plain integer tensor ops (a 32-bit hash: int32 eagerly, int64 with masks when compiled): eager
+and compiled code compute the same bits, and a compiled graph computes it inside the fused
+rounding kernel (no random-number kernel, no extra pass).
 The seed is an int64 tensor: the training step's (``noise_seed``: ``lpdt.engine.steps`` draws one per
 node step from torch's generator, outside any compiled graph, so eager and compiled steps draw
 the same noise), or, outside a step, a fresh draw from torch's generator per call. The salt is
@@ -23,8 +25,8 @@ import torch
 from lpdt.layers.quant.spec import MIN_STEP
 
 # Multipliers of the 32-bit hash (Wellons' "lowbias32"; 2^32 minus the golden-ratio constant
-# 0x9E3779B9), all below 2^31, so that int64 products of 32-bit values never overflow. (int32 arithmetic throughout would be cheaper, but inductor 2.14's CPU code for it corrupted
-# the heap in a fused backward kernel.)
+# 0x9E3779B9), all below 2^31: int64 products of 32-bit values never overflow, and each fits an
+# int32 scalar.
 _GOLDEN = 0x61C88647
 _M1 = 0x21F0AAAD
 _M2 = 0x735A2D97
@@ -56,15 +58,21 @@ def draw_seed(device: torch.device | str = "cpu") -> torch.Tensor:
     return torch.randint(0, 2**31, (1,), device=device)
 
 
-def _mix_(h: torch.Tensor) -> torch.Tensor:
-    """Wellons' lowbias32 finaliser on 32-bit values held in an int64 tensor, **in place** (``h``
-    must be a fresh tensor). In place because eagerly each out-of-place step would allocate a
-    tensor the size of the activation (page faults on every call: the eager hash of a
-    500 x 16 x 12 x 12 evaluation batch took 19 ms out of place and 4 ms in place); compiled,
-    functionalisation turns it into the same fused kernel either way."""
-    h.bitwise_xor_(h.bitwise_right_shift(16)).mul_(_M1).bitwise_and_(_MASK32)
-    h.bitwise_xor_(h.bitwise_right_shift(15)).mul_(_M2).bitwise_and_(_MASK32)
-    return h.bitwise_xor_(h.bitwise_right_shift(15))
+def _mix_(h: torch.Tensor, wide: bool) -> torch.Tensor:
+    """Wellons' lowbias32 finaliser on 32-bit values, **in place** (``h`` must be a fresh tensor).
+
+    ``wide``: ``h`` is int64 holding values below 2^32, and each product is masked back to 32
+    bits; otherwise ``h`` is int32 and products wrap by themselves (the shifts are masked to be
+    logical on the signed type). Both give the same 32 bits. In place because eagerly each
+    out-of-place step allocated a tensor the size of the activation."""
+    for shift, multiplier in ((16, _M1), (15, _M2), (15, None)):
+        shifted = h.bitwise_right_shift(shift)
+        h.bitwise_xor_(shifted if wide else shifted.bitwise_and_(2 ** (32 - shift) - 1))
+        if multiplier is not None:
+            h.mul_(multiplier)
+            if wide:
+                h.bitwise_and_(_MASK32)
+    return h
 
 
 def dither(x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0) -> torch.Tensor:
@@ -72,18 +80,35 @@ def dither(x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0) -> 
     the element index, keyed by (seed, salt). ``seed=None``: a fresh seed from torch's generator.
 
     Unbiased to within 2^-17 of a quantisation step (as fine as fp32 itself near 255).
+
+    The same bits two ways: eagerly in int32 (products wrap; 2-7x faster per operation than
+    int64 on this CPU), and inside a compiled graph in int64 with masks, because inductor 2.14's
+    vectorised CPU code for wrapping int32 products corrupted the heap in a fused backward
+    kernel. ``tests/layers/test_quant.py`` checks both against the hash in Python integers.
     """
     if x.numel() >= 2**31:
         raise ValueError(f"dither: {x.numel()} elements; the 32-bit counter holds at most 2^31")
     if seed is None:
         seed = draw_seed(x.device)
-    key = _mix_((seed.reshape(()).to(torch.int64) + salt * _SALT) & _MASK32)
+    wide = torch.compiler.is_compiling()
+    salted = (salt * _SALT) & _MASK32
+    if wide:
+        key = (seed.reshape(()).to(torch.int64) + salted).bitwise_and_(_MASK32)
+    else:  # the same 32 bits as a signed int32 (the addition wraps)
+        key = seed.reshape(()).to(torch.int32) + (salted - 2**32 if salted >= 2**31 else salted)
+    key = _mix_(key, wide)
     # The key is added before the multiply: a constant times the index alone is folded by
     # inductor into the kernel's index arithmetic, int32 on a GPU, where Triton refuses products
     # of 2^31 or more (a per-sample view made it 8192 x _GOLDEN). Key-plus-index is a value.
-    h = torch.arange(x.numel(), device=x.device, dtype=torch.int64)
-    h = _mix_(h.add_(key).bitwise_and_(_MASK32).mul_(_GOLDEN).bitwise_and_(_MASK32))
-    u = h.bitwise_right_shift_(16).to(x.dtype)
+    h = torch.arange(x.numel(), device=x.device, dtype=torch.int64 if wide else torch.int32)
+    h.add_(key)
+    if wide:
+        h.bitwise_and_(_MASK32)
+    h.mul_(_GOLDEN)
+    if wide:
+        h.bitwise_and_(_MASK32)
+    h = _mix_(h, wide).bitwise_right_shift_(16)
+    u = (h if wide else h.bitwise_and_(0xFFFF)).to(x.dtype)
     return u.add_(0.5).mul_(2.0**-16).sub_(0.5).view(x.shape)
 
 
