@@ -34,14 +34,16 @@ from typing import Any
 # (model, precision, px) -> (ms per training sample (forward + backward + optimizer, at the
 #                            quick scale's per-node batches), ms per evaluated image (forward)).
 # Training costs: fitted (benchmarks/fit_runtime.py, with GOSSIP_NS and TOPK_NS below; compile
-# times held at what each job's log measured) to the 88 training jobs of the fresh-clone `make
-# report` of d9376af on the reference machine, 2026-11-25 (two jobs at once, 1 thread each, the
-# torch.compile cache empty at the start): 8,798 s measured, 8,806 s fitted (in sample; median
-# job error 4 %, largest 31 %). The eager 8-bit costs are 3x those of the 2026-11-24 fit: the
-# 8-bit recipe v2's eager rounding noise (docs/int8.md) and, in these single-seed cells, the
-# CPU shared with cold compiles. Evaluation costs: ResNet-20 from real `lpdt train` evaluations
-# (27 s / 61 s for 90,000 images fp32 / 8-bit), the other models scaled by their step-time
-# ratio in benchmarks/bench_runtime.py.
+# times held at what each job's log measured, evaluation costs held) to the 88 training jobs of
+# the fresh-clone `make report` of f883d3d on the reference machine, 2026-11-25, with nothing
+# else running (two jobs at once, 1 thread each, the torch.compile cache empty at the start):
+# 4,606 s measured and fitted (in sample; median job error 3 %, largest 15 %). The previous fit
+# (d9376af's run) had the CPU shared with other work: its constants were 1.3-2.4x these, and
+# the plan said ~60 min for a pipeline that takes ~40 on an idle machine. Entries not in the
+# quick grid (ResNet-20 eager) are older fits. Evaluation costs: ResNet-20 from real `lpdt
+# train` evaluations (27 s / 61 s for 90,000 images fp32 / 8-bit, before the 8-bit eager noise
+# got 2.5x faster: docs/int8.md), the other models scaled by their step-time ratio in
+# benchmarks/bench_runtime.py.
 STEP_MS: dict[tuple[str, str, int], tuple[float, float]] = {
     ("resnet20", "fp32", 16): (1.42, 0.30),
     ("resnet20", "int8", 16): (5.705, 0.68),
@@ -51,14 +53,14 @@ STEP_MS: dict[tuple[str, str, int], tuple[float, float]] = {
     # pixel count.
     ("resnet20", "fp32", 12): (1.74, 0.17),
     ("resnet20", "int8", 12): (6.59, 0.38),
-    ("resnet54", "fp32", 16): (3.209, 0.67),
-    ("resnet54", "int8", 16): (14.173, 1.6),
-    ("resnet18", "fp32", 32): (5.698, 0.45),
-    ("resnet18", "int8", 32): (12.387, 0.50),
-    ("vgg11", "fp32", 32): (14.973, 1.6),
-    ("vgg11", "int8", 32): (39.287, 4.2),
-    ("minilm", "fp32", 32): (52.508, 4.7),
-    ("minilm", "int8", 32): (93.453, 8.5),
+    ("resnet54", "fp32", 16): (1.27, 0.67),
+    ("resnet54", "int8", 16): (3.49, 1.6),
+    ("resnet18", "fp32", 32): (2.575, 0.45),
+    ("resnet18", "int8", 32): (4.87, 0.50),
+    ("vgg11", "fp32", 32): (8.677, 1.6),
+    ("vgg11", "int8", 32): (10.206, 4.2),
+    ("minilm", "fp32", 32): (31.755, 4.7),
+    ("minilm", "int8", 32): (35.669, 8.5),
 }
 # Compiled steps (``train.compile: true``; ``lpdt.engine.steps``): (model, precision, px) -> (ms per
 # training sample, seconds of compiling the training step and seconds of compiling the
@@ -72,13 +74,12 @@ STEP_MS: dict[tuple[str, str, int], tuple[float, float]] = {
 COMPILED_MS: dict[tuple[str, str, int], tuple[float, float, float]] = {
     ("resnet20", "fp32", 16): (0.72, 6.0, 5.0),
     ("resnet20", "int8", 16): (1.12, 16.0, 11.0),
-    # The claims' problem (12 px, per-node batch 8, compiled training and evaluation), measured
-    # 2026-11-25 on the reference machine, two jobs at once: 5.1 s (fp32) / 7.7 s (8-bit) per
-    # epoch of 3,000 samples, less the gossip term; compile: training step fp32 6 s / 8-bit 16 s
-    # and evaluation forward 5 s / 11 s with the cache warm (cold: 47 s / 206 s for the training
-    # step while the CPU was shared with other jobs).
-    ("resnet20", "fp32", 12): (1.565, 6.0, 5.0),
-    ("resnet20", "int8", 12): (2.369, 16.0, 11.0),
+    # The claims' problem (12 px, per-node batch 8, compiled training and evaluation): per sample
+    # from the fit above (f883d3d, idle machine); compile: training step fp32 6 s / 8-bit 16 s
+    # and evaluation forward 5 s / 11 s with the cache warm (measured 2026-11-25; cold: 47 s /
+    # 206 s for the training step while the CPU was shared with other jobs).
+    ("resnet20", "fp32", 12): (0.648, 6.0, 5.0),
+    ("resnet20", "int8", 12): (1.26, 16.0, 11.0),
 }
 
 
@@ -106,8 +107,8 @@ GOSSIPED = {
 # algorithm's buffers (all compressions), plus top-k's selection (sparsifiers). They dominate
 # the many-node runs of large models (VGG-11 on 16 nodes, ResNet-18 on 8, MiniLM on 4), whose
 # compute is small at the quick scale. Fitted with benchmarks/fit_runtime.py (see STEP_MS).
-GOSSIP_NS = 5.16
-TOPK_NS = 16.77
+GOSSIP_NS = 7.48
+TOPK_NS = 10.09
 START_S = 8.0  # interpreter, imports, data loading, model build, final gossip, writing results
 REFERENCE = "2-core x86_64 CPU, torch 2.14.1, 1 thread per job, 2 jobs at once"
 
