@@ -338,7 +338,7 @@ def test_dither_is_uniform_on_the_16_bit_grid_and_independent_across_keys():
 
 def test_dither_is_recipe_v2s_hash_bit_for_bit():
     """The noise bits are 8-bit recipe version 2's (docs/int8.md), checked against the hash
-    written in Python integers: a rewrite for speed (the in-place eager path) cannot change the
+    written in Python integers: a rewrite for speed (the in-place int32 eager path) cannot change the
     recipe silently. The seed tensor is left as it was."""
     from lpdt.layers.quant.quantizers import dither
 
