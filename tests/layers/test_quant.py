@@ -338,8 +338,8 @@ def test_dither_is_uniform_on_the_16_bit_grid_and_independent_across_keys():
 
 def test_dither_is_recipe_v2s_hash_bit_for_bit():
     """The noise bits are 8-bit recipe version 2's (docs/int8.md), checked against the hash
-    written in Python integers: a rewrite for speed (the in-place int32 eager path) cannot change the
-    recipe silently. The seed tensor is left as it was."""
+    written in Python integers: a rewrite for speed (the in-place int32 eager path) cannot
+    change the recipe silently. The seed tensor is left as it was."""
     from lpdt.layers.quant.quantizers import dither
 
     def mix(h: int) -> int:  # Wellons' lowbias32, 32-bit unsigned arithmetic
