@@ -35,7 +35,7 @@ from typing import Any
 #                            quick scale's per-node batches), ms per evaluated image (forward)).
 # Training costs: fitted (benchmarks/fit_runtime.py, with GOSSIP_NS and TOPK_NS below; compile
 # times held at what each job's log measured, evaluation costs held) to the 88 training jobs of
-# the fresh-clone `make report` of f883d3d on the reference machine, 2026-11-25, with nothing
+# the fresh-clone `make report` of fdf1b8e on the reference machine, 2026-11-25, with nothing
 # else running (two jobs at once, 1 thread each, the torch.compile cache empty at the start):
 # 4,606 s measured and fitted (in sample; median job error 3 %, largest 15 %). The previous fit
 # (d9376af's run) had the CPU shared with other work: its constants were 1.3-2.4x these, and
@@ -75,7 +75,7 @@ COMPILED_MS: dict[tuple[str, str, int], tuple[float, float, float]] = {
     ("resnet20", "fp32", 16): (0.72, 6.0, 5.0),
     ("resnet20", "int8", 16): (1.12, 16.0, 11.0),
     # The claims' problem (12 px, per-node batch 8, compiled training and evaluation): per sample
-    # from the fit above (f883d3d, idle machine); compile: training step fp32 6 s / 8-bit 16 s
+    # from the fit above (fdf1b8e, idle machine); compile: training step fp32 6 s / 8-bit 16 s
     # and evaluation forward 5 s / 11 s with the cache warm (measured 2026-11-25; cold: 47 s /
     # 206 s for the training step while the CPU was shared with other jobs).
     ("resnet20", "fp32", 12): (0.648, 6.0, 5.0),
