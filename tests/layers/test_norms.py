@@ -299,3 +299,20 @@ def test_gradients_flow_and_deepcopy(make):
         assert p.grad is not None and torch.isfinite(p.grad).all()
     c = copy.deepcopy(m)
     torch.testing.assert_close(c(x), m(x))
+
+
+def test_value_range_is_the_same_with_and_without_a_gradient_to_route():
+    """Evaluation takes amax / amin (no indices), training max / min with indices (the gradient
+    goes to one arg-max / arg-min element even with ties): the same values either way."""
+    from lpdt.layers.norms import value_range
+
+    x = torch.randint(-3, 4, (6, 5, 32)).float()  # many ties, as in 8-bit inputs
+    with torch.no_grad():
+        r_eval = value_range(x)
+    xg = x.clone().requires_grad_(True)
+    r_train = value_range(xg)
+    assert torch.equal(r_eval, r_train.detach())
+    r_train.sum().backward()
+    # one +1 (arg-max) and one -1 (arg-min) per row, not split over the ties
+    assert torch.equal((xg.grad == 1).sum(-1), torch.ones(6, 5, dtype=torch.long))
+    assert torch.equal((xg.grad == -1).sum(-1), torch.ones(6, 5, dtype=torch.long))

@@ -83,7 +83,11 @@ def value_range(x: torch.Tensor) -> torch.Tensor:
     ``max(-1)``/``min(-1)`` (with indices) rather than ``amax``/``amin``: the gradient goes to one
     arg-max / arg-min element, as in Banner et al.'s code (``.max(-1)[0]``), instead of being split
     evenly over ties, which are common in 8-bit inputs; and the backward is 2.8x faster on CPU.
+    Without a gradient to route (evaluation), ``amax``/``amin``: the same values without the
+    indices (eagerly about 10 % of an 8-bit evaluation forward went to them).
     """
+    if not (x.requires_grad and torch.is_grad_enabled()):
+        return x.amax(-1) - x.amin(-1)
     return x.max(-1).values - x.min(-1).values
 
 
