@@ -63,11 +63,16 @@ def _mix_(h: torch.Tensor, wide: bool) -> torch.Tensor:
 
     ``wide``: ``h`` is int64 holding values below 2^32, and each product is masked back to 32
     bits; otherwise ``h`` is int32 and products wrap by themselves (the shifts are masked to be
-    logical on the signed type). Both give the same 32 bits. In place because eagerly each
-    out-of-place step allocated a tensor the size of the activation."""
+    logical on the signed type). Both give the same 32 bits. In place, and eagerly with one
+    scratch tensor for the three shifts, because each allocation of a tensor the size of the
+    activation costs page faults (allocation-bound eagerly: 2-4x slower out of place)."""
+    scratch = None if wide else torch.empty_like(h)
     for shift, multiplier in ((16, _M1), (15, _M2), (15, None)):
-        shifted = h.bitwise_right_shift(shift)
-        h.bitwise_xor_(shifted if wide else shifted.bitwise_and_(2 ** (32 - shift) - 1))
+        if wide:
+            h.bitwise_xor_(h.bitwise_right_shift(shift))
+        else:
+            shifted = torch.bitwise_right_shift(h, shift, out=scratch)
+            h.bitwise_xor_(shifted.bitwise_and_(2 ** (32 - shift) - 1))
         if multiplier is not None:
             h.mul_(multiplier)
             if wide:
