@@ -74,10 +74,13 @@ def _mix_(h: torch.Tensor, wide: bool) -> torch.Tensor:
             shifted = torch.bitwise_right_shift(h, shift, out=scratch)
             h.bitwise_xor_(shifted.bitwise_and_(2 ** (32 - shift) - 1))
         if multiplier is not None:
-            h.mul_(multiplier)
-            if wide:
-                h.bitwise_and_(_MASK32)
+            _low32_(h.mul_(multiplier), wide)
     return h
+
+
+def _low32_(h: torch.Tensor, wide: bool) -> torch.Tensor:
+    """``h`` reduced to its low 32 bits in place: a mask in int64, nothing in int32 (it wraps)."""
+    return h.bitwise_and_(_MASK32) if wide else h
 
 
 def dither(x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0) -> torch.Tensor:
@@ -98,7 +101,7 @@ def dither(x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0) -> 
     wide = torch.compiler.is_compiling()
     salted = (salt * _SALT) & _MASK32
     if wide:
-        key = (seed.reshape(()).to(torch.int64) + salted).bitwise_and_(_MASK32)
+        key = _low32_(seed.reshape(()).to(torch.int64) + salted, wide)
     else:  # the same 32 bits as a signed int32 (the addition wraps)
         key = seed.reshape(()).to(torch.int32) + (salted - 2**32 if salted >= 2**31 else salted)
     key = _mix_(key, wide)
@@ -106,12 +109,7 @@ def dither(x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0) -> 
     # inductor into the kernel's index arithmetic, int32 on a GPU, where Triton refuses products
     # of 2^31 or more (a per-sample view made it 8192 x _GOLDEN). Key-plus-index is a value.
     h = torch.arange(x.numel(), device=x.device, dtype=torch.int64 if wide else torch.int32)
-    h.add_(key)
-    if wide:
-        h.bitwise_and_(_MASK32)
-    h.mul_(_GOLDEN)
-    if wide:
-        h.bitwise_and_(_MASK32)
+    h = _low32_(_low32_(h.add_(key), wide).mul_(_GOLDEN), wide)
     h = _mix_(h, wide).bitwise_right_shift_(16)
     u = (h if wide else h.bitwise_and_(0xFFFF)).to(x.dtype)
     return u.add_(0.5).mul_(2.0**-16).sub_(0.5).view(x.shape)
