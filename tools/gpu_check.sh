@@ -38,16 +38,18 @@ stage_suite() {  # the default suite, on the CPU of the GPU machine
     | tee "$LOG_DIR/suite.log" | tail -30
 }
 
+# Benchmarks log to a file as they go (a stage killed by a timeout keeps what it printed).
 stage_bench() {
   $PY benchmarks/bench_compile.py --device cuda --cases resnet20:8 --batch 32 --size 32 \
-    --iters 20 --rounds 3 --precisions "${BENCH_PRECISIONS:-fp32,int8}" 2>&1 | grep -v Warning
+    --iters 20 --rounds 3 --precisions "${BENCH_PRECISIONS:-fp32,int8}" 2>&1 \
+    | grep --line-buffered -v Warning | tee "$LOG_DIR/bench.log"
 }
 
 stage_bench_large() {
   $PY benchmarks/bench_compile.py --device cuda --cases vgg11:16 --batch 16 --size 32 \
-    --iters 10 --rounds 3 2>&1 | grep -v Warning
+    --iters 10 --rounds 3 2>&1 | grep --line-buffered -v Warning | tee "$LOG_DIR/bench_large.log"
   $PY benchmarks/bench_compile.py --device cuda --cases resnet18:8 --batch 32 --size 64 \
-    --iters 10 --rounds 3 2>&1 | grep -v Warning
+    --iters 10 --rounds 3 2>&1 | grep --line-buffered -v Warning | tee -a "$LOG_DIR/bench_large.log"
 }
 
 stage_epochs() {

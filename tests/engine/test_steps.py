@@ -11,7 +11,7 @@ from torch import nn
 
 from lpdt.config import ModelConfig, PrecisionConfig
 from lpdt.decentral.state import NodeState
-from lpdt.engine.steps import Steps
+from lpdt.engine.steps import Steps, torch_version
 from lpdt.layers import Add
 from lpdt.layers.norms import EvoNormS0
 from lpdt.layers.quant import convert_to_int8
@@ -86,6 +86,20 @@ def test_compiled_step_equals_eager(precision):
         torch.testing.assert_close(b_c, b_e, rtol=1e-5, atol=1e-6, msg=name)
     model.eval(), ref_model.eval()
     torch.testing.assert_close(compiled.predict(model, x), eager.predict(ref_model, x))
+
+
+def test_compiled_8bit_step_runs_eagerly_on_a_torch_older_than_verified(monkeypatch):
+    """On torch 2.11 the compiled 8-bit step's gradients were all zeros (docs/engine.md, 'On a
+    GPU'): below the verified version the 8-bit step runs eagerly and says so; fp32 compiles."""
+    assert torch_version("2.14.1+cu130") == (2, 14) and torch_version("2.11.0") == (2, 11)
+    monkeypatch.setattr(torch, "__version__", "2.11.0+cu130")
+    lines: list[str] = []
+    int8 = Steps(tiny_model("int8"), compile=True, log=lines.append)
+    fp32 = Steps(tiny_model("fp32"), compile=True, log=lines.append)
+    assert len(lines) == 1 and "needs torch >= 2.13" in lines[0] and "2.11.0" in lines[0]
+    assert not int8.compiled and "train" in fp32.compiled
+    monkeypatch.undo()
+    assert "train" in Steps(tiny_model("int8"), compile=True, log=lines.append).compiled
 
 
 def test_all_nodes_share_one_compiled_graph():
@@ -297,7 +311,7 @@ import json, sys
 import torch
 from torch import nn
 from torch._dynamo.utils import counters
-from lpdt.engine.steps import Steps
+from lpdt.engine.steps import Steps, torch_version
 from tests.engine.test_steps import tiny_model
 
 K = {k}  # the custom backward's factor: the source of the Function changes with it

@@ -67,6 +67,19 @@ def _predict(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 CUDA_INT8_ENV = "LPDT_COMPILE_INT8_ON_CUDA"
 
 
+# The oldest torch whose compiled 8-bit step is verified equal to the eager one (2.13.0 CPU and
+# the pinned 2.14.1: tests/engine/test_steps.py). On torch 2.11 (a GPU machine's, 2026-11-26) the
+# compiled step returned all-zero gradients, on that machine's CPU too, so the run stayed at
+# chance: docs/engine.md, "On a GPU". Older torch runs the 8-bit step eagerly.
+MIN_TORCH_COMPILED_INT8 = (2, 13)
+
+
+def torch_version(version: str | None = None) -> tuple[int, int]:
+    """(major, minor) of a torch version string such as '2.14.1+cu130' (default: this torch)."""
+    major, minor = (version or torch.__version__).split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
 def _on_cuda(model: nn.Module) -> bool:
     return any(p.device.type == "cuda" for p in model.parameters())
 
@@ -95,10 +108,18 @@ class Steps:
         self._compiled: dict[str, Callable] = {}  # "train" / "predict" -> compiled function
         self._size: dict[str, int] = {}  # the batch size each compiled function is specialised to
         self.quantized = is_quantized(model)  # then each call draws a rounding-noise seed
+        if compile and self.quantized and torch_version() < MIN_TORCH_COMPILED_INT8:
+            log(
+                f"train.compile: the compiled 8-bit step needs torch >= "
+                f"{'.'.join(map(str, MIN_TORCH_COMPILED_INT8))} (on torch 2.11 its gradients were "
+                f"all zeros: docs/engine.md, 'On a GPU'); this is torch {torch.__version__}, so it "
+                "runs eagerly"
+            )
+            compile = False
         if compile and self.quantized and _on_cuda(model) and not os.environ.get(CUDA_INT8_ENV):
             log(
-                "train.compile: the compiled 8-bit step is not verified on CUDA (on an H100 its "
-                "gradients differed from the eager step's: docs/engine.md, 'On a GPU'); running "
+                "train.compile: the compiled 8-bit step is not verified on CUDA (on torch 2.11 its "
+                "gradients were zeros: docs/engine.md, 'On a GPU'); running "
                 f"it eagerly (set {CUDA_INT8_ENV}=1 to compile it anyway)"
             )
             compile = False
@@ -120,6 +141,11 @@ class Steps:
         self._compiled["train"] = torch.compile(_train_step, dynamic=False, **kw)
         if compile_eval:
             self._compiled["predict"] = torch.compile(_predict, dynamic=False, **kw)
+
+    @property
+    def compiled(self) -> frozenset[str]:
+        """What runs compiled: "train" and/or "predict" (empty: everything eagerly)."""
+        return frozenset(self._compiled)
 
     def train_step(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Forward, loss and backward of one node; returns the detached loss."""
