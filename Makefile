@@ -15,8 +15,9 @@ DEB_PACKAGES := fortunes fortunes-min dataset-fashion-mnist poppler-utils
 .PHONY: setup lock system-deps report plateau-check test test-slow lint bench clean
 
 # The pinned lock (every package, --no-deps: the exact versions the docs were measured with;
-# `make lock` regenerates it from pyproject.toml). --no-compile: Python writes bytecode for what
-# it imports, not for all 176 packages (~0.4 GB less). triton only where a GPU is (~0.9 GB).
+# `make lock` regenerates it from pyproject.toml); triton only where a GPU is (~0.9 GB). pip
+# byte-compiles at install on purpose: where PYTHONDONTWRITEBYTECODE is set (this machine's
+# shells), a venv without .pyc files recompiles torch's 2,600 modules in every process (~5 s each).
 # A failed install removes the half-built environment and says how much disk there was.
 LOCK := requirements/lock.txt
 $(BIN)/lpdt: pyproject.toml $(LOCK) requirements/gpu.txt
@@ -24,12 +25,12 @@ $(BIN)/lpdt: pyproject.toml $(LOCK) requirements/gpu.txt
 	@rm -rf $(VENV)
 	$(PY) -m venv $(VENV)
 	@{ $(BIN)/pip install --quiet --upgrade pip \
-	  && $(BIN)/pip install --quiet --no-compile --no-deps -r $(LOCK) \
-	  && $(BIN)/pip install --quiet --no-compile --no-deps --no-build-isolation -e . \
+	  && $(BIN)/pip install --quiet --no-deps -r $(LOCK) \
+	  && $(BIN)/pip install --quiet --no-deps --no-build-isolation -e . \
 	  && if nvidia-smi -L >/dev/null 2>&1; then \
-	       $(BIN)/pip install --quiet --no-compile --no-deps -r requirements/gpu.txt; fi; } \
+	       $(BIN)/pip install --quiet --no-deps -r requirements/gpu.txt; fi; } \
 	  || { echo "error: installing the pinned packages into $(VENV) failed (pip says why above; the install needs about" \
-	         "5.5 GB of disk, mostly torch's CUDA build; free now:"; df -h . | tail -1; \
+	         "6 GB of disk, mostly torch's CUDA build; free now:"; df -h . | tail -1; \
 	       rm -rf $(VENV); exit 1; }
 	@touch $@
 

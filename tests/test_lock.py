@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import re
 import sys
+import sysconfig
 import tomllib
 from pathlib import Path
 
@@ -48,9 +49,13 @@ def test_the_lock_leaves_triton_to_gpu_machines_at_the_version_torch_asks_for():
 
 
 def test_the_installed_environment_is_the_lock():
-    """What this test run imports from is what the lock pins (make setup installed it)."""
+    """The virtual environment's site-packages holds what the lock pins (make setup installed
+    it). Read from site-packages itself: other tests put setuptools' vendored packages (other
+    versions of packaging, zipp, ...) on sys.path."""
+    site = sysconfig.get_paths()["purelib"]
     installed = {
-        canonical(d.metadata["Name"]): d.version for d in importlib.metadata.distributions()
+        canonical(d.metadata["Name"]): d.version
+        for d in importlib.metadata.distributions(path=[site])
     }
     off = {n: (v, installed.get(n)) for n, v in LOCK.items() if installed.get(n) != v}
     assert not off, f"lock vs installed (rerun make setup): {off}"

@@ -1,6 +1,7 @@
 """Autograd functions of the 8-bit scheme: straight-through quantisers and gradient bifurcation.
 
-- ``ste``/``ste_minmax``: quantise in the forward, identity in the backward (no clipping mask);
+- ``ste``/``ste_minmax``: quantise in the forward, identity in the backward (no clipping mask),
+  written as plain tensor arithmetic (``straight_through``), not as an autograd.Function;
 - ``quantize_grad``: identity in the forward, the backward quantises the gradient (per tensor
   [g.min, g.max], stochastic rounding): the reference's ``quantize_grad``;
 - the stochastic ones take the noise ``seed`` (the step's, ``quantizers.step_seed()``, or None
@@ -22,24 +23,18 @@ from torch.nn.grad import conv2d_input, conv2d_weight
 from lpdt.layers.quant.quantizers import quantize, quantize_minmax, step_seed
 
 
-class _STE(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, lo, hi, bits: int, stochastic: bool, seed, salt: int):  # noqa: D102
-        return quantize(x.detach(), lo, hi, bits, stochastic, seed, salt)
+def straight_through(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """``q`` in the forward, the identity from ``x`` in the backward (``q`` carries no gradient).
 
-    @staticmethod
-    def backward(ctx, g):  # noqa: D102
-        return g, None, None, None, None, None, None
-
-
-class _STEMinMax(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x, bits: int):  # noqa: D102
-        return quantize_minmax(x, bits)
-
-    @staticmethod
-    def backward(ctx, g):  # noqa: D102
-        return g, None
+    ``(x - x.detach()) + q`` is ``q`` exactly: ``x - x`` is +0 for every finite ``x`` and
+    ``0 + q`` is ``q`` (a -0.0 in ``q`` becomes +0.0, the same value), and its gradient with
+    respect to ``x`` is the incoming gradient, unscaled. It is plain tensor arithmetic rather than
+    an ``autograd.Function``, so ``torch.compile`` traces it like any other operation instead of
+    speculating a forward and a backward per call (docs/engine.md, "Compiled steps").
+    """
+    if not (x.requires_grad and torch.is_grad_enabled()):
+        return q
+    return (x - x.detach()) + q
 
 
 class _QuantGrad(torch.autograd.Function):
@@ -61,12 +56,15 @@ def ste(
     """Quantised ``x`` over ``[lo, hi]`` whose gradient passes straight through."""
     if bits >= 32:
         return x
-    return _STE.apply(x, lo, hi, bits, stochastic, step_seed() if stochastic else None, salt)
+    seed = step_seed() if stochastic else None
+    return straight_through(
+        x, quantize(x.detach(), lo.detach(), hi.detach(), bits, stochastic, seed, salt)
+    )
 
 
 def ste_minmax(x: torch.Tensor, bits: int) -> torch.Tensor:
     """``x`` quantised over its own [min, max] (nearest), straight-through gradient."""
-    return x if bits >= 32 else _STEMinMax.apply(x, bits)
+    return x if bits >= 32 else straight_through(x, quantize_minmax(x, bits))
 
 
 def quantize_grad(x: torch.Tensor, bits: int, salt: int = 0) -> torch.Tensor:
