@@ -118,9 +118,9 @@ class Steps:
             compile = False
         if compile and self.quantized and _on_cuda(model) and not os.environ.get(CUDA_INT8_ENV):
             log(
-                "train.compile: the compiled 8-bit step is not verified on CUDA (on torch 2.11 its "
-                "gradients were zeros: docs/engine.md, 'On a GPU'); running "
-                f"it eagerly (set {CUDA_INT8_ENV}=1 to compile it anyway)"
+                "train.compile: the compiled 8-bit step is not verified on CUDA (the GPUs tried had "
+                "torch 2.11, where it fails: docs/engine.md, 'On a GPU'); running it eagerly "
+                f"(set {CUDA_INT8_ENV}=1 to compile it anyway)"
             )
             compile = False
         if not compile:
