@@ -401,3 +401,21 @@ def test_compiled_dither_keeps_large_constants_out_of_index_arithmetic():
     assert torch.equal(out, per_sample(x, seed))
     products = re.findall(r"\b(\d+)L?\s*\*\s*[xr]\d", code)
     assert all(int(c) < 2**31 for c in products), products
+
+
+def test_straight_through_is_q_exactly_with_the_identity_gradient():
+    """``(x - x.detach()) + q``: the forward value is q to the bit (also where x is large against
+    q) and the gradient reaching x is the incoming one, unscaled; without a gradient to route it
+    is q itself."""
+    from lpdt.layers.quant.functions import straight_through
+
+    torch.manual_seed(0)
+    x = (torch.randn(1000) * torch.logspace(-30, 30, 1000)).requires_grad_()
+    q = torch.randn(1000)
+    out = straight_through(x, q)
+    assert torch.equal(out, q)
+    g = torch.randn(1000)
+    out.backward(g)
+    assert torch.equal(x.grad, g)
+    with torch.no_grad():
+        assert straight_through(x, q) is q
