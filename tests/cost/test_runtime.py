@@ -193,13 +193,16 @@ def test_cold_compiles_cost_once_per_compiled_shape(tmp_path):
     d = _cfg("train.compile=true", "data.image_size=12")  # another px
     eager = _cfg()
     cold = runtime.cold_compile_seconds({"a": a, "b": b, "c": c, "d": d, "e": eager})
-    fp, i8 = sum(runtime.COLD_COMPILE_S["fp32"]), sum(runtime.COLD_COMPILE_S["int8"])
+    fp, i8 = (
+        sum(runtime.cold_compile_s("resnet20", "fp32")),
+        sum(runtime.cold_compile_s("resnet20", "int8")),
+    )
     assert cold == {"a": i8, "c": fp, "d": fp}
     # the evaluation compiled or not: another shape, and without the evaluation's compile
     f = _cfg("train.compile=true", "train.compile_eval=false")
     assert runtime.cold_compile_seconds({"c": c, "f": f}) == {
         "c": fp,
-        "f": runtime.COLD_COMPILE_S["fp32"][0],
+        "f": runtime.cold_compile_s("resnet20", "fp32")[0],
     }
     # two job slots: the first two runs of a shape start together and both compile cold
     a2 = _cfg("train.compile=true", "precision.mode=int8", "seed=8")

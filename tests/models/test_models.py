@@ -46,6 +46,14 @@ def test_parameter_counts_equal_the_reference(name, norm, shape, expected):
     assert _params(_model(name, norm, shape)) == expected
 
 
+def test_resnet8_is_resnet20_with_one_block_per_stage():
+    """ResNet-8 (the quick scale's claims model; not in the reference) is ResNet-20 less two
+    identity blocks per stage: two 3x3 convolutions of c -> c and two EvoNorms (3c) each."""
+    blocks = sum(2 * (2 * (c * c * 9 + 3 * c)) for c in (16, 32, 64))
+    assert _params(_model("resnet8")) == _params(_model("resnet20")) - blocks == 78_378
+    assert [len(stage) for stage in _model("resnet8").stages] == [1, 1, 1]
+
+
 def test_top_k_message_sizes_equal_the_reference():
     """K = sum over tensors of max(1, int(numel * 0.01)) (reference §4.5): same tensor list."""
     expected = {"resnet20": 2_767, "resnet54": 7_687, "vgg11": 94_955}
@@ -66,7 +74,9 @@ def test_paper_parameter_column():
 
 
 def test_registry_names():
-    assert {"resnet20", "resnet54", "resnet18", "vgg11", "tiny_cnn"} <= set(MODELS.names())
+    assert {"resnet8", "resnet20", "resnet54", "resnet18", "vgg11", "tiny_cnn"} <= set(
+        MODELS.names()
+    )
 
 
 @pytest.mark.parametrize("norm", NORM_KINDS)
