@@ -198,6 +198,14 @@ def test_cold_compiles_cost_once_per_compiled_shape(tmp_path):
         sum(runtime.cold_compile_s("resnet20", "int8")),
     )
     assert cold == {"a": i8, "c": fp, "d": fp}
+    # a model with its own measured cold compile; one without falls back to ResNet-20's
+    assert runtime.cold_compile_s("resnet8", "int8") == runtime.COLD_COMPILE_S[("resnet8", "int8")]
+    assert runtime.cold_compile_s("resnet8", "int8") != runtime.cold_compile_s("resnet20", "int8")
+    assert runtime.cold_compile_s("vgg11", "fp32") == runtime.cold_compile_s("resnet20", "fp32")
+    r8 = _cfg("train.compile=true", "model.name=resnet8")
+    assert runtime.cold_compile_seconds({"r8": r8}) == {
+        "r8": sum(runtime.COLD_COMPILE_S[("resnet8", "fp32")])
+    }
     # the evaluation compiled or not: another shape, and without the evaluation's compile
     f = _cfg("train.compile=true", "train.compile_eval=false")
     assert runtime.cold_compile_seconds({"c": c, "f": f}) == {

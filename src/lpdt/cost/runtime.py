@@ -354,16 +354,17 @@ def probe_line(measured: Mapping[str, float], reference: Mapping[str, float] = P
 
 
 # A compile with inductor's cache empty (a fresh machine) costs much more than the warm compile
-# COMPILED_MS counts: (model, precision) -> extra seconds of (the training step, the evaluation forward when
-# ``train.compile_eval``) in each of the first ``slots`` jobs of each (model, precision, px,
-# per-node batch, compile_eval) (``cold_compile_seconds``). Measured 2026-11-25 in the fresh-clone `make report`
-# (TORCHINDUCTOR_CACHE_DIR empty, two jobs at once; docs/workflow.md): ResNet-20 at 12 px, 8 per
+# COMPILED_MS counts: (model, precision) -> extra seconds of (the training step, the evaluation
+# forward when ``train.compile_eval``) in each of the first ``slots`` jobs of each (model,
+# precision, px, per-node batch, compile_eval) (``cold_compile_seconds``). Measured 2026-11-25 in
+# the fresh-clone `make report` (TORCHINDUCTOR_CACHE_DIR empty, two jobs at once;
+# docs/workflow.md): ResNet-20 at 12 px, 8 per
 # node: fp32 training step 71.9 s + evaluation forward 18.1 s, 8-bit 234.8 s + 101.1 s, less the
 # warm compile times of COMPILED_MS. ResNet-8 (2026-11-26, the same shape, one job beside another):
 # fp32 training step 11.8 s, 8-bit 67.9 s; its evaluation forwards scaled like the training step.
 # Other models: ResNet-20's (not measured). Cold compiles also run inductor's compile workers on
 # every core, which slows the job beside them: that is in these numbers only as far as it fell
-# in the job. Keyed by (model, precision).
+# in the job.
 COLD_COMPILE_S: dict[tuple[str, str], tuple[float, float]] = {
     ("resnet20", "fp32"): (66.0, 13.0),
     ("resnet20", "int8"): (219.0, 90.0),
