@@ -228,9 +228,17 @@ def test_the_readme_example_reproduces_lp_close_to_fp_dense(
         )
         == 0
     )
-    o = json.loads(capsys.readouterr().out)["overall"]
+    res = json.loads(capsys.readouterr().out)
+    o = res["overall"]
     assert claim.mean == pytest.approx(0.5) and claim.ci and claim.ci[0] < 0.5 < claim.ci[1]
     assert (o["mean"], tuple(o["ci"]), o["verdict"]) == (claim.mean, claim.ci, claim.verdict)
+    # the compared runs trained on a stand-in dataset: named, as the report names it
+    assert res["stand_ins"] == ["fashion_mnist standing in for cifar10"]
+    argv = [str(seeded_tree["manifest"].parent), "--vary", "precision", "--a", "fp32"]
+    assert lpdt(*argv, "--b", "int8", "--study", "table3") == 0
+    assert (
+        "stand-ins: fashion_mnist standing in for cifar10" in capsys.readouterr().out.splitlines()
+    )
 
 
 def test_conditions_compare_canonical_values() -> None:

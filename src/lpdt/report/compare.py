@@ -260,6 +260,10 @@ def compare(
         c["cell"] = dict(zip(pk, c["cell"], strict=True))
     overall = pairs.summarize(p, threshold, direction, of=NOTE)
     thr = list(threshold) if isinstance(threshold, tuple) else threshold
+    # Stand-in data or models of the compared runs, named as the report names them.
+    compared = sel[sel[vary].isin([va, vb])] if vary in sel else sel
+    labels = compared["stand_in"] if "stand_in" in compared else []
+    stand_ins = sorted({str(x) for x in labels if isinstance(x, str) and x})
     return {
         "vary": vary,
         "a": _v(vary, va),
@@ -270,6 +274,7 @@ def compare(
         "threshold": thr,
         "direction": direction,
         "fixed": fixed,
+        "stand_ins": stand_ins,
         "shown": shown,
         "cells": cells,
         "overall": overall,
@@ -355,6 +360,8 @@ def text(res: dict, source: str) -> str:
         + (f"; studies {', '.join(res['studies'])}" if res["studies"] else ""),
         "fixed: " + (" ".join(f"{k}={v}" for k, v in res["fixed"].items()) or "-"),
     ]
+    if res["stand_ins"]:
+        head.append("stand-ins: " + "; ".join(res["stand_ins"]))
     rows = [["cell", "pairs", "mean", "95 % CI"] + (["verdict"] if rule else [])]
     for c in res["cells"]:
         label = " ".join(f"{k}={c['cell'][k]}" for k in res["shown"]) or "(one cell)"
