@@ -262,7 +262,7 @@ def compare(
     thr = list(threshold) if isinstance(threshold, tuple) else threshold
     # Stand-in data or models of the compared runs, named as the report names them.
     compared = sel[sel[vary].isin([va, vb])] if vary in sel else sel
-    labels = compared["stand_in"] if "stand_in" in compared else []
+    labels = compared.get("stand_in", [])
     stand_ins = sorted({str(x) for x in labels if isinstance(x, str) and x})
     return {
         "vary": vary,
