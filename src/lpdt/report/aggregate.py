@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
@@ -78,6 +79,12 @@ def stand_in_label(rec: RunRecord, coords: dict) -> str:
     if paper_model and rec.model.name != paper_model:
         parts.append(f"{rec.model.name} standing in for {paper_model}")
     return "; ".join(parts)
+
+
+def stand_in_names(labels: Iterable[object]) -> list[str]:
+    """The distinct stand-ins named by ``stand_in`` labels (``stand_in_label``'s '; '-joined
+    parts), sorted; blank and missing labels name none."""
+    return sorted({p for s in labels if isinstance(s, str) for p in s.split("; ") if p})
 
 
 def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:

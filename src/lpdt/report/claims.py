@@ -43,7 +43,7 @@ import pandas as pd
 
 from lpdt.grid import Manifest
 from lpdt.report import pairs
-from lpdt.report.aggregate import KEYS
+from lpdt.report.aggregate import KEYS, stand_in_names
 from lpdt.report.paper import TABLE_STUDY
 from lpdt.report.stats import (
     DIRECTIONS,
@@ -644,7 +644,7 @@ def check_claims(
         k: paper_match(_cells(r), _cells(theirs_all[k]), keys[k]) for k, r in ours_acc.items()
     }
     theirs = accuracy_claims(pc, restrict=matched, claims=every) | paper_cost(paper, cost_dir)
-    stand_in = sorted({p for s in df["stand_in"].dropna() for p in str(s).split("; ") if p})
+    stand_in = stand_in_names(df["stand_in"])
     out = []
     for c in every:
         r = ours.get(c.id, {"verdict": NO_DATA, "n": 0})

@@ -33,7 +33,7 @@ import pandas as pd
 
 from lpdt import record
 from lpdt.report import pairs
-from lpdt.report.aggregate import FINAL, KEYS, METRIC, aggregate, norm_key
+from lpdt.report.aggregate import FINAL, KEYS, METRIC, aggregate, norm_key, stand_in_names
 from lpdt.report.stats import DIRECTIONS, METHOD, Threshold
 
 # Coordinate -> run-config key, for runs without a manifest (compression is derived: the top-k
@@ -261,9 +261,7 @@ def compare(
     overall = pairs.summarize(p, threshold, direction, of=NOTE)
     thr = list(threshold) if isinstance(threshold, tuple) else threshold
     # Stand-in data or models of the compared runs, named as the report names them.
-    compared = sel[sel[vary].isin([va, vb])] if vary in sel else sel
-    labels = compared.get("stand_in", [])
-    stand_ins = sorted({str(x) for x in labels if isinstance(x, str) and x})
+    stand_ins = stand_in_names(sel[sel[vary].isin([va, vb])].get("stand_in", []))
     return {
         "vary": vary,
         "a": _v(vary, va),

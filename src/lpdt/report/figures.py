@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from lpdt.report.aggregate import KEYS  # noqa: E402
+from lpdt.report.aggregate import KEYS, stand_in_names  # noqa: E402
 from lpdt.report.describe import fixed_text  # noqa: E402
 from lpdt.report.paper import paper_accuracy  # noqa: E402
 from lpdt.report.stats import LEVEL, t_interval  # noqa: E402
@@ -51,7 +51,7 @@ def _empty(title: str, msg: str) -> plt.Figure:
 
 
 def _stand_in_note(rows: pd.DataFrame) -> str:
-    names = sorted({p for s in rows["stand_in"].dropna() for p in str(s).split("; ") if p})
+    names = stand_in_names(rows["stand_in"])
     return ("Stand-in: " + "; ".join(names)) if names else ""
 
 

@@ -33,7 +33,13 @@ from reportlab.platypus import (
 )
 
 from lpdt.grid import Manifest
-from lpdt.report.aggregate import engine_counts, run_counts, seeds_used, training_seconds
+from lpdt.report.aggregate import (
+    engine_counts,
+    run_counts,
+    seeds_used,
+    stand_in_names,
+    training_seconds,
+)
 from lpdt.report.claims import (
     ClaimResult,
     declared_claims,
@@ -261,7 +267,7 @@ def seeds_text(df: pd.DataFrame) -> str:
 
 def stand_ins(df: pd.DataFrame) -> list[str]:
     used = df.drop_duplicates("run_id")
-    return sorted({p for s in used["stand_in"].dropna() for p in str(s).split("; ") if p})
+    return stand_in_names(used["stand_in"])
 
 
 def _n_phrase(counts: dict[str, int]) -> str:
@@ -385,7 +391,7 @@ def _differences(tables: dict, st: dict) -> list:
         ok = m[(m["status"] == "ok") & m["paper"].notna()]
         not_run = int((m["status"] == NOT_RUN).sum())
         bad = int(m["status"].isin(["missing", "diverged"]).sum())
-        stand = sorted({p for s in m["stand_in"] for p in str(s).split("; ") if p})
+        stand = stand_in_names(m["stand_in"])
         if len(ok):
             d = ok["diff"]
             txt = (

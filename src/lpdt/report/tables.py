@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from lpdt.report.aggregate import KEYS
+from lpdt.report.aggregate import KEYS, stand_in_names
 from lpdt.report.describe import cost_setup, energy_text, illustrative_text, setup_text
 from lpdt.report.paper import paper_accuracy
 
@@ -118,7 +118,7 @@ def _label(col: str, v: object) -> str:
 
 
 def stand_in_caption(labels: pd.Series) -> list[str]:
-    names = sorted({p for s in labels.dropna() for p in str(s).split("; ") if p})
+    names = stand_in_names(labels)
     return [f"STAND-IN: {n}." for n in names]
 
 
