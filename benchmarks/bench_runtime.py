@@ -8,10 +8,10 @@ and prints ms per sample in the form of ``STEP_MS``. ``--jobs 2`` runs two copie
 measurement at once (as the workflow runs two training jobs at once on 2 cores) and reports the
 slower copy's time.
 
-``--probe N`` instead runs the plan's speed probe (``runtime.probe_speed``) N times in this process,
-one at a time, and prints each run and the fastest in the form of ``runtime.PROBE_REF_MS``: record
-it there whenever the constants are refitted on another reference machine (the fastest of several
-runs is the one least slowed by whatever else the machine runs).
+``--probe N`` instead runs the plan's speed probe (``lpdt.cost.probe``, ``--jobs`` copies at once)
+N times, one after the other, and prints each run and their median in the form of
+``probe.PROBE_REF_MS``: record it there, on an idle machine, whenever the constants are refitted
+on another reference machine.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 import torch
 
 from lpdt.config import load_config
-from lpdt.cost import runtime
+from lpdt.cost import probe
 from lpdt.models import build_model
 
 CASES = [
@@ -88,21 +88,22 @@ def _worker(args: tuple[tuple[str, str, int], int]) -> tuple[float, float]:
     return measure(*args)
 
 
-def probe(repeats: int) -> None:
-    """The plan's speed probe ``repeats`` times; the fastest run per precision."""
-    best: dict[str, float] = {}
+def run_probe(repeats: int, slots: int) -> None:
+    """The plan's speed probe ``repeats`` times with ``slots`` copies at once; the median run."""
+    runs: list[dict[str, float]] = []
     for i in range(repeats):
         t0 = time.perf_counter()
-        ms = runtime.probe_speed()
+        ms = probe.probe_speed(slots)
         took = time.perf_counter() - t0
         print(
-            f"# probe {i + 1}: "
+            f"# probe {i + 1} ({slots} at once): "
             + ", ".join(f"{p} {v:.2f} ms/step" for p, v in ms.items())
             + f" ({took:.1f} s)",
             flush=True,
         )
-        best = {p: min(v, best.get(p, v)) for p, v in ms.items()}
-    print("PROBE_REF_MS = {" + ", ".join(f"{p!r}: {v:.1f}" for p, v in best.items()) + "}")
+        runs.append(ms)
+    med = {p: statistics.median(r[p] for r in runs) for p in runs[0]}
+    print("PROBE_REF_MS = {" + ", ".join(f"{p!r}: {v:.1f}" for p, v in med.items()) + "}")
 
 
 def main() -> None:
@@ -113,7 +114,7 @@ def main() -> None:
     ap.add_argument("--probe", type=int, default=0, help="run the plan's speed probe N times")
     a = ap.parse_args()
     if a.probe > 0:
-        probe(a.probe)
+        run_probe(a.probe, a.jobs)
         return
     cases = CASES
     if a.cases:

@@ -16,8 +16,8 @@ value), so that the cold compiles of a fresh machine do not inflate the per-samp
 form of ``runtime.STEP_MS`` / ``COMPILED_MS`` / ``GOSSIP_NS`` / ``TOPK_NS``, and
 the estimate's error per job and in total, before and after the fit (in-sample: the fit is
 checked on the jobs it was fitted to). New constants come with the machine they were fitted on:
-record its speed probe too (``benchmarks/bench_runtime.py --probe 10`` ->
-``runtime.PROBE_REF_MS``), or the plan will scale them by the old machine's probe.
+record its speed probe too (``benchmarks/bench_runtime.py --probe 5 --jobs 2`` ->
+``probe.PROBE_REF_MS``), or the plan will scale them by the old machine's probe.
 """
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ def main() -> None:
         )
     print(json.dumps({"gossip_ns": gossip_ns, "topk_ns": topk_ns}))
     print(
-        "with new constants, record this machine's speed probe as runtime.PROBE_REF_MS: "
-        "benchmarks/bench_runtime.py --probe 10"
+        "with new constants, record this machine's speed probe as probe.PROBE_REF_MS: "
+        "benchmarks/bench_runtime.py --probe 5 --jobs 2"
     )
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from lpdt.config import load_config
-from lpdt.cost import runtime
+from lpdt.cost import probe, runtime
 
 
 def test_packing_longest_first_on_two_slots():
@@ -124,7 +124,7 @@ def test_a_machine_twice_as_slow_doubles_the_training_terms():
     """Constructed probe timings: fp32 steps twice as slow, 8-bit ones three times. The 8-bit run's
     training and evaluation terms scale by 3, its start-up, compile and gossip terms by fp32's 2."""
     ref = {"fp32": 10.0, "int8": 25.0}
-    speed = runtime.speed_factors({"fp32": 20.0, "int8": 75.0}, ref)
+    speed = probe.speed_factors({"fp32": 20.0, "int8": 75.0}, ref)
     assert speed == {"fp32": 2.0, "int8": 3.0}
     fp32 = _cfg("train.eval_every=1000", "train.node_eval=sharded")
     assert runtime.run_seconds(fp32, 48000, speed=speed) == pytest.approx(
@@ -147,43 +147,12 @@ def test_a_machine_twice_as_slow_doubles_the_training_terms():
     assert compile_s > 0 and runtime.run_seconds(compiled, 48000, speed=None) == base
 
 
-def test_speed_factors_reject_bad_timings():
-    ref = {"fp32": 10.0, "int8": 25.0}
-    with pytest.raises(ValueError, match="same precisions"):
-        runtime.speed_factors({"fp32": 10.0}, ref)
-    for bad in (0.0, -1.0, float("nan"), float("inf")):
-        with pytest.raises(ValueError, match="positive number"):
-            runtime.speed_factors({"fp32": bad, "int8": 25.0}, ref)
+def test_run_seconds_rejects_a_speed_it_cannot_apply():
     cfg = _cfg("precision.mode=int8")
     with pytest.raises(ValueError, match="no factor for int8"):
         runtime.run_seconds(cfg, 48000, speed={"fp32": 1.0})
     with pytest.raises(ValueError, match="CPU costs only"):
         runtime.run_seconds(cfg, 48000, "h100", speed={"fp32": 1.0, "int8": 1.0})
-
-
-def test_the_reference_probe_timings_are_recorded():
-    assert runtime.speed_factors(runtime.PROBE_REF_MS) == {p: 1.0 for p in runtime.PROBE_REF_MS}
-
-
-def test_probe_times_real_steps_and_the_plan_line_names_them():
-    """One timed step of each precision (no warm-up): positive finite ms, and the caller's torch
-    thread count and random state survive."""
-    import math
-
-    import torch
-
-    threads = torch.get_num_threads()
-    state = torch.random.get_rng_state()
-    measured = runtime.probe_speed(steps=1, warmup=0)
-    assert set(measured) == set(runtime.PROBE_REF_MS)
-    assert all(math.isfinite(ms) and ms > 0 for ms in measured.values()), measured
-    assert torch.get_num_threads() == threads
-    assert torch.equal(torch.random.get_rng_state(), state)
-    line = runtime.probe_line(measured)
-    assert line.startswith("speed probe: fp32 ") and line.endswith(": estimates scaled")
-    assert "8-bit" in line
-    with pytest.raises(ValueError, match="allowed fp32, int8"):
-        runtime.probe_step_ms("fp16")
 
 
 def test_cold_compiles_cost_once_per_compiled_shape(tmp_path):

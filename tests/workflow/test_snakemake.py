@@ -189,18 +189,19 @@ def test_paper_dry_run_lists_the_full_grid_quickly(tmp_path):
 
 def test_plan_probes_this_machine_only_when_printed_and_not_when_turned_off(tmp_path):
     """The plan's speed probe runs in the `plan` rule (not while the workflow is parsed: a dry
-    run prints no probe line) when `plan_probe=True`; it is off by default."""
+    run prints no probe line), by default; `plan_probe=False` turns it off."""
     wd = workdir(tmp_path)
     dry = snakemake(wd, "-n", "--cores", "1", "--forceall", "plan", "--config", "scale=smoke")
     assert dry.returncode == 0, dry.stderr[-2000:]
     assert "speed probe" not in dry.stdout + dry.stderr
-    on = snakemake(
-        wd, "--cores", "1", "--forceall", "plan", "--config", "scale=smoke", "plan_probe=True"
-    )
+    on = snakemake(wd, "--cores", "2", "--forceall", "plan", "--config", "scale=smoke")
     assert on.returncode == 0, on.stderr[-2000:]
-    assert re.search(r"^speed probe: fp32 [\d.]+ ms/step .*: estimates scaled$", on.stdout, re.M)
+    pattern = r"^speed probe \(\d+ at once\): fp32 [\d.]+ ms/step .*: estimates scaled$"
+    assert re.search(pattern, on.stdout, re.M), on.stdout
     assert "scaled to this machine" in on.stdout
-    off = snakemake(wd, "--cores", "1", "--forceall", "plan", "--config", "scale=smoke")
+    off = snakemake(
+        wd, "--cores", "1", "--forceall", "plan", "--config", "scale=smoke", "plan_probe=False"
+    )
     assert off.returncode == 0, off.stderr[-2000:]
     assert "speed probe: off (config plan_probe)" in off.stdout
     assert "scaled to this machine" not in off.stdout

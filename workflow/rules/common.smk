@@ -106,31 +106,30 @@ rule plan:
 
         import os
 
-        from lpdt.cost import runtime
+        from lpdt.cost import probe, runtime
 
         # Whose costs: the reference CPU, or (the paper scale's default) one H100; the config
         # schema allows only those (runtime.MACHINES).
         machine = config.get("plan_machine", "h100" if SCALE == "paper" else "cpu")
-        # The speed probe (CPU costs only; config plan_probe, default off since it mispredicted
-        # a machine by 1.85x, docs/workflow.md): a few seconds of eager ResNet-20 steps on this
-        # machine scale the reference machine's costs. It runs here, when the plan is printed,
-        # never while the workflow is parsed.
-        speed, probe = None, None
-        if machine == "cpu" and config.get("plan_probe", False):
-            measured = runtime.probe_speed()
-            speed = runtime.speed_factors(measured)
-            probe = runtime.probe_line(measured)
+        # The speed probe (CPU costs only; config plan_probe, default on): ~15 s of eager steps
+        # of the claims' problem, as many at once as there are job slots, scale the reference
+        # machine's costs (lpdt.cost.probe). It runs here, when the plan is printed, never while
+        # the workflow is parsed.
+        slots = max(1, (os.cpu_count() or 1) // max(1, int(config.get("train_threads", 1))))
+        if machine == "h100":
+            slots = 1
+        speed, probe_text = None, None
+        if machine == "cpu" and config.get("plan_probe", True):
+            measured, probe_text = probe.measure(slots)
+            speed = probe.speed_factors(measured)
         elif machine == "cpu":
-            probe = "speed probe: off (config plan_probe): the reference machine's costs, unscaled"
+            probe_text = "speed probe: off (config plan_probe): the reference machine's costs, unscaled"
         rows = grid.plan_rows(RUNS)
         # An empty torch.compile cache (a fresh machine): each compiled shape's first job
         # compiles cold (runtime.COLD_COMPILE_S). lpdt's cache: lpdt.default_inductor_cache_dir.
         import lpdt
 
         cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", str(lpdt.default_inductor_cache_dir()))
-        slots = max(1, (os.cpu_count() or 1) // max(1, int(config.get("train_threads", 1))))
-        if machine == "h100":
-            slots = 1
         cold = {}
         if machine == "cpu" and runtime.compile_cache_is_empty(cache):
             cold = runtime.cold_compile_seconds({k: r.config for k, r in RUNS.items()}, slots)
@@ -152,8 +151,8 @@ rule plan:
         for (m, p), n in sorted(by.items()):
             print(f"  {m:<16} {p:<5} {n:>12,} samples  ~{secs[(m, p)] / 60:6.1f} job-min")
         known = [r["est_s"] for r in rows if r["est_s"] is not None]
-        if probe:
-            print(probe)
+        if probe_text:
+            print(probe_text)
         if cold:
             shapes = len({runtime.compiled_shape(RUNS[k].config) for k in cold})
             print(f"torch.compile cache {cache} is empty: {shapes} compiled shapes compile cold "

@@ -13,21 +13,16 @@ with the costs of its (model, precision, input px) fitted on this project's refe
 its own cost per sample and adds its compile time (``COMPILED_MS``). The grid's wall time is the
 jobs packed onto ``slots`` parallel job slots (longest first).
 
-On another machine the absolute numbers differ. The speed probe (``probe_speed``) times a few
-eager ResNet-20 node steps in fp32 and 8-bit on the machine at hand, seconds before the plan is
-printed, and ``speed_factors`` divides them by the same probe's timings on the reference machine
-(``PROBE_REF_MS``); ``run_seconds(..., speed=...)`` scales the fitted costs by those factors. A
-machine far from the reference (other core counts, jobs per slot) is better refitted. The
-workflow runs the probe only with ``plan_probe: true``: on one VM of the reference kind it read
-x0.55 while the jobs ran at about x1.0 of these costs (docs/workflow.md, "The time estimate").
+On another machine the absolute numbers differ. The plan's speed probe (``lpdt.cost.probe``)
+times a few eager steps of the claims' problem on the machine at hand, as many at once as there
+are job slots, and ``run_seconds(..., speed=...)`` scales the fitted costs by its ratio to the
+same probe on the reference machine. A machine far from the reference (other core counts, jobs
+per slot) is better refitted.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
-import statistics
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -260,97 +255,6 @@ def run_seconds(
         + own * evaluated_images(cfg) * eval_ms / 1e3
         + base * gossip_units(cfg, samples) * gossip_ns / 1e9
     )
-
-
-# The speed probe: one node's eager training step (forward, loss, backward, SGD step) of ResNet-20
-# at the quick scale's shapes (16 px, per-node batch 16, Range-EvoNorm with 4 chunks in 8-bit),
-# one torch thread, as each training job runs. Eager, not compiled: compiling the two steps takes
-# 10-20 s with inductor's cache warm and 1-2 min cold, more than the whole probe may take; the
-# eager step runs the same arithmetic, so it measures the same machine speed. Timed in CPU time
-# of this process (one thread: on an otherwise idle machine the same as wall time), which leaves
-# out the time the OS gives to other processes: a reference recorded on a machine shared with
-# other jobs, or a probe beside Snakemake's own threads, still compares like with like.
-PROBE_BATCH = 16
-PROBE_PX = 16
-PROBE_WARMUP = 3
-PROBE_STEPS = 10
-# CPU ms per probe step (the median of PROBE_STEPS) on the reference machine (REFERENCE), as the
-# plan of the run the constants above were fitted to printed it (2026-11-25, d9376af; the
-# machine idle but for the probe). Refit the constants and record the probe together.
-PROBE_REF_MS: dict[str, float] = {"fp32": 28.6, "int8": 94.9}
-PRECISION_NAMES = {"fp32": "fp32", "int8": "8-bit"}
-
-
-def probe_step_ms(precision: str, steps: int = PROBE_STEPS, warmup: int = PROBE_WARMUP) -> float:
-    """Median CPU ms of ``steps`` timed probe steps (after ``warmup`` untimed ones) on this
-    machine, one torch thread (the caller's thread count and random state are restored)."""
-    if precision not in PROBE_REF_MS:
-        raise ValueError(f"precision {precision!r}: allowed {', '.join(PROBE_REF_MS)}")
-    if steps < 1 or warmup < 0:
-        raise ValueError(f"steps {steps} (>= 1), warmup {warmup} (>= 0)")
-    import torch
-
-    from lpdt.config import load_config
-    from lpdt.engine.steps import Steps
-    from lpdt.models import build_model
-
-    overrides = ["model.name=resnet20", f"precision.mode={precision}", "model.range_chunks=4"]
-    if precision == "int8":
-        overrides.append("model.norm=rangeen")
-    cfg = load_config(None, overrides)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.random.fork_rng(devices=[]):  # 8-bit steps draw noise seeds; leave no trace
-            torch.manual_seed(0)
-            model = build_model(cfg, 10, (3, PROBE_PX, PROBE_PX))
-            model.train()
-            node = Steps(model)
-            opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-            x = torch.randn(PROBE_BATCH, 3, PROBE_PX, PROBE_PX)
-            y = torch.randint(0, 10, (PROBE_BATCH,))
-            times = []
-            for i in range(warmup + steps):
-                t0 = time.process_time()
-                opt.zero_grad(set_to_none=True)
-                node.train_step(model, x, y)
-                opt.step()
-                if i >= warmup:
-                    times.append(time.process_time() - t0)
-    finally:
-        torch.set_num_threads(threads)
-    return statistics.median(times) * 1e3
-
-
-def probe_speed(steps: int = PROBE_STEPS, warmup: int = PROBE_WARMUP) -> dict[str, float]:
-    """ms per probe step on this machine, per precision of ``PROBE_REF_MS``."""
-    return {p: probe_step_ms(p, steps, warmup) for p in PROBE_REF_MS}
-
-
-def speed_factors(
-    measured: Mapping[str, float], reference: Mapping[str, float] = PROBE_REF_MS
-) -> dict[str, float]:
-    """precision -> measured / reference ms per probe step (2.0: this machine is twice as slow)."""
-    if set(measured) != set(reference):
-        raise ValueError(
-            f"probe timings for {sorted(measured)}, reference for {sorted(reference)}: "
-            "they must name the same precisions"
-        )
-    for p, ms in [*measured.items(), *reference.items()]:
-        if not (math.isfinite(ms) and ms > 0):
-            raise ValueError(f"probe time {ms!r} ms ({p}): must be a positive number")
-    return {p: measured[p] / reference[p] for p in reference}
-
-
-def probe_line(measured: Mapping[str, float], reference: Mapping[str, float] = PROBE_REF_MS) -> str:
-    """The plan's one line on the probe: ms per step here, the reference's, and the factor."""
-    factors = speed_factors(measured, reference)
-    parts = [
-        f"{PRECISION_NAMES.get(p, p)} {measured[p]:.1f} ms/step "
-        f"(reference {reference[p]:.1f}, ×{factors[p]:.2f})"
-        for p in reference
-    ]
-    return f"speed probe: {', '.join(parts)}: estimates scaled"
 
 
 # A compile with inductor's cache empty (a fresh machine) costs much more than the warm compile
