@@ -63,3 +63,25 @@ def test_the_plan_line_names_copies_factors_and_steal():
     )
     stolen = probe.probe_line(measured, 2, 0.45, ref)
     assert "the hypervisor took 45% of the CPU: estimates scaled" in stolen
+
+
+def test_a_copy_that_fails_stops_the_probe_with_its_error():
+    """A copy whose steps raise (here: a negative duration) reports its error, and the probe
+    raises it at once instead of waiting for the copy's result (the plan then goes on unscaled)."""
+    with pytest.raises(RuntimeError, match="failed in a copy: ValueError: min_steps"):
+        probe.probe_speed(2, seconds=-1.0)
+
+
+def test_the_probe_check_finds_the_quick_scales_claim_cells():
+    """benchmarks/check_probe.py times the quick scale's fp32 and 8-bit Table 3 claim cells of the
+    first seed: those are the ResNet-8 cells the probe stands for."""
+    from benchmarks.check_probe import claim_cells
+
+    cells = claim_cells("quick")
+    assert sorted(cells) == ["fp32", "int8"]
+    for p, run in cells.items():
+        assert run.config["precision"]["mode"] == p
+        assert run.config["model"]["name"] == probe.PROBE_MODEL
+        assert run.config["seed"] == 1234
+    with pytest.raises(SystemExit, match="no Table 3 claim cells"):
+        claim_cells("smoke")

@@ -120,8 +120,11 @@ rule plan:
             slots = 1
         speed, probe_text = None, None
         if machine == "cpu" and config.get("plan_probe", True):
-            measured, probe_text = probe.measure(slots)
-            speed = probe.speed_factors(measured)
+            try:
+                measured, probe_text = probe.measure(slots)
+                speed = probe.speed_factors(measured)
+            except (RuntimeError, OSError, ValueError) as e:  # the plan goes on, unscaled
+                probe_text = f"speed probe failed ({e}): the reference machine's costs, unscaled"
         elif machine == "cpu":
             probe_text = "speed probe: off (config plan_probe): the reference machine's costs, unscaled"
         rows = grid.plan_rows(RUNS)

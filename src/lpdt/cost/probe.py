@@ -29,6 +29,7 @@ import statistics
 import time
 from collections.abc import Mapping
 from pathlib import Path
+from queue import Empty
 
 PROBE_MODEL = "resnet8"
 PROBE_BATCH = 8
@@ -45,7 +46,7 @@ PROBE_MIN_STEPS = 10
 # Refit the costs and record the probe together.
 PROBE_REF_MS: dict[str, float] = {"fp32": 3.8, "int8": 13.0}
 PRECISION_NAMES = {"fp32": "fp32", "int8": "8-bit"}
-_TIMEOUT_S = 300.0  # a copy that has not reported by then has hung: the plan goes on without
+_TIMEOUT_S = 300.0  # a copy that has not reported by then has hung
 
 
 def _cpu_times() -> tuple[float, float] | None:
@@ -155,13 +156,28 @@ def probe_speed(
     ]
     for proc in procs:
         proc.start()
+    got: list = []
+    deadline = time.monotonic() + _TIMEOUT_S
     try:
-        got = [queue.get(timeout=_TIMEOUT_S) for _ in procs]
+        while len(got) < slots:
+            try:
+                got.append(queue.get(timeout=1.0))
+            except Empty:
+                dead = [p for p in procs if p.exitcode not in (None, 0)]
+                if dead or time.monotonic() > deadline:
+                    what = (
+                        f"exit code {dead[0].exitcode}"
+                        if dead
+                        else f"no result in {_TIMEOUT_S:.0f} s"
+                    )
+                    raise RuntimeError(f"speed probe: a copy failed ({what})") from None
     finally:
         for proc in procs:
+            if proc.is_alive() and len(got) < slots:
+                proc.terminate()  # a copy left waiting at the barrier for one that died
             proc.join(timeout=10)
             if proc.is_alive():
-                proc.terminate()
+                proc.kill()
     errors = [g for g in got if isinstance(g, str)]
     if errors:
         raise RuntimeError(f"speed probe failed in a copy: {errors[0]}")
