@@ -7,11 +7,12 @@ For each number of busy-loop processes in ``--busy`` (0: the machine as it is; 1
 spinning beside the jobs, a simulated slow day), it runs the plan's speed probe
 (``lpdt.cost.probe``, two copies at once) and then two real training jobs at once, as the
 workflow runs them: the fp32 and the 8-bit claim cell of the scale's first seed (Table 3, skew 0,
-no compression; one torch thread each; the compile cache as it is: inductor's cache keys depend on
-the checkout's path, so the first run in a checkout may compile cold, and a second one is warm). It prints each job's wall time, the plan's estimate for it (the reference
-machine's costs, and scaled by the probe), and their ratios. What to compare: a job's slowdown
-from one row to the next against the probe's. The bare jobs do not log to MLflow, which the
-plan's constants include (6-8 s per job). Takes about 4 minutes.
+no compression), one torch thread each. It prints each job's wall time, the plan's estimate for
+it (the reference machine's costs, and scaled by the probe) and their ratio. What to compare: a
+job's slowdown from one row to the next against the probe's. The bare jobs do not log to MLflow,
+which the plan's constants include (6-8 s per job). The compile cache is used as it is;
+inductor's cache keys depend on the checkout's path, so the first run in a checkout may compile
+cold, and a second run is warm. Takes about 4 minutes.
 """
 
 from __future__ import annotations

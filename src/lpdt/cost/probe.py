@@ -17,8 +17,9 @@ Range-EvoNorm with 2 chunks in 8-bit), one torch thread, as each training job ru
   a minute or more cold. At these shapes an eager step is, like a compiled one, mostly
   per-operator overhead: the same kind of work for the CPU.
 
-``probe_speed`` returns ms per step per precision (the mean over the copies); ``speed_factors`` divides them by the reference machine's (``PROBE_REF_MS``) and
-``runtime.run_seconds(..., speed=...)`` scales the fitted costs by them.
+``probe_speed`` returns ms per step per precision (the mean over the copies); ``speed_factors``
+divides them by the reference machine's (``PROBE_REF_MS``), and ``runtime.run_seconds(...,
+speed=...)`` scales the fitted costs by them. ``measure`` does both and writes the plan's line.
 """
 
 from __future__ import annotations
@@ -78,11 +79,12 @@ def probe_step_ms(
     barrier: object | None = None,
 ) -> float:
     """Wall ms per step of the probe's timed steps in ``precision`` (after ``warmup`` untimed
-    ones; at least ``min_steps``, for at least ``seconds``), one torch thread: their total time
-    over their number, not a median, since a process sharing a core loses whole time slices
-    and a median of short steps would not see them. The caller's
-    thread count and random state are restored. ``barrier`` (a multiprocessing Barrier): wait
-    there after the warm-up, so that copies in other processes time their steps together."""
+    ones; at least ``min_steps``, for at least ``seconds``), one torch thread.
+
+    Their total time over their number, not a median: a process sharing a core loses whole time
+    slices, which the median of short steps does not see. The caller's thread count and random
+    state are restored. ``barrier`` (a multiprocessing Barrier): wait there after the warm-up,
+    so that copies in other processes time their steps together."""
     if precision not in PROBE_REF_MS:
         raise ValueError(f"precision {precision!r}: allowed {', '.join(PROBE_REF_MS)}")
     if min_steps < 1 or warmup < 0 or seconds < 0:
