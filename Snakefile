@@ -37,3 +37,14 @@ rule all:
         MANIFEST_STAMP,
         mlflow_targets(),
     default_target: True
+
+
+# After a pipeline that trained: how its training jobs' own times compare with the plan's
+# estimates for them (the plan is printed by `make report` before it starts; docs/workflow.md,
+# "The time estimate").
+onsuccess:
+    from lpdt.cost.runtime import plan_check
+
+    line = plan_check(f"{RESULTS}/plan-{SCALE}.tsv", f"{RESULTS}/benchmarks/train")
+    if line:
+        print(line)

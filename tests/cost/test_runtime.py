@@ -201,3 +201,29 @@ def test_an_eager_evaluation_does_not_pay_the_evaluation_compile():
     assert runtime.run_seconds(both, 48000) - runtime.run_seconds(step_only, 48000) == (
         pytest.approx(eval_s)
     )
+
+
+def test_plan_check_compares_finished_jobs_with_their_estimates(tmp_path):
+    """Constructed plan table and benchmark files: two of three runs finished, 30 + 60 s against
+    40 + 50 s planned; a run without an estimate or with a torn benchmark file is not counted."""
+    plan = tmp_path / "plan-quick.tsv"
+    plan.write_text(
+        "run_id\tmodel\test_s\na\tresnet8\t40\nb\tresnet8\t50\nc\tresnet8\t70\nd\tx\t\n"
+    )
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "a.tsv").write_text("s\th:m:s\n30.0\t0:00:30\n")
+    (bench / "b.tsv").write_text("s\th:m:s\n60.0\t0:01:00\n")
+    (bench / "d.tsv").write_text("s\th:m:s\n9.0\t0:00:09\n")  # no estimate: not counted
+    line = runtime.plan_check(plan, bench)
+    assert line is not None
+    assert line.startswith(
+        "training jobs: 2 of the plan's 4 runs have finished; their own times sum to 90 s "
+        "against 90 s planned (+0%;"
+    )
+    (bench / "c.tsv").write_text("s\th:m:s\n")  # torn: not counted
+    assert "2 of the plan's 4" in runtime.plan_check(plan, bench)
+    (bench / "c.tsv").write_text("s\th:m:s\n140.0\t0:02:20\n")
+    assert "230 s against 160 s planned (+44%;" in runtime.plan_check(plan, bench)
+    assert runtime.plan_check(tmp_path / "missing.tsv", bench) is None
+    assert runtime.plan_check(plan, tmp_path / "nothing") is None

@@ -207,6 +207,31 @@ def test_plan_probes_this_machine_only_when_printed_and_not_when_turned_off(tmp_
     assert "scaled to this machine" not in off.stdout
 
 
+def test_a_successful_invocation_compares_finished_jobs_with_the_plan(tmp_path):
+    """Snakemake's onsuccess reads the plan's table and the train rule's benchmark files: none
+    before any job has run; one line once a job has (here a constructed benchmark file for the
+    quick scale's first run, which has a measured cost)."""
+    from lpdt import grid
+
+    wd = workdir(tmp_path)
+    args = ("--cores", "1", "--forceall", "plan", "--config", "scale=quick", "plan_probe=False")
+    before = snakemake(wd, *args)
+    assert before.returncode == 0, before.stderr[-2000:]
+    assert "training jobs:" not in before.stdout + before.stderr
+    spec = grid.load(wd / "config/studies.yaml", wd / "config/scales/quick.yaml")
+    first = next(iter(grid.expand(spec)))
+    bench = wd / "results/benchmarks/train" / f"{first}.tsv"
+    bench.parent.mkdir(parents=True)
+    bench.write_text("s\th:m:s\n12.5\t0:00:12\n")
+    after = snakemake(wd, *args)
+    assert after.returncode == 0, after.stderr[-2000:]
+    pattern = (
+        r"training jobs: 1 of the plan's \d+ runs have finished; their own times sum to 12 s "
+        r"against [\d,]+ s planned"
+    )
+    assert re.search(pattern, after.stdout + after.stderr), after.stdout + after.stderr
+
+
 def tree_digest(root: Path) -> dict[str, str]:
     """sha256 of every file under ``root``, by relative path."""
     return {

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 # (model, precision, px) -> (ms per training sample (forward + backward + optimizer, at the
@@ -333,3 +334,40 @@ def packed_wall_seconds(jobs: Iterable[float], slots: int) -> float:
     for t in sorted(jobs, reverse=True):
         heapq.heapreplace(loads, loads[0] + t)
     return max(loads)
+
+
+def plan_check(plan_tsv: str | Path, bench_dir: str | Path) -> str | None:
+    """One line comparing the training jobs' own times with the plan's estimates for them.
+
+    ``plan_tsv``: the plan's per-run table (``snakemake plan``: ``run_id`` and ``est_s``
+    columns); ``bench_dir``: Snakemake's benchmark files of the train rule
+    (``<run_id>.tsv``, wall seconds in the first column). Only runs with both an estimate and a
+    benchmark count. None when there is no plan table or no such run."""
+    import csv
+
+    plan_tsv, bench_dir = Path(plan_tsv), Path(bench_dir)
+    if not plan_tsv.is_file():
+        return None
+    with plan_tsv.open(newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    planned = measured = 0.0
+    matched = 0
+    for r in rows:
+        bench = bench_dir / f"{r['run_id']}.tsv"
+        if not r.get("est_s") or not bench.is_file():
+            continue
+        lines = bench.read_text().splitlines()
+        try:
+            took = float(lines[1].split("\t")[0])
+        except (IndexError, ValueError):
+            continue  # a benchmark file being written or of another format: not counted
+        planned += float(r["est_s"])
+        measured += took
+        matched += 1
+    if not matched or planned <= 0:
+        return None
+    return (
+        f"training jobs: {matched} of the plan's {len(rows)} runs have finished; their own times sum "
+        f"to {measured:,.0f} s against {planned:,.0f} s planned "
+        f"({measured / planned - 1:+.0%}; {plan_tsv}, {bench_dir})"
+    )
