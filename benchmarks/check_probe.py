@@ -50,14 +50,16 @@ def claim_cells(scale: str) -> dict[str, grid.Run]:
 def run_pair(cells: dict[str, grid.Run], work: Path) -> dict[str, float]:
     """Both jobs at once, one thread each; wall seconds per precision."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    lpdt = str(Path(sys.executable).with_name("lpdt"))
+    lpdt = Path(sys.executable).with_name("lpdt")
+    if not lpdt.is_file():
+        sys.exit(f"no `lpdt` beside {sys.executable}: run this with the project's .venv/bin/python")
     procs, start, took = {}, {}, {}
     for p, run in cells.items():
         cfg = work / f"{run.run_id}.yaml"
         cfg.write_text(grid.config_text(run))
         out = work / f"out_{p}"
         start[p] = time.perf_counter()
-        cmd = [lpdt, "train", "--config", str(cfg), "--out", str(out)]
+        cmd = [str(lpdt), "train", "--config", str(cfg), "--out", str(out)]
         procs[p] = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.perf_counter() + 1800
     while procs:
