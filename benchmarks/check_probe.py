@@ -60,20 +60,27 @@ def run_pair(cells: dict[str, grid.Run], work: Path) -> dict[str, float]:
         out = work / f"out_{p}"
         start[p] = time.perf_counter()
         cmd = [str(lpdt), "train", "--config", str(cfg), "--out", str(out)]
-        procs[p] = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # the job's output to a file: a pipe nobody reads would stall a chatty job once full
+        log = (work / f"{p}.log").open("w")
+        procs[p] = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        log.close()  # the child holds its own descriptor
     deadline = time.perf_counter() + 1800
-    while procs:
-        for p in list(procs):
-            if procs[p].poll() is not None:
-                if procs[p].returncode != 0:
-                    sys.exit(f"the {p} job failed: {procs[p].stderr.read().decode()[-2000:]}")
-                took[p] = time.perf_counter() - start[p]
-                del procs[p]
-        if time.perf_counter() > deadline:
-            for proc in procs.values():
-                proc.kill()
-            sys.exit("the jobs ran over 30 minutes: stopped")
-        time.sleep(0.2)
+    try:
+        while procs:
+            for p in list(procs):
+                if procs[p].poll() is not None:
+                    if procs[p].returncode != 0:
+                        tail = (work / f"{p}.log").read_text(errors="replace")[-2000:]
+                        sys.exit(f"the {p} job failed: {tail}")
+                    took[p] = time.perf_counter() - start[p]
+                    del procs[p]
+            if time.perf_counter() > deadline:
+                sys.exit("the jobs ran over 30 minutes: stopped")
+            time.sleep(0.2)
+    finally:
+        for proc in procs.values():  # a job still running when the other failed or time ran out
+            proc.kill()
+            proc.wait()
     return took
 
 

@@ -53,7 +53,9 @@ def jobs(results: Path) -> list[dict]:
             continue
         rec = record.read(rec_path)
         cfg = rec.config
-        seconds = float(bench.read_text().splitlines()[1].split("\t")[0])
+        seconds = runtime.benchmark_seconds(bench)
+        if seconds is None:  # a job still running (its file being written): nothing to fit
+            continue
         samples = (
             rec.time.iterations
             * (cfg["train"]["batch_size"] // cfg["topology"]["nodes"])

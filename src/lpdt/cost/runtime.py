@@ -336,6 +336,15 @@ def packed_wall_seconds(jobs: Iterable[float], slots: int) -> float:
     return max(loads)
 
 
+def benchmark_seconds(path: str | Path) -> float | None:
+    """Wall seconds of a job from its Snakemake benchmark file (a header line, then the values,
+    seconds first); None for a missing file or one being written or of another format."""
+    try:
+        return float(Path(path).read_text().splitlines()[1].split("\t")[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def plan_check(plan_tsv: str | Path, bench_dir: str | Path) -> str | None:
     """One line comparing the training jobs' own times with the plan's estimates for them.
 
@@ -353,14 +362,9 @@ def plan_check(plan_tsv: str | Path, bench_dir: str | Path) -> str | None:
     planned = measured = 0.0
     matched = 0
     for r in rows:
-        bench = bench_dir / f"{r['run_id']}.tsv"
-        if not r.get("est_s") or not bench.is_file():
+        took = benchmark_seconds(bench_dir / f"{r['run_id']}.tsv")
+        if not r.get("est_s") or took is None:
             continue
-        lines = bench.read_text().splitlines()
-        try:
-            took = float(lines[1].split("\t")[0])
-        except (IndexError, ValueError):
-            continue  # a benchmark file being written or of another format: not counted
         planned += float(r["est_s"])
         measured += took
         matched += 1
