@@ -30,17 +30,47 @@ import torch
 from lpdt.config import ModelConfig, PrecisionConfig
 from lpdt.decentral.state import NodeState
 from lpdt.engine.steps import Steps
-from lpdt.layers.quant import convert_to_int8
+from lpdt.layers.quant import convert_to_int8, quantizers
 from lpdt.models import MODELS
 
 
-def build(model_name: str, precision: str, size: int, device: torch.device) -> torch.nn.Module:
-    norm = "evonorm" if precision == "fp32" else "rangeen"
-    mcfg = ModelConfig(name=model_name, norm=norm)
+def build(
+    model_name: str,
+    precision: str,
+    size: int,
+    device: torch.device,
+    range_chunks: int = ModelConfig.range_chunks,
+    fp32_norm: str = "evonorm",
+    int8: PrecisionConfig | None = None,
+) -> torch.nn.Module:
+    """The model of one precision: fp32 with ``fp32_norm``, 8-bit with Range-EvoNorm and the
+    ``int8`` precision settings (default: the paper's recipe)."""
+    norm = fp32_norm if precision == "fp32" else "rangeen"
+    mcfg = ModelConfig(name=model_name, norm=norm, range_chunks=range_chunks)
     model = MODELS.get(model_name)(mcfg, 10, (3, size, size))
     if precision == "int8":
-        model = convert_to_int8(model, PrecisionConfig(), mcfg)
+        model = convert_to_int8(model, int8 or PrecisionConfig(mode="int8"), mcfg)
     return model.to(device)
+
+
+def int8_settings(text: str) -> PrecisionConfig:
+    """``--int8 act_bits=32,grad_bits=32``: the 8-bit recipe with some settings changed (an
+    ablation: which part of the recipe costs what)."""
+    kw: dict[str, int | str] = {}
+    allowed = ("weight_bits", "act_bits", "grad_bits", "act_rounding")
+    for item in filter(None, text.split(",")):
+        key, sep, value = item.partition("=")
+        if not sep or key not in allowed:
+            raise ValueError(f"--int8 {text!r}: expected KEY=VALUE,... with KEY one of {allowed}")
+        if key == "act_rounding":
+            if value not in ("stochastic", "nearest"):
+                raise ValueError(f"--int8: act_rounding is stochastic or nearest, not {value!r}")
+            kw[key] = value
+        elif not value.isdigit() or not 1 <= int(value) <= 32:
+            raise ValueError(f"--int8: {key} takes a bit count 1-32, not {value!r}")
+        else:
+            kw[key] = int(value)
+    return PrecisionConfig(mode="int8", **kw)  # type: ignore[arg-type]
 
 
 def sync(device: torch.device) -> None:
@@ -128,7 +158,10 @@ def run_case(model_name: str, nodes: int, precisions: list[str], args, device) -
     compile_s: dict[str, float] = {}
     for prec in precisions:
         torch.manual_seed(0)
-        state = NodeState(build(model_name, prec, args.size, device), nodes, device)
+        model = build(
+            model_name, prec, args.size, device, args.range_chunks, args.fp32_norm, args.int8
+        )
+        state = NodeState(model, nodes, device)
         state.train()
         compiled = Steps(state.models[0], compile=True, mode=args.mode, log=lambda m: None)
         t0 = time.perf_counter()
@@ -202,7 +235,44 @@ def main(argv: list[str] | None = None) -> int:
         help="print each step's top N operators in its profiled round (inductor "
         "kernels named; default 0: the convolution share only)",
     )
+    p.add_argument(
+        "--range-chunks",
+        type=int,
+        default=ModelConfig.range_chunks,
+        help="Range-EvoNorm chunks per group (default %(default)s, the model default; the quick "
+        "scale's claim cells use 2)",
+    )
+    p.add_argument(
+        "--fp32-norm",
+        default="evonorm",
+        choices=("evonorm", "rangeen", "batchnorm", "groupnorm"),
+        help="the fp32 model's norm (default evonorm, the paper's fp32 baseline; rangeen: the "
+        "8-bit model's norm at fp32)",
+    )
+    p.add_argument(
+        "--int8",
+        default="",
+        metavar="KEY=VALUE,...",
+        help="change the 8-bit recipe (weight_bits, act_bits, grad_bits, act_rounding), e.g. "
+        "act_bits=32: which part costs what",
+    )
+    p.add_argument(
+        "--no-dither",
+        action="store_true",
+        help="timing experiment: stochastic rounding without its noise (zero), to price the hash",
+    )
     args = p.parse_args(argv)
+    int8_text = args.int8 or "the recipe"
+    try:
+        args.int8 = int8_settings(args.int8)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.range_chunks < 1:
+        print(f"error: --range-chunks {args.range_chunks}: must be >= 1", file=sys.stderr)
+        return 2
+    if args.no_dither:  # every quantiser looks the noise up in this module at call time
+        quantizers.dither = lambda x, seed=None, salt=0: torch.zeros_like(x)
     try:
         cases = [(m, int(n)) for m, n in (c.split(":") for c in args.cases.split(","))]
     except ValueError:
@@ -230,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
         f"torch {torch.__version__}, device {device}"
         f"{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}, "
         f"{torch.get_num_threads()} threads, per-node batch {args.batch}, {args.size} px, "
-        f"median of {args.rounds} blocks x {args.iters} rounds",
+        f"median of {args.rounds} blocks x {args.iters} rounds; range_chunks {args.range_chunks}, "
+        f"fp32 norm {args.fp32_norm}, 8-bit: {int8_text}{', no dither' if args.no_dither else ''}",
         flush=True,
     )
     for model_name, nodes in cases:

@@ -382,6 +382,31 @@ def test_dither_eager_equals_compiled_and_fuses_into_the_rounding_kernel():
     assert not any(op in code for op in ("randint", "rand_like", "inductor_lookup_seed", "philox"))
 
 
+def test_compiled_activation_quantiser_is_computed_once_per_element():
+    """A quantised activation is stored once in the compiled graph (``functions.stored``): the
+    noise hash appears once in Range-EvoNorm's compiled forward instead of again inside its
+    chunk-range reduction (where inductor could not vectorise it), and the output matches the
+    eager one."""
+    from torch._inductor.utils import run_and_get_code
+
+    from lpdt.layers.quant.modules import QRangeEvoNorm
+    from lpdt.layers.quant.quantizers import noise_seed
+
+    torch.manual_seed(0)
+    m = QRangeEvoNorm(16, 8, chunks=2)
+    x = torch.randn(8, 16, 12, 12, requires_grad=True)
+    seed = torch.tensor([5])
+
+    def forward(m: nn.Module, x: torch.Tensor, seed: torch.Tensor) -> torch.Tensor:
+        with noise_seed(seed):
+            return m(x)
+
+    out, (code,) = run_and_get_code(torch.compile(forward, dynamic=False), m, x, seed)
+    golden = str(0x61C88647)  # the hash's first multiplier (quantizers.dither), in decimal
+    assert code.count(golden) == 1, "the stochastic rounding's hash, computed once"
+    torch.testing.assert_close(out, forward(m, x, seed), rtol=1e-6, atol=1e-6)
+
+
 def test_compiled_dither_keeps_large_constants_out_of_index_arithmetic():
     """On a GPU inductor computes kernel indices in int32 and Triton refuses a constant of 2^31
     or more there: the hash once multiplied the element index by a 32-bit constant, which

@@ -42,6 +42,7 @@ compiled 8-bit ResNet-20 step 1.2x slower with it on). fp32 models keep torch's 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import time
 from collections.abc import Callable
@@ -133,6 +134,10 @@ class Steps:
         torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True
         # Dropout masks from torch's generator, as eager (``train.compile`` is no identity key).
         torch._inductor.config.fallback_random = True
+        # Registers prims.inductor_force_stride_order, which the 8-bit quantisers use to have a
+        # quantised activation stored once instead of recomputed in each kernel that reads it
+        # (lpdt.layers.quant.functions.stored).
+        importlib.import_module("torch._inductor.inductor_prims")  # 0.8 s: only when compiling
         kw: dict = {}
         if mode != "default":
             kw["mode"] = mode
