@@ -14,6 +14,9 @@ step (``torch.utils.flop_counter``) over the rate of a large fp32 matmul on the 
     python benchmarks/bench_compile.py --cases resnet20:8 --iters 10 --rounds 4
     python benchmarks/bench_compile.py --device cuda                # on a GPU machine, unchanged
     python benchmarks/bench_compile.py --cases resnet20:8 --profile 12  # where the time goes
+    python benchmarks/bench_compile.py --cases resnet8:4 --batch 8 --size 12 --threads 1 \
+        --range-chunks 2                                            # the quick claims' shape
+    python benchmarks/bench_compile.py ... --int8 act_bits=32       # what the activations cost
 
 Numbers (docs/engine.md, docs/int8.md) are measured with this script.
 """
