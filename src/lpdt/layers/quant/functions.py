@@ -56,8 +56,9 @@ def stored(q: torch.Tensor) -> torch.Tensor:
     Without it inductor inlines a quantised activation (range, noise hash, rounding) into every
     kernel that reads it: Range-EvoNorm's chunk-range reduction recomputed it element by element,
     where the index hash made inductor give up vectorising the loop. Stored once, every reader
-    loads it (compiled 8-bit ResNet-8 node step at the claims' shape: 1.54x -> 1.45x the fp32 one,
-    docs/engine.md). The values are the same; only where they are computed changes.
+    loads it (compiled 8-bit ResNet-8 node step at the claims' shape, two runs each: 1.48 / 1.50x
+    -> 1.44 / 1.47x the fp32 one; docs/engine.md). The values are the same; only where they are
+    computed changes.
 
     ``prims.inductor_force_stride_order`` is inductor's own operation for "this tensor must exist
     in memory with these strides" (eagerly a no-op when they already match); ``lpdt.engine.steps``
