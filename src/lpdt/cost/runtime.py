@@ -22,6 +22,7 @@ per slot) is better refitted.
 
 from __future__ import annotations
 
+import csv
 import heapq
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -352,8 +353,6 @@ def plan_check(plan_tsv: str | Path, bench_dir: str | Path) -> str | None:
     columns); ``bench_dir``: Snakemake's benchmark files of the train rule
     (``<run_id>.tsv``, wall seconds in the first column). Only runs with both an estimate and a
     benchmark count. None when there is no plan table or no such run."""
-    import csv
-
     plan_tsv, bench_dir = Path(plan_tsv), Path(bench_dir)
     if not plan_tsv.is_file():
         return None
