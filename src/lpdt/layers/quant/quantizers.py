@@ -8,7 +8,8 @@ rescale).
 Rounding noise (``dither``) is a counter-based hash of (seed, salt, element index) written in
 plain integer tensor ops (a 32-bit hash: int32 eagerly, int64 with masks when compiled): eager
 and compiled code compute the same bits, and a compiled graph computes it inside the fused
-rounding kernel (no random-number kernel, no extra pass).
+rounding kernel (no random-number kernel, no extra pass). Eagerly on the CPU, ``quantize`` runs
+the same arithmetic as one C++ loop instead (``lpdt.layers.quant.kernel``; the same bits).
 The seed is an int64 tensor: the training step's (``noise_seed``: ``lpdt.engine.steps`` draws one per
 node step from torch's generator, outside any compiled graph, so eager and compiled steps draw
 the same noise), or, outside a step, a fresh draw from torch's generator per call. The salt is
@@ -19,9 +20,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from types import ModuleType
 
 import torch
 
+from lpdt.layers.quant import kernel
 from lpdt.layers.quant.spec import MIN_STEP
 
 # Multipliers of the 32-bit hash (Wellons' "lowbias32"; 2^32 minus the golden-ratio constant
@@ -85,6 +88,11 @@ def _mix_int(h: int) -> int:
     return h ^ (h >> 15)
 
 
+def _cpu_key(seed: torch.Tensor, salt: int) -> int:
+    """The dither's 32-bit key of (seed, salt) in Python integers, for a seed on the CPU."""
+    return _mix_int((int(seed.reshape(())) + salt * _SALT) & _MASK32)
+
+
 def _signed32(h: int) -> int:
     """A 32-bit value as the signed int32 with the same bits."""
     return h - 2**32 if h >= 2**31 else h
@@ -119,7 +127,7 @@ def dither(x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0) -> 
         # Eagerly on the CPU, the key in Python integers: reading the seed costs no device
         # synchronisation there, and it saves ten one-element tensor operations per call
         # (about 4 % of an eager 8-bit ResNet-8 step at the claims' shape; docs/int8.md).
-        key = _signed32(_mix_int((int(seed.reshape(())) + salted) & _MASK32))
+        key = _signed32(_cpu_key(seed, salt))
     else:  # the same 32 bits as a signed int32 (the addition wraps)
         key = _mix_(seed.reshape(()).to(torch.int32) + _signed32(salted), wide)
     # The key is added before the multiply: a constant times the index alone is folded by
@@ -146,16 +154,42 @@ def quantize(
     q = round(clamp((x - lo)/step + xi, 0, 2^b - 1)), output q*step + lo with
     step = max((hi - lo)/(2^b - 1), 1e-8); xi = ``dither(x, seed, salt)`` when ``stochastic``
     (unbiased inside the range), else 0. ``lo``/``hi`` are tensors (no host synchronisation).
-    32 bits: a copy.
+    32 bits: a copy. Eagerly on the CPU (float32, scalar range, no gradient), one pass of the
+    C++ kernel gives the same bits.
     """
     if bits >= 32:
         return x.clone()
     levels = float(2**bits - 1)
     step = ((hi - lo) / levels).clamp_min(MIN_STEP)
+    k = _eager_kernel(x, lo, hi)
+    if k is not None:  # the same bits in one pass (lpdt.layers.quant.kernel)
+        if not stochastic:
+            key = 0
+        else:
+            key = _cpu_key(draw_seed(x.device) if seed is None else seed, salt)
+        shape = torch.broadcast_shapes(x.shape, lo.shape, hi.shape)
+        return k.quantize(x, lo, step, levels, stochastic, key).view(shape)
     q = (x - lo).div_(step)  # in place on fresh tensors: fewer allocations eager, same graph
     if stochastic:
         q.add_(dither(q, seed, salt))
     return q.clamp_(0.0, levels).round_().mul_(step).add_(lo)
+
+
+def _eager_kernel(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> ModuleType | None:
+    """The one-pass kernel where it computes what the tensor operations would: eagerly (not
+    while torch.compile traces: inductor fuses the tensor operations itself), float32 on the
+    CPU, a scalar range, fewer than 2^31 elements and nothing that needs a gradient."""
+    if (
+        torch.compiler.is_compiling()
+        or x.dtype != torch.float32
+        or x.device.type != "cpu"
+        or lo.numel() != 1
+        or hi.numel() != 1
+        or x.numel() >= 2**31
+        or (torch.is_grad_enabled() and (x.requires_grad or lo.requires_grad or hi.requires_grad))
+    ):
+        return None
+    return kernel.load()
 
 
 def quantize_minmax(

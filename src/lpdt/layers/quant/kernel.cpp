@@ -1,0 +1,79 @@
+// The one-pass quantiser of lpdt's eager CPU path (lpdt/layers/quant/kernel.py builds it).
+//
+// out = round(clamp((x - lo) / step + xi, 0, levels)) * step + lo, element by element, in the
+// float operations and the order of lpdt.layers.quant.quantizers.quantize's tensor version, so
+// the two give the same bits (tests/layers/test_quant_kernel.py). xi is that module's dither:
+// the top 16 bits of Wellons' lowbias32 hash of (key + element index) * 0x61C88647, mapped to
+// U(-1/2, 1/2); key is the (seed, salt) key the caller computes. Built without fused multiply-add
+// (-ffp-contract=off): the tensor version rounds the product and the sum separately.
+#include <torch/extension.h>
+
+#include <ATen/Parallel.h>
+
+#include <cstdint>
+
+namespace {
+
+constexpr uint32_t kGolden = 0x61C88647u;
+constexpr uint32_t kM1 = 0x21F0AAADu;
+constexpr uint32_t kM2 = 0x735A2D97u;
+
+// Elements [begin, end) of one call. A 32-bit loop counter and plain comparisons for the clamp:
+// with them gcc 12 vectorises the loop (with a 64-bit counter, or std::fmin / std::fmax, it did
+// not). target_clones: the widest of these instruction sets this CPU has is chosen when the
+// library loads, so a build cached on a shared disk also runs on an older CPU.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void quantize_range(
+    const float* __restrict x, float* __restrict out, int32_t begin, int32_t end, float lo,
+    float step, float levels, bool stochastic, uint32_t key) {
+  if (stochastic) {
+    for (int32_t i = begin; i < end; ++i) {
+      uint32_t h = (static_cast<uint32_t>(i) + key) * kGolden;
+      h ^= h >> 16;
+      h *= kM1;
+      h ^= h >> 15;
+      h *= kM2;
+      h ^= h >> 15;
+      float u = static_cast<float>(static_cast<int32_t>(h >> 16));
+      u = (u + 0.5f) * 0.0000152587890625f - 0.5f;  // 2^-16: every step exact in fp32
+      float q = (x[i] - lo) / step + u;
+      q = q < 0.0f ? 0.0f : q;
+      q = q > levels ? levels : q;
+      out[i] = __builtin_nearbyintf(q) * step + lo;  // round half to even, as torch.round
+    }
+  } else {
+    for (int32_t i = begin; i < end; ++i) {
+      float q = (x[i] - lo) / step;
+      q = q < 0.0f ? 0.0f : q;
+      q = q > levels ? levels : q;
+      out[i] = __builtin_nearbyintf(q) * step + lo;
+    }
+  }
+}
+
+}  // namespace
+
+// x: float32 on the CPU, fewer than 2^31 elements (the caller checks); lo, step: one-element
+// float32 tensors; key: the dither's 32-bit key (ignored unless stochastic). Returns a new
+// contiguous tensor shaped like x.
+torch::Tensor quantize(const torch::Tensor& x, const torch::Tensor& lo, const torch::Tensor& step,
+                       double levels, bool stochastic, int64_t key) {
+  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat, "x: float32 on the CPU");
+  TORCH_CHECK(x.numel() < (int64_t{1} << 31), "x: at most 2^31 - 1 elements");
+  TORCH_CHECK(lo.numel() == 1 && step.numel() == 1, "lo, step: one element each");
+  const torch::Tensor xc = x.contiguous();
+  torch::Tensor out = torch::empty_like(xc);
+  const float* src = xc.data_ptr<float>();
+  float* dst = out.data_ptr<float>();
+  const float flo = lo.item<float>(), fstep = step.item<float>();
+  const float flevels = static_cast<float>(levels);
+  const uint32_t ukey = static_cast<uint32_t>(key);
+  at::parallel_for(0, xc.numel(), int64_t{1} << 15, [&](int64_t begin, int64_t end) {
+    quantize_range(src, dst, static_cast<int32_t>(begin), static_cast<int32_t>(end), flo, fstep,
+                   flevels, stochastic, ukey);
+  });
+  return out;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("quantize", &quantize, "One-pass uniform quantiser (lpdt.layers.quant.kernel)");
+}

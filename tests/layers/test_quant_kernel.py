@@ -1,0 +1,162 @@
+"""The eager quantiser kernel (``lpdt.layers.quant.kernel``): it builds here, ``quantize`` runs it
+eagerly and gives the tensor operations' bits, a compiled graph never calls it, and a machine
+that cannot build it gets a warning and the tensor operations."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from lpdt.layers.quant import kernel, quantize
+
+
+def _tensor_ops(monkeypatch: pytest.MonkeyPatch, *args) -> torch.Tensor:
+    """``quantize(*args)`` with the kernel turned off: the reference."""
+    with monkeypatch.context() as m:
+        m.setenv(kernel.ENV, "0")
+        return quantize(*args)
+
+
+def _counting_load(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the calls of ``kernel.load`` that return the kernel (``quantize`` asks for it each
+    time it would run it)."""
+    calls: list[int] = []
+    real = kernel.load
+
+    def load():
+        k = real()
+        calls.append(k is not None)
+        return k
+
+    monkeypatch.setattr(kernel, "load", load)
+    return calls
+
+
+def _inputs(case: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(8, 16, 12, 12, generator=g) * 3
+    lo, hi = x.amin(), x.amax()
+    if case == "range [1], values outside it":  # a batch range: both clamps are exercised
+        lo, hi = torch.tensor([-1.0]), torch.tensor([1.5])
+    elif case == "channels-last":
+        x = x.to(memory_format=torch.channels_last)
+    elif case == "transposed":
+        x = torch.randn(37, 53, generator=g).t()
+    elif case == "odd length over two chunks":  # 2^15-element chunks when threads split the loop
+        x = torch.randn(70_001, generator=g)
+        lo, hi = x.amin(), x.amax()
+    elif case == "constant":  # hi == lo: the minimum step
+        x = torch.full((5, 7), 0.25)
+        lo, hi = x.amin(), x.amax()
+    elif case == "zero-dimensional":
+        x = torch.tensor(0.3)
+        lo, hi = torch.tensor([-1.0]), torch.tensor([1.0])
+    elif case == "nan and infinities":
+        x = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.5, -0.5])
+        lo, hi = torch.tensor(-1.0), torch.tensor(1.0)
+    return x, lo, hi
+
+
+CASES = [
+    "per-tensor range",
+    "range [1], values outside it",
+    "channels-last",
+    "transposed",
+    "odd length over two chunks",
+    "constant",
+    "zero-dimensional",
+    "nan and infinities",
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("stochastic", [True, False])
+@pytest.mark.parametrize("bits", [8, 2])
+def test_kernel_gives_the_tensor_operations_bits(monkeypatch, case, stochastic, bits):
+    """Bit for bit, NaN where the tensor operations give NaN, and the same shape; two threads,
+    so that a tensor of more than one chunk is split (the hash's index must stay global)."""
+    calls = _counting_load(monkeypatch)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        x, lo, hi = _inputs(case)
+        seed = torch.tensor([20261126])
+        got = quantize(x, lo, hi, bits, stochastic, seed, 11)
+    finally:
+        torch.set_num_threads(threads)
+    assert calls == [True], "quantize did not run the kernel (make setup installs g++ and ninja)"
+    want = _tensor_ops(monkeypatch, x, lo, hi, bits, stochastic, seed, 11)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+def test_kernel_draws_a_fresh_seed_like_the_tensor_operations(monkeypatch):
+    """``seed=None`` draws one seed from torch's generator, as the tensor operations do: the same
+    generator state gives the same noise, and the generator advances alike."""
+    x = torch.randn(300)
+    lo, hi = torch.tensor(-2.0), torch.tensor(2.0)
+    torch.manual_seed(3)
+    got = quantize(x, lo, hi, 8, True)
+    after_kernel = torch.rand(1)
+    torch.manual_seed(3)
+    want = _tensor_ops(monkeypatch, x, lo, hi, 8, True)
+    assert torch.equal(got, want)
+    assert torch.equal(torch.rand(1), after_kernel)
+
+
+def test_compiled_graphs_and_gradients_keep_the_tensor_operations(monkeypatch):
+    """While torch.compile traces, and for an input that needs a gradient, ``quantize`` does not
+    ask for the kernel (inductor fuses the tensor operations itself; the kernel has no
+    backward)."""
+    calls = _counting_load(monkeypatch)
+    lo, hi, seed = torch.tensor(-1.0), torch.tensor(1.0), torch.tensor([5])
+
+    def f(x):
+        return quantize(x, lo, hi, 8, True, seed, 2)
+
+    x = torch.randn(64)
+    compiled = torch.compile(f, backend="eager", fullgraph=True)(x)
+    assert calls == []
+    assert torch.equal(compiled, f(x))  # the eager call runs the kernel: the same bits
+    assert calls == [True]
+    w = torch.randn(64, requires_grad=True)
+    quantize(w, lo, hi, 8, True, seed, 2)
+    assert calls == [True]
+
+
+def test_without_ninja_a_warning_and_the_same_values():
+    """A machine that cannot build the kernel (here: no ninja on PATH) warns once and quantises
+    with the tensor operations; ``LPDT_QUANT_KERNEL=0`` is silent."""
+    code = textwrap.dedent(
+        """
+        import os, warnings
+        import torch
+        from lpdt.layers.quant import kernel, quantize
+        x, lo, hi, seed = torch.randn(1000), torch.tensor(-1.0), torch.tensor(1.0), torch.tensor([9])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            a = quantize(x, lo, hi, 8, True, seed, 4)
+            b = quantize(x, lo, hi, 8, True, seed, 4)
+        print(len(caught), kernel.load() is None, a.sum().item() == b.sum().item())
+        print(str(caught[0].message) if caught else "")
+        """
+    )
+    env = dict(os.environ, PATH="/nonexistent")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, message = out.stdout.splitlines()[:2]
+    assert first == "1 True True"
+    assert "ninja is not on PATH" in message and kernel.ENV in message
+    env[kernel.ENV] = "0"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.splitlines()[0] == "0 True True"
