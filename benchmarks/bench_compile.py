@@ -95,7 +95,8 @@ def time_rounds(steps: Steps, state: NodeState, x, y, iters: int, device) -> flo
 
 def profile_round(steps: Steps, state: NodeState, x, y, device, top: int) -> str:
     """One round under ``torch.profiler``: the share of the self time spent in convolutions
-    (forward and backward) and the ``top`` operators / inductor kernels by self time."""
+    (forward and backward), in inductor's kernels, in other aten operators and in the rest, and
+    the ``top`` operators / inductor kernels by self time."""
     from torch.profiler import ProfilerActivity, profile
 
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -106,10 +107,19 @@ def profile_round(steps: Steps, state: NodeState, x, y, device, top: int) -> str
     total = sum(getattr(e, attr) for e in events)
     # aten's convolution kernels (inductor's fused kernels may carry "convolution" in their names)
     conv = sum(getattr(e, attr) for e in events if e.key.startswith("aten::") and "conv" in e.key)
+    aten = sum(getattr(e, attr) for e in events if e.key.startswith("aten::")) - conv
+    # inductor's generated kernels: graph_<n>_cpp_fused_... on the CPU, triton_... on CUDA
+    fused = sum(getattr(e, attr) for e in events if e.key.startswith(("graph_", "triton_")))
     nodes = len(state.models)
+
+    def ms(t: float) -> str:
+        return f"{t / 1e3 / nodes:.2f} ms"
+
     head = (
         f"self time {total / 1e3 / nodes:.1f} ms per node step, of which "
-        f"convolutions {conv / 1e3 / nodes:.1f} ms ({100 * conv / total:.0f} %)"
+        f"convolutions {conv / 1e3 / nodes:.1f} ms ({100 * conv / total:.0f} %); "
+        f"inductor kernels {ms(fused)}, other aten operators {ms(aten)}, the rest (Python, "
+        f"compiled-graph wrappers, guards, autograd engine) {ms(total - conv - aten - fused)}"
     )
     return head if top <= 0 else head + "\n" + events.table(sort_by=attr, row_limit=top)
 

@@ -47,11 +47,16 @@ def test_times_and_profiles_both_precisions(tmp_path: Path) -> None:
         for step in ("eager", "compiled"):
             m = re.search(
                 rf"profile: tiny_cnn x 2 {prec} {step}: self time ([\d.]+) ms per node "
-                r"step, of which convolutions ([\d.]+) ms \((\d+) %\)",
+                r"step, of which convolutions ([\d.]+) ms \((\d+) %\); inductor kernels "
+                r"([\d.]+) ms, other aten operators ([\d.]+) ms, the rest \(.*\) (-?[\d.]+) ms",
                 text,
             )
             assert m, f"no profile line for {prec} {step}"
-            assert 0 < float(m.group(2)) <= float(m.group(1))
+            total, conv, _, fused, aten, rest = map(float, m.groups())
+            assert 0 < conv <= total
+            assert (fused > 0) == (step == "compiled")  # eager steps run no inductor kernel
+            assert aten > 0 and rest >= 0
+            assert abs(conv + fused + aten + rest - total) < 0.1 + 0.01 * total
         assert re.search(rf"tiny_cnn x 2 {prec}: compile [\d.]+ s \| eager .* compiled/eager", text)
     assert re.search(r"int8 compiled / fp32 compiled [\d.]+ \(blocks [\d.]+\)", text)
     m = re.search(

@@ -12,14 +12,14 @@ import textwrap
 import pytest
 import torch
 
-from lpdt.layers.quant import kernel, quantize
+from lpdt.layers.quant import kernel, quantize, quantize_minmax
 
 
-def _tensor_ops(monkeypatch: pytest.MonkeyPatch, *args) -> torch.Tensor:
-    """``quantize(*args)`` with the kernel turned off: the reference."""
+def _tensor_ops(monkeypatch: pytest.MonkeyPatch, *args, fn=quantize) -> torch.Tensor:
+    """``fn(*args)`` with the kernel turned off: the reference."""
     with monkeypatch.context() as m:
         m.setenv(kernel.ENV, "0")
-        return quantize(*args)
+        return fn(*args)
 
 
 def _counting_load(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -95,6 +95,47 @@ def test_kernel_gives_the_tensor_operations_bits(monkeypatch, case, stochastic, 
     torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
 
 
+@pytest.mark.parametrize(
+    "values",
+    [
+        torch.randn(4, 3, 5, 5, generator=torch.Generator().manual_seed(1)),  # a weight
+        torch.randn(70_001, generator=torch.Generator().manual_seed(2)) * 1e-3,  # a gradient
+        torch.full((6,), -0.5),  # constant: the minimum step
+        torch.tensor(2.0),  # zero-dimensional
+        torch.tensor([1.0, float("nan"), 3.0]),  # the range is NaN, as amin / amax give it
+    ],
+    ids=["weight", "gradient", "constant", "zero-dimensional", "nan"],
+)
+@pytest.mark.parametrize("stochastic", [True, False])
+def test_minmax_kernel_gives_the_tensor_operations_bits(monkeypatch, values, stochastic):
+    """``quantize_minmax`` (weights: nearest; gradients: stochastic) takes the range and rounds
+    in one kernel call: the same bits and shape as amin / amax and the tensor operations."""
+    calls = _counting_load(monkeypatch)
+    seed = torch.tensor([77])
+    got = quantize_minmax(values, 8, stochastic, seed, 3)
+    assert calls == [True]
+    want = _tensor_ops(monkeypatch, values, 8, stochastic, seed, 3, fn=quantize_minmax)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=0, atol=0, equal_nan=True)
+
+
+def test_the_step_is_rounded_as_the_tensor_operations_round_it(monkeypatch):
+    """The kernel computes the step max((hi - lo) / levels, 1e-8) itself, in float32: over
+    ranges of every magnitude (some below the minimum step) it rounds as the tensors do."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(257, generator=g)
+    for _ in range(300):
+        lo = torch.randn(1, generator=g) * 10.0 ** float(torch.randint(-9, 4, (1,), generator=g))
+        hi = lo + torch.rand(1, generator=g) * 10.0 ** float(
+            torch.randint(-9, 4, (1,), generator=g)
+        )
+        xs = lo + (hi - lo) * x
+        for stochastic in (True, False):
+            got = quantize(xs, lo, hi, 8, stochastic, torch.tensor([1]), 0)
+            want = _tensor_ops(monkeypatch, xs, lo, hi, 8, stochastic, torch.tensor([1]), 0)
+            assert torch.equal(got, want), (lo.item(), hi.item())
+
+
 def test_kernel_draws_a_fresh_seed_like_the_tensor_operations(monkeypatch):
     """``seed=None`` draws one seed from torch's generator, as the tensor operations do: the same
     generator state gives the same noise, and the generator advances alike."""
@@ -136,7 +177,7 @@ def test_without_ninja_a_warning_and_the_same_values():
         """
         import os, warnings
         import torch
-        from lpdt.layers.quant import kernel, quantize
+        from lpdt.layers.quant import kernel, quantize, quantize_minmax
         x, lo, hi, seed = torch.randn(1000), torch.tensor(-1.0), torch.tensor(1.0), torch.tensor([9])
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

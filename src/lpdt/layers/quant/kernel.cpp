@@ -52,28 +52,46 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void quantize_range
 
 }  // namespace
 
-// x: float32 on the CPU, fewer than 2^31 elements (the caller checks); lo, step: one-element
-// float32 tensors; key: the dither's 32-bit key (ignored unless stochastic). Returns a new
-// contiguous tensor shaped like x.
-torch::Tensor quantize(const torch::Tensor& x, const torch::Tensor& lo, const torch::Tensor& step,
-                       double levels, bool stochastic, int64_t key) {
+// out for x over [lo, hi] with step = max((hi - lo) / levels, min_step), the float32 operations
+// of the tensor version. x: float32 on the CPU, fewer than 2^31 elements (the caller checks);
+// key: the dither's 32-bit key (ignored unless stochastic). A new contiguous tensor shaped like x.
+torch::Tensor quantize_over(const torch::Tensor& x, float lo, float hi, double levels,
+                            double min_step, bool stochastic, int64_t key) {
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat, "x: float32 on the CPU");
   TORCH_CHECK(x.numel() < (int64_t{1} << 31), "x: at most 2^31 - 1 elements");
-  TORCH_CHECK(lo.numel() == 1 && step.numel() == 1, "lo, step: one element each");
   const torch::Tensor xc = x.contiguous();
   torch::Tensor out = torch::empty_like(xc);
   const float* src = xc.data_ptr<float>();
   float* dst = out.data_ptr<float>();
-  const float flo = lo.item<float>(), fstep = step.item<float>();
-  const float flevels = static_cast<float>(levels);
+  const float flevels = static_cast<float>(levels), fmin_step = static_cast<float>(min_step);
+  float step = (hi - lo) / flevels;
+  step = step < fmin_step ? fmin_step : step;  // clamp_min: a NaN stays NaN
   const uint32_t ukey = static_cast<uint32_t>(key);
   at::parallel_for(0, xc.numel(), int64_t{1} << 15, [&](int64_t begin, int64_t end) {
-    quantize_range(src, dst, static_cast<int32_t>(begin), static_cast<int32_t>(end), flo, fstep,
+    quantize_range(src, dst, static_cast<int32_t>(begin), static_cast<int32_t>(end), lo, step,
                    flevels, stochastic, ukey);
   });
   return out;
 }
 
+// quantizers.quantize: lo, hi are one-element float32 tensors.
+torch::Tensor quantize(const torch::Tensor& x, const torch::Tensor& lo, const torch::Tensor& hi,
+                       double levels, double min_step, bool stochastic, int64_t key) {
+  TORCH_CHECK(lo.numel() == 1 && hi.numel() == 1, "lo, hi: one element each");
+  return quantize_over(x, lo.item<float>(), hi.item<float>(), levels, min_step, stochastic, key);
+}
+
+// quantizers.quantize_minmax: the range is x's own [min, max] (NaN if x holds a NaN, as amin /
+// amax). x must not be empty.
+torch::Tensor quantize_minmax(const torch::Tensor& x, double levels, double min_step,
+                              bool stochastic, int64_t key) {
+  TORCH_CHECK(x.numel() > 0, "x: empty");
+  const torch::Tensor xc = x.contiguous();
+  const auto [lo, hi] = at::aminmax(xc);
+  return quantize_over(xc, lo.item<float>(), hi.item<float>(), levels, min_step, stochastic, key);
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("quantize", &quantize, "One-pass uniform quantiser (lpdt.layers.quant.kernel)");
+  m.def("quantize", &quantize, "One-pass uniform quantiser over [lo, hi]");
+  m.def("quantize_minmax", &quantize_minmax, "The same over the tensor's own [min, max]");
 }

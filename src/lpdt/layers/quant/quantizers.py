@@ -160,36 +160,40 @@ def quantize(
     if bits >= 32:
         return x.clone()
     levels = float(2**bits - 1)
-    step = ((hi - lo) / levels).clamp_min(MIN_STEP)
     k = _eager_kernel(x, lo, hi)
     if k is not None:  # the same bits in one pass (lpdt.layers.quant.kernel)
-        if not stochastic:
-            key = 0
-        else:
-            key = _cpu_key(draw_seed(x.device) if seed is None else seed, salt)
+        key = _kernel_key(x, stochastic, seed, salt)
         shape = torch.broadcast_shapes(x.shape, lo.shape, hi.shape)
-        return k.quantize(x, lo, step, levels, stochastic, key).view(shape)
+        return k.quantize(x, lo, hi, levels, MIN_STEP, stochastic, key).view(shape)
+    step = ((hi - lo) / levels).clamp_min(MIN_STEP)
     q = (x - lo).div_(step)  # in place on fresh tensors: fewer allocations eager, same graph
     if stochastic:
         q.add_(dither(q, seed, salt))
     return q.clamp_(0.0, levels).round_().mul_(step).add_(lo)
 
 
-def _eager_kernel(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> ModuleType | None:
+def _eager_kernel(x: torch.Tensor, *ranges: torch.Tensor) -> ModuleType | None:
     """The one-pass kernel where it computes what the tensor operations would: eagerly (not
     while torch.compile traces: inductor fuses the tensor operations itself), float32 on the
-    CPU, a scalar range, fewer than 2^31 elements and nothing that needs a gradient."""
+    CPU, scalar ranges, fewer than 2^31 elements and nothing that needs a gradient."""
+    tensors = (x, *ranges)
     if (
         torch.compiler.is_compiling()
-        or x.dtype != torch.float32
-        or x.device.type != "cpu"
-        or lo.numel() != 1
-        or hi.numel() != 1
+        or any(t.dtype != torch.float32 or t.device.type != "cpu" for t in tensors)
+        or any(r.numel() != 1 for r in ranges)
         or x.numel() >= 2**31
-        or (torch.is_grad_enabled() and (x.requires_grad or lo.requires_grad or hi.requires_grad))
+        or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
     ):
         return None
     return kernel.load()
+
+
+def _kernel_key(x: torch.Tensor, stochastic: bool, seed: torch.Tensor | None, salt: int) -> int:
+    """The kernel's noise key: ``dither``'s (seed, salt) key; a fresh seed from torch's generator
+    when ``seed`` is None, drawn as ``dither`` draws it; 0 (unused) for nearest rounding."""
+    if not stochastic:
+        return 0
+    return _cpu_key(draw_seed(x.device) if seed is None else seed, salt)
 
 
 def quantize_minmax(
@@ -203,6 +207,10 @@ def quantize_minmax(
     if bits >= 32:
         return x
     x = x.detach()
+    k = _eager_kernel(x) if x.numel() > 0 else None
+    if k is not None:  # the range and the rounding in one call (lpdt.layers.quant.kernel)
+        key = _kernel_key(x, stochastic, seed, salt)
+        return k.quantize_minmax(x, float(2**bits - 1), MIN_STEP, stochastic, key)
     return quantize(x, x.amin(), x.amax(), bits, stochastic, seed, salt)
 
 
