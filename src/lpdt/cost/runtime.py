@@ -41,6 +41,13 @@ from typing import Any
 # train` evaluations (27 s / 61 s for 90,000 images fp32 / 8-bit, before the 8-bit eager noise
 # got 2.5x faster: docs/int8.md), the other models scaled by their step-time ratio in
 # benchmarks/bench_runtime.py.
+#
+# The eager 8-bit entries (ResNet-20 at 12 px, ResNet-54, ResNet-18, VGG-11, MiniLM) were then
+# scaled when the eager quantiser became one C++ loop (lpdt.layers.quant.kernel, 2026-11-26):
+# each key's training and evaluation costs by one factor, fitted to that key's jobs of the
+# fresh-clone `make report` of 25d7224 (idle, two jobs at once), every other constant held:
+# MiniLM 0.94, ResNet-18 0.81, VGG-11 0.73, ResNet-54 0.54 and ResNet-20 0.37 (one job each for
+# the last two, whose old entries were scaled estimates, not fits).
 STEP_MS: dict[tuple[str, str, int], tuple[float, float]] = {
     ("resnet20", "fp32", 16): (1.42, 0.30),
     ("resnet20", "int8", 16): (5.705, 0.68),
@@ -49,20 +56,20 @@ STEP_MS: dict[tuple[str, str, int], tuple[float, float]] = {
     # sample; not refitted: every run of the quick grid at 12 px is compiled); evaluation by the
     # pixel count.
     ("resnet20", "fp32", 12): (1.74, 0.17),
-    ("resnet20", "int8", 12): (6.59, 0.38),
+    ("resnet20", "int8", 12): (2.43, 0.14),
     # ResNet-8 at the claims' shape (the quick scale's claims model since 2026-11-26): every run
     # of it is compiled, so the eager training cost is ResNet-20's scaled by the compiled step-time
     # ratio (0.41, benchmarks); evaluation likewise (not fitted).
     ("resnet8", "fp32", 12): (0.71, 0.07),
     ("resnet8", "int8", 12): (2.70, 0.16),
     ("resnet54", "fp32", 16): (1.27, 0.67),
-    ("resnet54", "int8", 16): (3.49, 1.6),
+    ("resnet54", "int8", 16): (1.90, 0.87),
     ("resnet18", "fp32", 32): (2.575, 0.45),
-    ("resnet18", "int8", 32): (4.87, 0.50),
+    ("resnet18", "int8", 32): (3.965, 0.41),
     ("vgg11", "fp32", 32): (8.677, 1.6),
-    ("vgg11", "int8", 32): (10.206, 4.2),
+    ("vgg11", "int8", 32): (7.40, 3.05),
     ("minilm", "fp32", 32): (31.755, 4.7),
-    ("minilm", "int8", 32): (35.669, 8.5),
+    ("minilm", "int8", 32): (33.49, 7.98),
 }
 # Compiled steps (``train.compile: true``; ``lpdt.engine.steps``): (model, precision, px) -> (ms per
 # training sample, seconds of compiling the training step and seconds of compiling the
