@@ -22,10 +22,10 @@ def _tensor_ops(monkeypatch: pytest.MonkeyPatch, *args, fn=quantize) -> torch.Te
         return fn(*args)
 
 
-def _counting_load(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def _counting_load(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Count the calls of ``kernel.load`` that return the kernel (``quantize`` asks for it each
     time it would run it)."""
-    calls: list[int] = []
+    calls: list[bool] = []
     real = kernel.load
 
     def load():

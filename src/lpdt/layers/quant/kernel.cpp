@@ -50,8 +50,6 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void quantize_range
   }
 }
 
-}  // namespace
-
 // out for x over [lo, hi] with step = max((hi - lo) / levels, min_step), the float32 operations
 // of the tensor version. x: float32 on the CPU, fewer than 2^31 elements (the caller checks);
 // key: the dither's 32-bit key (ignored unless stochastic). A new contiguous tensor shaped like x.
@@ -73,6 +71,8 @@ torch::Tensor quantize_over(const torch::Tensor& x, float lo, float hi, double l
   });
   return out;
 }
+
+}  // namespace
 
 // quantizers.quantize: lo, hi are one-element float32 tensors.
 torch::Tensor quantize(const torch::Tensor& x, const torch::Tensor& lo, const torch::Tensor& hi,
