@@ -17,6 +17,8 @@ step (``torch.utils.flop_counter``) over the rate of a large fp32 matmul on the 
     python benchmarks/bench_compile.py --cases resnet8:4 --batch 8 --size 12 --threads 1 \
         --range-chunks 2                                            # the quick claims' shape
     python benchmarks/bench_compile.py ... --int8 act_bits=32       # what the activations cost
+    python benchmarks/bench_compile.py ... --ablate act_bits=32 --ablate grad_bits=32
+                                        # the same, as extra steps timed in the same blocks
 
 Numbers (docs/engine.md, docs/int8.md) are measured with this script.
 """
@@ -29,6 +31,7 @@ import sys
 import time
 
 import torch
+import torch._inductor.config as inductor_config
 
 from lpdt.config import ModelConfig, PrecisionConfig
 from lpdt.decentral.state import NodeState
@@ -56,7 +59,7 @@ def build(
     return model.to(device)
 
 
-def int8_settings(text: str) -> PrecisionConfig:
+def int8_settings(text: str, option: str = "--int8") -> PrecisionConfig:
     """``--int8 act_bits=32,grad_bits=32``: the 8-bit recipe with some settings changed (an
     ablation: which part of the recipe costs what)."""
     kw: dict[str, int | str] = {}
@@ -64,13 +67,13 @@ def int8_settings(text: str) -> PrecisionConfig:
     for item in filter(None, text.split(",")):
         key, sep, value = item.partition("=")
         if not sep or key not in allowed:
-            raise ValueError(f"--int8 {text!r}: expected KEY=VALUE,... with KEY one of {allowed}")
+            raise ValueError(f"{option} {text!r}: expected KEY=VALUE,... with KEY one of {allowed}")
         if key == "act_rounding":
             if value not in ("stochastic", "nearest"):
-                raise ValueError(f"--int8: act_rounding is stochastic or nearest, not {value!r}")
+                raise ValueError(f"{option}: act_rounding is stochastic or nearest, not {value!r}")
             kw[key] = value
         elif not value.isdigit() or not 1 <= int(value) <= 32:
-            raise ValueError(f"--int8: {key} takes a bit count 1-32, not {value!r}")
+            raise ValueError(f"{option}: {key} takes a bit count 1-32, not {value!r}")
         else:
             kw[key] = int(value)
     return PrecisionConfig(mode="int8", **kw)  # type: ignore[arg-type]
@@ -115,10 +118,15 @@ def profile_round(steps: Steps, state: NodeState, x, y, device, top: int) -> str
     def ms(t: float) -> str:
         return f"{t / 1e3 / nodes:.2f} ms"
 
+    # On the CPU, inductor names its kernels in the profile only when compiled with
+    # ``cpp.enable_kernel_profile`` (``--profile N``); otherwise their time is in "the rest".
+    named = device.type == "cuda" or inductor_config.cpp.enable_kernel_profile
+    kernels = f"inductor kernels {ms(fused)}, " if named else ""
+    rest = "" if named else "inductor kernels (not named without --profile N), "
     head = (
         f"self time {total / 1e3 / nodes:.1f} ms per node step, of which "
         f"convolutions {conv / 1e3 / nodes:.1f} ms ({100 * conv / total:.0f} %); "
-        f"inductor kernels {ms(fused)}, other aten operators {ms(aten)}, the rest (Python, "
+        f"{kernels}other aten operators {ms(aten)}, the rest ({rest}Python, "
         f"compiled-graph wrappers, guards, autograd engine) {ms(total - conv - aten - fused)}"
     )
     return head if top <= 0 else head + "\n" + events.table(sort_by=attr, row_limit=top)
@@ -184,6 +192,14 @@ def run_case(model_name: str, nodes: int, precisions: list[str], args, device) -
         time_rounds(eager, state, x, y, 1, device)  # warm-up
         variants[f"{prec} eager"] = (eager, state)
         variants[f"{prec} compiled"] = (compiled, state)
+    for text, settings in args.ablations.items():  # compiled only: what each part costs there
+        torch.manual_seed(0)
+        model = build(model_name, "int8", args.size, device, args.range_chunks, int8=settings)
+        state = NodeState(model, nodes, device)
+        state.train()
+        compiled = Steps(state.models[0], compile=True, mode=args.mode, log=lambda m: None)
+        time_rounds(compiled, state, x, y, 1, device)
+        variants[f"int8 [{text}] compiled"] = (compiled, state)
     per: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name, (steps, state) in variants.items():
@@ -206,7 +222,20 @@ def run_case(model_name: str, nodes: int, precisions: list[str], args, device) -
                 f"{spread([a / b for a, b in zip(q, f)])}",
                 flush=True,
             )
+    for text in args.ablations:
+        a, q = per[f"int8 [{text}] compiled"], per["int8 compiled"]
+        line = (
+            f"{model_name} x {nodes}: int8 [{text}] compiled {1e3 * statistics.median(a):.2f} "
+            f"ms/step; saves {spread([1e3 * (b - c) for b, c in zip(q, a)])} ms against int8 "
+            "compiled"
+        )
+        if "fp32" in precisions:
+            f = per["fp32 compiled"]
+            line += f"; / fp32 compiled {spread([c / d for c, d in zip(a, f)])}"
+        print(line, flush=True)
     for name, (steps, state) in variants.items():
+        if name.startswith("int8 ["):
+            continue  # ablations are timed, not profiled
         print(
             f"--- profile: {model_name} x {nodes} {name}: "
             f"{profile_round(steps, state, x, y, device, args.profile)}",
@@ -270,16 +299,34 @@ def main(argv: list[str] | None = None) -> int:
         "act_bits=32: which part costs what",
     )
     p.add_argument(
+        "--ablate",
+        action="append",
+        metavar="KEY=VALUE,...",
+        help="an extra compiled 8-bit step with these settings changed (as --int8), timed in the "
+        "same alternating blocks as the others, so that what a part of the recipe costs rises "
+        "above the run-to-run noise; repeatable, e.g. --ablate act_bits=32 --ablate grad_bits=32",
+    )
+    p.add_argument(
         "--no-dither",
         action="store_true",
         help="timing experiment: stochastic rounding without its noise (zero), to price the hash",
     )
     args = p.parse_args(argv)
     int8_text = args.int8 or "the recipe"
+    args.ablate = args.ablate or []
     try:
-        args.int8 = int8_settings(args.int8)
+        # an ablation changes the --int8 recipe: its settings after --int8's (the later wins)
+        base, args.int8 = args.int8, int8_settings(args.int8)
+        for a in args.ablate:
+            int8_settings(a, "--ablate")  # the error names the option that holds the typo
+        args.ablations = {a: int8_settings(f"{base},{a}") for a in args.ablate}
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.ablate and "int8" not in args.precisions.split(","):
+        print(
+            "error: --ablate changes the 8-bit recipe: --precisions must hold int8", file=sys.stderr
+        )
         return 2
     if args.range_chunks < 1:
         print(f"error: --range-chunks {args.range_chunks}: must be >= 1", file=sys.stderr)
@@ -305,8 +352,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.profile:  # name the generated kernels in the profile (changes the compiled code's key)
-        import torch._inductor.config as inductor_config
-
         inductor_config.cpp.enable_kernel_profile = True
     device = torch.device(args.device)
     print(

@@ -35,6 +35,8 @@ def test_times_and_profiles_both_precisions(tmp_path: Path) -> None:
             "1",
             "--profile",
             "3",
+            "--ablate",
+            "act_bits=32",
         ],
         capture_output=True,
         text=True,
@@ -59,6 +61,13 @@ def test_times_and_profiles_both_precisions(tmp_path: Path) -> None:
             assert abs(conv + fused + aten + rest - total) < 0.1 + 0.01 * total
         assert re.search(rf"tiny_cnn x 2 {prec}: compile [\d.]+ s \| eager .* compiled/eager", text)
     assert re.search(r"int8 compiled / fp32 compiled [\d.]+ \(blocks [\d.]+\)", text)
+    # the ablation: timed in the same blocks, compared with both compiled steps, not profiled
+    assert re.search(
+        r"tiny_cnn x 2: int8 \[act_bits=32\] compiled [\d.]+ ms/step; saves -?[\d.]+ \(blocks "
+        r"-?[\d.]+\) ms against int8 compiled; / fp32 compiled [\d.]+ \(blocks [\d.]+\)",
+        text,
+    ), text[-2000:]
+    assert "profile: tiny_cnn x 2 int8 [" not in text
     m = re.search(
         r"floor ([\d.]+) GFLOP per node step .* = ([\d.]+) ms; fp32 compiled best block "
         r"([\d.]+) ms",
@@ -68,7 +77,15 @@ def test_times_and_profiles_both_precisions(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "argv", [["--cases", "resnet20"], ["--cases", "nosuch:2"], ["--precisions", "fp16"]]
+    "argv",
+    [
+        ["--cases", "resnet20"],
+        ["--cases", "nosuch:2"],
+        ["--precisions", "fp16"],
+        ["--ablate", "act_bits=99"],
+        ["--ablate", "bits=8"],
+        ["--precisions", "fp32", "--ablate", "act_bits=32"],
+    ],
 )
 def test_bad_arguments_are_one_line_errors(argv: list[str], capsys: pytest.CaptureFixture) -> None:
     spec = importlib.util.spec_from_file_location("bench_compile", SCRIPT)
