@@ -120,6 +120,23 @@ def test_all_nodes_share_one_compiled_graph():
     assert all(state.grad[i].abs().sum() > 0 for i in range(4))
 
 
+def test_every_model_of_a_process_compiles():
+    """All Steps compile the same function, so their graphs share dynamo's recompile limit: each
+    compiled Steps raises it, or the model past the limit (the ninth, by default) would run
+    eagerly while the log said it compiled. Here the limit starts at 1 and two models of new
+    shapes must each add a graph."""
+    from torch._dynamo.utils import counters
+
+    with torch._dynamo.config.patch(recompile_limit=1):  # restored afterwards
+        for size in (8, 12):  # other input sizes than the other tests': new graphs
+            torch.manual_seed(0)
+            model = TinyRes()
+            steps = Steps(model, compile=True, log=lambda m: None)
+            before = counters["stats"]["unique_graphs"]
+            steps.train_step(model, torch.randn(4, 3, size, size), torch.randint(0, 10, (4,)))
+            assert counters["stats"]["unique_graphs"] - before == 1, f"{size} px ran eagerly"
+
+
 def test_compiled_8bit_stochastic_step_draws_the_eager_noise():
     """8-bit with stochastic rounding (activations and gradients): under the same seed an eager
     and a compiled step draw the same rounding noise (a hash of the step's seed, the call site

@@ -48,12 +48,16 @@ import time
 from collections.abc import Callable
 
 import torch
+import torch._dynamo.config
 import torch._functorch.config  # not imported by ``import torch``; Steps sets a flag in it
 import torch._inductor.config
 import torch.nn.functional as F
 from torch import nn
 
 Log = Callable[[str], None]
+
+# How many Steps of this process compile (see Steps.__init__, the recompile limit).
+_compiling_steps = 0
 
 
 def _train_step(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -143,6 +147,14 @@ class Steps:
             kw["mode"] = mode
         elif self.quantized:
             kw["options"] = {"layout_optimization": False}
+        # Every Steps of a process compiles the same two functions, so all its models' graphs
+        # share one dynamo cache per function, whose recompile limit (8) would make the ninth
+        # model of a process (a notebook, a test session) run eagerly, with only a warning in
+        # torch's log. Each Steps adds at most one graph per function (other shapes run eagerly).
+        global _compiling_steps
+        _compiling_steps += 1
+        limit = torch._dynamo.config.recompile_limit
+        torch._dynamo.config.recompile_limit = max(limit, _compiling_steps)
         self._compiled["train"] = torch.compile(_train_step, dynamic=False, **kw)
         if compile_eval:
             self._compiled["predict"] = torch.compile(_predict, dynamic=False, **kw)
