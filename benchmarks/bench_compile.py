@@ -31,7 +31,6 @@ import sys
 import time
 
 import torch
-import torch._dynamo.config as dynamo_config
 import torch._inductor.config as inductor_config
 
 from lpdt.config import ModelConfig, PrecisionConfig
@@ -352,10 +351,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.threads:
         torch.set_num_threads(args.threads)
-    # Every compiled step of the run is one graph of the same function (``Steps`` compiles
-    # functions of the model); past dynamo's recompile limit (8) a step would run eagerly.
-    graphs = len(cases) * (len(precisions) + len(args.ablations))
-    dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, graphs)
     if args.profile:  # name the generated kernels in the profile (changes the compiled code's key)
         inductor_config.cpp.enable_kernel_profile = True
     device = torch.device(args.device)
