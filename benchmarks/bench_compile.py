@@ -177,28 +177,26 @@ def run_case(model_name: str, nodes: int, precisions: list[str], args, device) -
     y = torch.randint(0, 10, (args.batch,), device=device)
     variants: dict[str, tuple[Steps, NodeState]] = {}
     compile_s: dict[str, float] = {}
-    for prec in precisions:
+
+    def compiled_step(prec: str, int8: PrecisionConfig) -> tuple[Steps, NodeState, float]:
+        """The n replicas of one model, their compiled step, and its first call's seconds."""
         torch.manual_seed(0)
-        model = build(
-            model_name, prec, args.size, device, args.range_chunks, args.fp32_norm, args.int8
-        )
+        model = build(model_name, prec, args.size, device, args.range_chunks, args.fp32_norm, int8)
         state = NodeState(model, nodes, device)
         state.train()
-        compiled = Steps(state.models[0], compile=True, mode=args.mode, log=lambda m: None)
+        steps = Steps(state.models[0], compile=True, mode=args.mode, log=lambda m: None)
         t0 = time.perf_counter()
-        time_rounds(compiled, state, x, y, 1, device)  # compiles once; all nodes share the graph
-        compile_s[prec] = time.perf_counter() - t0
+        time_rounds(steps, state, x, y, 1, device)  # compiles once; all nodes share the graph
+        return steps, state, time.perf_counter() - t0
+
+    for prec in precisions:
+        compiled, state, compile_s[prec] = compiled_step(prec, args.int8)
         eager = Steps(state.models[0], compile=False)
         time_rounds(eager, state, x, y, 1, device)  # warm-up
         variants[f"{prec} eager"] = (eager, state)
         variants[f"{prec} compiled"] = (compiled, state)
     for text, settings in args.ablations.items():  # compiled only: what each part costs there
-        torch.manual_seed(0)
-        model = build(model_name, "int8", args.size, device, args.range_chunks, int8=settings)
-        state = NodeState(model, nodes, device)
-        state.train()
-        compiled = Steps(state.models[0], compile=True, mode=args.mode, log=lambda m: None)
-        time_rounds(compiled, state, x, y, 1, device)
+        compiled, state, _ = compiled_step("int8", settings)
         variants[f"int8 [{text}] compiled"] = (compiled, state)
     per: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(args.rounds):
