@@ -178,6 +178,11 @@ class TrainConfig:
     # cold compile of the 8-bit ResNet-20 evaluation forward took 44 s on the reference CPU, more
     # than a short run's few evaluations cost eagerly).
     compile_eval: bool = True
+    # All held nodes' training step as one computation over stacked parameters (torch.func.vmap;
+    # lpdt.engine.batched): the same arithmetic up to float rounding, for GPUs, where n small
+    # steps leave the card waiting on kernel launches. Simulated engine only; models without
+    # dropout. Off by default (docs/engine.md, "Batched nodes").
+    batch_nodes: bool = False
 
 
 @dataclass
@@ -260,6 +265,8 @@ EXECUTION_KEYS: tuple[str, ...] = (
     # fused kernels, like ``threads`` (docs/engine.md)
     "train.compile_mode",
     "train.compile_eval",
+    "train.batch_nodes",  # one vmapped step for all nodes: the same arithmetic up to float
+    # rounding (tests/engine/test_batched.py)
 )
 
 

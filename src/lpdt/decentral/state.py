@@ -172,6 +172,28 @@ class NodeState:
         gossiped = {s.name for s in self.segments}
         return {k: v for k, v in self.models[i].named_buffers() if k not in gossiped}
 
+    def stack_local_buffers(self) -> dict[str, torch.Tensor]:
+        """Each local buffer (not gossiped) of the n replicas becomes row i of one ``[n, ...]``
+        tensor per buffer name, which replica i then holds as a view (the batched step,
+        ``lpdt.engine.batched``, reads and updates all nodes' buffers at once). Returns
+        name -> stacked tensor; the values are unchanged. Idempotent."""
+        stacked: dict[str, torch.Tensor] = {}
+        for name in self.local_buffers(0):
+            owner, _, attr = name.rpartition(".")
+            rows = [m.get_buffer(name) for m in self.models]
+            base = rows[0]._base
+            if (
+                base is not None
+                and all(r._base is base for r in rows)
+                and base.shape[0] == self.nodes
+            ):
+                stacked[name] = base  # stacked already
+                continue
+            stacked[name] = torch.stack(rows)
+            for i, m in enumerate(self.models):
+                m.get_submodule(owner)._buffers[attr] = stacked[name][i]
+        return stacked
+
     def train(self, mode: bool = True) -> None:
         for m in self.models:
             m.train(mode)

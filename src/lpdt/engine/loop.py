@@ -40,6 +40,7 @@ from lpdt.decentral.optim import make_optimizer
 from lpdt.decentral.state import NodeState
 from lpdt.decentral.streams import NodeStreams
 from lpdt.decentral.topology import mixing_matrix, out_peers
+from lpdt.engine.batched import BatchedSteps
 from lpdt.engine.checkpoint import Checkpoint
 from lpdt.engine.device import print_line, resolve_device
 from lpdt.engine.rundir import open_run_dir, previous, restorable
@@ -162,6 +163,12 @@ class Run:
             log,
             compile_eval=cfg.train.compile_eval,
         )
+        # ``train.batch_nodes``: the held nodes' training step as one computation.
+        self.batched = (
+            BatchedSteps(self.state, cfg.train.compile, cfg.train.compile_mode, log)
+            if cfg.train.batch_nodes
+            else None
+        )
 
         # Communication: graph, compressor, gossip algorithm, local optimizer.
         self.peers = out_peers(cfg.topology.name, n, cfg.topology.rows)
@@ -204,17 +211,21 @@ class Run:
 
     def local_gradients(self) -> torch.Tensor:
         """Forward/backward on every held node at z/w; gradients land in ``state.grad``.
-        Returns the held nodes' losses."""
+        Returns the held nodes' losses. With ``train.batch_nodes`` all nodes run as one step
+        when their batches have one size (an epoch's short last batch runs node by node)."""
         st = self.state
         st.grad.zero_()
-        losses = []
+        batches = [self.batch(k) for k in range(st.nodes)]  # each node's own sampler and stream
+        self.samples += sum(len(y) for _, y in batches)
         with st.debiased():  # the gradient is taken at z / w
-            for k, model in enumerate(st.models):
-                x, y = self.batch(k)
+            if self.batched is not None and len({len(y) for _, y in batches}) == 1:
+                x, y = (torch.stack(t) for t in zip(*batches, strict=True))
+                return self.batched.train_step(x, y, self.batched.seeds(self.streams.node))
+            losses = []
+            for k, (model, (x, y)) in enumerate(zip(st.models, batches, strict=True)):
                 with self.streams.node(k):
                     losses.append(self.steps.train_step(model, x, y))
-                self.samples += len(y)
-        return torch.stack(losses)
+            return torch.stack(losses)
 
     def gossip(self, lr: float) -> None:
         st = self.state

@@ -96,6 +96,61 @@ def is_quantized(model: nn.Module) -> bool:
     return any(isinstance(m, QuantMeasure) for m in model.modules())
 
 
+def compile_allowed(model: nn.Module, log: Log = print) -> bool:
+    """Whether ``model``'s step may be compiled here; says in one line why not (8-bit models on
+    torch older than ``MIN_TORCH_COMPILED_INT8``, or on CUDA unless ``CUDA_INT8_ENV`` is set)."""
+    if not is_quantized(model):
+        return True
+    if torch_version() < MIN_TORCH_COMPILED_INT8:
+        log(
+            f"train.compile: the compiled 8-bit step needs torch >= "
+            f"{'.'.join(map(str, MIN_TORCH_COMPILED_INT8))} (on torch 2.11 its gradients were "
+            f"all zeros: docs/engine.md, 'On a GPU'); this is torch {torch.__version__}, so it "
+            "runs eagerly"
+        )
+        return False
+    if _on_cuda(model) and not os.environ.get(CUDA_INT8_ENV):
+        log(
+            "train.compile: the compiled 8-bit step is not verified on CUDA (the GPUs tried had "
+            "torch 2.11, where it fails: docs/engine.md, 'On a GPU'); running it eagerly "
+            f"(set {CUDA_INT8_ENV}=1 to compile it anyway)"
+        )
+        return False
+    return True
+
+
+def prepare_compile(mode: str, quantized: bool) -> dict:
+    """Set torch's process-wide compiler flags that lpdt's compiled steps need, and return the
+    keyword arguments of their ``torch.compile`` call. Each call counts one more compiled step
+    of this process (the recompile limit: see below)."""
+    # The 8-bit layers are custom autograd.Functions; AOTAutograd's on-disk cache skips graphs
+    # holding one unless allowed, and then every process re-traces the joint graph (8-bit
+    # ResNet-20: a warm compile of 20 s instead of 8 s). The cache key is computed from the
+    # traced graph, which holds the Functions' traced forward and backward bodies, so a
+    # changed backward is a new key (tests/engine/test_steps.py checks it across processes).
+    torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True
+    # Dropout masks from torch's generator, as eager (``train.compile`` is no identity key).
+    torch._inductor.config.fallback_random = True
+    # Registers prims.inductor_force_stride_order, which the 8-bit quantisers use to have a
+    # quantised activation stored once instead of recomputed in each kernel that reads it
+    # (lpdt.layers.quant.functions.stored).
+    importlib.import_module("torch._inductor.inductor_prims")  # 0.8 s: only when compiling
+    kw: dict = {}
+    if mode != "default":
+        kw["mode"] = mode
+    elif quantized:
+        kw["options"] = {"layout_optimization": False}
+    # Every compiled step of a process compiles the same function, so all its models' graphs
+    # share one dynamo cache per function, whose recompile limit (8) would make the ninth
+    # model of a process (a notebook, a test session) run eagerly, with only a warning in
+    # torch's log. Each step adds at most one graph per function (other shapes run eagerly).
+    global _compiling_steps
+    _compiling_steps += 1
+    limit = torch._dynamo.config.recompile_limit
+    torch._dynamo.config.recompile_limit = max(limit, _compiling_steps)
+    return kw
+
+
 class Steps:
     """One node's training step and evaluation forward, shared by every node of a run."""
 
@@ -113,48 +168,13 @@ class Steps:
         self._compiled: dict[str, Callable] = {}  # "train" / "predict" -> compiled function
         self._size: dict[str, int] = {}  # the batch size each compiled function is specialised to
         self.quantized = is_quantized(model)  # then each call draws a rounding-noise seed
-        if compile and self.quantized and torch_version() < MIN_TORCH_COMPILED_INT8:
-            log(
-                f"train.compile: the compiled 8-bit step needs torch >= "
-                f"{'.'.join(map(str, MIN_TORCH_COMPILED_INT8))} (on torch 2.11 its gradients were "
-                f"all zeros: docs/engine.md, 'On a GPU'); this is torch {torch.__version__}, so it "
-                "runs eagerly"
-            )
-            compile = False
-        if compile and self.quantized and _on_cuda(model) and not os.environ.get(CUDA_INT8_ENV):
-            log(
-                "train.compile: the compiled 8-bit step is not verified on CUDA (the GPUs tried had "
-                "torch 2.11, where it fails: docs/engine.md, 'On a GPU'); running it eagerly "
-                f"(set {CUDA_INT8_ENV}=1 to compile it anyway)"
-            )
-            compile = False
-        if not compile:
+        # CUDA graphs (mode "reduce-overhead"): a graph's outputs live in memory that its next
+        # replay overwrites, so each call marks a new step and copies what it returns.
+        self._graphs = False
+        if not (compile and compile_allowed(model, log)):
             return
-        # The 8-bit layers are custom autograd.Functions; AOTAutograd's on-disk cache skips graphs
-        # holding one unless allowed, and then every process re-traces the joint graph (8-bit
-        # ResNet-20: a warm compile of 20 s instead of 8 s). The cache key is computed from the
-        # traced graph, which holds the Functions' traced forward and backward bodies, so a
-        # changed backward is a new key (tests/engine/test_steps.py checks it across processes).
-        torch._functorch.config.autograd_cache_allow_custom_autograd_functions = True
-        # Dropout masks from torch's generator, as eager (``train.compile`` is no identity key).
-        torch._inductor.config.fallback_random = True
-        # Registers prims.inductor_force_stride_order, which the 8-bit quantisers use to have a
-        # quantised activation stored once instead of recomputed in each kernel that reads it
-        # (lpdt.layers.quant.functions.stored).
-        importlib.import_module("torch._inductor.inductor_prims")  # 0.8 s: only when compiling
-        kw: dict = {}
-        if mode != "default":
-            kw["mode"] = mode
-        elif self.quantized:
-            kw["options"] = {"layout_optimization": False}
-        # Every Steps of a process compiles the same two functions, so all its models' graphs
-        # share one dynamo cache per function, whose recompile limit (8) would make the ninth
-        # model of a process (a notebook, a test session) run eagerly, with only a warning in
-        # torch's log. Each Steps adds at most one graph per function (other shapes run eagerly).
-        global _compiling_steps
-        _compiling_steps += 1
-        limit = torch._dynamo.config.recompile_limit
-        torch._dynamo.config.recompile_limit = max(limit, _compiling_steps)
+        kw = prepare_compile(mode, self.quantized)
+        self._graphs = mode == "reduce-overhead"
         self._compiled["train"] = torch.compile(_train_step, dynamic=False, **kw)
         if compile_eval:
             self._compiled["predict"] = torch.compile(_predict, dynamic=False, **kw)
@@ -168,16 +188,26 @@ class Steps:
         """Forward, loss and backward of one node; returns the detached loss."""
         fn, first = self._function("train", x)
         with self._timed("train", first), self._noise(x.device):
+            self._mark_step()
             loss = fn(model, x, y)
             loss.backward()
-        return loss.detach()
+        return self._kept(loss.detach())
 
     @torch.no_grad()
     def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         """Predicted classes of one node's model (the caller sets eval mode)."""
         fn, first = self._function("predict", x)
         with self._timed("predict", first), self._noise(x.device):
-            return fn(model, x)
+            self._mark_step()
+            return self._kept(fn(model, x))
+
+    def _mark_step(self) -> None:
+        if self._graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+
+    def _kept(self, out: torch.Tensor) -> torch.Tensor:
+        """``out``, copied out of a CUDA graph's memory when the step replays graphs."""
+        return out.clone() if self._graphs else out
 
     def _noise(self, device: torch.device) -> contextlib.AbstractContextManager:
         """8-bit models: one rounding-noise seed for this call, drawn from torch's generator."""

@@ -32,17 +32,29 @@ def straight_through(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     an ``autograd.Function``, so ``torch.compile`` traces it like any other operation instead of
     speculating a forward and a backward per call (docs/engine.md, "Compiled steps").
     """
-    if not (x.requires_grad and torch.is_grad_enabled()):
+    # Eagerly, a tensor without a gradient skips the two operations. Inside a compiled graph
+    # ``x.requires_grad`` is not to be trusted: under ``torch.func.grad`` (the batched step) dynamo
+    # traces it as False, and the weights' gradients came out all zeros; there the arithmetic
+    # is always written (inductor fuses it; the value is ``q`` either way).
+    if not torch.is_grad_enabled() or (not torch.compiler.is_compiling() and not x.requires_grad):
         return q
     return (x - x.detach()) + q
 
 
+# The Functions below keep ``forward`` apart from ``setup_context`` and let torch generate their
+# vmap rule, so that the held nodes' step can run them under ``torch.func.vmap`` (batched nodes,
+# ``lpdt.engine.batched``): each node's backward then quantises with its own range and seed.
 class _QuantGrad(torch.autograd.Function):
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx, x, bits: int, seed, salt: int):  # noqa: D102
-        ctx.bits, ctx.salt = bits, salt
-        ctx.save_for_backward(seed)
+    def forward(x, bits: int, seed, salt: int):  # noqa: D102
         return x.view_as(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # noqa: D102
+        _, ctx.bits, seed, ctx.salt = inputs
+        ctx.save_for_backward(seed)
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102
@@ -92,11 +104,17 @@ def quantize_grad(x: torch.Tensor, bits: int, salt: int = 0) -> torch.Tensor:
 
 
 class _BiprecConv(torch.autograd.Function):
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx, xq, wq, bias, stride, padding, dilation, groups, grad_bits, seed, salt):  # noqa: D102
+    def forward(xq, wq, bias, stride, padding, dilation, groups, grad_bits, seed, salt):  # noqa: D102
+        return F.conv2d(xq, wq, bias, stride, padding, dilation, groups)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # noqa: D102
+        xq, wq, bias, stride, padding, dilation, groups, grad_bits, seed, salt = inputs
         ctx.save_for_backward(xq, wq, seed)
         ctx.conf = (stride, padding, dilation, groups, grad_bits, bias is not None, salt)
-        return F.conv2d(xq, wq, bias, stride, padding, dilation, groups)
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102
@@ -114,11 +132,17 @@ class _BiprecConv(torch.autograd.Function):
 
 
 class _BiprecLinear(torch.autograd.Function):
+    generate_vmap_rule = True
+
     @staticmethod
-    def forward(ctx, xq, wq, bias, grad_bits, seed, salt):  # noqa: D102
+    def forward(xq, wq, bias, grad_bits, seed, salt):  # noqa: D102
+        return F.linear(xq, wq, bias)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # noqa: D102
+        xq, wq, bias, grad_bits, seed, salt = inputs
         ctx.save_for_backward(xq, wq, seed)
         ctx.grad_bits, ctx.has_bias, ctx.salt = grad_bits, bias is not None, salt
-        return F.linear(xq, wq, bias)
 
     @staticmethod
     def backward(ctx, g):  # noqa: D102

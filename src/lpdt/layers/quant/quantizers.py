@@ -37,6 +37,21 @@ _SALT = 0x632BE5AB  # spreads the salts over the 32-bit key space
 _MASK32 = 0xFFFFFFFF
 
 _step_seed: torch.Tensor | None = None
+# Set while the held nodes' step runs under ``torch.func.vmap`` (``lpdt.engine.batched``): the
+# tensors are then per-node views of stacked ones, which neither the C++ kernel nor a read of the
+# seed on the host can take, so the quantisers use their tensor operations (the same bits).
+_vmapped = False
+
+
+@contextlib.contextmanager
+def vmapped() -> Iterator[None]:
+    """Within the block the quantisers run under ``torch.func.vmap`` (tensor operations only)."""
+    global _vmapped
+    saved, _vmapped = _vmapped, True
+    try:
+        yield
+    finally:
+        _vmapped = saved
 
 
 @contextlib.contextmanager
@@ -69,7 +84,7 @@ def _mix_(h: torch.Tensor, wide: bool) -> torch.Tensor:
     logical on the signed type). Both give the same 32 bits. In place, and eagerly with one
     scratch tensor for the three shifts, because each allocation of a tensor the size of the
     activation costs page faults (allocation-bound eagerly: 2-4x slower out of place)."""
-    scratch = None if wide else torch.empty_like(h)
+    scratch = None if wide or _vmapped else torch.empty_like(h)  # vmap refuses out= tensors
     for shift, multiplier in ((16, _M1), (15, _M2), (15, None)):
         if wide:
             h.bitwise_xor_(h.bitwise_right_shift(shift))
@@ -123,7 +138,7 @@ def dither(x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0) -> 
     key: torch.Tensor | int
     if wide:
         key = _mix_(_low32_(seed.reshape(()).to(torch.int64) + salted, wide), wide)
-    elif seed.device.type == "cpu":
+    elif seed.device.type == "cpu" and not _vmapped:
         # Eagerly on the CPU, the key in Python integers: reading the seed costs no device
         # synchronisation there, and it saves ten one-element tensor operations per call
         # (about 4 % of an eager 8-bit ResNet-8 step at the claims' shape; docs/int8.md).
@@ -134,7 +149,8 @@ def dither(x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0) -> 
     # inductor into the kernel's index arithmetic, int32 on a GPU, where Triton refuses products
     # of 2^31 or more (a per-sample view made it 8192 x _GOLDEN). Key-plus-index is a value.
     h = torch.arange(x.numel(), device=x.device, dtype=torch.int64 if wide else torch.int32)
-    h = _low32_(_low32_(h.add_(key), wide).mul_(_GOLDEN), wide)
+    h = h + key if _vmapped else h.add_(key)  # under vmap the key is per node, h is not
+    h = _low32_(_low32_(h, wide).mul_(_GOLDEN), wide)
     h = _mix_(h, wide).bitwise_right_shift_(16)
     u = (h if wide else h.bitwise_and_(0xFFFF)).to(x.dtype)
     return u.add_(0.5).mul_(2.0**-16).sub_(0.5).view(x.shape)
@@ -175,10 +191,11 @@ def quantize(
 def _eager_kernel(x: torch.Tensor, *ranges: torch.Tensor) -> ModuleType | None:
     """The one-pass kernel where it computes what the tensor operations would: eagerly (not
     while torch.compile traces: inductor fuses the tensor operations itself), float32 on the
-    CPU, scalar ranges, fewer than 2^31 elements and nothing that needs a gradient."""
+    CPU, scalar ranges, fewer than 2^31 elements, nothing that needs a gradient, not under vmap."""
     tensors = (x, *ranges)
     if (
         torch.compiler.is_compiling()
+        or _vmapped
         or any(t.dtype != torch.float32 or t.device.type != "cpu" for t in tensors)
         or any(r.numel() != 1 for r in ranges)
         or x.numel() >= 2**31

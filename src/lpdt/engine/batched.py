@@ -1,0 +1,169 @@
+"""The held nodes' training step as one computation over stacked parameters (``train.batch_nodes``).
+
+The sequential step (``lpdt.engine.steps.Steps``) runs n small forward / backward passes, one per
+node. On a GPU each of them is a few hundred small kernels and the card mostly waits on their
+launches (docs/engine.md, "On a GPU"). Here the n nodes run as one: PyTorch's model-ensembling
+recipe, ``torch.func.functional_call`` of one replica under ``torch.func.vmap`` over the nodes,
+turns the n replicas' convolutions into one grouped convolution and every other layer into one
+operation over ``[n, ...]``.
+
+Nothing is copied per step and no layer's arithmetic is written twice:
+
+- the parameters are views of the rows of the engine's ``state.x`` (through one leaf tensor over
+  ``x[:, :p_train]`` whose gradient *is* ``state.grad``: the backward accumulates into it exactly
+  as the sequential step's does into each replica's ``.grad`` view);
+- the gossiped buffers (the 8-bit activation ranges) are views of ``state.x`` too, and the local
+  ones (normalisation statistics) become rows of one stacked tensor per buffer, which each
+  replica then holds as a view (``NodeState.stack_local_buffers``), so evaluation, averaging and
+  checkpoints see them as before;
+- the layers are the models' own modules: vmap runs their code once per node, with each node's
+  batch, buffers and rounding-noise seed (a per-node int64 tensor, drawn in the node's random
+  stream as the sequential step draws it); under vmap the 8-bit quantisers use their tensor
+  operations (``quantizers.vmapped``) and every per-tensor range is per node.
+
+So a batched step computes what the n sequential steps compute, node by node (each node's loss
+and gradient within float rounding: ``tests/engine/test_batched.py``, fp32 and 8-bit).
+
+Models with random operations (VGG-11's dropout) are refused: under vmap they would draw from one
+generator for all nodes instead of each node's stream, and the run would differ from its
+sequential twin. Evaluation stays sequential (``Steps.predict``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from lpdt.decentral.state import NodeState
+from lpdt.engine.steps import Log, compile_allowed, is_quantized, prepare_compile
+from lpdt.layers.quant.quantizers import draw_seed, noise_seed, vmapped
+
+
+class BatchNodesError(ValueError):
+    """A model that the batched step cannot run (one line for the CLI)."""
+
+
+def _node_loss(
+    params: dict[str, torch.Tensor],
+    model: nn.Module,
+    buffers: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    seed: torch.Tensor | None,
+) -> torch.Tensor:
+    """One node's loss with its own parameters, buffers and noise seed (vmapped over the nodes)."""
+    with noise_seed(seed) if seed is not None else contextlib.nullcontext():
+        out = torch.func.functional_call(model, (params, buffers), (x,))
+    return F.cross_entropy(out, y)
+
+
+def _batched_step(
+    model: nn.Module,
+    params: dict[str, torch.Tensor],
+    buffers: dict[str, torch.Tensor],
+    grads: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    seeds: torch.Tensor | None,
+) -> torch.Tensor:
+    """The n nodes' losses ``[n]``, one computation (x ``[n, B, ...]``, y ``[n, B]``); each
+    node's gradient is written into ``grads`` (views of the rows of ``state.grad``).
+
+    The gradient is taken by ``torch.func.grad`` inside the vmap: the 8-bit layers' autograd
+    Functions have vmap rules for that, not for a backward from outside the vmap."""
+    seed_dim = None if seeds is None else 0
+    node = torch.func.vmap(
+        torch.func.grad_and_value(_node_loss),
+        in_dims=(0, None, 0, 0, 0, seed_dim),
+        randomness="error",
+    )
+    with vmapped():
+        g, losses = node(params, model, buffers, x, y, seeds)
+    for name, view in grads.items():
+        view.copy_(g[name])
+    return losses
+
+
+class BatchedSteps:
+    """The training step of all held nodes at once, over views of ``state``'s rows."""
+
+    def __init__(
+        self,
+        state: NodeState,
+        compile: bool = False,
+        mode: str = "default",
+        log: Log = print,
+    ) -> None:
+        model = state.models[0]
+        random_ops = [type(m).__name__ for m in model.modules() if isinstance(m, nn.Dropout)]
+        if random_ops:
+            raise BatchNodesError(
+                f"train.batch_nodes: the model has random operations ({', '.join(random_ops)}), "
+                "which under vmap would not draw from each node's own stream; set "
+                "train.batch_nodes: false"
+            )
+        self.state, self.log = state, log
+        self.quantized = is_quantized(model)
+        n = state.nodes
+        self.params: dict[str, torch.Tensor] = {}  # views of x's rows
+        self.buffers: dict[str, torch.Tensor] = {}
+        self.grads: dict[str, torch.Tensor] = {}  # views of state.grad's rows
+        for seg in state.segments:
+            view = state.x[:, seg.offset : seg.offset + seg.numel].view(n, *seg.shape)
+            (self.params if seg.trainable else self.buffers)[seg.name] = view
+            if seg.trainable:
+                rows = state.grad[:, seg.offset : seg.offset + seg.numel]
+                self.grads[seg.name] = rows.view(n, *seg.shape)
+        self.buffers.update(state.stack_local_buffers())
+        self._fn: Callable[..., torch.Tensor] = _batched_step
+        self._graphs = False
+        self.compiled = compile and compile_allowed(model, log)
+        if self.compiled:
+            kw = prepare_compile(mode, self.quantized)
+            self._graphs = mode == "reduce-overhead"
+            if self._graphs:
+                # The same tensors every step: CUDA graphs read them in place, no copies.
+                for t in (*self.params.values(), *self.buffers.values(), *self.grads.values()):
+                    torch._dynamo.mark_static_address(t)
+            self._fn = torch.compile(_batched_step, dynamic=False, **kw)
+        self._size: int | None = None
+
+    def seeds(
+        self, streams_node: Callable[[int], contextlib.AbstractContextManager]
+    ) -> torch.Tensor | None:
+        """One noise seed per node, each drawn in its node's random stream (8-bit models), as
+        ``Steps.train_step`` draws it; None for fp32 models."""
+        if not self.quantized:
+            return None
+        out = []
+        for k in range(self.state.nodes):
+            with streams_node(k):
+                out.append(draw_seed(self.state.device))
+        return torch.stack(out)
+
+    def train_step(
+        self, x: torch.Tensor, y: torch.Tensor, seeds: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Forward, losses and backward of every held node (x ``[n, B, ...]``, y ``[n, B]``);
+        the gradients land in ``state.grad``. Returns the ``[n]`` detached losses.
+
+        A compiled step is specialised to the first call's batch size; other sizes (an epoch's
+        short last batch) run the same function eagerly, as ``Steps`` does."""
+        fn = self._fn
+        if self.compiled:
+            first = self._size is None
+            if self._size is None:
+                self._size = x.shape[1]
+            if x.shape[1] != self._size:
+                fn = _batched_step
+            elif first:
+                self.log("compiling the batched training step (torch.compile)")
+        if self._graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        losses = fn(self.state.models[0], self.params, self.buffers, self.grads, x, y, seeds)
+        # A CUDA graph's outputs are overwritten by its next replay: keep a copy.
+        return losses.detach().clone() if self._graphs else losses.detach()

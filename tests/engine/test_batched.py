@@ -1,0 +1,144 @@
+"""The batched step (``lpdt.engine.batched``, ``train.batch_nodes``): the n nodes as one vmapped
+computation compute what the n sequential steps compute, node by node."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from lpdt.decentral.state import NodeState
+from lpdt.decentral.streams import NodeStreams
+from lpdt.engine.batched import BatchedSteps, BatchNodesError
+from lpdt.engine.steps import Steps
+from tests.engine.test_steps import tiny_model
+
+NODES, BATCH, PX = 3, 8, 16
+
+
+def _state(model: nn.Module) -> NodeState:
+    """n replicas of ``model`` whose rows differ (as after some training)."""
+    state = NodeState(model, NODES)
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        state.x.add_(0.05 * torch.randn(state.x.shape, generator=gen))
+    state.train()
+    return state
+
+
+def _sequential(state: NodeState, streams: NodeStreams, x, y, compile: bool = False):
+    steps = Steps(state.models[0], compile=compile, log=lambda m: None)
+    state.grad.zero_()
+    losses = []
+    for k, model in enumerate(state.models):
+        with streams.node(k):
+            losses.append(steps.train_step(model, x[k], y[k]))
+    return torch.stack(losses)
+
+
+def _batched(state: NodeState, streams: NodeStreams, x, y, compile: bool = False):
+    steps = BatchedSteps(state, compile=compile, log=lambda m: None)
+    state.grad.zero_()
+    return steps.train_step(x, y, steps.seeds(streams.node))
+
+
+def _pair(precision: str, deterministic: bool) -> tuple[NodeState, NodeState]:
+    return tuple(_state(tiny_model(precision, deterministic)) for _ in range(2))  # type: ignore[return-value]
+
+
+def _data(seed: int = 0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(NODES, BATCH, 3, PX, PX, generator=gen)
+    return x, torch.randint(0, 10, (NODES, BATCH), generator=gen)
+
+
+def _assert_same(seq: NodeState, bat: NodeState, l_s, l_b, grad_tol: float) -> None:
+    """Within float rounding: in fp32 elementwise; in 8 bits as compiled = eager is checked
+    (tests/engine/test_steps.py): a value within float error of a rounding boundary may land one
+    level apart (a grouped convolution sums in another order), so the loss to rtol 1e-4 and the
+    gradients in norm."""
+    torch.testing.assert_close(l_b, l_s, rtol=1e-4 if grad_tol > 1e-5 else 1e-5, atol=1e-6)
+    for k in range(NODES):  # every node's gradient, in norm (8 bits: a level may flip)
+        diff = (bat.grad[k] - seq.grad[k]).norm()
+        assert diff <= grad_tol * seq.grad[k].norm(), f"node {k}: {diff / seq.grad[k].norm():.2e}"
+    torch.testing.assert_close(bat.x, seq.x, rtol=grad_tol, atol=1e-6)  # the 8-bit running ranges
+    torch.testing.assert_close(bat.local_float_buffers(), seq.local_float_buffers())
+
+
+@pytest.mark.parametrize(
+    ("precision", "deterministic", "grad_tol"),
+    [("fp32", True, 1e-5), ("int8", True, 1e-3), ("int8", False, 1e-3)],
+)
+def test_batched_step_equals_the_sequential_steps(precision, deterministic, grad_tol):
+    """Each node's loss, gradient, running ranges and local statistics, after two steps. 8-bit
+    with the paper's stochastic rounding too: each node draws its seed in its own stream."""
+    seq, bat = _pair(precision, deterministic)
+    s_streams, b_streams = (NodeStreams(7, list(range(NODES)), torch.device("cpu")) for _ in "ab")
+    for step in range(2):
+        x, y = _data(step)
+        l_s = _sequential(seq, s_streams, x, y)
+        l_b = _batched(bat, b_streams, x, y)
+        _assert_same(seq, bat, l_s, l_b, grad_tol)
+    assert all(bat.grad[k].abs().sum() > 0 for k in range(NODES))
+
+
+def test_batched_step_changes_the_numbers_when_a_node_changes():
+    """The comparison above can fail: a node given another batch has another gradient."""
+    seq, bat = _pair("fp32", True)
+    streams = NodeStreams(7, list(range(NODES)), torch.device("cpu"))
+    x, y = _data()
+    _sequential(seq, streams, x, y)
+    x[1] += 1.0
+    _batched(bat, NodeStreams(7, list(range(NODES)), torch.device("cpu")), x, y)
+    assert torch.allclose(bat.grad[0], seq.grad[0], rtol=1e-5, atol=1e-7)
+    assert not torch.allclose(bat.grad[1], seq.grad[1], rtol=1e-3, atol=1e-5)
+
+
+def _bn_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 14 * 14, 10)
+    )
+
+
+def test_batched_batchnorm_updates_each_nodes_statistics():
+    """torch's own BatchNorm under vmap: each node's running statistics from its own batch."""
+    seq, bat = (_state(_bn_model()) for _ in range(2))
+    streams = [NodeStreams(7, list(range(NODES)), torch.device("cpu")) for _ in "ab"]
+    x, y = _data()
+    _assert_same(
+        seq, bat, _sequential(seq, streams[0], x, y), _batched(bat, streams[1], x, y), 1e-5
+    )
+    assert not torch.equal(bat.local_float_buffers()[0], bat.local_float_buffers()[1])
+
+
+def test_replicas_hold_rows_of_the_stacked_buffers():
+    """After stacking, a replica's local buffer is a view of its row: updates by the batched
+    step are what evaluation, averaging and checkpoints read."""
+    state = _state(_bn_model())  # BatchNorm: running statistics, local to each node
+    stacked = state.stack_local_buffers()
+    assert stacked, "the 8-bit model has local buffers"
+    name, rows = next(iter(stacked.items()))
+    with torch.no_grad():
+        rows[2].fill_(3.0)
+    assert bool((state.models[2].get_buffer(name) == 3.0).all())
+    assert state.stack_local_buffers()[name] is rows  # idempotent
+
+
+def test_a_model_with_dropout_is_refused_in_one_line():
+    model = nn.Sequential(nn.Flatten(), nn.Dropout(0.5), nn.Linear(3 * PX * PX, 10))
+    with pytest.raises(BatchNodesError, match="Dropout.*batch_nodes: false"):
+        BatchedSteps(NodeState(model, 2))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_compiled_batched_step_is_one_graph_without_breaks(precision):
+    """CUDA graphs need the whole step in one graph (no host synchronisation, no Python branch on
+    values): the compiled batched step equals the sequential one, with fullgraph semantics
+    checked by dynamo's explain."""
+    seq, bat = _pair(precision, True)
+    streams = [NodeStreams(7, list(range(NODES)), torch.device("cpu")) for _ in "ab"]
+    x, y = _data()
+    l_s = _sequential(seq, streams[0], x, y)
+    l_b = _batched(bat, streams[1], x, y, compile=True)
+    _assert_same(seq, bat, l_s, l_b, 1e-3 if precision == "int8" else 1e-5)
