@@ -1,5 +1,5 @@
-"""The workflow as a catalog workflow: GPU accounting of training jobs (resource `gpu`, the
-default profile's limit), results marked for `snakemake --report`, and `snakemake --lint`
+"""The workflow as a catalog workflow: GPU accounting of training jobs (resources `gpu` and
+`gpu_slot`, the workflow's cap), results marked for `snakemake --report`, and `snakemake --lint`
 warnings limited to the ones docs/workflow.md justifies."""
 
 from __future__ import annotations
@@ -98,11 +98,24 @@ def test_cpu_runs_never_ask_for_a_gpu(tmp_path):
     assert _train_gpus(r.stdout) == {1}
 
 
-def test_default_profile_limits_gpu_jobs_to_one_at_a_time():
+def test_default_profile_leaves_the_gpu_cap_to_the_workflow(tmp_path):
+    """profiles/default caps no resource: the workflow caps gpu_slot at the GPUs' slots (k jobs
+    per GPU; tests/workflow/test_gpu_share.py), and on one GPU with k = 1 at one job."""
     import yaml
 
     profile = yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())
-    assert profile["resources"] == {"gpu": 1}
+    assert "resources" not in profile
+    r = _run(
+        workdir(tmp_path),
+        "-n",
+        "--config",
+        "scale=smoke",
+        "train_gpus=1",
+        "gpu_jobs_per_gpu=1",
+        env=_gpu_env("0"),
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "GPUs: 1 (0), 1 slots each: gpu_slot=1" in r.stderr
 
 
 def _intervals(wd: Path, run_ids: list[str]) -> list[tuple[dt.datetime, dt.datetime]]:
@@ -122,8 +135,8 @@ def _intervals(wd: Path, run_ids: list[str]) -> list[tuple[dt.datetime, dt.datet
 
 @pytest.mark.slow
 def test_one_gpu_trains_one_job_at_a_time(tmp_path):
-    """Four smoke runs that each ask for the GPU (train_gpus=1), two cores: with the default
-    profile's gpu=1 their training never overlaps."""
+    """Four smoke runs that each ask for the GPU (train_gpus=1), one fake GPU
+    (CUDA_VISIBLE_DEVICES=0), one job per GPU, two cores: their training never overlaps."""
     wd = workdir(tmp_path)
     spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/smoke.yaml")
     run_ids = list(grid.expand(spec))[:4]
@@ -136,7 +149,9 @@ def test_one_gpu_trains_one_job_at_a_time(tmp_path):
         "--config",
         "scale=smoke",
         "train_gpus=1",
+        "gpu_jobs_per_gpu=1",
         "mlflow=False",
+        env=_gpu_env("0"),
         timeout=1200,
     )
     assert r.returncode == 0, r.stderr[-3000:]

@@ -136,10 +136,23 @@ rule plan:
         cold = {}
         if machine == "cpu" and runtime.compile_cache_is_empty(cache):
             cold = runtime.cold_compile_seconds({k: r.config for k, r in RUNS.items()}, slots)
+        # GPU costs: k jobs of a model share a GPU (config gpu_jobs_per_gpu), each taking s(k)
+        # times its time alone (runtime.H100_SHARE); a k without a measured s(k) counts as k = 1.
+        from lpdt.gpus import jobs_per_gpu
+
+        job_k, unmeasured = {}, set()
+        for r in rows if machine == "h100" else []:
+            k = jobs_per_gpu(config["gpu_jobs_per_gpu"], r["model"])
+            if runtime.share_slowdown(r["model"], k) is None:
+                unmeasured.add((r["model"], k))
+                k = 1
+            job_k[r["run_id"]] = k
         for r in rows:
             est = runtime.run_seconds(RUNS[r["run_id"]].config, r["samples"], machine, speed)
             if est is not None:
                 est += cold.get(r["run_id"], 0.0) * (speed or {}).get("fp32", 1.0)
+            if est is not None and r["run_id"] in job_k:
+                est *= runtime.share_slowdown(r["model"], job_k[r["run_id"]])
             r["est_s"] = None if est is None else round(est)
         with open(output[0], "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t")
@@ -160,11 +173,26 @@ rule plan:
             shapes = len({runtime.compiled_shape(RUNS[k].config) for k in cold})
             print(f"torch.compile cache {cache} is empty: {shapes} compiled shapes compile cold "
                   f"in their first {len(cold)} jobs (~{sum(cold.values()) / 60:.0f} job-min more)")
-        wall = runtime.packed_wall_seconds(known, slots)
-        print(f"estimated training wall time: ~{wall / 60:.0f} min with {slots} jobs at once "
-              f"= {sum(known) / 3600:.1f} job-hours "
-              f"(costs measured on {runtime.MACHINES[machine]}"
-              f"{', scaled to this machine' if speed else ''}; lpdt.cost.runtime)")
+        if machine == "h100":  # G GPUs (config plan_gpus), k jobs on each
+            n_gpus = config["plan_gpus"]
+            jobs = [(r["est_s"], job_k[r["run_id"]]) for r in rows if r["est_s"] is not None]
+            counted = {r["model"] for r in rows if r["est_s"] is not None}
+            for m, k in sorted(u for u in unmeasured if u[0] in counted):
+                print(f"  {m}: no measured sharing factor for {k} jobs per GPU "
+                      f"(lpdt.cost.runtime.H100_SHARE); assuming k=1")
+            wall = runtime.shared_gpu_wall_seconds(jobs, n_gpus)
+            gpu_h, own_gpu_h = runtime.gpu_hours(jobs, n_gpus)
+            per_gpu = ", ".join(str(k) for k in sorted({k for _, k in jobs})) or "1"
+            print(f"estimated training wall time: ~{wall / 60:.0f} min on {n_gpus} GPU(s), "
+                  f"{per_gpu} jobs per GPU = {gpu_h:.1f} GPU-hours (wall time x GPUs); "
+                  f"the jobs' own GPU time {own_gpu_h:.1f} GPU-hours (each job's time / its k) "
+                  f"(costs measured on {runtime.MACHINES[machine]}; lpdt.cost.runtime)")
+        else:
+            wall = runtime.packed_wall_seconds(known, slots)
+            print(f"estimated training wall time: ~{wall / 60:.0f} min with {slots} jobs at once "
+                  f"= {sum(known) / 3600:.1f} job-hours "
+                  f"(costs measured on {runtime.MACHINES[machine]}"
+                  f"{', scaled to this machine' if speed else ''}; lpdt.cost.runtime)")
         if len(known) < len(rows):
             print(f"  ({len(rows) - len(known)} runs have no measured cost and are not counted)")
         print(f"per-run table: {output[0]}")

@@ -14,6 +14,10 @@
 #   files are the source of truth; the final mlflow_sync step logs what is missing).
 # - SIGTERM (SLURM's time limit or scancel; SLURM sends it before SIGKILL) ends the log with a
 #   line saying so (docs/workflow.md, "Running on SLURM").
+# - GPUs (docs/workflow.md, "GPUs"; lpdt.gpus): resource `gpu` is the GPUs a job uses (SLURM:
+#   --gpus); `gpu_slot` its share of this machine's GPUs, k jobs per GPU (config
+#   gpu_jobs_per_gpu), and the workflow caps it at GPUs x slots per GPU. `python -m lpdt.gpus
+#   slot` then gives the job free slots of one GPU and sets CUDA_VISIBLE_DEVICES to it.
 
 
 def run_tree(run_id):
@@ -22,11 +26,15 @@ def run_tree(run_id):
     return RUNS[run_id].config if run_id in RUNS else PLATEAU_RUNS[run_id].config
 
 
-def train_processes(wildcards):
+def run_processes(run_id):
     """Processes a training job starts: 1, or one per node with the distributed engine."""
     if config.get("engine", "simulated") == "distributed":
-        return grid.config_from_dict(run_tree(wildcards.run_id)).topology.nodes
+        return grid.config_from_dict(run_tree(run_id)).topology.nodes
     return 1
+
+
+def train_processes(wildcards):
+    return run_processes(wildcards.run_id)
 
 
 def train_cores(wildcards):
@@ -39,7 +47,45 @@ def train_cores(wildcards):
 
 from lpdt import gpus
 
-GPUS = gpus.visible_gpus()
+GPU_IDS = gpus.visible_gpu_ids()
+GPUS = len(GPU_IDS)
+# The GPUs whose slots this Snakemake hands out: this machine's, where the jobs run here (not
+# under a cluster executor, whose jobs get their GPUs from SLURM, nor inside such a job).
+SLOT_GPU_IDS = GPU_IDS if workflow.local_exec and not workflow.remote_exec else []
+GPU_SLOT_DIR = f"{RESULTS}/.gpu_slots"  # the slot lock files (lpdt.gpus.acquire)
+
+
+def run_gpus(run_id):
+    """GPUs a training job uses (resource `gpu`; config train_gpus, lpdt.gpus.job_gpus)."""
+    device = run_tree(run_id).get("device", "auto")
+    return gpus.job_gpus(config["train_gpus"], device, GPUS, run_processes(run_id))
+
+
+def run_k(run_id):
+    """k: training jobs of this run's model that share one GPU (config gpu_jobs_per_gpu)."""
+    return gpus.jobs_per_gpu(config["gpu_jobs_per_gpu"], run_tree(run_id)["model"]["name"])
+
+
+def run_slots(run_id):
+    """Resource `gpu_slot`: the job's share of this machine's GPUs (lpdt.gpus.job_slots)."""
+    slot_gpus = len(SLOT_GPU_IDS)
+    return gpus.job_slots(run_gpus(run_id), run_processes(run_id), run_k(run_id), GPU_UNITS, slot_gpus)
+
+
+# Slots per GPU: the least common multiple of the k of the jobs that use a GPU here. The total,
+# GPUs x that, is the cap of resource gpu_slot (unless --resources gpu_slot=N sets one).
+# (The plateau check's runs are the grid's claim cells at 2x epochs: no other models.)
+GPU_UNITS = gpus.slot_units(run_k(r) for r in RUNS if SLOT_GPU_IDS and run_gpus(r))
+if SLOT_GPU_IDS and "gpu_slot" not in set(workflow.global_resources):
+    workflow.register_resource("gpu_slot", len(SLOT_GPU_IDS) * GPU_UNITS)
+    if workflow.is_main_process:
+        shares = sorted({(RUNS[r].config["model"]["name"], run_k(r)) for r in RUNS if run_gpus(r)})
+        print(
+            f"GPUs: {len(SLOT_GPU_IDS)} ({','.join(SLOT_GPU_IDS)}), {GPU_UNITS} slots each: "
+            f"gpu_slot={len(SLOT_GPU_IDS) * GPU_UNITS}; training jobs per GPU: "
+            f"{', '.join(f'{m} {k}' for m, k in shares) or 'none (no job uses a GPU)'}",
+            file=sys.stderr,
+        )
 
 
 rule train:
@@ -57,7 +103,11 @@ rule train:
     threads: train_cores
     resources:
         # train_gpus: auto: 1 per process on a machine with GPUs, at most all of them (lpdt.gpus)
-        gpu=lambda w: gpus.job_gpus(config["train_gpus"], run_tree(w.run_id).get("device", "auto"), GPUS, train_processes(w)),
+        gpu=lambda w: run_gpus(w.run_id),
+        # its share of this machine's GPUs, 1/k of one (k: config gpu_jobs_per_gpu), in slots
+        gpu_slot=lambda w: run_slots(w.run_id),
+        # SLURM with GPU shards (config slurm_gpu_shards > 0): sbatch --gres=shard:N, 1/k of a GPU
+        gres=lambda w: gpus.slurm_gres(config["slurm_gpu_shards"], run_k(w.run_id)) if run_tree(w.run_id).get("device", "auto") != "cpu" else None,
     params:
         out=f"{RUNS_DIR}/{{run_id}}",
         engine=config.get("engine", "simulated"),
@@ -66,11 +116,13 @@ rule train:
         experiment=config["experiment"],
         scale=SCALE,
         seed_in_name=lambda w: "--seed-in-name" if w.run_id in SEEDED_RUNS else "",
+        # "" without a GPU slot; else the allocator that execs `lpdt train` on its GPU
+        gpu_slot=lambda w: gpus.slot_command(PY, GPU_SLOT_DIR, SLOT_GPU_IDS, run_slots(w.run_id), GPU_UNITS),
     shell:
         """
         export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads}
         trap 'echo "lpdt train stopped by SIGTERM (a SLURM time limit, scancel or an interrupted Snakemake); a rerun resumes {params.out} from its last epoch checkpoint" >> {log}; exit 143' TERM
-        {LPDT} train --config {input.cfg} --out {params.out} --resume --set engine={params.engine} > {log} 2>&1 \
+        {params.gpu_slot}{LPDT} train --config {input.cfg} --out {params.out} --resume --set engine={params.engine} > {log} 2>&1 \
             || [ $? -eq 3 ]
         if [ {params.mlflow} = true ]; then
             {PY} -m lpdt.tracking log {params.out} --uri {params.uri:q} \

@@ -18,6 +18,10 @@ times a few eager steps of the claims' problem on the machine at hand, as many a
 are job slots, and ``run_seconds(..., speed=...)`` scales the fitted costs by its ratio to the
 same probe on the reference machine. A machine far from the reference (other core counts, jobs
 per slot) is better refitted.
+
+On GPUs (``H100_MS``) k jobs may share a GPU (config ``gpu_jobs_per_gpu``): a job's time is
+its time alone x s(k) (``H100_SHARE``), and the grid packs onto GPUs x k slots
+(``shared_gpu_wall_seconds``, ``gpu_hours``).
 """
 
 from __future__ import annotations
@@ -206,6 +210,19 @@ def gossip_units(cfg: Mapping[str, Any], samples: int) -> float:
 H100_MS: dict[tuple[str, str, int, int], tuple[float, float, float]] = {
     ("resnet20", "fp32", 32, 32): (0.606, 0.04, 21.0),
 }
+# k training jobs on one H100 at once (config gpu_jobs_per_gpu): model -> {k: s(k)}, the
+# slowdown of each job, its images/s alone over its images/s with k at once (k jobs then finish
+# k / s(k) times the work of one in the same time). PROVISIONAL, NOT MEASURED: only s(1) = 1 is
+# known; None marks a k without a measured factor, and the plan then counts that model's jobs
+# at k = 1 (one at a time on a GPU) and says so.
+H100_SHARE: dict[str, dict[int, float | None]] = {
+    "resnet8": {8: None},
+    "resnet20": {8: None},
+    "resnet54": {8: None},
+    "vgg11": {4: None},
+    "resnet18": {2: None},
+    "minilm": {2: None},
+}
 MACHINES = {
     "cpu": REFERENCE,
     "h100": "one NVIDIA H100 80GB, torch 2.11.0+cu130, compiled steps, 1 job on the GPU at a time",
@@ -342,6 +359,30 @@ def packed_wall_seconds(jobs: Iterable[float], slots: int) -> float:
     for t in sorted(jobs, reverse=True):
         heapq.heapreplace(loads, loads[0] + t)
     return max(loads)
+
+
+def share_slowdown(model: str, k: int) -> float | None:
+    """s(k) of ``model`` on the H100 (``H100_SHARE``): 1.0 for k = 1, None where not measured."""
+    return 1.0 if k == 1 else H100_SHARE.get(model, {}).get(k)
+
+
+def shared_gpu_wall_seconds(jobs: Iterable[tuple[float, int]], gpus: int) -> float:
+    """Makespan of GPU jobs, each ``(seconds, k)``: its time with k jobs on its GPU (the time
+    alone x s(k)), on ``gpus`` GPUs. The jobs of one k are packed longest first onto gpus x k
+    slots, and the groups of different k run one after another (a schedule the workflow can
+    follow; one k: exactly ``packed_wall_seconds`` on gpus x k slots)."""
+    by_k: dict[int, list[float]] = {}
+    for seconds, k in jobs:
+        by_k.setdefault(k, []).append(seconds)
+    return sum(packed_wall_seconds(times, max(1, gpus) * k) for k, times in by_k.items())
+
+
+def gpu_hours(jobs: Iterable[tuple[float, int]], gpus: int) -> tuple[float, float]:
+    """(the GPUs' hours: makespan x GPUs, idle time included; the jobs' own GPU hours: each
+    job's time / its k, its share of a GPU) of ``shared_gpu_wall_seconds``'s jobs."""
+    jobs = list(jobs)
+    wall = shared_gpu_wall_seconds(jobs, gpus)
+    return wall * max(1, gpus) / 3600, sum(s / k for s, k in jobs) / 3600
 
 
 def benchmark_seconds(path: str | Path) -> float | None:

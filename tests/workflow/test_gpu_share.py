@@ -1,0 +1,269 @@
+"""k training jobs per GPU (docs/workflow.md, "GPUs"): the slot arithmetic, the slot allocator
+(`python -m lpdt.gpus slot`), the train rule's resources and the cap with the GPUs faked by
+CUDA_VISIBLE_DEVICES, the SLURM shard request, and the plan's model of shared GPUs. Every wait
+is bounded."""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lpdt import gpus, grid
+from lpdt.cost import runtime
+from tests.workflow.test_snakemake import REPO, workdir
+from tests.workflow.test_workflow_catalog import _run
+
+WAIT_S = 60  # the longest any test here waits for a process
+
+
+def test_slot_arithmetic():
+    assert gpus.jobs_per_gpu("auto", "resnet20") == gpus.JOBS_PER_GPU["resnet20"]
+    assert gpus.jobs_per_gpu("auto", "not-listed") == 1
+    assert gpus.jobs_per_gpu(3, "resnet20") == 3
+    assert gpus.slot_units([]) == 1
+    assert gpus.slot_units([8, 4, 2, 2]) == 8
+    assert gpus.slot_units([2, 3]) == 6
+    # (GPUs the job uses, processes, k, slots per GPU, the machine's GPUs) -> gpu_slot
+    assert gpus.job_slots(1, 1, 2, 8, 2) == 4  # 1/2 of a GPU
+    assert gpus.job_slots(1, 1, 8, 8, 2) == 1
+    assert gpus.job_slots(0, 1, 8, 8, 2) == 0  # no GPU used
+    assert gpus.job_slots(1, 1, 8, 8, 0) == 0  # no GPU here: nothing to share (SLURM)
+    assert gpus.job_slots(2, 2, 8, 8, 2) == 16  # the distributed engine: whole GPUs
+    assert gpus.job_slots(4, 4, 8, 8, 2) == 16  # at most the machine's
+    assert gpus.slot_command("py", "d", ["0", "1"], 0, 8) == ""
+    assert "--per-gpu 8 --units 4 --count 1 --" in gpus.slot_command("py", "d", ["0", "1"], 4, 8)
+    assert "--per-gpu 8 --units 8 --count 2 --" in gpus.slot_command("py", "d", ["0", "1"], 16, 8)
+    assert gpus.slurm_gres(0, 8) is None
+    assert gpus.slurm_gres(8, 2) == "shard:4"
+    assert gpus.slurm_gres(4, 8) == "shard:1"
+
+
+def test_visible_gpu_ids_keep_the_names_of_cuda_visible_devices(tmp_path):
+    assert gpus.visible_gpu_ids({"CUDA_VISIBLE_DEVICES": "2,3"}, tmp_path) == ["2", "3"]
+    assert gpus.visible_gpu_ids({"CUDA_VISIBLE_DEVICES": "GPU-a, GPU-b"}, tmp_path) == [
+        "GPU-a",
+        "GPU-b",
+    ]
+    for name in ("0000:01:00.0", "0000:02:00.0"):
+        (tmp_path / "drv" / name).mkdir(parents=True)
+    assert gpus.visible_gpu_ids({}, tmp_path / "drv") == ["0", "1"]
+
+
+def _holder(lock_dir: Path, out: Path, release: Path, *, units: int = 1, timeout: float = 30):
+    """A job on 2 fake GPUs with 2 slots each: takes its slots, writes the CUDA_VISIBLE_DEVICES
+    it got into ``out``, and holds the slots until ``release`` exists (at most WAIT_S)."""
+    body = (
+        "import os, pathlib, time\n"
+        f"pathlib.Path({str(out)!r}).write_text(os.environ['CUDA_VISIBLE_DEVICES'])\n"
+        f"end = time.monotonic() + {WAIT_S}\n"
+        f"while not pathlib.Path({str(release)!r}).exists() and time.monotonic() < end:\n"
+        "    time.sleep(0.05)\n"
+    )
+    cmd = [sys.executable, "-m", "lpdt.gpus", "slot", "--dir", str(lock_dir), "--gpus", "0,1"]
+    cmd += ["--per-gpu", "2", "--units", str(units), "--timeout", str(timeout), "--"]
+    return subprocess.Popen(
+        [*cmd, sys.executable, "-c", body],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "0,1"},
+    )
+
+
+def _wait_for(paths: list[Path]) -> None:
+    end = time.monotonic() + WAIT_S
+    while not all(p.exists() for p in paths):
+        assert time.monotonic() < end, [p for p in paths if not p.exists()]
+        time.sleep(0.05)
+
+
+def test_two_gpus_with_two_slots_run_four_jobs_one_gpu_each(tmp_path):
+    """k = 2 on 2 GPUs: four jobs hold slots at once, each told one GPU, two per GPU; a fifth
+    finds no free slot, waits its (short) timeout, then shares a GPU and says so."""
+    release = tmp_path / "release"
+    outs = [tmp_path / f"job{i}" for i in range(5)]
+    procs = [_holder(tmp_path / "slots", outs[i], release) for i in range(4)]
+    try:
+        _wait_for(outs[:4])
+        got = [p.read_text() for p in outs[:4]]
+        assert collections.Counter(got) == {"0": 2, "1": 2}, got
+        start = time.monotonic()
+        fifth = _holder(tmp_path / "slots", outs[4], release, timeout=1.0)
+        _wait_for(outs[4:])
+        assert time.monotonic() - start >= 1.0  # it waited for a slot first
+        assert outs[4].read_text() in ("0", "1")
+        release.touch()
+        _, err = fifth.communicate(timeout=WAIT_S)
+        assert "no GPU had 1 free slots within 1 s" in err, err
+    finally:
+        release.touch()
+        for p in procs:
+            _, err = p.communicate(timeout=WAIT_S)
+            assert "lpdt.gpus: CUDA_VISIBLE_DEVICES=" in err, err
+    assert all(p.returncode == 0 for p in procs)
+
+
+def test_slots_are_freed_when_the_job_ends(tmp_path):
+    """A whole-GPU job (2 of 2 slots) after two half-GPU jobs on GPU 0 and 1 ended: it gets a
+    GPU at once (the kernel dropped the ended jobs' locks), with the first GPU listed."""
+    release = tmp_path / "release"
+    release.touch()  # the holders end at once
+    for i in range(2):
+        p = _holder(tmp_path / "slots", tmp_path / f"h{i}", release)
+        assert p.wait(timeout=WAIT_S) == 0
+    chosen, fds, ok = gpus.acquire(tmp_path / "slots", ["0", "1"], 2, 2, timeout=0)
+    assert (chosen, len(fds), ok) == (["0"], 2, True)
+    other, fds2, ok2 = gpus.acquire(tmp_path / "slots", ["0", "1"], 2, 2, timeout=0)
+    assert (other, ok2) == (["1"], True)  # GPU 0 is taken: the next job gets GPU 1
+    _, _, ok3 = gpus.acquire(tmp_path / "slots", ["0", "1"], 2, 1, timeout=0.2, poll=0.05)
+    assert not ok3  # no free slot anywhere: after its timeout it says so
+    for fd in fds + fds2:
+        os.close(fd)
+
+
+def _train_blocks(out: str) -> list[str]:
+    blocks = [b for b in re.split(r"\n(?=(?:local)?rule )", out) if b.startswith("rule train:")]
+    assert blocks, out[-2000:]
+    return blocks
+
+
+def test_two_fake_gpus_with_k2_give_four_slots_and_one_gpu_per_job(tmp_path):
+    """Dry run with CUDA_VISIBLE_DEVICES=0,1 and gpu_jobs_per_gpu=2: the workflow caps gpu_slot at
+    4 (2 GPUs x 2 slots), every training job asks for 1 (so 4 run at once) and starts `lpdt
+    train` through the slot allocator on one of the two GPUs."""
+    r = _run(
+        workdir(tmp_path),
+        "-n",
+        "--config",
+        "scale=smoke",
+        "train_gpus=1",
+        "gpu_jobs_per_gpu=2",
+        env={"CUDA_VISIBLE_DEVICES": "0,1"},
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "GPUs: 2 (0,1), 2 slots each: gpu_slot=4" in r.stderr, r.stderr[-2000:]
+    for b in _train_blocks(r.stdout):
+        assert re.search(r"\bgpu=1, gpu_slot=1\b", b), b
+        assert "-m lpdt.gpus slot --dir results/.gpu_slots --gpus 0,1 --per-gpu 2 --units 1" in b
+
+
+def test_auto_k_per_model_on_the_paper_grid(tmp_path):
+    """gpu_jobs_per_gpu: auto: each model's k from lpdt.gpus.JOBS_PER_GPU, in slots of the
+    least common multiple (8): ResNet-20 1 slot of 8, VGG-11 2, ResNet-18 4, DistilBERT (not
+    listed) a whole GPU."""
+    r = _run(workdir(tmp_path), "-n", "--config", "scale=paper", env={"CUDA_VISIBLE_DEVICES": "0"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "GPUs: 1 (0), 8 slots each: gpu_slot=8" in r.stderr
+    spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/paper.yaml")
+    model = {rid: run.config["model"]["name"] for rid, run in grid.expand(spec).items()}
+    seen = {}
+    for b in _train_blocks(r.stdout):
+        rid = re.search(r"run_id=([0-9a-f]{12})", b).group(1)
+        seen[model[rid]] = int(re.search(r"\bgpu_slot=(\d+)", b).group(1))
+    assert seen == {"resnet20": 1, "resnet54": 1, "vgg11": 2, "resnet18": 4, "distilbert": 8}
+
+
+def test_slurm_shards_become_sbatch_gres(tmp_path):
+    """slurm_gpu_shards=8: each GPU run asks resource gres=shard:8/k, which the SLURM executor
+    plugin turns into `sbatch --gres=shard:N` (its own function, on the resources of the dry
+    run; a cluster with shards was not started here)."""
+    from types import SimpleNamespace
+
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    r = _run(workdir(tmp_path), "-n", "--config", "scale=paper", "slurm_gpu_shards=8")
+    assert r.returncode == 0, r.stderr[-2000:]
+    gres = {m for b in _train_blocks(r.stdout) for m in re.findall(r"\bgres=(\S+)", b)}
+    assert gres == {"shard:1", "shard:2", "shard:4", "shard:8"}, gres
+    resources = {"gres": "shard:4", "gpu": 0}
+    job = SimpleNamespace(resources=SimpleNamespace(get=resources.get, gres="shard:4"))
+    assert set_gres_string(job).strip() == "--gres=shard:4"
+
+
+def test_shared_gpu_makespan_and_gpu_hours():
+    """A constructed case: k = 2 jobs of 10, 10, 10, 10, 6, 6 s (times at k = 2) and one k = 1
+    job of 5 s. One GPU: the k = 2 jobs on 2 slots, longest first: 10+10+6 = 26 s, then the
+    k = 1 job: 31 s. Two GPUs: 4 slots, 10+6 = 16 s, then 5 s: 21 s = 42 GPU-seconds. The jobs'
+    own GPU time is each time / k: 4 x 5 + 2 x 3 + 5 = 31 s either way."""
+    jobs = [(10.0, 2)] * 4 + [(6.0, 2)] * 2 + [(5.0, 1)]
+    assert runtime.shared_gpu_wall_seconds(jobs, 1) == 31.0
+    assert runtime.shared_gpu_wall_seconds(jobs, 2) == 21.0
+    assert runtime.gpu_hours(jobs, 1) == pytest.approx((31 / 3600, 31 / 3600))
+    assert runtime.gpu_hours(jobs, 2) == pytest.approx((42 / 3600, 31 / 3600))
+    # one k: exactly LPT on GPUs x k slots
+    assert runtime.shared_gpu_wall_seconds([(t, 4) for t in (7, 5, 3)], 1) == 7.0
+
+
+def test_share_slowdown(monkeypatch):
+    assert runtime.share_slowdown("resnet20", 1) == 1.0
+    assert runtime.share_slowdown("resnet20", 8) is None  # provisional: not measured
+    monkeypatch.setitem(runtime.H100_SHARE, "resnet20", {2: 1.25})
+    assert runtime.share_slowdown("resnet20", 2) == 1.25
+    # 8 s alone, s(2) = 1.25: 10 s per job at k = 2; four such jobs on one GPU: 20 s
+    jobs = [(8.0 * runtime.share_slowdown("resnet20", 2), 2)] * 4
+    assert runtime.shared_gpu_wall_seconds(jobs, 1) == 20.0
+
+
+def test_paper_plan_prints_gpu_hours(tmp_path):
+    """The paper plan (H100 costs) on 2 GPUs: it names the models without a measured sharing
+    factor, counts them at k = 1, and prints the wall time and both GPU-hour figures."""
+    r = _run(
+        workdir(tmp_path),
+        "--cores",
+        "1",
+        "plan",
+        "--config",
+        "scale=paper",
+        "plan_gpus=2",
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout + r.stderr
+    assert "resnet20: no measured sharing factor for 8 jobs per GPU" in out
+    m = re.search(
+        r"~(\d+) min on 2 GPU\(s\), 1 jobs per GPU = ([\d.]+) GPU-hours \(wall time x GPUs\); "
+        r"the jobs' own GPU time ([\d.]+) GPU-hours",
+        out,
+    )
+    assert m, out[-3000:]
+    wall_min, gpu_h, own_h = int(m[1]), float(m[2]), float(m[3])
+    assert gpu_h == pytest.approx(wall_min * 2 / 60, abs=0.1)
+    assert own_h <= gpu_h + 0.05
+
+
+@pytest.mark.slow
+def test_two_fake_gpus_train_four_jobs_at_once(tmp_path):
+    """Four smoke runs on 2 fake GPUs (CUDA_VISIBLE_DEVICES=0,1; the runs train on the CPU) with
+    k = 2 and 4 cores: all four train at the same time, and their logs say two got GPU 0 and
+    two GPU 1."""
+    wd = workdir(tmp_path)
+    spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/smoke.yaml")
+    run_ids = list(grid.expand(spec))[:4]
+    targets = [f"results/runs/{r}/metrics.json" for r in run_ids]
+    r = _run(
+        wd,
+        *targets,
+        "--cores",
+        "4",
+        "--config",
+        "scale=smoke",
+        "train_gpus=1",
+        "gpu_jobs_per_gpu=2",
+        "mlflow=False",
+        env={"CUDA_VISIBLE_DEVICES": "0,1"},
+        timeout=1200,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    # each job holds its slots from the allocator's line ("since <epoch s>") until its process
+    # ends (its log's last write): all four intervals overlap
+    logs = [wd / f"results/logs/train/{r}.log" for r in run_ids]
+    got = [re.search(r"CUDA_VISIBLE_DEVICES=(\S+) .*since ([\d.]+)\)", p.read_text()) for p in logs]
+    assert all(got), [p.read_text()[:500] for p in logs]
+    starts, ends = [float(m[2]) for m in got], [p.stat().st_mtime for p in logs]
+    assert max(starts) < min(ends), (starts, ends)
+    assert collections.Counter(m[1] for m in got) == {"0": 2, "1": 2}, got
