@@ -142,3 +142,23 @@ def test_compiled_batched_step_is_one_graph_without_breaks(precision):
     l_s = _sequential(seq, streams[0], x, y)
     l_b = _batched(bat, streams[1], x, y, compile=True)
     _assert_same(seq, bat, l_s, l_b, 1e-3 if precision == "int8" else 1e-5)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_a_run_with_batched_nodes_equals_the_sequential_run(tmp_path, precision):
+    """``lpdt train`` end to end (two epochs of the tiny CNN on 8 nodes, gossip and evaluation
+    included) with ``train.batch_nodes`` on and off: the same run id, and the same losses and
+    accuracies up to float rounding (8 bits: up to a few rounding levels)."""
+    from tests.engine.test_loop import cfg
+
+    from lpdt.engine.loop import train
+
+    extra = ["train.epochs=2", f"precision.mode={precision}"]
+    seq = train(cfg(*extra), tmp_path / "seq", log=lambda s: None)
+    bat_cfg = cfg(*extra, "train.batch_nodes=true")
+    assert bat_cfg.run_id() == cfg(*extra).run_id()
+    bat = train(bat_cfg, tmp_path / "bat", log=lambda s: None)
+    tol = 1e-4 if precision == "fp32" else 2e-2
+    for a, b in zip(seq.history, bat.history, strict=True):
+        assert b.train_loss == pytest.approx(a.train_loss, rel=tol), (a, b)
+        assert b.acc_avg_model == pytest.approx(a.acc_avg_model, abs=100 * tol + 0.01)
