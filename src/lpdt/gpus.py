@@ -29,10 +29,10 @@ from pathlib import Path
 NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")  # one entry per GPU the driver sees
 
 # Training jobs that share one GPU, per model (config gpu_jobs_per_gpu: auto); a model not
-# listed gets a GPU to itself (1). PROVISIONAL, NOT MEASURED: guesses from the models' sizes
-# (ResNet-20 / -8 / -54 are launch-bound and small; VGG-11, ResNet-18 at 64 px or larger and
-# MiniLM fill more of a GPU), to be replaced by measurements of how many jobs fit and run
-# faster together than apart.
+# listed gets a GPU to itself (1). ResNet-20: MEASURED (2026-11-27, one H100, Table 3 jobs;
+# lpdt.cost.runtime.H100_SHARE): 8 jobs give 4.7x the images/s of one, 12 only 5.0x. The others
+# are PROVISIONAL, NOT MEASURED: guesses from the models' sizes (ResNet-8 / -54 launch-bound and
+# small like ResNet-20; VGG-11, ResNet-18 at 64 px or larger and MiniLM fill more of a GPU).
 JOBS_PER_GPU: dict[str, int] = {
     "resnet8": 8,
     "resnet20": 8,

@@ -212,12 +212,16 @@ H100_MS: dict[tuple[str, str, int, int], tuple[float, float, float]] = {
 }
 # k training jobs on one H100 at once (config gpu_jobs_per_gpu): model -> {k: s(k)}, the
 # slowdown of each job, its images/s alone over its images/s with k at once (k jobs then finish
-# k / s(k) times the work of one in the same time). PROVISIONAL, NOT MEASURED: only s(1) = 1 is
-# known; None marks a k without a measured factor, and the plan then counts that model's jobs
-# at k = 1 (one at a time on a GPU) and says so.
+# k / s(k) times the work of one in the same time). None marks a k without a measured factor,
+# and the plan then counts that model's jobs at k = 1 (one at a time on a GPU) and says so.
+# ResNet-20: measured 2026-11-27 on one H100 (torch 2.11.0+cu130, 16 cores; benchmarks/
+# bench_gpu.py, jobs part): k concurrent Table 3 jobs (8-node ring, CHOCO 99 % top-k, per-node
+# batch 32, compiled, generated 32 px images), 10 s each after warm-up, cores // k threads each:
+# 2,544 / 5,091 / 9,340 / 12,070 / 12,690 images/s per GPU for k = 1 / 2 / 4 / 8 / 12, so
+# s(k) = k x 2,544 / those. Other models: not measured (their k in lpdt.gpus is provisional).
 H100_SHARE: dict[str, dict[int, float | None]] = {
     "resnet8": {8: None},
-    "resnet20": {8: None},
+    "resnet20": {1: 1.0, 2: 1.0, 4: 1.09, 8: 1.69, 12: 2.41},
     "resnet54": {8: None},
     "vgg11": {4: None},
     "resnet18": {2: None},

@@ -61,7 +61,7 @@ def _node_loss(
     return F.cross_entropy(out, y)
 
 
-def _batched_step(
+def batched_step(
     model: nn.Module,
     params: dict[str, torch.Tensor],
     buffers: dict[str, torch.Tensor],
@@ -88,6 +88,24 @@ def _batched_step(
     return losses
 
 
+def not_batchable(model: nn.Module) -> str | None:
+    """Why ``model`` cannot run batched, or None."""
+    random_ops = sorted({type(m).__name__ for m in model.modules() if isinstance(m, nn.Dropout)})
+    if random_ops:
+        return (
+            f"the model has random operations ({', '.join(random_ops)}), which under vmap would "
+            "not draw from each node's own stream"
+        )
+    return None
+
+
+def use_batched(setting: bool | str, model: nn.Module, device: torch.device) -> bool:
+    """``train.batch_nodes``: true / false, or auto: on CUDA for a model that can run batched."""
+    if setting == "auto":
+        return device.type == "cuda" and not_batchable(model) is None
+    return bool(setting)
+
+
 class BatchedSteps:
     """The training step of all held nodes at once, over views of ``state``'s rows."""
 
@@ -99,13 +117,9 @@ class BatchedSteps:
         log: Log = print,
     ) -> None:
         model = state.models[0]
-        random_ops = [type(m).__name__ for m in model.modules() if isinstance(m, nn.Dropout)]
-        if random_ops:
-            raise BatchNodesError(
-                f"train.batch_nodes: the model has random operations ({', '.join(random_ops)}), "
-                "which under vmap would not draw from each node's own stream; set "
-                "train.batch_nodes: false"
-            )
+        why = not_batchable(model)
+        if why:
+            raise BatchNodesError(f"train.batch_nodes: {why}; set train.batch_nodes: false")
         self.state, self.log = state, log
         self.quantized = is_quantized(model)
         n = state.nodes
@@ -119,7 +133,7 @@ class BatchedSteps:
                 rows = state.grad[:, seg.offset : seg.offset + seg.numel]
                 self.grads[seg.name] = rows.view(n, *seg.shape)
         self.buffers.update(state.stack_local_buffers())
-        self._fn: Callable[..., torch.Tensor] = _batched_step
+        self._fn: Callable[..., torch.Tensor] = batched_step
         self._graphs = False
         self.compiled = compile and compile_allowed(model, log)
         if self.compiled:
@@ -129,8 +143,9 @@ class BatchedSteps:
                 # The same tensors every step: CUDA graphs read them in place, no copies.
                 for t in (*self.params.values(), *self.buffers.values(), *self.grads.values()):
                     torch._dynamo.mark_static_address(t)
-            self._fn = torch.compile(_batched_step, dynamic=False, **kw)
+            self._fn = torch.compile(batched_step, dynamic=False, **kw)
         self._size: int | None = None
+        self._traced = False  # the compiled function has run once (traced and compiled)
 
     def seeds(
         self, streams_node: Callable[[int], contextlib.AbstractContextManager]
@@ -159,11 +174,33 @@ class BatchedSteps:
             if self._size is None:
                 self._size = x.shape[1]
             if x.shape[1] != self._size:
-                fn = _batched_step
+                fn = batched_step
             elif first:
                 self.log("compiling the batched training step (torch.compile)")
         if self._graphs:
             torch.compiler.cudagraph_mark_step_begin()
-        losses = fn(self.state.models[0], self.params, self.buffers, self.grads, x, y, seeds)
+        args = (self.state.models[0], self.params, self.buffers, self.grads, x, y, seeds)
+        if fn is not self._fn or not self.compiled or self._traced:
+            losses = fn(*args)
+        else:
+            losses = self._first_compiled_call(args)
         # A CUDA graph's outputs are overwritten by its next replay: keep a copy.
         return losses.detach().clone() if self._graphs else losses.detach()
+
+    def _first_compiled_call(self, args: tuple) -> torch.Tensor:
+        """The first call of the compiled step, which traces and compiles it. A torch that cannot
+        compile it (torch 2.11's dynamo refuses the 8-bit layers' autograd Functions under vmap,
+        measured on an H100) fails while tracing, on fake tensors, before any state changed:
+        the step then runs eagerly, the same arithmetic, and says so in one line."""
+        self._traced = True
+        try:
+            return self._fn(*args)
+        except Exception as e:  # any tracing or compile failure: the eager step is the same
+            self.log(
+                f"train.batch_nodes: the batched step did not compile on torch {torch.__version__} "
+                f"({type(e).__name__}: {str(e).splitlines()[0][:160]}); it runs eagerly"
+            )
+            self._fn = batched_step
+            self.compiled = False
+            self._graphs = False
+            return batched_step(*args)

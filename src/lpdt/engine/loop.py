@@ -40,7 +40,7 @@ from lpdt.decentral.optim import make_optimizer
 from lpdt.decentral.state import NodeState
 from lpdt.decentral.streams import NodeStreams
 from lpdt.decentral.topology import mixing_matrix, out_peers
-from lpdt.engine.batched import BatchedSteps
+from lpdt.engine.batched import BatchedSteps, use_batched
 from lpdt.engine.checkpoint import Checkpoint
 from lpdt.engine.device import print_line, resolve_device
 from lpdt.engine.rundir import open_run_dir, previous, restorable
@@ -166,7 +166,7 @@ class Run:
         # ``train.batch_nodes``: the held nodes' training step as one computation.
         self.batched = (
             BatchedSteps(self.state, cfg.train.compile, cfg.train.compile_mode, log)
-            if cfg.train.batch_nodes
+            if use_batched(cfg.train.batch_nodes, model, self.device)
             else None
         )
 

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.grad import conv2d_input, conv2d_weight
 
-from lpdt.layers.quant.quantizers import quantize, quantize_minmax, step_seed
+from lpdt.layers.quant.quantizers import is_vmapped, quantize, quantize_minmax, step_seed
 
 
 def straight_through(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -76,7 +76,9 @@ def stored(q: torch.Tensor) -> torch.Tensor:
     in memory with these strides" (eagerly a no-op when they already match); ``lpdt.engine.steps``
     imports ``torch._inductor.inductor_prims``, which registers it, before compiling.
     """
-    if not torch.compiler.is_compiling():
+    # Under vmap (the batched step) ``q.stride()`` is one node's view, not the stacked tensor's
+    # layout, and forcing it failed while tracing (a storage out of bounds): left to inductor.
+    if not torch.compiler.is_compiling() or is_vmapped():
         return q
     return torch.ops.prims.inductor_force_stride_order(q, q.stride())
 

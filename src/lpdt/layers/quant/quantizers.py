@@ -66,6 +66,11 @@ def noise_seed(seed: torch.Tensor) -> Iterator[None]:
         _step_seed = saved
 
 
+def is_vmapped() -> bool:
+    """Whether the quantisers run under ``torch.func.vmap`` (inside a ``vmapped`` block)."""
+    return _vmapped
+
+
 def step_seed() -> torch.Tensor | None:
     """The seed set by the enclosing ``noise_seed`` block, or None."""
     return _step_seed
