@@ -31,7 +31,7 @@ from tests.engine.test_steps import relative_difference
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)"
 )
-# Below MIN_TORCH_COMPILED_INT8 lpdt runs the 8-bit step eagerly (torch 2.11 compiled it to zero
+# Below MIN_TORCH_COMPILED_INT8 lpdt runs the 8-bit step eagerly (lpdt code before 4e88b46 compiled to zero
 # gradients, docs/engine.md "On a GPU"): the compiled 8-bit path does not exist there to test.
 NEEDS_COMPILED_INT8 = pytest.mark.skipif(
     torch_version() < MIN_TORCH_COMPILED_INT8,

@@ -134,7 +134,8 @@ def test_a_model_with_dropout_is_refused_in_one_line():
 
 
 @pytest.mark.parametrize(
-    "precision", ["fp32", pytest.param("int8", marks=pytest.mark.slow)]  # 8-bit: a 90 s compile
+    "precision",
+    ["fp32", pytest.param("int8", marks=pytest.mark.slow)],  # 8-bit: a 90 s compile
 )
 def test_compiled_batched_step_equals_the_sequential_steps(precision):
     """The compiled batched step (one graph for all nodes, what CUDA graphs replay) computes what
@@ -153,9 +154,8 @@ def test_a_run_with_batched_nodes_equals_the_sequential_run(tmp_path, precision)
     """``lpdt train`` end to end (two epochs of the tiny CNN on 8 nodes, gossip and evaluation
     included) with ``train.batch_nodes`` on and off: the same run id, and the same losses and
     accuracies up to float rounding (8 bits: up to a few rounding levels)."""
-    from tests.engine.test_loop import cfg
-
     from lpdt.engine.loop import train
+    from tests.engine.test_loop import cfg
 
     extra = ["train.epochs=2", f"precision.mode={precision}"]
     seq = train(cfg(*extra), tmp_path / "seq", log=lambda s: None)

@@ -72,11 +72,17 @@ def _predict(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 CUDA_INT8_ENV = "LPDT_COMPILE_INT8_ON_CUDA"
 
 
-# The oldest torch whose compiled 8-bit step is verified equal to the eager one (2.13.0 CPU and
-# the pinned 2.14.1: tests/engine/test_steps.py). On torch 2.11 (a GPU machine's, 2026-11-26) the
-# compiled step returned all-zero gradients, on that machine's CPU too, so the run stayed at
-# chance: docs/engine.md, "On a GPU". Older torch runs the 8-bit step eagerly.
-MIN_TORCH_COMPILED_INT8 = (2, 13)
+# The oldest torch whose compiled 8-bit step is verified equal to the eager one
+# (tests/engine/test_steps.py and tests/layers/test_quant.py on torch 2.11.0 and 2.12.1 CPU,
+# 2.13.0 and the pinned 2.14.1). The all-zero gradients of the compiled step on torch 2.11 (a GPU
+# machine's, 2026-11-26, its CPU too) were a torch 2.11 bug met by lpdt code of that day: dynamo
+# drops the gradient through a custom autograd.Function whose forward returns a tensor that it
+# changed in place (``(x * 1).mul_(2)``, an ``out=`` result); the straight-through quantisers were
+# such Functions (``quantize`` ends in ``.add_(lo)``) until commit 4e88b46 wrote them as plain
+# arithmetic (``functions.straight_through``), which compiles right on 2.11.
+# tests/engine/test_steps.py checks that no Function of the 8-bit layers does it again. Older
+# torch (not tried) runs the 8-bit step eagerly.
+MIN_TORCH_COMPILED_INT8 = (2, 11)
 
 
 def torch_version(version: str | None = None) -> tuple[int, int]:
@@ -104,15 +110,14 @@ def compile_allowed(model: nn.Module, log: Log = print) -> bool:
     if torch_version() < MIN_TORCH_COMPILED_INT8:
         log(
             f"train.compile: the compiled 8-bit step needs torch >= "
-            f"{'.'.join(map(str, MIN_TORCH_COMPILED_INT8))} (on torch 2.11 its gradients were "
-            f"all zeros: docs/engine.md, 'On a GPU'); this is torch {torch.__version__}, so it "
-            "runs eagerly"
+            f"{'.'.join(map(str, MIN_TORCH_COMPILED_INT8))} (the oldest verified: "
+            f"docs/engine.md, 'On a GPU'); this is torch {torch.__version__}, so it runs eagerly"
         )
         return False
     if _on_cuda(model) and not os.environ.get(CUDA_INT8_ENV):
         log(
-            "train.compile: the compiled 8-bit step is not verified on CUDA (the GPUs tried had "
-            "torch 2.11, where it fails: docs/engine.md, 'On a GPU'); running it eagerly "
+            "train.compile: the compiled 8-bit step is not yet verified on CUDA (docs/engine.md, "
+            "'On a GPU'); running it eagerly "
             f"(set {CUDA_INT8_ENV}=1 to compile it anyway)"
         )
         return False
