@@ -144,6 +144,7 @@ def test_the_engine_imports_one_way():
         "lpdt.engine.loop",
         "lpdt.engine.rundir",
         "lpdt.engine.checkpoint",
+        "lpdt.engine.batched",
         "lpdt.engine.steps",
         "lpdt.engine.sysmetrics",
         "lpdt.engine.device",

@@ -18,7 +18,7 @@ import pytest
 from lpdt import gpus, grid
 from lpdt.cost import runtime
 from tests.workflow.test_snakemake import REPO, workdir
-from tests.workflow.test_workflow_catalog import _run
+from tests.workflow.test_workflow_catalog import run_workflow
 
 WAIT_S = 60  # the longest any test here waits for a process
 
@@ -137,7 +137,7 @@ def test_two_fake_gpus_with_k2_give_four_slots_and_one_gpu_per_job(tmp_path):
     """Dry run with CUDA_VISIBLE_DEVICES=0,1 and gpu_jobs_per_gpu=2: the workflow caps gpu_slot at
     4 (2 GPUs x 2 slots), every training job asks for 1 (so 4 run at once) and starts `lpdt
     train` through the slot allocator on one of the two GPUs."""
-    r = _run(
+    r = run_workflow(
         workdir(tmp_path),
         "-n",
         "--config",
@@ -157,7 +157,9 @@ def test_auto_k_per_model_on_the_paper_grid(tmp_path):
     """gpu_jobs_per_gpu: auto: each model's k from lpdt.gpus.JOBS_PER_GPU, in slots of the
     least common multiple (8): ResNet-20 1 slot of 8, VGG-11 2, ResNet-18 4, DistilBERT (not
     listed) a whole GPU."""
-    r = _run(workdir(tmp_path), "-n", "--config", "scale=paper", env={"CUDA_VISIBLE_DEVICES": "0"})
+    r = run_workflow(
+        workdir(tmp_path), "-n", "--config", "scale=paper", env={"CUDA_VISIBLE_DEVICES": "0"}
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "GPUs: 1 (0), 8 slots each: gpu_slot=8" in r.stderr
     spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/paper.yaml")
@@ -177,7 +179,7 @@ def test_slurm_shards_become_sbatch_gres(tmp_path):
 
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-    r = _run(workdir(tmp_path), "-n", "--config", "scale=paper", "slurm_gpu_shards=8")
+    r = run_workflow(workdir(tmp_path), "-n", "--config", "scale=paper", "slurm_gpu_shards=8")
     assert r.returncode == 0, r.stderr[-2000:]
     gres = {m for b in _train_blocks(r.stdout) for m in re.findall(r"\bgres=(\S+)", b)}
     assert gres == {"shard:1", "shard:2", "shard:4", "shard:8"}, gres
@@ -202,7 +204,8 @@ def test_shared_gpu_makespan_and_gpu_hours():
 
 def test_share_slowdown(monkeypatch):
     assert runtime.share_slowdown("resnet20", 1) == 1.0
-    assert runtime.share_slowdown("resnet20", 8) is None  # provisional: not measured
+    assert runtime.share_slowdown("resnet20", 8) == pytest.approx(1.69)  # measured on an H100
+    assert runtime.share_slowdown("resnet54", 8) is None  # provisional: not measured
     monkeypatch.setitem(runtime.H100_SHARE, "resnet20", {2: 1.25})
     assert runtime.share_slowdown("resnet20", 2) == 1.25
     # 8 s alone, s(2) = 1.25: 10 s per job at k = 2; four such jobs on one GPU: 20 s
@@ -211,9 +214,9 @@ def test_share_slowdown(monkeypatch):
 
 
 def test_paper_plan_prints_gpu_hours(tmp_path):
-    """The paper plan (H100 costs) on 2 GPUs: it names the models without a measured sharing
-    factor, counts them at k = 1, and prints the wall time and both GPU-hour figures."""
-    r = _run(
+    """The paper plan (H100 costs) on 2 GPUs: ResNet-20's measured sharing factor packs its jobs
+    8 to a GPU, and the plan prints the wall time and both GPU-hour figures."""
+    r = run_workflow(
         workdir(tmp_path),
         "--cores",
         "1",
@@ -224,9 +227,9 @@ def test_paper_plan_prints_gpu_hours(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout + r.stderr
-    assert "resnet20: no measured sharing factor for 8 jobs per GPU" in out
+    assert "resnet20: no measured sharing factor" not in out
     m = re.search(
-        r"~(\d+) min on 2 GPU\(s\), 1 jobs per GPU = ([\d.]+) GPU-hours \(wall time x GPUs\); "
+        r"~(\d+) min on 2 GPU\(s\), 8 jobs per GPU = ([\d.]+) GPU-hours \(wall time x GPUs\); "
         r"the jobs' own GPU time ([\d.]+) GPU-hours",
         out,
     )
@@ -245,7 +248,7 @@ def test_two_fake_gpus_train_four_jobs_at_once(tmp_path):
     spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/smoke.yaml")
     run_ids = list(grid.expand(spec))[:4]
     targets = [f"results/runs/{r}/metrics.json" for r in run_ids]
-    r = _run(
+    r = run_workflow(
         wd,
         *targets,
         "--cores",

@@ -58,7 +58,7 @@ def _gpu_env(visible: str) -> dict[str, str]:
     return {"CUDA_VISIBLE_DEVICES": visible}
 
 
-def _run(wd: Path, *args: str, env: dict[str, str] | None = None, timeout: int = 600):
+def run_workflow(wd: Path, *args: str, env: dict[str, str] | None = None, timeout: int = 600):
     old = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})
     try:
@@ -82,7 +82,7 @@ def _train_gpus(out: str) -> set[int]:
 def test_paper_training_jobs_ask_for_a_gpu_only_on_a_gpu_machine(tmp_path, visible, gpus):
     """train_gpus: auto gives each paper-scale training job gpu=1 where a GPU is visible and 0
     where none is (CUDA_VISIBLE_DEVICES stands in for the machine)."""
-    r = _run(workdir(tmp_path), "-n", "--config", "scale=paper", env=_gpu_env(visible))
+    r = run_workflow(workdir(tmp_path), "-n", "--config", "scale=paper", env=_gpu_env(visible))
     assert r.returncode == 0, r.stderr[-2000:]
     assert _train_gpus(r.stdout) == gpus
 
@@ -91,10 +91,10 @@ def test_cpu_runs_never_ask_for_a_gpu(tmp_path):
     """The smoke scale's runs have device: cpu, so they ask for no GPU even on a GPU machine;
     a number in train_gpus overrides auto."""
     wd = workdir(tmp_path)
-    r = _run(wd, "-n", "--config", "scale=smoke", env=_gpu_env("0"))
+    r = run_workflow(wd, "-n", "--config", "scale=smoke", env=_gpu_env("0"))
     assert r.returncode == 0, r.stderr[-2000:]
     assert _train_gpus(r.stdout) == {0}
-    r = _run(wd, "-n", "--config", "scale=smoke", "train_gpus=1", env=_gpu_env(""))
+    r = run_workflow(wd, "-n", "--config", "scale=smoke", "train_gpus=1", env=_gpu_env(""))
     assert _train_gpus(r.stdout) == {1}
 
 
@@ -105,7 +105,7 @@ def test_default_profile_leaves_the_gpu_cap_to_the_workflow(tmp_path):
 
     profile = yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())
     assert "resources" not in profile
-    r = _run(
+    r = run_workflow(
         workdir(tmp_path),
         "-n",
         "--config",
@@ -141,7 +141,7 @@ def test_one_gpu_trains_one_job_at_a_time(tmp_path):
     spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/smoke.yaml")
     run_ids = list(grid.expand(spec))[:4]
     targets = [f"results/runs/{r}/metrics.json" for r in run_ids]
-    r = _run(
+    r = run_workflow(
         wd,
         *targets,
         "--cores",
