@@ -47,7 +47,9 @@ from pathlib import Path
 import torch
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # bench_compile's model builder
+sys.path.insert(0, str(HERE))  # bench_compile's model builder and device sync
+
+from bench_compile import build, sync  # noqa: E402
 
 VARIANTS = ("eager", "sequential", "graphs", "batched", "batched-graphs")
 TABLE3 = HERE.parent / "examples" / "cifar10_resnet20_lp_choco.yaml"
@@ -77,11 +79,6 @@ class Table:
         print("  ".join(f"{c}={t}" for c, t in zip(self.columns, text, strict=True)), flush=True)
 
 
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def parse_case(text: str) -> tuple[str, int, int, int]:
     """``model:nodes:batch:px``, e.g. ``resnet20:8:32:32``."""
     parts = text.split(":")
@@ -101,8 +98,6 @@ def make_runner(
 ) -> tuple[Callable[[torch.Tensor, torch.Tensor], None], str, torch.Tensor]:
     """A function doing one round of ``variant`` on fresh node replicas, a note (what ran) and
     the replicas' gradient matrix (what the round writes)."""
-    from bench_compile import build
-
     from lpdt.decentral.state import NodeState
     from lpdt.engine.batched import BatchedSteps
     from lpdt.engine.steps import Steps
@@ -144,9 +139,20 @@ def _ran(asked: bool, compiled: bool, notes: list[str]) -> str:
 def bench_steps(args: argparse.Namespace, device: torch.device, out: Path) -> None:
     table = Table(
         out / "steps.tsv",
-        ["case", "precision", "variant", "ran", "first_s", "ms_round", "ms_node_step",
-         "img_s", "vs_sequential", "grad_vs_eager", "blocks"],
-    )  # fmt: skip
+        [
+            "case",
+            "precision",
+            "variant",
+            "ran",
+            "first_s",
+            "ms_round",
+            "ms_node_step",
+            "img_s",
+            "vs_sequential",
+            "grad_vs_eager",
+            "blocks",
+        ],
+    )
     for case in args.cases:
         model_name, nodes, batch, px = parse_case(case)
         for precision in args.precisions:
@@ -274,9 +280,21 @@ def job_worker(args: argparse.Namespace) -> None:
 def bench_jobs(args: argparse.Namespace, out: Path, ks: list[int]) -> None:
     table = Table(
         out / "jobs.tsv",
-        ["model", "precision", "mode", "batch_nodes", "k", "threads", "img_s_gpu", "img_s_job_min",
-         "img_s_job_max", "vs_k1", "warm_s_max", "iters"],
-    )  # fmt: skip
+        [
+            "model",
+            "precision",
+            "mode",
+            "batch_nodes",
+            "k",
+            "threads",
+            "img_s_gpu",
+            "img_s_job_min",
+            "img_s_job_max",
+            "vs_k1",
+            "warm_s_max",
+            "iters",
+        ],
+    )
     cores = os.cpu_count() or 1
     base = None
     for k in ks:
@@ -288,8 +306,15 @@ def bench_jobs(args: argparse.Namespace, out: Path, ks: list[int]) -> None:
         threads = max(1, cores // k)
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
         cmd = [sys.executable, __file__, "--job-worker", str(sync_dir), "--device", args.device]
-        for opt in ("job_seconds", "job_samples", "job_warmup", "job_wait", "job_precision",
-                    "job_model", "job_mode"):  # fmt: skip
+        for opt in (
+            "job_seconds",
+            "job_samples",
+            "job_warmup",
+            "job_wait",
+            "job_precision",
+            "job_model",
+            "job_mode",
+        ):
             cmd += [f"--{opt.replace('_', '-')}", str(getattr(args, opt))]
         cmd += ["--job-batch-nodes"] if args.job_batch_nodes else []
         cmd += ["--job-compile"] if args.job_compile else []
@@ -312,8 +337,13 @@ def bench_jobs(args: argparse.Namespace, out: Path, ks: list[int]) -> None:
         results = [json.loads(f.read_text()) for f in sync_dir.glob("result.*.json")]
         shutil.rmtree(sync_dir, ignore_errors=True)
         if not ok or len(results) < k:
-            table.row(model=args.job_model, precision=args.job_precision, k=k, threads=threads,
-                      iters=f"{len(results)} of {k} jobs finished (jobs.log, {name})")  # fmt: skip
+            table.row(
+                model=args.job_model,
+                precision=args.job_precision,
+                k=k,
+                threads=threads,
+                iters=f"{len(results)} of {k} jobs finished (jobs.log, {name})",
+            )
             continue
         total = sum(r["img_s"] for r in results)
         base = base or (total if k == ks[0] else None)
@@ -375,8 +405,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="compile 8-bit steps even where lpdt would not (older torch, CUDA): to check them",
     )
-    ap.add_argument("--alt-jobs", default="", help="k values of a second set of jobs with "
-                    "--alt-mode and --alt-batch-nodes")  # fmt: skip
+    ap.add_argument(
+        "--alt-jobs",
+        default="",
+        help="k values of a second set of jobs with --alt-mode and --alt-batch-nodes",
+    )
     ap.add_argument("--alt-mode", default="reduce-overhead")
     ap.add_argument("--alt-batch-nodes", action="store_true")
     ap.add_argument("--job-worker", help=argparse.SUPPRESS)

@@ -35,10 +35,26 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
     the same worker k times)."""
     out = tmp_path / "out"
     r = _run(
-        "--cases", "tiny_cnn:2:4:8", "--precisions", "fp32,int8", "--eager-only",
-        "--iters", "1", "--rounds", "2", "--jobs", "1", "--job-seconds", "0.5",
-        "--job-samples", "256", "--job-warmup", "1", "--out", str(out),
-    )  # fmt: skip
+        "--cases",
+        "tiny_cnn:2:4:8",
+        "--precisions",
+        "fp32,int8",
+        "--eager-only",
+        "--iters",
+        "1",
+        "--rounds",
+        "2",
+        "--jobs",
+        "1",
+        "--job-seconds",
+        "0.5",
+        "--job-samples",
+        "256",
+        "--job-warmup",
+        "1",
+        "--out",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     steps = _rows(out / "steps.tsv")
     assert {(s["precision"], s["variant"]) for s in steps} == {
@@ -58,10 +74,26 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
 
 def test_budget_skips_what_would_not_finish(tmp_path: Path) -> None:
     r = _run(
-        "--cases", "tiny_cnn:2:4:8", "--precisions", "fp32", "--variants", "eager",
-        "--eager-only", "--iters", "1", "--rounds", "1", "--jobs", "1",
-        "--job-seconds", "60", "--budget", "30", "--out", str(tmp_path),
-    )  # fmt: skip
+        "--cases",
+        "tiny_cnn:2:4:8",
+        "--precisions",
+        "fp32",
+        "--variants",
+        "eager",
+        "--eager-only",
+        "--iters",
+        "1",
+        "--rounds",
+        "1",
+        "--jobs",
+        "1",
+        "--job-seconds",
+        "60",
+        "--budget",
+        "30",
+        "--out",
+        str(tmp_path),
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "jobs: k=1 skipped (past --budget 30.0 s)" in r.stdout
     assert not (tmp_path / "jobs.tsv").exists() or len(_rows(tmp_path / "jobs.tsv")) == 0

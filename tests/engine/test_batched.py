@@ -242,3 +242,16 @@ def test_steps_trace_to_one_graph_without_breaks(precision, deterministic):
         state.models[0], steps.params, steps.buffers, steps.grads, x, y, seeds
     )
     assert batched.graph_break_count == 0 and batched.graph_count == 1, batched.break_reasons
+
+
+def test_with_batched_nodes_the_node_step_is_not_compiled_for_the_short_batch():
+    """With the batched step training, the node step runs only an epoch's short last batch: it
+    is not compiled for that one batch (a compile per run for nothing); evaluation still is."""
+    from lpdt.engine.loop import Run
+    from tests.engine.test_loop import cfg
+
+    run = Run(cfg("train.batch_nodes=true", "train.compile=true"), log=lambda s: None)
+    assert run.batched is not None and run.batched.compiled
+    assert run.steps.compiled == frozenset({"predict"})
+    sequential = Run(cfg("train.batch_nodes=false", "train.compile=true"), log=lambda s: None)
+    assert sequential.batched is None and sequential.steps.compiled == {"train", "predict"}

@@ -18,7 +18,7 @@ import pytest
 from lpdt import gpus, grid
 from lpdt.cost import runtime
 from tests.workflow.test_snakemake import REPO, workdir
-from tests.workflow.test_workflow_catalog import run_workflow
+from tests.workflow.test_workflow_catalog import run_workflow, train_four_smoke_runs_on_gpus
 
 WAIT_S = 60  # the longest any test here waits for a process
 
@@ -245,23 +245,7 @@ def test_two_fake_gpus_train_four_jobs_at_once(tmp_path):
     k = 2 and 4 cores: all four train at the same time, and their logs say two got GPU 0 and
     two GPU 1."""
     wd = workdir(tmp_path)
-    spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/smoke.yaml")
-    run_ids = list(grid.expand(spec))[:4]
-    targets = [f"results/runs/{r}/metrics.json" for r in run_ids]
-    r = run_workflow(
-        wd,
-        *targets,
-        "--cores",
-        "4",
-        "--config",
-        "scale=smoke",
-        "train_gpus=1",
-        "gpu_jobs_per_gpu=2",
-        "mlflow=False",
-        env={"CUDA_VISIBLE_DEVICES": "0,1"},
-        timeout=1200,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
+    run_ids = train_four_smoke_runs_on_gpus(wd, cores=4, jobs_per_gpu=2, gpus="0,1")
     # each job holds its slots from the allocator's line ("since <epoch s>") until its process
     # ends (its log's last write): all four intervals overlap
     logs = [wd / f"results/logs/train/{r}.log" for r in run_ids]

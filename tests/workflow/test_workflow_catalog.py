@@ -133,11 +133,9 @@ def _intervals(wd: Path, run_ids: list[str]) -> list[tuple[dt.datetime, dt.datet
     return sorted(out)
 
 
-@pytest.mark.slow
-def test_one_gpu_trains_one_job_at_a_time(tmp_path):
-    """Four smoke runs that each ask for the GPU (train_gpus=1), one fake GPU
-    (CUDA_VISIBLE_DEVICES=0), one job per GPU, two cores: their training never overlaps."""
-    wd = workdir(tmp_path)
+def train_four_smoke_runs_on_gpus(wd: Path, cores: int, jobs_per_gpu: int, gpus: str) -> list[str]:
+    """Train the smoke scale's first four runs, each asking for a GPU, on fake GPUs
+    (``CUDA_VISIBLE_DEVICES=gpus``; they train on the CPU); returns their run ids."""
     spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/smoke.yaml")
     run_ids = list(grid.expand(spec))[:4]
     targets = [f"results/runs/{r}/metrics.json" for r in run_ids]
@@ -145,16 +143,25 @@ def test_one_gpu_trains_one_job_at_a_time(tmp_path):
         wd,
         *targets,
         "--cores",
-        "2",
+        str(cores),
         "--config",
         "scale=smoke",
         "train_gpus=1",
-        "gpu_jobs_per_gpu=1",
+        f"gpu_jobs_per_gpu={jobs_per_gpu}",
         "mlflow=False",
-        env=_gpu_env("0"),
+        env=_gpu_env(gpus),
         timeout=1200,
     )
     assert r.returncode == 0, r.stderr[-3000:]
+    return run_ids
+
+
+@pytest.mark.slow
+def test_one_gpu_trains_one_job_at_a_time(tmp_path):
+    """Four smoke runs that each ask for the GPU (train_gpus=1), one fake GPU
+    (CUDA_VISIBLE_DEVICES=0), one job per GPU, two cores: their training never overlaps."""
+    wd = workdir(tmp_path)
+    run_ids = train_four_smoke_runs_on_gpus(wd, cores=2, jobs_per_gpu=1, gpus="0")
     spans = _intervals(wd, run_ids)
     for (_, end), (start, _) in zip(spans, spans[1:]):
         assert start >= end, spans

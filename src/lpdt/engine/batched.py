@@ -9,9 +9,9 @@ operation over ``[n, ...]``.
 
 Nothing is copied per step and no layer's arithmetic is written twice:
 
-- the parameters are views of the rows of the engine's ``state.x`` (through one leaf tensor over
-  ``x[:, :p_train]`` whose gradient *is* ``state.grad``: the backward accumulates into it exactly
-  as the sequential step's does into each replica's ``.grad`` view);
+- the parameters are views of the rows of the engine's ``state.x``; ``torch.func.grad`` inside
+  the vmap gives each node's gradient, which the step writes into the node's row of
+  ``state.grad`` (inside the compiled graph, so inductor writes it there directly);
 - the gossiped buffers (the 8-bit activation ranges) are views of ``state.x`` too, and the local
   ones (normalisation statistics) become rows of one stacked tensor per buffer, which each
   replica then holds as a view (``NodeState.stack_local_buffers``), so evaluation, averaging and
@@ -24,9 +24,10 @@ Nothing is copied per step and no layer's arithmetic is written twice:
 So a batched step computes what the n sequential steps compute, node by node (each node's loss
 and gradient within float rounding: ``tests/engine/test_batched.py``, fp32 and 8-bit).
 
-Models with random operations (VGG-11's dropout) are refused: under vmap they would draw from one
-generator for all nodes instead of each node's stream, and the run would differ from its
-sequential twin. Evaluation stays sequential (``Steps.predict``).
+Models with random operations (VGG-11's dropout) run node by node (``train.batch_nodes: auto``)
+or are refused (``true``): under vmap they would draw from one generator for all nodes instead of
+each node's stream, and the run would differ from its sequential twin. Evaluation stays
+sequential (``Steps.predict``).
 """
 
 from __future__ import annotations
@@ -133,19 +134,22 @@ class BatchedSteps:
                 rows = state.grad[:, seg.offset : seg.offset + seg.numel]
                 self.grads[seg.name] = rows.view(n, *seg.shape)
         self.buffers.update(state.stack_local_buffers())
-        self._fn: Callable[..., torch.Tensor] = batched_step
-        self._graphs = False
-        self.compiled = compile and compile_allowed(model, log)
-        if self.compiled:
+        self._compiled: Callable[..., torch.Tensor] | None = None
+        self._size: int | None = None  # the batch size the compiled step is specialised to
+        self._graphs = False  # CUDA graphs: mark each step, copy what it returns
+        if compile and compile_allowed(model, log):
             kw = prepare_compile(mode, self.quantized)
             self._graphs = mode == "reduce-overhead"
             if self._graphs:
                 # The same tensors every step: CUDA graphs read them in place, no copies.
                 for t in (*self.params.values(), *self.buffers.values(), *self.grads.values()):
                     torch._dynamo.mark_static_address(t)
-            self._fn = torch.compile(batched_step, dynamic=False, **kw)
-        self._size: int | None = None
-        self._traced = False  # the compiled function has run once (traced and compiled)
+            self._compiled = torch.compile(batched_step, dynamic=False, **kw)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the step runs compiled (False also after a compile that failed)."""
+        return self._compiled is not None
 
     def seeds(
         self, streams_node: Callable[[int], contextlib.AbstractContextManager]
@@ -168,39 +172,34 @@ class BatchedSteps:
 
         A compiled step is specialised to the first call's batch size; other sizes (an epoch's
         short last batch) run the same function eagerly, as ``Steps`` does."""
-        fn = self._fn
-        if self.compiled:
-            first = self._size is None
-            if self._size is None:
-                self._size = x.shape[1]
-            if x.shape[1] != self._size:
-                fn = batched_step
-            elif first:
-                self.log("compiling the batched training step (torch.compile)")
+        args = (self.state.models[0], self.params, self.buffers, self.grads, x, y, seeds)
         if self._graphs:
             torch.compiler.cudagraph_mark_step_begin()
-        args = (self.state.models[0], self.params, self.buffers, self.grads, x, y, seeds)
-        if fn is not self._fn or not self.compiled or self._traced:
-            losses = fn(*args)
-        else:
+        if self._compiled is None:
+            losses = batched_step(*args)
+        elif self._size is None:
+            self._size = x.shape[1]
             losses = self._first_compiled_call(args)
+        elif x.shape[1] == self._size:
+            losses = self._compiled(*args)
+        else:
+            losses = batched_step(*args)
         # A CUDA graph's outputs are overwritten by its next replay: keep a copy.
         return losses.detach().clone() if self._graphs else losses.detach()
 
     def _first_compiled_call(self, args: tuple) -> torch.Tensor:
         """The first call of the compiled step, which traces and compiles it. A torch that cannot
-        compile it (torch 2.11's dynamo refuses the 8-bit layers' autograd Functions under vmap,
-        measured on an H100) fails while tracing, on fake tensors, before any state changed:
-        the step then runs eagerly, the same arithmetic, and says so in one line."""
-        self._traced = True
+        compile it (dynamo refuses the 8-bit layers' autograd Functions under vmap: torch 2.11 on
+        an H100, and 2.14.1) fails while tracing, on fake tensors, before any state changed: the
+        step then runs eagerly, the same arithmetic, and says so in one line."""
+        assert self._compiled is not None
+        self.log("compiling the batched training step (torch.compile)")
         try:
-            return self._fn(*args)
+            return self._compiled(*args)
         except Exception as e:  # any tracing or compile failure: the eager step is the same
             self.log(
                 f"train.batch_nodes: the batched step did not compile on torch {torch.__version__} "
                 f"({type(e).__name__}: {str(e).splitlines()[0][:160]}); it runs eagerly"
             )
-            self._fn = batched_step
-            self.compiled = False
-            self._graphs = False
+            self._compiled, self._graphs = None, False
             return batched_step(*args)

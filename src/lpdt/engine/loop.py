@@ -155,18 +155,21 @@ class Run:
         model = build_model(cfg, info.num_classes, info.input_shape)
         self.state = NodeState(model, len(ids), self.device)
         self.streams = NodeStreams(cfg.seed, ids, self.device)  # each node's random streams
-        # One training step / evaluation forward for all nodes (compiled once if asked).
+        # One training step / evaluation forward for all nodes (compiled once if asked), and
+        # with ``train.batch_nodes`` the held nodes' training step as one computation; the node
+        # step then trains only an epoch's short last batch, eagerly (no compile for one batch).
+        batched = use_batched(cfg.train.batch_nodes, model, self.device)
         self.steps = Steps(
             model,
             cfg.train.compile,
             cfg.train.compile_mode,
             log,
             compile_eval=cfg.train.compile_eval,
+            compile_train=not batched,
         )
-        # ``train.batch_nodes``: the held nodes' training step as one computation.
         self.batched = (
             BatchedSteps(self.state, cfg.train.compile, cfg.train.compile_mode, log)
-            if use_batched(cfg.train.batch_nodes, model, self.device)
+            if batched
             else None
         )
 

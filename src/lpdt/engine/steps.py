@@ -168,6 +168,7 @@ class Steps:
         mode: str = "default",
         log: Log = print,
         compile_eval: bool = True,
+        compile_train: bool = True,
     ) -> None:
         self.log = log
         self._compiled: dict[str, Callable] = {}  # "train" / "predict" -> compiled function
@@ -176,11 +177,12 @@ class Steps:
         # CUDA graphs (mode "reduce-overhead"): a graph's outputs live in memory that its next
         # replay overwrites, so each call marks a new step and copies what it returns.
         self._graphs = False
-        if not (compile and compile_allowed(model, log)):
+        if not (compile and (compile_train or compile_eval) and compile_allowed(model, log)):
             return
         kw = prepare_compile(mode, self.quantized)
         self._graphs = mode == "reduce-overhead"
-        self._compiled["train"] = torch.compile(_train_step, dynamic=False, **kw)
+        if compile_train:  # false: the batched step trains (lpdt.engine.batched)
+            self._compiled["train"] = torch.compile(_train_step, dynamic=False, **kw)
         if compile_eval:
             self._compiled["predict"] = torch.compile(_predict, dynamic=False, **kw)
 
