@@ -210,3 +210,16 @@ def test_docs_name_only_lpdt_modules_that_exist():
                     stale.append(f"{doc}: {dotted}")
                 break
     assert not stale, stale
+
+
+def test_every_claims_version_has_a_dated_row_in_the_change_log() -> None:
+    """docs/report.md, "Claims: versions": one row per CLAIMS_VERSION 1..current, each dated and
+    saying whether it was made before or after a result (a new version without its row fails)."""
+    from lpdt.report.claims import CLAIMS_VERSION
+
+    text = (ROOT / "docs" / "report.md").read_text()
+    section = text[text.index("### Claims: versions") :]
+    for v in range(1, CLAIMS_VERSION + 1):
+        row = re.search(rf"^\| {v} \| (2026-\d\d-\d\d) \|.*\| ([^|]*) \|$", section, re.M)
+        assert row, f"no dated row for claims version {v}"
+        assert re.search(r"before|after", row.group(2)), f"version {v}: before or after a result?"

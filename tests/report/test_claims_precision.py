@@ -104,7 +104,7 @@ def _norms(acc: dict[str, list[float]], **coords: object) -> list[dict]:
 
 
 def test_the_norm_claims_are_defined_as_the_brief_says() -> None:
-    assert CLAIMS_VERSION == 5
+    assert CLAIMS_VERSION >= 5  # defined in version 5, unchanged since
     for cid, (a, b) in zip(
         NORM_CLAIMS,
         [("evonorm", "batchnorm"), ("evonorm", "groupnorm"), ("rangeen", "evonorm")],

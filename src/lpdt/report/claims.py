@@ -12,12 +12,16 @@ than two seeds. Beside the verdict, each accuracy claim carries the precision of
 (``detectable``, a distance from the threshold; ``lpdt.report.stats.detectable``).
 
 The definitions are versioned (``CLAIMS_VERSION``; docs/report.md, "Claims: versions", keeps the
-dated change log). Not every change was made before looking at a result: version 3 restricted
-``choco_beats_ds`` to compressed pairs after the first quick-scale results had been seen (the log
-says so); version 4 (``lp_loss_compressed`` as a range, the paper's effect on our cells, the
-measured communication claim) was written after the results of docs/workflow.md. Version 5 added
-the normalisation claims of Figure 1 (study ``fig1``; the paper gives curves, no number: its
-column says "figure only") before their quick-scale results had been seen.
+dated change log, and beside it the choices of the quick scale's cells made after a result). Not
+every change was made before looking at a result: version 3 restricted ``choco_beats_ds`` to
+compressed pairs after the first quick-scale results had been seen; version 4 (``lp_loss_compressed``
+as a range, the paper's effect on our cells, the measured communication claim) was written after
+the results of docs/workflow.md. Version 5 added the normalisation claims of Figure 1 (study
+``fig1``; the paper gives curves, no number: its column says "figure only") before their
+quick-scale results had been seen. Version 6 records the paper-cell matching by the nearest node
+count (in use since 2026-11-25 without a version bump, counted as made after a result) and the
+pairing audit (a run's whole identity, set-aside pairs named, the seeds shared by all cells),
+which moves no number of a run tree without diverged, duplicated or partly seeded cells.
 
 The paper's own effect is computed with the same code from ``config/paper_results.csv`` (one
 number per cell, i.e. one "seed": a point, compared with the threshold as a point), over the
@@ -73,7 +77,7 @@ __all__ = [
     "effect_text",
 ]
 
-CLAIMS_VERSION = 5  # the definitions below; docs/report.md "Claims: versions" (dated change log)
+CLAIMS_VERSION = 6  # the definitions below; docs/report.md "Claims: versions" (dated change log)
 DECENTRALIZED = ("table3", "table4", "table5", "table6")
 ARITHMETIC = "arithmetic, no verdict"  # energy / memory: the paper's constants, not tested
 COST_METHOD = (
