@@ -152,6 +152,14 @@ def test_report_summary_page_carries_the_check(shared_tree: dict, tmp_path: Path
     assert "covers 4 of these runs' configurations" in text
     assert "2 move further (+2.5 to +3.0 points; each cell: Plateau check)" in text
     assert "twice the epochs moves the effects of 1 accuracy claim" in text
+    # which commit's pairs, and how the check's 1x (80 % each) compares with these runs' (run00
+    # 90.0, run03 79.5, run04 81.0, run05 80.5: differences -10, +0.5, -1, -0.5, mean -2.75)
+    assert "own 1x and 2x runs (commit not recorded; one seed)" in text
+    assert "The check's pairs have no recorded commit (these runs: commit ccccccc)" in text
+    assert (
+        "its 1x accuracies differ from theirs by up to 10.00 points (mean of the check's minus "
+        "these runs': -2.75)"
+    ) in text
     assert "Plateau check" in text  # the last row of What ran: the summary holds on one page
     rest = subprocess.run(
         ["pdftotext", str(tmp_path / "out" / "report.pdf"), "-"],

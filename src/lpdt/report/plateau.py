@@ -431,7 +431,7 @@ def agreement_sentence(r: Rescoring) -> str:
         return s + f", and its 1x accuracies equal theirs{partial}."
     return s + (
         f", and its 1x accuracies differ from theirs by up to {r.max_abs_diff_1x:.2f} points "
-        f"(check - these runs: mean {r.mean_diff_1x:+.2f}){partial}."
+        f"(mean of the check's minus these runs': {r.mean_diff_1x:+.2f}){partial}."
     )
 
 
@@ -473,7 +473,8 @@ def claims_2x_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str | 
     flips = [c for c in moved if not c.same_side]
     n = f"{len(moved)} accuracy claim" + ("s" if len(moved) != 1 else "")
     s = (
-        f"On {pairs_words(r)} (one seed), twice the epochs moves the effects of {n} by "
+        f"On the check's own 1x and 2x runs ({_commits_words(r.pairs_commits)}; one seed), "
+        f"twice the epochs moves the effects of {n} by "
         f"{_range(delta)} points"
     )
     if flips:
