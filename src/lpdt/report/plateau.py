@@ -10,9 +10,9 @@ its ``metrics.json`` provenance; ``<commit>-dirty`` for a run trained from a tre
 uncommitted changes) and a ``status``: ``ok``, ``missing`` (a run absent), ``diverged`` (a run
 diverged; both drop the pair) or ``different commits`` (the 1x and 2x runs were trained by
 different commits, or one from a dirty tree, which counts as a commit of its own even at the
-same HEAD: the gain is shown but the pair is not used to re-score the claims). A copy can be shipped as ``config/plateau_check.csv``, the report's fallback
-(``load_check``); older shipped files have no commit or status columns (every row counts as ok,
-the commit as not recorded).
+same HEAD: the gain is shown but the pair is not used to re-score the claims). A copy can be
+shipped as ``config/plateau_check.csv``, the report's fallback (``load_check``); older shipped
+files have no commit or status columns (every row counts as ok, the commit as not recorded).
 
 The report matches the file to the runs by **run id** (the hash of the resolved run config), so a
 check measured on other configurations never describes these runs: after a change to the grid
@@ -407,11 +407,6 @@ def _commits_words(labels: Sequence[str]) -> str:
     return f"commit{'s' if len(known) > 1 else ''} {', '.join(known)}{unknown}"
 
 
-def pairs_words(r: Rescoring) -> str:
-    """Which pairs the claims are re-scored on: "the check's own 1x and 2x runs (commit X)"."""
-    return f"the check's own 1x and 2x runs ({_commits_words(r.pairs_commits)})"
-
-
 def agreement_sentence(r: Rescoring) -> str:
     """Whether the check's pairs are of this report's runs' commit, and how its 1x accuracies
     compare with theirs (a sentence)."""
@@ -438,7 +433,8 @@ def agreement_sentence(r: Rescoring) -> str:
 def rescoring_text(r: Rescoring) -> str:
     """Which commit's pairs the re-scoring used and whether the check's 1x accuracies are this
     report's (two sentences: claims.json's ``text``, the 2x table's caption)."""
-    return f"Re-scored on {pairs_words(r)}. {agreement_sentence(r)}"
+    pairs = f"the check's own 1x and 2x runs ({_commits_words(r.pairs_commits)})"
+    return f"Re-scored on {pairs}. {agreement_sentence(r)}"
 
 
 def rescoring_json(check: pd.DataFrame | None, runs: pd.DataFrame) -> dict[str, Any] | None:
