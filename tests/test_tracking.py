@@ -545,6 +545,55 @@ def test_cell_tag_names_the_coordinates_without_the_seed():
     assert tracking.run_tags(seeds[0])["cell"] == cells[0]
 
 
+def _int8_record(seed: int, recipes: dict[str, int]) -> record.RunRecord:
+    """An 8-bit record of seed ``seed`` whose run id is the one ``RunConfig.run_id`` gives under
+    the recipe versions ``recipes`` (``{}``: recipe 1, before 8-bit had an entry)."""
+    import lpdt.config as config
+
+    over = {"seed": seed, "partition": {"seed": seed}, "precision": {"mode": "int8"}}
+    cfg = config.config_from_dict(config.deep_merge(config.RunConfig().to_dict(), over))
+    saved = dict(config.RECIPE_VERSIONS)
+    config.RECIPE_VERSIONS.clear()
+    config.RECIPE_VERSIONS.update(recipes)
+    try:
+        rid = cfg.run_id()
+    finally:
+        config.RECIPE_VERSIONS.clear()
+        config.RECIPE_VERSIONS.update(saved)
+    return fake_record(rid, config=cfg.to_dict())
+
+
+def test_cell_tag_tells_8bit_recipe_versions_apart(monkeypatch):
+    """Two 8-bit runs of one config and seed trained by two recipe versions (their run ids
+    differ: the id hashes the recipe) are two cells; two seeds of one recipe share one. The
+    version is read back from the run id as ``RunConfig.run_id`` hashed it."""
+    import lpdt.config as config
+
+    v1 = _int8_record(1, {})
+    v2 = [_int8_record(s, {"int8": 2}) for s in (1, 2)]
+    v3 = _int8_record(1, {"int8": 3})
+    monkeypatch.setitem(config.RECIPE_VERSIONS, "int8", 3)  # this lpdt: version 3
+    assert len({v1.run_id, v2[0].run_id, v3.run_id}) == 3
+    assert [tracking.recipe_version(r) for r in (v1, *v2, v3)] == [1, 2, 2, 3]
+    cells = [tracking.cell_name(r) for r in (v1, *v2, v3)]
+    assert cells[1] == cells[2]  # two seeds of recipe 2: one cell
+    assert len({cells[0], cells[1], cells[3]}) == 3  # three recipes: three cells
+    assert len({c.split(" #")[0] for c in cells}) == 1  # the name alone cannot tell them apart
+    tags = tracking.run_tags(v2[0])
+    assert tags["cell"] == cells[1] and tags["recipe_version"] == "2"
+    # a run id no version reproduces: "unknown", its own cell, still one for its seeds
+    odd = [dataclasses.replace(r, run_id=f"odd{i}") for i, r in enumerate(v2)]
+    assert tracking.recipe_version(odd[0]) is None
+    assert tracking.run_tags(odd[0])["recipe_version"] == "unknown"
+    assert tracking.cell_name(odd[0]) == tracking.cell_name(odd[1]) != cells[1]
+    # fp32 has no recipe versions: tagged "none", its cell does not depend on them
+    fp = fake_record("fp")
+    before = tracking.cell_name(fp)
+    monkeypatch.setitem(config.RECIPE_VERSIONS, "int8", 4)
+    assert tracking.recipe_version(fp) is None and tracking.run_tags(fp)["recipe_version"] == "none"
+    assert tracking.cell_name(fp) == before
+
+
 def test_run_note_says_what_the_run_is():
     rec = fake_record(
         "n1",

@@ -23,16 +23,20 @@ from tests.report.conftest import report_args
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _check(rows: list[tuple[str, str, float]]) -> pd.DataFrame:
-    """A check summary: (case, run id, gain at 2x) with 16 epochs and a 1x accuracy of 80 %."""
+def _check(
+    rows: list[tuple[str, str, float]], at_1x: dict[str, float] | None = None
+) -> pd.DataFrame:
+    """A check summary: (case, run id, gain at 2x) with 16 epochs and a 1x accuracy of 80 %,
+    or ``at_1x[run id]``."""
+    acc = at_1x or {}
     return pd.DataFrame(
         [
             {
                 "case": c,
                 "quick run": rid,
                 "quick epochs": 16,
-                "acc at 1x (%)": 80.0,
-                "acc at 2x (%)": 80.0 + g,
+                "acc at 1x (%)": acc.get(rid, 80.0),
+                "acc at 2x (%)": acc.get(rid, 80.0) + g,
                 "gain of 2x (points)": g,
             }
             for c, rid, g in rows
@@ -73,23 +77,24 @@ def test_a_check_of_other_configurations_or_none_is_said_so() -> None:
 
 
 def test_claims_at_2x_recompute_each_claim_on_the_checked_runs(shared_tree: dict) -> None:
-    """The shared tree's table-3 Choco pair at skew 0 (run04 fp32 81.0 %, run05 int8 80.5 %):
-    FP - LP is 0.5 at 1x (the runs' own accuracies). The check puts them at 83.0 / 80.5 % at 2x:
-    2.5, across the claim's threshold of 1. run02 (the DS fp32 run) is not checked, so the DS
-    pair does not enter, at 1x either."""
+    """The shared tree's table-3 Choco pair at skew 0 (run04 fp32 81.0 %, run05 int8 80.5 %),
+    checked at those 1x accuracies: FP - LP is 0.5 at 1x. The check puts them at 84.0 / 81.0 %
+    at 2x: 3.0, across the claim's threshold of 1. run02 (the DS fp32 run) is not
+    checked, so the DS pair does not enter, at 1x either."""
     from lpdt.report.aggregate import aggregate
 
     df, _ = aggregate(shared_tree["manifest"])
-    check = _check([("fp", "run04", 3.0), ("lp", "run05", 0.5), ("ds_lp", "run03", 0.0)])
+    own = {"run04": 81.0, "run05": 80.5, "run03": 79.5}
+    check = _check([("fp", "run04", 3.0), ("lp", "run05", 0.5), ("ds_lp", "run03", 0.0)], own)
     moved = {c.id: c for c in claims_at_2x(check, df)}
     assert set(moved) == {"lp_close_to_fp_dense"}  # no other claim has a checked pair
     c = moved["lp_close_to_fp_dense"]
-    assert (c.cells, c.at_1x, c.at_2x, c.same_side) == (1, 0.5, 2.5, False)
+    assert (c.cells, c.at_1x, c.at_2x, c.same_side) == (1, 0.5, 3.0, False)
     s = claims_2x_sentence(check, df)
-    assert s is not None and "moves the effects of 1 accuracy claim by +2.0 points" in s
-    assert "1 crosses its threshold" in s and "0.50 to 2.50 (FP - LP accuracy (points) <= 1)" in s
+    assert s is not None and "moves the effects of 1 accuracy claim by +2.5 points" in s
+    assert "1 crosses its threshold" in s and "0.50 to 3.00 (FP - LP accuracy (points) <= 1)" in s
     # 2x equal to 1x: no move, no crossing; no check: no sentence
-    same = _check([("fp", "run04", 1.0), ("lp", "run05", 0.5)])
+    same = _check([("fp", "run04", 1.0), ("lp", "run05", 0.5)], own)
     assert "none crosses its threshold" in claims_2x_sentence(same, df)
     assert claims_2x_sentence(None, df) is None and claims_at_2x(None, df) == []
 
@@ -147,6 +152,14 @@ def test_report_summary_page_carries_the_check(shared_tree: dict, tmp_path: Path
     assert "covers 4 of these runs' configurations" in text
     assert "2 move further (+2.5 to +3.0 points; each cell: Plateau check)" in text
     assert "twice the epochs moves the effects of 1 accuracy claim" in text
+    # which commit's pairs, and how the check's 1x (80 % each) compares with these runs' (run00
+    # 90.0, run03 79.5, run04 81.0, run05 80.5: differences -10, +0.5, -1, -0.5, mean -2.75)
+    assert "own 1x and 2x runs (commit not recorded; one seed)" in text
+    assert "The check's pairs have no recorded commit (these runs: commit ccccccc)" in text
+    assert (
+        "its 1x accuracies differ from theirs by up to 10.00 points (mean of the check's minus "
+        "these runs': -2.75)"
+    ) in text
     assert "Plateau check" in text  # the last row of What ran: the summary holds on one page
     rest = subprocess.run(
         ["pdftotext", str(tmp_path / "out" / "report.pdf"), "-"],

@@ -5,7 +5,10 @@
 # own job (`use rule train`): same threads, engine and config keys, only the epochs change.
 # The 2x runs live under results/plateau/runs/<2x run id>/ (configs under results/plateau/
 # configs/), are not logged to MLflow (they are in no study), and rule plateau_check writes
-# results/plateau_check.csv: each pair's accuracies, both runs' git commits and a status.
+# results/plateau_check.csv: each pair's accuracies, both runs' git commits (`<commit>-dirty` for
+# a run trained from a tree with uncommitted changes: never the same commit as another run, even
+# at the same HEAD) and a status. The report re-scores the claims on these pairs alone (1x and 2x
+# of one commit), and says whether their commit and 1x accuracies are its own runs'.
 # docs/workflow.md, "Plateau check".
 
 from lpdt.report import plateau as plateau_check_lib
@@ -61,7 +64,8 @@ use rule train as plateau_train with:
 
 rule plateau_check:
     """results/plateau_check.csv: per checked cell, the 1x and 2x accuracies, the git commit of
-    each run and the pair's status (lpdt.report.plateau.write_summary)."""
+    each run (a dirty tree: `<commit>-dirty`) and the pair's status
+    (lpdt.report.plateau.write_summary)."""
     input:
         one=[f"{RUNS_DIR}/{r}/metrics.json" for _, r, _ in PLATEAU_PAIRS],
         two=[f"{PLATEAU_DIR}/runs/{r}/metrics.json" for _, _, r in PLATEAU_PAIRS],

@@ -93,8 +93,10 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
     Columns: study, kind, block, run_id, dir, seed, status ("ok" | "diverged" | "missing"), the
     KEYS, `acc` (= final acc_node_mean, NaN unless ok), the FINAL metrics, gb_per_node,
     epochs_completed, time_s (the record's time.total_s), dataset_used, model_used, stand_in
-    (label or ''), history (list of rows). `seed` is the manifest entry's seed, else the record's
-    config seed, else None (one unnamed seed): runs are paired across conditions by it.
+    (label or ''), history (list of rows), versions, engine, git_commit and git_dirty (the
+    record's provenance: which commit trained the run; None when missing). `seed` is the
+    manifest entry's seed, else the record's config seed, else None (one unnamed seed): runs
+    are paired across conditions by it.
     """
     mpath = Path(manifest_path)
     manifest = Manifest.read(mpath)
@@ -135,6 +137,8 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
                     time_s=float("nan"),
                     versions={},
                     engine="",
+                    git_commit=None,
+                    git_dirty=None,
                 )
                 row.update({k: float("nan") for k in FINAL})
             else:
@@ -151,6 +155,8 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
                     time_s=_num(m.time.total_s),
                     versions=dataclasses.asdict(m.versions),
                     engine=m.engine,
+                    git_commit=m.provenance.git_commit,
+                    git_dirty=m.provenance.git_dirty,
                 )
             row["acc"] = row[METRIC] if row["status"] == "ok" else float("nan")
             rows.append(row)
@@ -175,6 +181,8 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
         "history",
         "versions",
         "engine",
+        "git_commit",
+        "git_dirty",
     ]
     df = pd.DataFrame(rows, columns=cols)
     return df, manifest

@@ -791,9 +791,16 @@ def verdict_counts(claims: Sequence[ClaimResult], kind: str | None = None) -> di
     return {v: sum(c.verdict == v for c in sel) for v in VERDICTS}
 
 
-def write_claims(claims: Sequence[ClaimResult], path: Path) -> list[Path]:
+def write_claims(
+    claims: Sequence[ClaimResult],
+    path: Path,
+    plateau_rescoring: Mapping[str, Any] | None = None,
+) -> list[Path]:
     """``claims.json``: every claim; ``counts`` are the paper's claims' verdicts, and
-    ``declared_counts`` (present when a study declares claims) those of the declared ones."""
+    ``declared_counts`` (present when a study declares claims) those of the declared ones;
+    ``plateau_rescoring``: the claims re-scored at 2x epochs on the plateau check's pairs
+    (``lpdt.report.plateau.rescoring_json``: which commit's pairs, whether the check's 1x
+    accuracies are these runs'), null without one."""
     from lpdt.io import write_json_atomic, write_text_atomic
 
     doc = {
@@ -804,6 +811,7 @@ def write_claims(claims: Sequence[ClaimResult], path: Path) -> list[Path]:
     }
     if declared_claims(claims):
         doc["declared_counts"] = verdict_counts(declared_claims(claims))
+    doc["plateau_rescoring"] = dict(plateau_rescoring) if plateau_rescoring is not None else None
     write_json_atomic(path, doc)
     md = path.with_suffix(".md")
     write_text_atomic(md, claims_md(claims))

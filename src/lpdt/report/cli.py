@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from lpdt.report.figures import write_figures
     from lpdt.report.paper import load_paper
     from lpdt.report.pdf import build_pdf
-    from lpdt.report.plateau import load_check
+    from lpdt.report.plateau import load_check, rescoring_json
     from lpdt.report.tables import build_tables, write_tables
 
     df, manifest = aggregate(args.manifest)
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         for path in write_figures(df, paper, cost, analysis, figures_dir):
             print(f"wrote {path}")
     if "claims" in want:
-        for path in write_claims(claims, Path(args.claims)):
+        for path in write_claims(claims, Path(args.claims), rescoring_json(plateau, df)):
             print(f"wrote {path}")
     if "pdf" in want:
         out = build_pdf(

@@ -60,11 +60,12 @@ from lpdt.report.describe import (
 from lpdt.report.figures import fig1_spread_text, figure_runs
 from lpdt.report.plateau import (
     claims_2x_sentence,
-    claims_at_2x,
     matching,
     plateau_gains,
     plateau_row,
     plateau_sentence,
+    rescore,
+    rescoring_text,
 )
 from lpdt.report.stats import HELD, INCONCLUSIVE, LEVEL, NO_DATA, NOT_HELD, POWER
 from lpdt.report.tables import NOT_RUN, Rendered, ratio_ranges
@@ -667,17 +668,18 @@ def _claims_2x(plateau: pd.DataFrame | None, df: pd.DataFrame, st: dict, width: 
                 st["body"],
             ),
         ]
-    moved = claims_at_2x(plateau, df)
-    if not moved:
+    rescored = rescore(plateau, df)
+    if rescored is None or not rescored.claims:
         return gains
+    moved = rescored.claims
     t = Rendered(
         "Claims at twice the epochs (plateau check; lpdt.report.plateau)",
         [
             "Claim",
             "Effect and threshold",
             "Cells",
-            "Effect at the scale's epochs",
-            "Effect at 2x epochs",
+            "Effect at the scale's epochs (check's 1x)",
+            "Effect at 2x epochs (check's 2x)",
             "Same side of the threshold",
         ],
         [
@@ -692,10 +694,11 @@ def _claims_2x(plateau: pd.DataFrame | None, df: pd.DataFrame, st: dict, width: 
             for c in moved
         ],
         [
-            "One seed (the check's): the claim's effect recomputed with the same code on "
-            "the checked runs alone, with their own accuracies and with those of the same "
-            "configurations trained twice as long (milestones doubled). No interval: one "
-            "seed shows the direction of the change, not its size beyond seed noise."
+            f"{rescoring_text(rescored)} One seed (the check's): the claim's effect recomputed "
+            "with the same code on the checked configurations alone, with the check's 1x "
+            "accuracies and with its 2x accuracies (the same configurations trained twice as "
+            "long, milestones doubled, by the same commit). No interval: one seed shows the "
+            "direction of the change, not its size beyond seed noise."
         ],
     )
     return gains + _table_flow(t, st, width, [3.2, 3.0, 0.8, 1.6, 1.6, 1.4])

@@ -14,8 +14,9 @@ truth; MLflow is a view of it, and everything logged is derived from the record:
   commit and dirty flag, host, lpdt version, device) and the host's CPU model and cores from the
   record's system metrics, never the state of the machine that logs, so logging a run again
   (``mlflow_sync``) does not change them; ``cell`` (``cell_name``: the coordinates without the
-  seed, so that the UI's "Group by" aggregates a cell's seeds); from the workflow the studies
-  and the claims that read the run (``sync_manifest``);
+  seed, and the 8-bit recipe version, so that the UI's "Group by" aggregates a cell's seeds and
+  only those) and ``recipe_version`` (``recipe_version``); from the workflow the studies and the
+  claims that read the run (``sync_manifest``);
 - the run's description (``mlflow.note.content``, ``run_note``): one paragraph saying what was
   trained on which data standing in for which, who reads it, its final accuracy, its files;
 - ``metrics.json``, ``history.csv`` and ``config.yaml`` as artifacts.
@@ -150,17 +151,57 @@ def run_name(rec: RunRecord, with_seed: bool = False) -> str:
     return " ".join(parts)
 
 
+def _config_hash(tree: dict[str, Any]) -> str:
+    """``RunConfig.run_id``'s hash of a result tree (``lpdt.config``; a test checks they agree)."""
+    return hashlib.sha1(json.dumps(tree, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def recipe_version(rec: RunRecord) -> int | None:
+    """The recipe version of the record's precision (``lpdt.config.RECIPE_VERSIONS``) that
+    trained it, read back from its run id: the record keeps the config but not the recipe, and
+    ``RunConfig.run_id`` hashes the config with the recipe version of its day (version 1: before
+    the precision had an entry, hashed without one). None for a precision without recipe
+    versions (fp32), and for a run id that no version reproduces (a record whose config this
+    lpdt hashes differently)."""
+    from lpdt.config import RECIPE_VERSIONS, result_dict
+
+    current = RECIPE_VERSIONS.get(str(rec.config["precision"]["mode"]))
+    if current is None:
+        return None
+    tree = result_dict(rec.config)
+    if _config_hash(tree) == rec.run_id:
+        return 1
+    for version in range(current, 1, -1):
+        if _config_hash({**tree, "recipe_version": version}) == rec.run_id:
+            return version
+    return None
+
+
+def _recipe_tag(rec: RunRecord) -> str:
+    """``recipe_version``'s tag: the version, "none" for a precision without recipe versions,
+    "unknown" where the run id does not tell it."""
+    from lpdt.config import RECIPE_VERSIONS
+
+    if str(rec.config["precision"]["mode"]) not in RECIPE_VERSIONS:
+        return "none"
+    return _tag(recipe_version(rec))
+
+
 def cell_name(rec: RunRecord) -> str:
     """The run's cell: its name without the seed (``run_name``) and ``#`` six hex digits of its
-    result-affecting config without ``seed`` and ``partition.seed``, so that runs differing in a
-    setting the name leaves out (epochs, learning rate, ...) are not one cell. The runs of one
-    cell differ in their seed only."""
-    from lpdt.config import result_dict
+    result-affecting config without ``seed`` and ``partition.seed``, and, for a precision with
+    recipe versions (8-bit), of the recipe version that trained it (``recipe_version``), so that
+    runs differing in a setting the name leaves out (epochs, learning rate, the 8-bit recipe,
+    ...) are not one cell. The runs of one cell differ in their seed only. A precision without
+    recipe versions (fp32) hashes as before recipe versions existed."""
+    from lpdt.config import RECIPE_VERSIONS, result_dict
 
     tree = result_dict(rec.config)
     tree.pop("seed", None)
     if isinstance(tree.get("partition"), dict):
         tree["partition"].pop("seed", None)
+    if str(rec.config["precision"]["mode"]) in RECIPE_VERSIONS:
+        tree["recipe_version"] = _recipe_tag(rec)  # "unknown": one cell of the unknown recipe
     digest = hashlib.sha1(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:6]
     return f"{run_name(rec)} #{digest}"
 
@@ -246,7 +287,8 @@ def _tag(v: Any) -> str:
 def run_tags(
     rec: RunRecord, tags: dict[str, Any] | None = None, run_dir: str | Path | None = None
 ) -> dict[str, str]:
-    """The tags of an MLflow run: lpdt run id, cell (``cell_name``), dataset (and whether it is a
+    """The tags of an MLflow run: lpdt run id, cell (``cell_name``), the precision's recipe
+    version (``recipe_version``; "none" for fp32, "unknown" where the run id does not tell it), dataset (and whether it is a
     stand-in), model, status, the provenance recorded at training time (git commit and dirty
     flag, host, lpdt version, device; "unknown" where the record has none), the host's CPU model
     and logical cores (system metrics; "unknown" in a record without them), plus the caller's
@@ -257,6 +299,7 @@ def run_tags(
     out = {
         RUN_ID_TAG: rec.run_id,
         CELL_TAG: cell_name(rec),
+        "recipe_version": _recipe_tag(rec),
         "dataset": rec.dataset.name,
         "stand_in": _tag(rec.dataset.stand_in),
         "stand_in_for": rec.dataset.stand_in_for or "",
