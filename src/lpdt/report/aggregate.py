@@ -93,7 +93,8 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
     Columns: study, kind, block, run_id, dir, seed, status ("ok" | "diverged" | "missing"), the
     KEYS, `acc` (= final acc_node_mean, NaN unless ok), the FINAL metrics, gb_per_node,
     epochs_completed, time_s (the record's time.total_s), dataset_used, model_used, stand_in
-    (label or ''), history (list of rows). `seed` is the manifest entry's seed, else the record's
+    (label or ''), history (list of rows), versions, engine, config (the record's run config; {}
+    without a record: ``lpdt.report.pairs`` pairs on it). `seed` is the manifest entry's seed, else the record's
     config seed, else None (one unnamed seed): runs are paired across conditions by it.
     """
     mpath = Path(manifest_path)
@@ -135,6 +136,7 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
                     time_s=float("nan"),
                     versions={},
                     engine="",
+                    config={},
                 )
                 row.update({k: float("nan") for k in FINAL})
             else:
@@ -151,6 +153,7 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
                     time_s=_num(m.time.total_s),
                     versions=dataclasses.asdict(m.versions),
                     engine=m.engine,
+                    config=m.config,
                 )
             row["acc"] = row[METRIC] if row["status"] == "ok" else float("nan")
             rows.append(row)
@@ -175,6 +178,7 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
         "history",
         "versions",
         "engine",
+        "config",
     ]
     df = pd.DataFrame(rows, columns=cols)
     return df, manifest

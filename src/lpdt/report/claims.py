@@ -285,9 +285,10 @@ def _r(v: float | None, digits: int = 4) -> float | None:
     return None if v is None or not math.isfinite(v) else round(float(v), digits)
 
 
-def summarize(p: pd.DataFrame, claim: Claim) -> dict:
-    """The claim's record from paired differences (columns ``_cell``, ``seed``, ``diff``)."""
-    return pairs.summarize(p, claim.threshold, claim.direction)  # type: ignore[arg-type]
+def summarize(p: pd.DataFrame, claim: Claim, set_aside: pd.DataFrame | None = None) -> dict:
+    """The claim's record from paired differences (columns ``_cell``, ``seed``, ``diff``) and
+    the pairs set aside (``lpdt.report.pairs.Pairing.set_aside``)."""
+    return pairs.summarize(p, claim.threshold, claim.direction, set_aside=set_aside)  # type: ignore[arg-type]
 
 
 def _skew_series(cells: pd.DataFrame) -> pd.DataFrame:
@@ -315,11 +316,13 @@ def _skew_series(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["_cell", "seed", "diff"])
 
 
-def claim_pairs(cells: pd.DataFrame, claim: Claim) -> pd.DataFrame:
-    """The claim's paired differences (``lpdt.report.pairs.pairs``; the skew claim: its series)."""
+def claim_pairs(cells: pd.DataFrame, claim: Claim) -> pairs.Pairing:
+    """The claim's paired differences and what was set aside (``lpdt.report.pairs.pairing``; the
+    skew claim: its series, nothing set aside)."""
     if claim.vary is None:
-        return _skew_series(cells)
-    return pairs.pairs(cells, claim.vary, claim.a, claim.b, claim.studies or None, claim.where)
+        empty = pd.DataFrame(columns=pairs.SET_ASIDE_COLUMNS)
+        return pairs.Pairing(_skew_series(cells), empty, pairs.pair_keys("skew"))
+    return pairs.pairing(cells, claim.vary, claim.a, claim.b, claim.studies or None, claim.where)
 
 
 def accuracy_claims(
@@ -336,10 +339,12 @@ def accuracy_claims(
     for c in claims:
         if c.kind != "accuracy":
             continue
-        p = claim_pairs(cells, c)
+        pr = claim_pairs(cells, c)
+        p, aside = pr.pairs, pr.set_aside
         if restrict is not None:
-            p = p[p["_cell"].isin(restrict.get(c.id, set()))]
-        out[c.id] = summarize(p, c)
+            keep = restrict.get(c.id, set())
+            p, aside = p[p["_cell"].isin(keep)], aside[aside["_cell"].isin(keep)]
+        out[c.id] = summarize(p, c, aside)
     return out
 
 
@@ -634,7 +639,9 @@ def check_claims(
     """One result per claim, the paper's then the ``declared`` ones (``study_claims``)
     (docs/report.md, "Claims"; the fields: ``ClaimResult``)."""
     every = [*CLAIMS, *declared]
-    cols = ["study", *KEYS, "acc"] + (["seed"] if "seed" in df else [])
+    # What pairing reads: the coordinates, the seed, and to tell runs apart and say why one did
+    # not pair, their ids, statuses and configs (lpdt.report.pairs.pairing).
+    cols = ["study", *KEYS, "acc"] + [k for k in ("seed", "run_id", "status", "config") if k in df]
     ours_acc = accuracy_claims(df[cols], claims=every)
     ours = ours_acc | cost_claims(cost_dir)
     pc = paper_cells(paper)
