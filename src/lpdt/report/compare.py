@@ -310,8 +310,9 @@ def _aside_count(recs: Sequence[Mapping[str, Any]]) -> str:
     return f"{len(recs)} ({', '.join(sorted({r['why'] for r in recs}))})"
 
 
-def _where(cell: Mapping[str, str]) -> str:
-    return " ".join(f"{k}={v}" for k, v in cell.items()) or "(one cell)"
+def _where(cell: Mapping[str, str], fixed: Mapping[str, str]) -> str:
+    """The cell's coordinates that are not the comparison's fixed ones."""
+    return " ".join(f"{k}={v}" for k, v in cell.items() if fixed.get(k) != v) or "(one cell)"
 
 
 def text(res: dict, source: str) -> str:
@@ -361,9 +362,11 @@ def text(res: dict, source: str) -> str:
     lines = ["  ".join(x.ljust(w[i]) for i, x in enumerate(r)).rstrip() for r in rows]
     notes = [f"note: {o[k]}" for k in ("why",) if k in o]
     for d in o.get("set_aside", []):
-        notes.append(f"set aside: {_where(d['cell'])} seed {_seeds([d['seed']])}: {d['detail']}")
+        notes.append(
+            f"set aside: {_where(d['cell'], res['fixed'])} seed {_seeds([d['seed']])}: {d['detail']}"
+        )
     for d in o.get("cells_left_out", []):
-        notes.append(f"left out of the overall: {_where(d['cell'])}: {d['why']}")
+        notes.append(f"left out of the overall: {_where(d['cell'], res['fixed'])}: {d['why']}")
         notes += [
             f"  set aside: seed {_seeds([x['seed']])}: {x['detail']}"
             for x in d.get("set_aside", [])

@@ -366,19 +366,23 @@ def pairing(
 
 
 def _adopt_identity(c: pd.DataFrame) -> pd.DataFrame:
-    """A run listed without a record has no config: it takes the identity of the runs with a
-    record of its cell and seed where they have one, so that it is named as the missing side of
-    their pair rather than as a cell of its own."""
+    """A run listed without a record has no config: it takes the identity, among the runs with a
+    record of its cell and seed, of the one that lacks a run on its side (where exactly one
+    does), so that it is named as the missing side of that pair rather than as a cell of its
+    own."""
     rest = list(c["_rest"])
-    known: dict[tuple, set] = {}
-    for cell, seed, r in zip(c["_cell"], c["seed"], rest, strict=True):
+    sides: dict[tuple, dict[tuple, set[str]]] = {}
+    for cell, seed, side, r in zip(c["_cell"], c["seed"], c["_side"], rest, strict=True):
         if None not in r[1:]:
-            known.setdefault((cell, seed, r[0]), set()).add(r)
-    for i, (cell, seed, r) in enumerate(zip(c["_cell"], c["seed"], rest, strict=True)):
+            sides.setdefault((cell, seed, r[0]), {}).setdefault(r, set()).add(side)
+    for i, (cell, seed, side, r) in enumerate(
+        zip(c["_cell"], c["seed"], c["_side"], rest, strict=True)
+    ):
         if len(r) > 1 and None in r[1:]:
-            cand = known.get((cell, seed, r[0]), set())
-            if len(cand) == 1:
-                rest[i] = next(iter(cand))
+            ids = sides.get((cell, seed, r[0]), {})
+            free = [x for x, s in ids.items() if side not in s]
+            if len(free) == 1:
+                rest[i] = free[0]
     c["_rest"] = rest
     return c
 
@@ -412,6 +416,8 @@ def choose_cells(seed_sets: Mapping[tuple[str, ...], frozenset[int]]) -> tuple[l
     best: tuple[tuple[int, int], list, frozenset] | None = None
     for t in itertools.combinations(every, m):
         cover = [c for c, v in seed_sets.items() if set(t) <= v]
+        if not cover:
+            continue
         shared = frozenset.intersection(*(seed_sets[c] for c in cover))
         score = (len(cover), len(shared))
         if best is None or score > best[0]:
@@ -506,7 +512,7 @@ def summarize(
             "cell": list(r["_cell"]),
             "seed": int(r["seed"]),
             "why": NOT_SHARED,
-            "detail": f"seed {_seed_text([r['seed']])} pairs here but not in every cell used "
+            "detail": "it pairs in this cell but not in every cell used "
             f"(they share seeds {_seed_text(shared)})",
         }
         for r in unshared.to_dict("records")
