@@ -251,7 +251,8 @@ def test_check_claims_works_without_a_seed_column(shared_tree: dict, seeded_tree
     dense = {c.id: c for c in out}["lp_close_to_fp_dense"]
     assert dense.n == 0 and dense.verdict == NO_DATA
     left = dense.numbers["cells_left_out"]
-    assert left and all(c["why"] == "no pair (duplicate)" for c in left)
+    # (the tree's skew-0.4 FP run is listed without a record: missing, and nothing to pair with)
+    assert {c["why"] for c in left} == {"no pair (duplicate)", "no pair (missing)"}
     assert "has several runs (run" in left[0]["set_aside"][0]["detail"]
 
 
