@@ -229,3 +229,40 @@ def test_a_config_value_beyond_the_coordinates_splits_pairs() -> None:
     (aside,) = pr.set_aside.to_dict("records")
     assert aside["_cell"][-1] == "2" and aside["why"] == "missing"
     assert aside["run_a"] == "fp-2" and aside["run_b"] == "int8-2"
+
+
+def test_a_diverged_run_through_the_report_pipeline(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The seeded fake tree with table3's 8-bit run of one cell diverged at seed 2: claims.json
+    says n = 2 of 3 and names the run; the claims table says what was set aside."""
+    import json
+
+    from lpdt.report.aggregate import aggregate
+    from lpdt.report.claims import check_claims, claims_md, effect_text, set_aside_text
+    from lpdt.report.paper import load_paper
+    from tests.fake_records import fake_record
+    from tests.report.conftest import PAPER_CSV, make_tree
+
+    tree = make_tree(tmp_path, seeds=(1, 2, 3))
+    m = json.loads(tree["manifest"].read_text())
+    entry = next(
+        e
+        for e in m["studies"]["table3"]["runs"]
+        if e["seed"] == 2
+        and e["coords"]["precision"] == "int8"
+        and e["coords"]["compression"] == 0
+        and e["coords"]["skew"] == 0.0
+        and e["coords"]["algorithm"] == "choco"
+    )
+    rid = entry["run_id"]
+    config = {"model": {"name": "resnet20"}, "seed": 2}
+    fake_record(rid, 50.0, status="diverged", config=config).write(tmp_path / entry["dir"])
+    df, _ = aggregate(tree["manifest"])
+    out = {c.id: c for c in check_claims(df, load_paper(PAPER_CSV), tree["cost"])}
+    dense = out["lp_close_to_fp_dense"]
+    assert (dense.n, dense.numbers["seeds_of"]) == (2, 3)
+    assert dense.mean == pytest.approx(0.5)  # seeds 1 and 3 of the tree: FP - LP 0.7 and 0.3
+    diverged = [d for d in dense.numbers["set_aside"] if d["why"] == "diverged"]
+    assert [d["detail"] for d in diverged] == [f"b (precision=int8) run {rid} diverged"]
+    assert effect_text(dense).endswith("(n=2 of 3)")
+    assert set_aside_text(dense).startswith("4 pairs set aside (diverged, not shared)")
+    assert "pairs set aside (diverged, not shared)" in claims_md(list(out.values()))

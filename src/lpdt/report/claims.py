@@ -726,10 +726,28 @@ def effect_text(c: ClaimResult) -> str:
     if c.kind in ("cost", "arithmetic"):
         rows = f"{c.n} row{'s' if c.n != 1 else ''}"
         return f"{_f(c.mean)} (range {_f(nums.get('min'))}-{_f(nums.get('max'))}, {rows})"
+    seeds = nums.get("seeds_of", c.n)
+    n = f"n={c.n}" + (f" of {seeds}" if seeds > c.n else "")
     if c.ci is not None:
         lo, hi = c.ci
-        return f"{_f(c.mean)} [{_f(lo)}, {_f(hi)}] (n={c.n})"
-    return f"{_f(c.mean)} (n={c.n}, no interval)"
+        return f"{_f(c.mean)} [{_f(lo)}, {_f(hi)}] ({n})"
+    return f"{_f(c.mean)} ({n}, no interval)"
+
+
+def set_aside_text(c: ClaimResult) -> str:
+    """What pairing left out of an accuracy claim (``lpdt.report.pairs.summarize``): '2 pairs
+    set aside (diverged, not shared); 1 cell left out (one seed)'; '' when nothing was."""
+    nums = c.numbers
+    parts = []
+    aside = nums.get("set_aside", [])
+    if aside:
+        whys = ", ".join(sorted({d["why"] for d in aside}))
+        parts.append(f"{len(aside)} pair{'s' if len(aside) != 1 else ''} set aside ({whys})")
+    left = nums.get("cells_left_out", [])
+    if left:
+        whys = ", ".join(sorted({d["why"].split(" (")[0].split(":")[0] for d in left}))
+        parts.append(f"{len(left)} cell{'s' if len(left) != 1 else ''} left out ({whys})")
+    return "; ".join(parts)
 
 
 def precision_text(c: ClaimResult) -> str:
@@ -770,10 +788,15 @@ def _md_table(claims: Sequence[ClaimResult]) -> list[str]:
         stand = " (stand-in data)" if c.stand_in_data else ""
         lines.append(
             f"| {c.statement} | {c.rule} | {paper_effect_text(c)} | "
-            f"{effect_text(c)} | {precision_text(c)} | **{c.verdict}**{stand} | "
+            f"{effect_text(c)}{_aside_note(c)} | {precision_text(c)} | **{c.verdict}**{stand} | "
             f"{c.definition} |"
         )
     return lines
+
+
+def _aside_note(c: ClaimResult) -> str:
+    t = set_aside_text(c)
+    return f"; {t} (claims.json: `set_aside`, `cells_left_out`)" if t else ""
 
 
 def claims_md(claims: Sequence[ClaimResult]) -> str:
