@@ -13,11 +13,11 @@ store is a view of them.
 
 The pairing, the per-seed mean over cells, the interval and the verdict are the claims' own
 (``lpdt.report.pairs``): on a claim's studies, ``where`` and pair of values, ``lpdt compare``
-prints the claim's mean and interval. What it adds are refusals, as one line each (exit 2),
-where the claims quietly leave runs out: an unknown key, value or study; nothing that pairs
-(with the keys in which the a-runs and b-runs differ); a cell whose a-runs and b-runs have
-different seeds; a diverged or missing run in a cell that pairs; several runs on one side of a
-pair (runs that differ only in ``norm``, which pairing ignores).
+prints the claim's mean and interval. It pairs what pairs and names what it set aside (diverged,
+missing, unpaired, not shared; per cell and overall). It refuses, as one line each (exit 2), only
+where no answer can be given: an unknown key, value or study; a side without runs; nothing that
+pairs (with the keys in which the a-runs and b-runs differ, or what was set aside); two finished
+runs on one side of a pair (both named).
 """
 
 from __future__ import annotations

@@ -1,15 +1,21 @@
 """Paired comparisons of two conditions over runs: the one implementation behind the paper's
 claims (``lpdt.report.claims``), the claims a study declares, and ``lpdt compare``.
 
-A **pair** is two runs with equal coordinates except the varied key (``norm`` is ignored: an
-8-bit run brings its own normalisation, Range-EvoNorm, through the ``precision`` coordinate) and
-the **same seed** (the seed sets the partition shuffle, the initialisation and the data order).
-Its difference is ``acc(a) - acc(b)``. A run without an accuracy (missing, diverged) pairs with
-nothing. ``summarize`` turns the pairs into the claims' number: per seed, the mean over the cells
-of that seed's paired difference; over the seeds, the mean with its 95 % t-interval
+A **pair** is two finished runs with the same identity except the varied key and the **same
+seed** (the seed sets the partition shuffle, the initialisation and the data order). The
+identity is the cell's coordinates (``pair_keys``), the norm as the run's precision brings it
+(``norm_identity``: an 8-bit run brings Range-EvoNorm through ``precision``, so varying precision
+FP-EvoNorm meets 8-bit Range-EvoNorm, and any other norm only its like) and the result-affecting
+config values beyond the coordinates in which the runs differ (``config_extras``). Its
+difference is ``acc(a) - acc(b)``. ``pairing`` filters first and then sets aside, with the
+reason, every (cell, seed) that does not pair: diverged, missing, unpaired, or a duplicate (two
+finished runs of one side, identity and seed, both named; never resolved by order).
+``summarize`` turns the pairs into the claims' number: per seed, the mean over the cells of that
+seed's paired difference; over the seeds, the mean with its 95 % t-interval
 (``lpdt.report.stats``), its half-width and the design's minimum detectable effect
-(``stats.detectable``), and the verdict for a threshold. Every seed averages over the same cells:
-the cells that have the most common full seed set; the others are counted, not used.
+(``stats.detectable``), and the verdict for a threshold. Every seed averages over the same cells,
+chosen for coverage (``choose_cells``: the most cells sharing at least two seeds, over the seeds
+they all share); the seeds and cells left out are named (``set_aside``, ``cells_left_out``).
 
 Selections are data, so that a claim written in YAML and one written here are the same thing:
 ``where`` maps a coordinate to a condition (``0``, ``[90, 99]``, ``">0"``, ``">=0.8"``,
@@ -33,7 +39,9 @@ from lpdt.report.aggregate import KEYS, norm_key
 from lpdt.report.stats import NO_DATA, Threshold, t_interval, verdict
 
 NO_SEED = -1  # the seed of a run whose record names none (e.g. the paper's numbers)
-IGNORED = ("norm",)  # coordinates that never tell the two runs of a pair apart
+# Coordinates left out of a cell's name: the norm is compared by ``pairing`` itself
+# (``norm_identity``), as the run's precision brings it.
+IGNORED = ("norm",)
 OPS = (">=", "<=", "!=", ">", "<", "==", "=")  # longest first: ">=" before ">"
 
 
