@@ -301,7 +301,9 @@ def pairing(
     A frame without ``run_id`` (the paper's numbers) keeps the first row of a duplicate."""
     va, vb = parse_value(vary, a), parse_value(vary, b)
     c = select(cells, studies, where)
-    c = c[c[vary].map(lambda v: _canon(vary, v)).isin([va, vb])].copy()
+    c = c[c[vary].map(lambda v: _canon(vary, v)).isin([va, vb])]
+    need = {*keys, vary, "seed", "acc", "status", "run_id", "config", "norm", "precision"}
+    c = c[[k for k in c.columns if k in need]].copy()  # not the histories: copies cost
     c["_side"] = ["a" if _canon(vary, v) == va else "b" for v in c[vary]]
     c["_status"] = _status(c)
     pk = pair_keys(vary, keys)
@@ -328,45 +330,52 @@ def pairing(
     ]
     idx = [["norm", *extra].index(k) for k in split]
     c["_cell"] = [cell + tuple(str(r[i]) for i in idx) for cell, r in zip(c["_cell"], c["_rest"])]
-    rid = c["run_id"].astype(str) if "run_id" in c else pd.Series("", index=c.index)
-    c["_run"] = rid
+    has_ids = "run_id" in c
+    c["_run"] = c["run_id"].astype(str) if has_ids else ""
+    # Plain records grouped by (cell, identity, seed): a per-group frame costs too much for
+    # lpdt.report.readers, which checks every claim once per run.
+    groups: dict[tuple, list[dict]] = {}
+    for r in c[[*pk, "seed", "acc", "_side", "_status", "_cell", "_key", "_run"]].to_dict(
+        "records"
+    ):
+        groups.setdefault((r["_cell"], r["_key"], r["seed"]), []).append(r)
     pair_rows, aside = [], []
     names = {"a": _show(va), "b": _show(vb)}
-    for (cell, _, seed), g in c.groupby(["_cell", "_key", "seed"], sort=True):
-        ok = {s: g[(g["_side"] == s) & (g["_status"] == "ok")] for s in ("a", "b")}
-        if "run_id" not in c:  # the paper's numbers: one value per cell
-            ok = {s: v.head(1) for s, v in ok.items()}
+    for (cell, _, seed), g in sorted(groups.items(), key=lambda kv: kv[0]):
+        side = {s: [r for r in g if r["_side"] == s] for s in ("a", "b")}
+        ok = {s: [r for r in side[s] if r["_status"] == "ok"] for s in ("a", "b")}
+        if not has_ids:  # the paper's numbers: one value per cell
+            ok = {s: v[:1] for s, v in ok.items()}
         dup = [s for s in ("a", "b") if len(ok[s]) > 1]
-        if not dup and len(ok["a"]) and len(ok["b"]):
-            ra, rb = ok["a"].iloc[0], ok["b"].iloc[0]
+        if not dup and ok["a"] and ok["b"]:
+            ra, rb = ok["a"][0], ok["b"][0]
             row = {k: ra[k] for k in pk} | {"seed": seed, "_a": ra["acc"], "_b": rb["acc"]}
-            if "run_id" in c:
-                row |= {"run_a": ra["run_id"], "run_b": rb["run_id"]}
+            if has_ids:
+                row |= {"run_a": ra["_run"], "run_b": rb["_run"]}
             pair_rows.append(row | {"_cell": cell})
             continue
         parts, whys = [], []
         for s in ("a", "b"):
-            gs = g[g["_side"] == s]
-            runs = ", ".join(gs["_run"])
+            runs = ", ".join(r["_run"] for r in side[s])
             who = f"{s} ({vary}={names[s]})"
             if s in dup:
                 whys.append(DUPLICATE)
-                parts.append(f"{who} has several runs ({', '.join(ok[s]['_run'])})")
-            elif len(ok[s]):
+                parts.append(f"{who} has several runs ({', '.join(r['_run'] for r in ok[s])})")
+            elif ok[s]:
                 continue
-            elif (gs["_status"] == DIVERGED).any():
+            elif any(r["_status"] == DIVERGED for r in side[s]):
                 whys.append(DIVERGED)
                 parts.append(f"{who} run {runs} diverged" if runs else f"{who} diverged")
-            elif len(gs):
+            elif side[s]:
                 whys.append(MISSING)
                 parts.append(f"{who} run {runs} has no record" if runs else f"{who} no result")
             else:
                 whys.append(UNPAIRED)
                 parts.append(f"{who}: no run")
-        side_run = {s: ", ".join(g.loc[g["_side"] == s, "_run"]) for s in ("a", "b")}
+        side_run = {s: ", ".join(r["_run"] for r in side[s]) for s in ("a", "b")}
         why = next(w for w in (DUPLICATE, DIVERGED, MISSING, UNPAIRED) if w in whys)
         aside.append([cell, seed, why, "; ".join(parts), side_run["a"], side_run["b"]])
-    cols = [*pk, "seed", "_a", "_b"] + (["run_a", "run_b"] if "run_id" in c else []) + ["_cell"]
+    cols = [*pk, "seed", "_a", "_b"] + (["run_a", "run_b"] if has_ids else []) + ["_cell"]
     p = pd.DataFrame(pair_rows, columns=cols)
     p["diff"] = p["_a"] - p["_b"]
     p = p[[*cols[:-1], "diff", "_cell"]]
