@@ -284,7 +284,9 @@ def test_nothing_pairs_names_the_keys_that_differ(
     assert "nothing pairs" in err and "model (a: resnet20; b: vgg11)" in err
 
 
-def test_unpaired_seeds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_unpaired_seeds_pair_what_pairs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A cell whose int8 side lacks seed 3 pairs seeds 1 and 2 and names seed 3 as set aside
+    (unpaired); the overall uses the seeds both cells share (1, 2): n = 2 of 3."""
     runs = [
         r
         for r in known_runs()
@@ -292,23 +294,76 @@ def test_unpaired_seeds(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
             r[0]["precision"]["mode"] == "int8" and r[1] == 3 and r[0]["partition"]["skew"] == 0.8
         )
     ]
-    err = _error(capsys, str(write_runs(tmp_path, runs)), *ARGS)
-    assert "unpaired seeds in cell" in err and "skew=0.8" in err
-    assert "precision=fp32 has seeds 1, 2, 3, precision=int8 has 1, 2" in err
+    root = str(write_runs(tmp_path, runs))
+    frame, keys = load_runs(root)
+    res = compare(frame, keys, "precision", "fp32", "int8")
+    o = res["overall"]
+    assert (o["n"], o["seeds_of"], o["cells"], o["pairs"]) == (2, 3, 2, 4)
+    assert o["per_seed"] == {"1": 0.5, "2": 1.5}  # LOSS: (1 + 0) / 2, (2 + 1) / 2
+    by_why = {(d["cell"]["skew"], d["seed"]): d["why"] for d in o["set_aside"]}
+    assert by_why == {("0.8", 3): "unpaired", ("0.0", 3): "not shared"}
+    cell = {c["cell"]["skew"]: c for c in res["cells"]}["0.8"]
+    assert cell["seeds"] == [1, 2] and cell["set_aside"][0]["seed"] == 3
+    assert "precision=int8): no run" in cell["set_aside"][0]["detail"]
+    assert lpdt(root, *ARGS) == 0
+    out = capsys.readouterr().out
+    assert "n=2 of 3 seeds" in out and "set aside: skew=0.8 seed 3" in out
 
 
-def test_a_diverged_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_a_diverged_run_is_set_aside_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     runs = known_runs() + [(lp(0.4), 1, "diverged"), (fp(0.4), 1, 80.0)]
-    err = _error(capsys, str(write_runs(tmp_path, runs)), *ARGS)
-    assert "diverged" in err and "skew=0.4" in err and "--where" in err
-    # left out by the selection, it no longer stops the comparison
-    assert lpdt(str(tmp_path), *ARGS, "--where", "skew!=0.4") == 0
+    root = str(write_runs(tmp_path, runs))
+    frame, keys = load_runs(root)
+    o = compare(frame, keys, "precision", "fp32", "int8")["overall"]
+    # the skew-0.4 cell has no pair: left out, its diverged int8 run named (r012 is its id)
+    assert (o["mean"], o["n"], o["cells"]) == (pytest.approx(1.5), 3, 2)
+    (left,) = o["cells_left_out"]
+    assert left["cell"]["skew"] == "0.4" and left["why"] == "no pair (diverged)"
+    assert left["set_aside"] == [
+        {"seed": 1, "why": "diverged", "detail": "b (precision=int8) run r012 diverged"}
+    ]
+    assert lpdt(root, *ARGS) == 0
+    assert "skew=0.4: no pair (diverged)" in capsys.readouterr().out
 
 
-def test_runs_that_differ_only_in_norm_are_refused(
+def test_one_seed_on_one_side_pairs_that_seed(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Figure 1's case: one cell with six FP seeds and one 8-bit seed: the seed that pairs is
+    compared (no interval: one seed), the five others are named as unpaired."""
+    runs = [(fp(0.8), s, 80.0 + s) for s in range(1, 7)] + [(lp(0.8), 1, 80.25)]
+    root = str(write_runs(tmp_path, runs))
+    assert lpdt(root, *ARGS, "--json") == 0
+    o = json.loads(capsys.readouterr().out)["overall"]
+    assert (o["n"], o["seeds_of"], o["mean"], o["verdict"]) == (1, 6, 0.75, None)
+    assert [(d["seed"], d["why"]) for d in o["set_aside"]] == [(s, "unpaired") for s in range(2, 7)]
+    assert "one seed" in o["why"]
+
+
+def test_a_duplicated_run_is_one_line_naming_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Two int8 runs of one cell and seed (here: two ids for one configuration, as two recipe
+    versions of a precision would be) are refused, both named; one of them diverged: no
+    ambiguity, the finished one pairs."""
+    base = known_runs()
+    root = write_runs(tmp_path / "dup", [*base, (lp(0.0), 2, 77.0)])
+    err = _error(capsys, str(root), *ARGS)
+    assert "several runs on one side of a pair" in err and "seed 2" in err
+    assert "r003, r012" in err  # the original int8 skew-0 seed-2 run and the extra one
+    root = write_runs(tmp_path / "div", [*base, (lp(0.0), 2, "diverged")])
+    assert lpdt(str(root), *ARGS, "--json") == 0
+    o = json.loads(capsys.readouterr().out)["overall"]
+    assert o["mean"] == pytest.approx(1.5) and o["n"] == 3 and "set_aside" not in o
+
+
+def test_runs_alike_but_for_the_id_are_refused(
     seeded_tree: dict, capsys: pytest.CaptureFixture
 ) -> None:
-    """fig1's FP runs differ from table3's only in norm, which pairing ignores."""
+    """fig1's FP EvoNorm runs and table3's FP runs (norm unset: EvoNorm, the FP default) share
+    every coordinate and config value: two runs on one side of one pair, both named."""
     err = _error(
         capsys,
         str(seeded_tree["manifest"]),
@@ -318,4 +373,33 @@ def test_runs_that_differ_only_in_norm_are_refused(
         "--where",
         "compression=0",
     )
-    assert "several runs on one side of a pair" in err and "they differ in norm" in err
+    assert "several runs on one side of a pair" in err and "skew=0.8" in err
+    assert "has several runs (run" in err and "alike in every coordinate" in err
+
+
+def test_runs_differing_in_a_config_value_of_the_manifest_never_pair(
+    seeded_tree: dict, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """With a manifest, a config value outside the coordinates (fig1 trains 2 epochs) tells
+    fig1's runs from table3's: each pairs within its own study; fig1's BatchNorm has no 8-bit
+    partner and is named, not an error."""
+    import shutil
+
+    root = tmp_path / "tree"
+    shutil.copytree(seeded_tree["root"], root)
+    m = json.loads((root / "results" / "manifest.json").read_text())
+    for e in m["studies"]["fig1"]["runs"]:
+        rec = root / e["dir"] / "metrics.json"
+        doc = json.loads(rec.read_text())
+        doc["config"]["train"]["epochs"] = 2
+        rec.write_text(json.dumps(doc))
+    argv = [str(root / "results" / "manifest.json"), *ARGS, "--where", "nodes=8"]
+    assert lpdt(*argv, "--where", "compression=0", "--json") == 0
+    res = json.loads(capsys.readouterr().out)
+    assert "norm" in res["shown"] or "norm" in res["fixed"] or res["overall"]["cells_left_out"]
+    left = {
+        (d["cell"].get("norm"), d["cell"].get("train.epochs")): d
+        for d in res["overall"]["cells_left_out"]
+    }
+    assert ("batchnorm", "2") in left and left[("batchnorm", "2")]["why"] == "no pair (unpaired)"
+    assert res["overall"]["n"] == 3

@@ -466,7 +466,8 @@ INVARIANT = [
     r"n - 1",
 ]
 # A table row: a cell "ours / paper", "not run / paper" or "missing / paper".
-TABLE_ROW = re.compile(r"(\d|not run|missing) / (\d|-)")
+# A table row, or a claim's cell named as left out of it (its coordinates, not our numbers).
+TABLE_ROW = re.compile(r"(\d|not run|missing) / (\d|-)| left out:")
 
 
 def _tokens(text: str, allowed: set[str], coordinates: set[str]) -> list[tuple[str, bool, str]]:

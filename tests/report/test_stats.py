@@ -240,10 +240,20 @@ def test_claims_json_with_seeds(seeded_out: Path) -> None:
     assert ids["choco_beats_ds"]["verdict"] == HELD  # Choco is +1 in every seed
 
 
-def test_check_claims_works_without_a_seed_column(seeded_tree: dict) -> None:
+def test_check_claims_works_without_a_seed_column(shared_tree: dict, seeded_tree: dict) -> None:
+    df, _ = aggregate(shared_tree["manifest"])  # one run per cell
+    out = check_claims(df.drop(columns="seed"), load_paper(PAPER_CSV), shared_tree["cost"])
+    assert {c.id: c.n for c in out}["lp_close_to_fp_dense"] == 1  # one unnamed seed
+    # Three runs per cell and side with no seed to tell them apart: ambiguous, so nothing pairs,
+    # and the claim names the runs (no first-found run is taken).
     df, _ = aggregate(seeded_tree["manifest"])
     out = check_claims(df.drop(columns="seed"), load_paper(PAPER_CSV), seeded_tree["cost"])
-    assert {c.id: c.n for c in out}["lp_close_to_fp_dense"] == 1  # one unnamed seed
+    dense = {c.id: c for c in out}["lp_close_to_fp_dense"]
+    assert dense.n == 0 and dense.verdict == NO_DATA
+    left = dense.numbers["cells_left_out"]
+    # (the tree's skew-0.4 FP run is listed without a record: missing, and nothing to pair with)
+    assert {c["why"] for c in left} == {"no pair (duplicate)", "no pair (missing)"}
+    assert "has several runs (run" in left[0]["set_aside"][0]["detail"]
 
 
 def test_summary_page(seeded_out: Path) -> None:

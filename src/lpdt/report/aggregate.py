@@ -94,9 +94,10 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
     KEYS, `acc` (= final acc_node_mean, NaN unless ok), the FINAL metrics, gb_per_node,
     epochs_completed, time_s (the record's time.total_s), dataset_used, model_used, stand_in
     (label or ''), history (list of rows), versions, engine, git_commit and git_dirty (the
-    record's provenance: which commit trained the run; None when missing). `seed` is the
-    manifest entry's seed, else the record's config seed, else None (one unnamed seed): runs
-    are paired across conditions by it.
+    record's provenance: which commit trained the run; None when missing), config (the record's
+    run config; {} without a record: ``lpdt.report.pairs`` pairs on it). `seed` is the manifest
+    entry's seed, else the record's config seed, else None (one unnamed seed): runs are paired
+    across conditions by it.
     """
     mpath = Path(manifest_path)
     manifest = Manifest.read(mpath)
@@ -139,6 +140,7 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
                     engine="",
                     git_commit=None,
                     git_dirty=None,
+                    config={},
                 )
                 row.update({k: float("nan") for k in FINAL})
             else:
@@ -157,6 +159,7 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
                     engine=m.engine,
                     git_commit=m.provenance.git_commit,
                     git_dirty=m.provenance.git_dirty,
+                    config=m.config,
                 )
             row["acc"] = row[METRIC] if row["status"] == "ok" else float("nan")
             rows.append(row)
@@ -183,6 +186,7 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
         "engine",
         "git_commit",
         "git_dirty",
+        "config",
     ]
     df = pd.DataFrame(rows, columns=cols)
     return df, manifest

@@ -289,9 +289,10 @@ def _r(v: float | None, digits: int = 4) -> float | None:
     return None if v is None or not math.isfinite(v) else round(float(v), digits)
 
 
-def summarize(p: pd.DataFrame, claim: Claim) -> dict:
-    """The claim's record from paired differences (columns ``_cell``, ``seed``, ``diff``)."""
-    return pairs.summarize(p, claim.threshold, claim.direction)  # type: ignore[arg-type]
+def summarize(p: pd.DataFrame, claim: Claim, set_aside: pd.DataFrame | None = None) -> dict:
+    """The claim's record from paired differences (columns ``_cell``, ``seed``, ``diff``) and
+    the pairs set aside (``lpdt.report.pairs.Pairing.set_aside``)."""
+    return pairs.summarize(p, claim.threshold, claim.direction, set_aside=set_aside)  # type: ignore[arg-type]
 
 
 def _skew_series(cells: pd.DataFrame) -> pd.DataFrame:
@@ -319,11 +320,13 @@ def _skew_series(cells: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["_cell", "seed", "diff"])
 
 
-def claim_pairs(cells: pd.DataFrame, claim: Claim) -> pd.DataFrame:
-    """The claim's paired differences (``lpdt.report.pairs.pairs``; the skew claim: its series)."""
+def claim_pairs(cells: pd.DataFrame, claim: Claim) -> pairs.Pairing:
+    """The claim's paired differences and what was set aside (``lpdt.report.pairs.pairing``; the
+    skew claim: its series, nothing set aside)."""
     if claim.vary is None:
-        return _skew_series(cells)
-    return pairs.pairs(cells, claim.vary, claim.a, claim.b, claim.studies or None, claim.where)
+        empty = pd.DataFrame(columns=pairs.SET_ASIDE_COLUMNS)
+        return pairs.Pairing(_skew_series(cells), empty, pairs.pair_keys("skew"))
+    return pairs.pairing(cells, claim.vary, claim.a, claim.b, claim.studies or None, claim.where)
 
 
 def accuracy_claims(
@@ -340,10 +343,12 @@ def accuracy_claims(
     for c in claims:
         if c.kind != "accuracy":
             continue
-        p = claim_pairs(cells, c)
+        pr = claim_pairs(cells, c)
+        p, aside = pr.pairs, pr.set_aside
         if restrict is not None:
-            p = p[p["_cell"].isin(restrict.get(c.id, set()))]
-        out[c.id] = summarize(p, c)
+            keep = restrict.get(c.id, set())
+            p, aside = p[p["_cell"].isin(keep)], aside[aside["_cell"].isin(keep)]
+        out[c.id] = summarize(p, c, aside)
     return out
 
 
@@ -638,7 +643,9 @@ def check_claims(
     """One result per claim, the paper's then the ``declared`` ones (``study_claims``)
     (docs/report.md, "Claims"; the fields: ``ClaimResult``)."""
     every = [*CLAIMS, *declared]
-    cols = ["study", *KEYS, "acc"] + (["seed"] if "seed" in df else [])
+    # What pairing reads: the coordinates, the seed, and to tell runs apart and say why one did
+    # not pair, their ids, statuses and configs (lpdt.report.pairs.pairing).
+    cols = ["study", *KEYS, "acc"] + [k for k in ("seed", "run_id", "status", "config") if k in df]
     ours_acc = accuracy_claims(df[cols], claims=every)
     ours = ours_acc | cost_claims(cost_dir)
     pc = paper_cells(paper)
@@ -723,10 +730,28 @@ def effect_text(c: ClaimResult) -> str:
     if c.kind in ("cost", "arithmetic"):
         rows = f"{c.n} row{'s' if c.n != 1 else ''}"
         return f"{_f(c.mean)} (range {_f(nums.get('min'))}-{_f(nums.get('max'))}, {rows})"
+    seeds = nums.get("seeds_of", c.n)
+    n = f"n={c.n}" + (f" of {seeds}" if seeds > c.n else "")
     if c.ci is not None:
         lo, hi = c.ci
-        return f"{_f(c.mean)} [{_f(lo)}, {_f(hi)}] (n={c.n})"
-    return f"{_f(c.mean)} (n={c.n}, no interval)"
+        return f"{_f(c.mean)} [{_f(lo)}, {_f(hi)}] ({n})"
+    return f"{_f(c.mean)} ({n}, no interval)"
+
+
+def set_aside_text(c: ClaimResult) -> str:
+    """What pairing left out of an accuracy claim (``lpdt.report.pairs.summarize``): '2 pairs
+    set aside (diverged, not shared); 1 cell left out (one seed)'; '' when nothing was."""
+    nums = c.numbers
+    parts = []
+    aside = nums.get("set_aside", [])
+    if aside:
+        whys = ", ".join(sorted({d["why"] for d in aside}))
+        parts.append(f"{len(aside)} pair{'s' if len(aside) != 1 else ''} set aside ({whys})")
+    left = nums.get("cells_left_out", [])
+    if left:
+        whys = ", ".join(sorted({d["why"].split(" (")[0].split(":")[0] for d in left}))
+        parts.append(f"{len(left)} cell{'s' if len(left) != 1 else ''} left out ({whys})")
+    return "; ".join(parts)
 
 
 def precision_text(c: ClaimResult) -> str:
@@ -767,10 +792,15 @@ def _md_table(claims: Sequence[ClaimResult]) -> list[str]:
         stand = " (stand-in data)" if c.stand_in_data else ""
         lines.append(
             f"| {c.statement} | {c.rule} | {paper_effect_text(c)} | "
-            f"{effect_text(c)} | {precision_text(c)} | **{c.verdict}**{stand} | "
+            f"{effect_text(c)}{_aside_note(c)} | {precision_text(c)} | **{c.verdict}**{stand} | "
             f"{c.definition} |"
         )
     return lines
+
+
+def _aside_note(c: ClaimResult) -> str:
+    t = set_aside_text(c)
+    return f"; {t} (claims.json: `set_aside`, `cells_left_out`)" if t else ""
 
 
 def claims_md(claims: Sequence[ClaimResult]) -> str:

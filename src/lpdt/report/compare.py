@@ -13,11 +13,11 @@ store is a view of them.
 
 The pairing, the per-seed mean over cells, the interval and the verdict are the claims' own
 (``lpdt.report.pairs``): on a claim's studies, ``where`` and pair of values, ``lpdt compare``
-prints the claim's mean and interval. What it adds are refusals, as one line each (exit 2),
-where the claims quietly leave runs out: an unknown key, value or study; nothing that pairs
-(with the keys in which the a-runs and b-runs differ); a cell whose a-runs and b-runs have
-different seeds; a diverged or missing run in a cell that pairs; several runs on one side of a
-pair (runs that differ only in ``norm``, which pairing ignores).
+prints the claim's mean and interval. It pairs what pairs and names what it set aside (diverged,
+missing, unpaired, not shared; per cell and overall). It refuses, as one line each (exit 2), only
+where no answer can be given: an unknown key, value or study; a side without runs; nothing that
+pairs (with the keys in which the a-runs and b-runs differ, or what was set aside); two finished
+runs on one side of a pair (both named).
 """
 
 from __future__ import annotations
@@ -37,19 +37,9 @@ from lpdt.report.aggregate import FINAL, KEYS, METRIC, aggregate, norm_key, stan
 from lpdt.report.stats import DIRECTIONS, METHOD, Threshold
 
 # Coordinate -> run-config key, for runs without a manifest (compression is derived: the top-k
-# ratio in %, 0 when the compression is "none").
-CONFIG_PATHS = {
-    "dataset": "data.dataset",
-    "model": "model.name",
-    "norm": "model.norm",
-    "topology": "topology.name",
-    "nodes": "topology.nodes",
-    "skew": "partition.skew",
-    "algorithm": "algorithm.name",
-    "precision": "precision.mode",
-    "qgm": "optim.qgm",
-}
-COVERED = {*CONFIG_PATHS.values(), "algorithm.compression.ratio", "seed", "partition.seed"}
+# ratio in %, 0 when the compression is "none"); the config keys they cover.
+CONFIG_PATHS = pairs.CONFIG_PATHS
+COVERED = pairs.COVERED
 NOTE = "the comparison's"  # whose cells the summary's notes speak of
 
 
@@ -79,27 +69,9 @@ def load_runs(source: str | Path) -> tuple[pd.DataFrame, list[str]]:
     return frame_from_records([record.read(f) for f in files])
 
 
-def _flat(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in tree.items():
-        if isinstance(v, Mapping) and v:
-            out.update(_flat(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else v
-    return out
-
-
 def frame_from_records(recs: Sequence[record.RunRecord]) -> tuple[pd.DataFrame, list[str]]:
     """The runs' frame from their records alone (no manifest): coordinates from the configs."""
-    from lpdt.config import result_dict
-
-    flat = [_flat(result_dict(r.config)) for r in recs]
-    leaves = sorted({k for f in flat for k in f})
-    extra = [
-        k
-        for k in leaves
-        if k not in COVERED and len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1
-    ]
+    extra, flat = pairs.config_extras([r.config for r in recs])
     rows = []
     for r, f in zip(recs, flat, strict=True):
         row: dict[str, Any] = {
@@ -161,20 +133,17 @@ def _check_keys(
                 )
 
 
-def _label(keys: Sequence[str], row: Mapping[str, Any]) -> str:
-    return " ".join(f"{k}={_v(k, row[k])}" for k in keys)
-
-
 def _seeds(s: Sequence[int]) -> str:
     return ", ".join("none" if x == pairs.NO_SEED else str(x) for x in s)
 
 
-def _refuse_unpairable(sel: pd.DataFrame, vary: str, a: object, b: object, pk: list[str]) -> None:
-    """The one-line refusals (module docstring) on the selected runs."""
-    sel = sel.copy()
-    sel["_side"] = sel[vary].map(lambda v: pairs.parse_value(vary, v))
-    sel["_ck"] = [pairs.cell_key(pk, vals) for vals in zip(*(sel[k] for k in pk), strict=True)]
-    left, right = sel[sel["_side"] == a], sel[sel["_side"] == b]
+def _refuse(
+    sel: pd.DataFrame, vary: str, a: object, b: object, pk: list[str], pr: pairs.Pairing
+) -> None:
+    """The one-line refusals (module docstring): a side without runs, two runs of one side,
+    cell and seed, nothing that pairs."""
+    side = sel[vary].map(lambda v: pairs.parse_value(vary, v))
+    left, right = sel[side == a], sel[side == b]
     for name, s, val in (("--a", left, a), ("--b", right, b)):
         if not len(s):
             raise CompareError(
@@ -182,53 +151,37 @@ def _refuse_unpairable(sel: pd.DataFrame, vary: str, a: object, b: object, pk: l
                 f"selection ({vary} values: "
                 f"{', '.join(_v(vary, x) for x in _values(sel, vary))})"
             )
-    shared = set(left["_ck"]) & set(right["_ck"])
-    if not shared:
-        differ = []
-        for k in [*pk, "seed"]:
-            va, vb = {_v(k, x) for x in left[k]}, {_v(k, x) for x in right[k]}
-            if va != vb:
-                differ.append(f"{k} (a: {', '.join(sorted(va))}; b: {', '.join(sorted(vb))})")
-        why = (
-            "they differ in " + "; ".join(differ)
-            if differ
-            else "no combination of the other coordinates occurs on both sides"
-        )
-        raise CompareError(
-            f"nothing pairs: no run with {vary}={_v(vary, a)} has a run with "
-            f"{vary}={_v(vary, b)} and the same other coordinates; {why}"
-        )
-    both = sel[sel["_side"].isin([a, b]) & sel["_ck"].isin(shared)]
-    for status in ("diverged", "missing"):
-        bad = both[both["status"] == status]
-        if len(bad):
-            r = bad.iloc[0]
-            what = "diverged" if status == "diverged" else "have no record (missing)"
-            raise CompareError(
-                f"{len(bad)} run(s) of the comparison {what} (e.g. run {r['run_id']}: "
-                f"{_label([vary, *pk], r)}, seed {r['seed']}): such a run cannot be "
-                "paired; leave it out with --where or --study"
-            )
-    for cell in sorted(shared):
-        sa = sorted({int(x) for x in left.loc[left["_ck"] == cell, "seed"]})
-        sb = sorted({int(x) for x in right.loc[right["_ck"] == cell, "seed"]})
-        if sa != sb:
-            where = " ".join(f"{k}={v}" for k, v in zip(pk, cell, strict=True))
-            raise CompareError(
-                f"unpaired seeds in cell {where}: {vary}={_v(vary, a)} has seeds "
-                f"{_seeds(sa)}, {vary}={_v(vary, b)} has {_seeds(sb)}"
-            )
-    ok = both[both["status"] == "ok"]
-    dup = ok[ok.duplicated(["_side", "_ck", "seed"], keep=False)]
+    dup = pr.set_aside[pr.set_aside["why"] == pairs.DUPLICATE]
     if len(dup):
         r = dup.iloc[0]
-        differ = [k for k in pairs.IGNORED if k in dup and dup[k].astype(str).nunique() > 1]
         raise CompareError(
-            f"several runs on one side of a pair ({_label([vary, *pk], r)}, seed "
-            f"{r['seed']}): they differ in {', '.join(differ) or 'nothing the coordinates name'}"
-            f", which pairing ignores (as the claims do); choose with --where "
-            f"{(differ or ['KEY'])[0]}=VALUE or --study"
+            f"several runs on one side of a pair ({_cell_label(pr.cell_keys, r['_cell'])}, seed "
+            f"{_seeds([r['seed']])}): {r['detail']}, alike in every coordinate and config value "
+            "but the run id; choose with --where or --study"
         )
+    if len(pr.pairs):
+        return
+    differ = []
+    for k in [*pk, "seed"]:
+        va, vb = {_v(k, x) for x in left[k]}, {_v(k, x) for x in right[k]}
+        if va != vb:
+            differ.append(f"{k} (a: {', '.join(sorted(va))}; b: {', '.join(sorted(vb))})")
+    whys = pr.set_aside["why"].value_counts()
+    why = (
+        "they differ in " + "; ".join(differ)
+        if differ
+        else "no combination of the other coordinates occurs on both sides"
+        if whys.get(pairs.UNPAIRED, 0) == len(pr.set_aside)
+        else "set aside: " + ", ".join(f"{n} {w}" for w, n in whys.sort_index().items())
+    )
+    raise CompareError(
+        f"nothing pairs: no run with {vary}={_v(vary, a)} has a finished run with "
+        f"{vary}={_v(vary, b)}, the same seed and the same other coordinates; {why}"
+    )
+
+
+def _cell_label(keys: Sequence[str], cell: Sequence[str]) -> str:
+    return " ".join(f"{k}={v}" for k, v in zip(keys, cell, strict=True)) or "(one cell)"
 
 
 def compare(
@@ -243,22 +196,27 @@ def compare(
     direction: str | None = None,
 ) -> dict:
     """The comparison's record: per cell and overall (the claims' summary) the pairs, mean
-    difference a - b and 95 % t-interval, and the verdict for a threshold (None without)."""
+    difference a - b and 95 % t-interval, the verdict for a threshold (None without), and what
+    was set aside (``set_aside`` per cell; overall ``set_aside``, ``cells_left_out``)."""
     where = dict(where or {})
     _check_keys(frame, keys, vary, where, studies)
     va, vb = pairs.parse_value(vary, a), pairs.parse_value(vary, b)
     if va == vb:
         raise CompareError(f"--a and --b are the same value ({vary}={_v(vary, va)})")
     pk = pairs.pair_keys(vary, keys)
-    sel = pairs.select(frame, studies, where, keys)
-    _refuse_unpairable(sel, vary, va, vb, pk)
-    p = pairs.pairs(frame, vary, va, vb, studies, where, keys)
-    cells = pairs.per_cell(p, threshold, direction)
-    shown = [k for i, k in enumerate(pk) if len({c["cell"][i] for c in cells}) > 1]
-    fixed = {k: cells[0]["cell"][i] for i, k in enumerate(pk) if k not in shown} if cells else {}
+    sel = pairs.select(frame, studies, where)
+    pr = pairs.pairing(frame, vary, va, vb, studies, where, keys)
+    _refuse(sel, vary, va, vb, pk, pr)
+    p = pr.pairs
+    ck = pr.cell_keys
+    cells = pairs.per_cell(p, threshold, direction, pr.set_aside)
+    shown = [k for i, k in enumerate(ck) if len({c["cell"][i] for c in cells}) > 1]
+    fixed = {k: cells[0]["cell"][i] for i, k in enumerate(ck) if k not in shown} if cells else {}
     for c in cells:
-        c["cell"] = dict(zip(pk, c["cell"], strict=True))
-    overall = pairs.summarize(p, threshold, direction, of=NOTE)
+        c["cell"] = dict(zip(ck, c["cell"], strict=True))
+    overall = pairs.summarize(p, threshold, direction, of=NOTE, set_aside=pr.set_aside)
+    for rec in overall.get("set_aside", []) + overall.get("cells_left_out", []):
+        rec["cell"] = dict(zip(ck, rec["cell"], strict=True))
     thr = list(threshold) if isinstance(threshold, tuple) else threshold
     # Stand-in data or models of the compared runs, named as the report names them.
     stand_ins = stand_in_names(sel[sel[vary].isin([va, vb])].get("stand_in", []))
@@ -342,6 +300,21 @@ def _ci(r: Mapping[str, Any]) -> str:
     return f"[{_f(r['ci'][0])}, {_f(r['ci'][1])}]" if r.get("ci") else "(no interval)"
 
 
+MAX_NOTES = 40  # lines of set-aside pairs and left-out cells printed (--json has them all)
+
+
+def _aside_count(recs: Sequence[Mapping[str, Any]]) -> str:
+    """'2 (diverged, unpaired)'; '-' when nothing was set aside."""
+    if not recs:
+        return "-"
+    return f"{len(recs)} ({', '.join(sorted({r['why'] for r in recs}))})"
+
+
+def _where(cell: Mapping[str, str], fixed: Mapping[str, str]) -> str:
+    """The cell's coordinates that are not the comparison's fixed ones."""
+    return " ".join(f"{k}={v}" for k, v in cell.items() if fixed.get(k) != v) or "(one cell)"
+
+
 def text(res: dict, source: str) -> str:
     o = res["overall"]
     rule = ""
@@ -360,28 +333,49 @@ def text(res: dict, source: str) -> str:
     ]
     if res["stand_ins"]:
         head.append("stand-ins: " + "; ".join(res["stand_ins"]))
-    rows = [["cell", "pairs", "mean", "95 % CI"] + (["verdict"] if rule else [])]
+    aside = any("set_aside" in c for c in res["cells"])
+    rows = [
+        ["cell", "pairs"]
+        + (["set aside"] if aside else [])
+        + ["mean", "95 % CI"]
+        + (["verdict"] if rule else [])
+    ]
     for c in res["cells"]:
         label = " ".join(f"{k}={c['cell'][k]}" for k in res["shown"]) or "(one cell)"
         rows.append(
-            [label, str(c["pairs"]), _f(c["mean"]), _ci(c)] + ([c["verdict"]] if rule else [])
+            [label, str(c["pairs"])]
+            + ([_aside_count(c.get("set_aside", []))] if aside else [])
+            + [_f(c["mean"]), _ci(c)]
+            + ([c["verdict"]] if rule else [])
         )
+    of = f" of {o['seeds_of']}" if o.get("seeds_of", o["n"]) > o["n"] else ""
     rows.append(
         [
-            f"overall ({o['cells']} cell{'s' if o['cells'] != 1 else ''}, n={o['n']} seeds)",
+            f"overall ({o['cells']} cell{'s' if o['cells'] != 1 else ''}, n={o['n']}{of} seeds)",
             str(o["pairs"]),
-            _f(o["mean"]),
-            _ci(o),
         ]
+        + ([_aside_count(o.get("set_aside", []))] if aside else [])
+        + [_f(o["mean"]), _ci(o)]
         + ([o["verdict"]] if rule else [])
     )
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(x.ljust(w[i]) for i, x in enumerate(r)).rstrip() for r in rows]
     notes = [f"note: {o[k]}" for k in ("why",) if k in o]
-    if "cells_excluded" in o:
+    for d in o.get("set_aside", []):
         notes.append(
-            f"note: {o['cells_excluded']} cell(s) left out of the overall: {o['cells_excluded_why']}"
+            f"set aside: {_where(d['cell'], res['fixed'])} seed {_seeds([d['seed']])}: {d['detail']}"
         )
+    for d in o.get("cells_left_out", []):
+        notes.append(f"left out of the overall: {_where(d['cell'], res['fixed'])}: {d['why']}")
+        notes += [
+            f"  set aside: seed {_seeds([x['seed']])}: {x['detail']}"
+            for x in d.get("set_aside", [])
+        ]
+    notes = notes[:MAX_NOTES] + (
+        [f"... and {len(notes) - MAX_NOTES} more lines (--json lists every one)"]
+        if len(notes) > MAX_NOTES
+        else []
+    )
     notes.append(
         f"overall: per seed, the mean over the cells of the paired difference; {res['interval_method']}"
     )

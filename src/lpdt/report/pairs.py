@@ -1,15 +1,21 @@
 """Paired comparisons of two conditions over runs: the one implementation behind the paper's
 claims (``lpdt.report.claims``), the claims a study declares, and ``lpdt compare``.
 
-A **pair** is two runs with equal coordinates except the varied key (``norm`` is ignored: an
-8-bit run brings its own normalisation, Range-EvoNorm, through the ``precision`` coordinate) and
-the **same seed** (the seed sets the partition shuffle, the initialisation and the data order).
-Its difference is ``acc(a) - acc(b)``. A run without an accuracy (missing, diverged) pairs with
-nothing. ``summarize`` turns the pairs into the claims' number: per seed, the mean over the cells
-of that seed's paired difference; over the seeds, the mean with its 95 % t-interval
+A **pair** is two finished runs with the same identity except the varied key and the **same
+seed** (the seed sets the partition shuffle, the initialisation and the data order). The
+identity is the cell's coordinates (``pair_keys``), the norm as the run's precision brings it
+(``norm_identity``: an 8-bit run brings Range-EvoNorm through ``precision``, so varying precision
+FP-EvoNorm meets 8-bit Range-EvoNorm, and any other norm only its like) and the result-affecting
+config values beyond the coordinates in which the runs differ (``config_extras``). Its
+difference is ``acc(a) - acc(b)``. ``pairing`` filters first and then sets aside, with the
+reason, every (cell, seed) that does not pair: diverged, missing, unpaired, or a duplicate (two
+finished runs of one side, identity and seed, both named; never resolved by order).
+``summarize`` turns the pairs into the claims' number: per seed, the mean over the cells of that
+seed's paired difference; over the seeds, the mean with its 95 % t-interval
 (``lpdt.report.stats``), its half-width and the design's minimum detectable effect
-(``stats.detectable``), and the verdict for a threshold. Every seed averages over the same cells:
-the cells that have the most common full seed set; the others are counted, not used.
+(``stats.detectable``), and the verdict for a threshold. Every seed averages over the same cells,
+chosen for coverage (``choose_cells``: the most cells sharing at least two seeds, over the seeds
+they all share); the seeds and cells left out are named (``set_aside``, ``cells_left_out``).
 
 Selections are data, so that a claim written in YAML and one written here are the same thing:
 ``where`` maps a coordinate to a condition (``0``, ``[90, 99]``, ``">0"``, ``">=0.8"``,
@@ -20,9 +26,12 @@ Selections are data, so that a claim written in YAML and one written here are th
 from __future__ import annotations
 
 import contextlib
+import itertools
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -30,7 +39,9 @@ from lpdt.report.aggregate import KEYS, norm_key
 from lpdt.report.stats import NO_DATA, Threshold, t_interval, verdict
 
 NO_SEED = -1  # the seed of a run whose record names none (e.g. the paper's numbers)
-IGNORED = ("norm",)  # coordinates that never tell the two runs of a pair apart
+# Coordinates left out of a cell's name: the norm is compared by ``pairing`` itself
+# (``norm_identity``), as the run's precision brings it.
+IGNORED = ("norm",)
 OPS = (">=", "<=", "!=", ">", "<", "==", "=")  # longest first: ">=" before ">"
 
 
@@ -147,7 +158,8 @@ def with_seed(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def pair_keys(vary: str, keys: Sequence[str] = KEYS) -> list[str]:
-    """The coordinates two runs of a pair share: all but the varied one and ``IGNORED``."""
+    """The coordinates that name a pair's cell: all but the varied one and ``norm`` (which
+    ``pairing`` compares itself, ``norm_identity``)."""
     return [k for k in keys if k != vary and k not in IGNORED]
 
 
@@ -161,15 +173,234 @@ def select(
     cells: pd.DataFrame,
     studies: Sequence[str] | None = None,
     where: Mapping[str, object] | None = None,
-    keys: Sequence[str] = KEYS,
 ) -> pd.DataFrame:
-    """The rows of ``studies`` (None: all) that meet ``where``, with a seed, one per (coordinates,
-    seed): a run listed by several studies counts once."""
+    """The rows of ``studies`` (None: all) that meet ``where``, with a seed; a run listed by
+    several studies (one ``run_id``) counts once. Nothing else is dropped: ``pairing`` filters
+    on the accuracy and then refuses ambiguity."""
     c = cells if studies is None else cells[cells["study"].isin(list(studies))]
-    c = with_seed(c).drop_duplicates([*keys, "seed"])
+    c = with_seed(c)
+    if "run_id" in c:
+        c = c.drop_duplicates("run_id")
     for cond in conditions(where):
         if len(c):
             c = c[cond.mask(c)]
+    return c
+
+
+# --- a run's identity beyond the coordinates --------------------------------------------------
+
+# Coordinate -> run-config key (the coordinates as a run's config holds them; compression is
+# derived from algorithm.compression).
+CONFIG_PATHS = {
+    "dataset": "data.dataset",
+    "model": "model.name",
+    "norm": "model.norm",
+    "topology": "topology.name",
+    "nodes": "topology.nodes",
+    "skew": "partition.skew",
+    "algorithm": "algorithm.name",
+    "precision": "precision.mode",
+    "qgm": "optim.qgm",
+}
+# Config keys the coordinates and the seed already say: never a run's identity beyond them.
+COVERED = {
+    *CONFIG_PATHS.values(),
+    "algorithm.compression.name",
+    "algorithm.compression.ratio",
+    "seed",
+    "partition.seed",
+}
+
+
+def flat_config(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A config tree as dotted keys (a list or mapping value as its JSON text)."""
+    out: dict[str, Any] = {}
+    for k, v in tree.items():
+        if isinstance(v, Mapping) and v:
+            out.update(flat_config(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = json.dumps(v) if isinstance(v, (list, dict)) else v
+    return out
+
+
+def config_extras(configs: Sequence[Mapping[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """(keys, flat configs): the result-affecting config keys (``lpdt.config.result_dict``) that
+    the coordinates do not cover (``COVERED``) and whose values differ between the given
+    configs (an empty config, a run without a record, takes no part), e.g. ``train.epochs`` of a
+    study that trains longer; with each config flattened."""
+    from lpdt.config import result_dict
+
+    flat = [flat_config(result_dict(dict(c))) if c else {} for c in configs]
+    known = [f for f in flat if f]
+    leaves = sorted({k for f in known for k in f} - COVERED)
+    keys = [k for k in leaves if len({json.dumps(f.get(k), sort_keys=True) for f in known}) > 1]
+    return keys, flat
+
+
+# The normalisation each precision brings where a run names none (config/studies.yaml,
+# coordinate ``precision``: an FP model's default EvoNorm-S0, an 8-bit run's Range-EvoNorm).
+PRECISION_NORMS = {"fp32": "evonorm", "int8": "rangeen"}
+
+
+def norm_identity(norm: object, precision: object, vary: str, a: object, b: object) -> str:
+    """The norm as pairing compares it: the run's norm (its precision's where it names none);
+    when ``precision`` is varied, a run with its own precision's norm counts as
+    ``"<a's>|<b's>"`` (``evonorm|rangeen``), so that FP-EvoNorm pairs with 8-bit
+    Range-EvoNorm (the paper's FP vs LP) and any other norm (BatchNorm) only with itself."""
+    prec = _canon("precision", precision)
+    own = PRECISION_NORMS.get(str(prec)) if prec is not None else None
+    n = _canon("norm", norm) or own
+    if vary == "precision" and n is not None and n == own:
+        return "|".join(PRECISION_NORMS.get(str(v), str(v)) for v in (a, b))
+    return str(n)
+
+
+# --- pairing ---------------------------------------------------------------------------------
+
+DIVERGED, MISSING, UNPAIRED, DUPLICATE = "diverged", "missing", "unpaired", "duplicate"
+SET_ASIDE_COLUMNS = ["_cell", "seed", "why", "detail", "run_a", "run_b"]
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """``pairs``: one row per pair (``pairs``' columns); ``set_aside``: one row per (cell, seed)
+    with a run on either side that did not pair (``SET_ASIDE_COLUMNS``; ``why`` one of
+    diverged, missing, unpaired, duplicate; ``detail`` a sentence naming the runs);
+    ``cell_keys``: the names of ``_cell``'s values (the pair keys, then ``norm`` and config keys
+    where runs of one cell differ in them)."""
+
+    pairs: pd.DataFrame
+    set_aside: pd.DataFrame
+    cell_keys: list[str]
+
+
+def _status(c: pd.DataFrame) -> pd.Series:
+    """ok / diverged / missing per row: the ``status`` column where there is one (a frame of the
+    paper's numbers has none), and never ok without an accuracy."""
+    st = c["status"].astype(str) if "status" in c else pd.Series("ok", index=c.index)
+    st = st.where(c["acc"].notna() | (st != "ok"), MISSING)
+    return st.where(st.isin(["ok", DIVERGED]), MISSING)
+
+
+def pairing(
+    cells: pd.DataFrame,
+    vary: str,
+    a: object,
+    b: object,
+    studies: Sequence[str] | None = None,
+    where: Mapping[str, object] | None = None,
+    keys: Sequence[str] = KEYS,
+) -> Pairing:
+    """The pairs of ``vary == a`` against ``vary == b`` among the selected runs, and what was
+    set aside. Two runs pair when they are ``ok``, have the same seed and the same identity
+    except ``vary``: the pair keys, the norm (``norm_identity``) and the result-affecting config
+    values beyond the coordinates (``config_extras``, from a ``config`` column of run configs).
+    A (cell, seed) with a run on one side and no usable run on the other is set aside as
+    diverged, missing (listed without a record) or unpaired (no run); two usable runs of one
+    side, cell and seed are set aside as a duplicate naming both (``lpdt compare`` refuses them).
+    A frame without ``run_id`` (the paper's numbers) keeps the first row of a duplicate."""
+    va, vb = parse_value(vary, a), parse_value(vary, b)
+    c = select(cells, studies, where)
+    c = c[c[vary].map(lambda v: _canon(vary, v)).isin([va, vb])]
+    need = {*keys, vary, "seed", "acc", "status", "run_id", "config", "norm", "precision"}
+    c = c[[k for k in c.columns if k in need]].copy()  # not the histories: copies cost
+    c["_side"] = ["a" if _canon(vary, v) == va else "b" for v in c[vary]]
+    c["_status"] = _status(c)
+    pk = pair_keys(vary, keys)
+    c["_cell"] = [cell_key(pk, r) for r in c[pk].itertuples(index=False)]
+    has_norm = "norm" in c and vary != "norm"
+    c["_norm"] = (
+        [norm_identity(n, p, vary, va, vb) for n, p in zip(c["norm"], c["precision"], strict=True)]
+        if has_norm and "precision" in c
+        else ""
+    )
+    configs = list(c["config"]) if "config" in c else [{}] * len(c)
+    extra, flat = config_extras([x if isinstance(x, Mapping) else {} for x in configs])
+    ids = []
+    for f, n in zip(flat, c["_norm"], strict=True):
+        ids.append((n, *(json.dumps(f.get(k), sort_keys=True) if f else None for k in extra)))
+    c["_rest"] = ids
+    c = _adopt_identity(c)
+    c["_key"] = c["_rest"].map(repr)  # a hashable, sortable form of the identity
+    # The norm and config keys in which runs of one cell differ join the cell's name.
+    split = [
+        name
+        for i, name in enumerate(["norm", *extra])
+        if (c.groupby("_cell")["_rest"].agg(lambda r, i=i: len({x[i] for x in r})) > 1).any()
+    ]
+    idx = [["norm", *extra].index(k) for k in split]
+    c["_cell"] = [cell + tuple(str(r[i]) for i in idx) for cell, r in zip(c["_cell"], c["_rest"])]
+    has_ids = "run_id" in c
+    c["_run"] = c["run_id"].astype(str) if has_ids else ""
+    # Plain records grouped by (cell, identity, seed): a per-group frame costs too much for
+    # lpdt.report.readers, which checks every claim once per run.
+    groups: dict[tuple, list[dict]] = {}
+    for r in c[[*pk, "seed", "acc", "_side", "_status", "_cell", "_key", "_run"]].to_dict(
+        "records"
+    ):
+        groups.setdefault((r["_cell"], r["_key"], r["seed"]), []).append(r)
+    pair_rows, aside = [], []
+    names = {"a": _show(va), "b": _show(vb)}
+    for (cell, _, seed), g in sorted(groups.items(), key=lambda kv: kv[0]):
+        side = {s: [r for r in g if r["_side"] == s] for s in ("a", "b")}
+        ok = {s: [r for r in side[s] if r["_status"] == "ok"] for s in ("a", "b")}
+        if not has_ids:  # the paper's numbers: one value per cell
+            ok = {s: v[:1] for s, v in ok.items()}
+        dup = [s for s in ("a", "b") if len(ok[s]) > 1]
+        if not dup and ok["a"] and ok["b"]:
+            ra, rb = ok["a"][0], ok["b"][0]
+            row = {k: ra[k] for k in pk} | {"seed": seed, "_a": ra["acc"], "_b": rb["acc"]}
+            if has_ids:
+                row |= {"run_a": ra["_run"], "run_b": rb["_run"]}
+            pair_rows.append(row | {"_cell": cell})
+            continue
+        parts, whys = [], []
+        for s in ("a", "b"):
+            runs = ", ".join(r["_run"] for r in side[s])
+            who = f"{s} ({vary}={names[s]})"
+            if s in dup:
+                whys.append(DUPLICATE)
+                parts.append(f"{who} has several runs ({', '.join(r['_run'] for r in ok[s])})")
+            elif ok[s]:
+                continue
+            elif any(r["_status"] == DIVERGED for r in side[s]):
+                whys.append(DIVERGED)
+                parts.append(f"{who} run {runs} diverged" if runs else f"{who} diverged")
+            elif side[s]:
+                whys.append(MISSING)
+                parts.append(f"{who} run {runs} has no record" if runs else f"{who} no result")
+            else:
+                whys.append(UNPAIRED)
+                parts.append(f"{who}: no run")
+        side_run = {s: ", ".join(r["_run"] for r in side[s]) for s in ("a", "b")}
+        why = next(w for w in (DUPLICATE, DIVERGED, MISSING, UNPAIRED) if w in whys)
+        aside.append([cell, seed, why, "; ".join(parts), side_run["a"], side_run["b"]])
+    cols = [*pk, "seed", "_a", "_b"] + (["run_a", "run_b"] if has_ids else []) + ["_cell"]
+    p = pd.DataFrame(pair_rows, columns=cols)
+    p["diff"] = p["_a"] - p["_b"]
+    p = p[[*cols[:-1], "diff", "_cell"]]
+    return Pairing(p, pd.DataFrame(aside, columns=SET_ASIDE_COLUMNS), [*pk, *split])
+
+
+def _adopt_identity(c: pd.DataFrame) -> pd.DataFrame:
+    """A run listed without a record has no config: it takes the identity, among the runs with a
+    record of its cell and seed, of the one that lacks a run on its side (where exactly one
+    does), so that it is named as the missing side of that pair rather than as a cell of its
+    own."""
+    rest = list(c["_rest"])
+    sides: dict[tuple, dict[tuple, set[str]]] = {}
+    for cell, seed, side, r in zip(c["_cell"], c["seed"], c["_side"], rest, strict=True):
+        if None not in r[1:]:
+            sides.setdefault((cell, seed, r[0]), {}).setdefault(r, set()).add(side)
+    for i, (cell, seed, side, r) in enumerate(
+        zip(c["_cell"], c["seed"], c["_side"], rest, strict=True)
+    ):
+        if len(r) > 1 and None in r[1:]:
+            ids = sides.get((cell, seed, r[0]), {})
+            free = [x for x, s in ids.items() if side not in s]
+            if len(free) == 1:
+                rest[i] = free[0]
+    c["_rest"] = rest
     return c
 
 
@@ -183,35 +414,68 @@ def pairs(
     keys: Sequence[str] = KEYS,
 ) -> pd.DataFrame:
     """Rows (pair keys, seed, ``_a``, ``_b``, ``diff`` = a - b, ``_cell``; ``run_a``, ``run_b``
-    when the frame has run ids): the accuracies of ``vary == a`` and ``vary == b`` for runs with
-    otherwise equal coordinates and the same seed, both with an accuracy."""
-    c = select(cells, studies, where, keys)
-    c = c[c["acc"].notna()]
-    pk = pair_keys(vary, keys)
-    cols = [*pk, "seed", "acc"] + (["run_id"] if "run_id" in c else [])
-    va, vb = parse_value(vary, a), parse_value(vary, b)
-    side = c[vary].map(lambda v: _canon(vary, v))
-    ren = {"acc": "_a", "run_id": "run_a"}
-    left = c[side == va][cols].rename(columns=ren)
-    right = c[side == vb][cols].rename(columns={"acc": "_b", "run_id": "run_b"})
-    p = left.merge(right, on=[*pk, "seed"], how="inner")
-    p["diff"] = p["_a"] - p["_b"]
-    p["_cell"] = [cell_key(pk, r) for r in p[pk].itertuples(index=False)]
-    return p
+    when the frame has run ids): ``pairing``'s pairs."""
+    return pairing(cells, vary, a, b, studies, where, keys).pairs
 
 
 def _r(v: float | None, digits: int = 4) -> float | None:
     return None if v is None or not math.isfinite(v) else round(float(v), digits)
 
 
+def choose_cells(seed_sets: Mapping[tuple[str, ...], frozenset[int]]) -> tuple[list, frozenset]:
+    """(cells, seeds): the cells a summary uses and the seeds they all share. Coverage first:
+    the most cells that share at least two seeds (one, where no cell has two), then the most
+    seeds they share; so a cell with an extra seed, or one that lost a seed, does not make the
+    summary read fewer cells, while a cell run once (a study kept at one seed) is left out rather
+    than cut every other cell down to its one seed. Ties: the lowest seeds."""
+    every = sorted(set().union(*seed_sets.values())) if seed_sets else []
+    m = 2 if any(len(v) >= 2 for v in seed_sets.values()) else 1
+    best: tuple[tuple[int, int], list, frozenset] | None = None
+    for t in itertools.combinations(every, m):
+        cover = [c for c, v in seed_sets.items() if set(t) <= v]
+        if not cover:
+            continue
+        shared = frozenset.intersection(*(seed_sets[c] for c in cover))
+        score = (len(cover), len(shared))
+        if best is None or score > best[0]:
+            best = (score, sorted(cover), shared)
+    return ([], frozenset()) if best is None else (best[1], best[2])
+
+
+def _seed_text(seeds: Iterable[int]) -> str:
+    return ", ".join("none" if s == NO_SEED else str(s) for s in sorted(seeds))
+
+
+def _aside_records(set_aside: pd.DataFrame) -> list[dict]:
+    return [
+        {"cell": list(r["_cell"]), "seed": int(r["seed"]), "why": r["why"], "detail": r["detail"]}
+        for r in set_aside.sort_values(["_cell", "seed"]).to_dict("records")
+    ]
+
+
 def summarize(
-    p: pd.DataFrame, threshold: Threshold | None, direction: str | None, of: str = "the claim's"
+    p: pd.DataFrame,
+    threshold: Threshold | None,
+    direction: str | None,
+    of: str = "the claim's",
+    set_aside: pd.DataFrame | None = None,
 ) -> dict:
-    """The claim's record from paired differences (columns ``_cell``, ``seed``, ``diff``); no
-    verdict (``None``) without a threshold. ``of`` names whose cells and studies the notes speak
-    of ("the claim's")."""
+    """The claim's record from paired differences (columns ``_cell``, ``seed``, ``diff``) and
+    what pairing set aside (``Pairing.set_aside``); no verdict (``None``) without a threshold.
+    ``of`` names whose cells and studies the notes speak of ("the claim's").
+
+    Beside the numbers: ``seeds_of``, the seeds with a run in the cells used (n of them pair in
+    every one); ``set_aside``, per cell used and seed, the pairs left out and why (diverged,
+    missing, unpaired, duplicate, or ``not shared``: a seed that pairs in that cell but not in
+    every cell used); ``cells_left_out``, per cell not used, its paired seeds and why."""
+    aside = set_aside if set_aside is not None else pd.DataFrame(columns=SET_ASIDE_COLUMNS)
+    seed_sets = {
+        cell: frozenset(int(x) for x in g) for cell, g in p.groupby("_cell", sort=True)["seed"]
+    }
+    used, shared = choose_cells(seed_sets)
+    left_out = _left_out(seed_sets, used, shared, aside, of)
     if not len(p):
-        return {
+        out = {
             "verdict": NO_DATA,
             "mean": None,
             "sd": None,
@@ -223,17 +487,18 @@ def summarize(
             "pairs": 0,
             "why": "no pair of finished runs",
         }
-    # Pair by seed over one set of cells: a cell run with fewer seeds (e.g. an expensive study
-    # kept at one seed) would otherwise enter some seeds' means and not others'. Keep the cells
-    # that have the most common full seed set; the others are counted, not used.
-    seed_sets = p.groupby("_cell")["seed"].agg(lambda s: tuple(sorted(set(s))))
-    most = max(len(v) for v in seed_sets)
-    full = seed_sets[seed_sets.map(len) == most].value_counts().index[0]
-    used = seed_sets.index[seed_sets == full]
+        if left_out:
+            out["cells_left_out"] = left_out
+        return out
+    # Pair by seed over one set of cells (``choose_cells``): a cell run with fewer seeds (e.g. an
+    # expensive study kept at one seed) would otherwise enter some seeds' means and not others'.
     excluded = len(seed_sets) - len(used)
-    p = p[p["_cell"].isin(set(used))]
+    unshared = p[p["_cell"].isin(set(used)) & ~p["seed"].isin(shared)]
+    p = p[p["_cell"].isin(set(used)) & p["seed"].isin(shared)]
     per_seed = p.groupby("seed")["diff"].mean().sort_index()
     iv = t_interval(per_seed.to_numpy())
+    in_used = aside[aside["_cell"].isin(set(used))]
+    seeds_of = set(p["seed"]) | set(unshared["seed"]) | {int(x) for x in in_used["seed"]}
     out = {
         "verdict": (
             None
@@ -252,34 +517,95 @@ def summarize(
         "min": _r(float(p["diff"].min())),
         "max": _r(float(p["diff"].max())),
         "cells_used": [list(c) for c in sorted(used)],
+        "seeds_of": len(seeds_of),
     }
     if iv.n < 2:
         out["why"] = f"one seed: no interval can be formed (run {of} studies with seeds >= 2)"
     if excluded:
         out["cells_excluded"] = excluded
-        out["cells_excluded_why"] = f"run with other seeds than {of} {most}-seed cells"
+        out["cells_excluded_why"] = f"run with other seeds than {of} {len(shared)}-seed cells"
+    notes = _aside_records(in_used) + [
+        {
+            "cell": list(r["_cell"]),
+            "seed": int(r["seed"]),
+            "why": NOT_SHARED,
+            "detail": "it pairs in this cell but not in every cell used "
+            f"(they share seeds {_seed_text(shared)})",
+        }
+        for r in unshared.to_dict("records")
+    ]
+    if notes:
+        out["set_aside"] = sorted(notes, key=lambda d: (d["cell"], d["seed"]))
+    if left_out:
+        out["cells_left_out"] = left_out
     return out
 
 
-def per_cell(p: pd.DataFrame, threshold: Threshold | None, direction: str | None) -> list[dict]:
-    """One record per cell: its pairs (one per seed), mean difference, t-interval over its seeds
-    and the verdict (None without a threshold)."""
+NOT_SHARED = "not shared"
+
+
+def _left_out(
+    seed_sets: Mapping[tuple[str, ...], frozenset[int]],
+    used: Sequence[tuple[str, ...]],
+    shared: frozenset[int],
+    aside: pd.DataFrame,
+    of: str,
+) -> list[dict]:
+    """Per cell not used (one with pairs on other seeds, or one with runs and no pair): its
+    paired seeds and why, with the pairs set aside in it."""
+    out = []
+    cells = sorted(set(seed_sets) | set(aside["_cell"]))
+    for cell in cells:
+        if cell in set(used):
+            continue
+        seeds = seed_sets.get(cell, frozenset())
+        mine = aside[aside["_cell"] == cell]
+        if not seeds:
+            whys = sorted(set(mine["why"]))
+            why = f"no pair ({', '.join(whys)})"
+        elif len(seeds) == 1 and len(shared) > 1:
+            why = f"one seed ({_seed_text(seeds)}): {of} other cells share {len(shared)}"
+        else:
+            why = f"seeds {_seed_text(seeds)} do not cover {of} shared seeds {_seed_text(shared)}"
+        rec = {"cell": list(cell), "seeds": sorted(seeds), "why": why}
+        if len(mine):
+            rec["set_aside"] = [
+                {k: d[k] for k in ("seed", "why", "detail")} for d in _aside_records(mine)
+            ]
+        out.append(rec)
+    return out
+
+
+def per_cell(
+    p: pd.DataFrame,
+    threshold: Threshold | None,
+    direction: str | None,
+    set_aside: pd.DataFrame | None = None,
+) -> list[dict]:
+    """One record per cell with a pair: its pairs (one per seed), mean difference, t-interval
+    over its seeds, the verdict (None without a threshold), and the pairs set aside in it
+    (``set_aside``, as in ``summarize``; absent when none)."""
+    aside = set_aside if set_aside is not None else pd.DataFrame(columns=SET_ASIDE_COLUMNS)
     out = []
     for cell, g in p.groupby("_cell", sort=True):
         iv = t_interval(g["diff"].to_numpy())
-        out.append(
-            {
-                "cell": list(cell),
-                "pairs": len(g),
-                "seeds": sorted(int(s) for s in g["seed"]),
-                "mean": _r(iv.mean),
-                "sd": _r(iv.sd),
-                "ci": None if iv.ci is None else [_r(iv.low), _r(iv.high)],
-                "verdict": (
-                    None
-                    if threshold is None or direction is None
-                    else verdict(iv.low, iv.high, threshold, direction)
-                ),
-            }
-        )
+        rec = {
+            "cell": list(cell),
+            "pairs": len(g),
+            "seeds": sorted(int(s) for s in g["seed"]),
+            "mean": _r(iv.mean),
+            "sd": _r(iv.sd),
+            "ci": None if iv.ci is None else [_r(iv.low), _r(iv.high)],
+            "verdict": (
+                None
+                if threshold is None or direction is None
+                else verdict(iv.low, iv.high, threshold, direction)
+            ),
+        }
+        mine = aside[aside["_cell"] == cell]
+        if len(mine):
+            rec["set_aside"] = [
+                {k: d[k] for k in ("seed", "why", "detail")} for d in _aside_records(mine)
+            ]
+        out.append(rec)
     return out

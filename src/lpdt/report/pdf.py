@@ -615,6 +615,9 @@ def _figures(
     return story
 
 
+MAX_ASIDE = 6  # set-aside pairs and left-out cells listed per claim in the PDF (all: claims.json)
+
+
 def _claims_detail(claims: list[ClaimResult], st: dict, width: float) -> list:
     def numbers(c: ClaimResult) -> str:
         nums = c.numbers
@@ -622,7 +625,17 @@ def _claims_detail(claims: list[ClaimResult], st: dict, width: float) -> list:
         parts = [f"{k} {nums[k]}" for k in keep if k in nums]
         if c.sd is not None:
             parts[:0] = [f"sd {c.sd:.2f}", f"± / detectable {precision_text(c)}"]
-        return ", ".join(parts)
+        aside = [
+            f"set aside: {d['why']}, seed {d['seed']}: {d['detail']}"
+            for d in nums.get("set_aside", [])
+        ]
+        aside += [
+            f"cell {' '.join(d['cell'])} left out: {d['why']}"
+            for d in nums.get("cells_left_out", [])
+        ]
+        if len(aside) > MAX_ASIDE:
+            aside = aside[:MAX_ASIDE] + [f"... {len(aside) - MAX_ASIDE} more in claims.json"]
+        return "; ".join(x for x in [", ".join(parts), *aside] if x)
 
     ch = Rendered(
         "Claims: definitions and numbers (lpdt.report.claims; docs/report.md)",
