@@ -65,12 +65,12 @@ PROBE_WARMUP = 5
 # two copies started together were seen sharing one core for the first seconds before the
 # scheduler spread them (2026-11-26: 1.5 s or 3 s per precision read ×2.0-2.2 where 5 s read
 # ×1.0), and a cold start waits on the disk. On a warm idle machine three windows (3 s a kind,
-# the probe about 12 s with its start-up); on a cold or busy one up to eight (8 s a kind).
+# the probe about 12 s with its start-up); on a cold or busy one up to six (6 s a kind).
 PROBE_WINDOW_S = 1.0
 PROBE_MIN_STEPS = 10
 PROBE_TOLERANCE = 0.05
 PROBE_MIN_WINDOWS = 3
-PROBE_MAX_WINDOWS = 8
+PROBE_MAX_WINDOWS = 6
 # kind -> (precision, the 8-bit quantiser kernel allowed)
 KINDS: dict[str, tuple[str, bool]] = {
     "fp32": ("fp32", True),
