@@ -93,15 +93,17 @@ def run_probe(repeats: int, slots: int) -> None:
     runs: list[dict[str, float]] = []
     for i in range(repeats):
         t0 = time.perf_counter()
-        ms = probe.probe_speed(slots)
+        result = probe.probe_speed(slots)
         took = time.perf_counter() - t0
+        notes = [f"no kernel: {result.kernel}"] if result.kernel else []
+        notes += [f"{k} did not settle" for k in result.unsettled]
         print(
             f"# probe {i + 1} ({slots} at once): "
-            + ", ".join(f"{p} {v:.2f} ms/step" for p, v in ms.items())
-            + f" ({took:.1f} s)",
+            + ", ".join(f"{p} {v:.2f} ms/step" for p, v in result.ms.items())
+            + f" ({took:.1f} s{''.join('; ' + n for n in notes)})",
             flush=True,
         )
-        runs.append(ms)
+        runs.append(result.ms)
     med = {p: statistics.median(r[p] for r in runs) for p in runs[0]}
     print("PROBE_REF_MS = {" + ", ".join(f"{p!r}: {v:.1f}" for p, v in med.items()) + "}")
 

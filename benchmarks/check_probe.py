@@ -101,7 +101,7 @@ def main() -> None:
         try:
             time.sleep(1.0)
             measured, line = probe.measure(2)
-            speed = probe.speed_factors(measured)
+            speed = probe.speed_factors(measured.ms)
             with tempfile.TemporaryDirectory() as work:
                 took = run_pair(cells, Path(work))
         finally:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import lpdt
 from lpdt.config import ConfigError
+from lpdt.io import NoSpaceError, no_space
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -114,6 +115,20 @@ def main(argv: list[str] | None = None) -> int:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
         print(f"lpdt {args.command}: error: {msg} (LPDT_DEBUG=1 for a traceback)", file=sys.stderr)
         return 2
+    except OSError as e:
+        # A full disk, from any writer (lpdt.io names the file; others, e.g. a figure's
+        # savefig, give their filename if they know it). Other OS errors keep their traceback.
+        if not no_space(e) or os.environ.get("LPDT_DEBUG"):
+            raise
+        msg = str(e) if isinstance(e, NoSpaceError) else _no_space_line(e)
+        print(f"lpdt {args.command}: error: {msg} (LPDT_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 2
+
+
+def _no_space_line(e: OSError) -> str:
+    """One line for a full device met outside ``lpdt.io`` (the file if the error names it)."""
+    where = f" while writing {e.filename}" if e.filename else ""
+    return f"no space left on device{where} ({e.strerror or e})"
 
 
 if __name__ == "__main__":

@@ -1,27 +1,74 @@
-"""Atomic file writes: an interrupted job never leaves a file that looks complete."""
+"""Atomic file writes: an interrupted job never leaves a file that looks complete.
+
+Each file is written to a temporary file beside it, flushed to disk and then renamed over the
+old one, so a write that fails (a full disk, a killed process) leaves the previous version
+intact. A full device is reported as ``NoSpaceError``: one line naming the file ("no space left
+on device while writing <path>"), whatever the writer made of it (``torch.save`` turns it into
+"[enforce fail at inline_container.cc:672] . unexpected pos ..."; the ``OSError`` is in the
+exception's context).
+"""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import sqlite3
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+# errno values of a device or quota that is full
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+class NoSpaceError(OSError):
+    """A write that found its device (or the user's quota) full; ``str``: one line naming the
+    file."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(errno.ENOSPC, "no space left on device", str(path))
+
+    def __str__(self) -> str:
+        return f"no space left on device while writing {self.filename}"
+
+
+def no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` or an exception in its chain (``__cause__``, ``__context__``) is a full
+    device: an ``OSError`` ENOSPC / EDQUOT, or SQLite's "database or disk is full" (an MLflow
+    store)."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _FULL:
+            return True
+        if isinstance(e, sqlite3.OperationalError) and "disk is full" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
 
 def _atomic(path: Path, write: Callable[[IO], None], mode: str) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        if no_space(e):
+            raise NoSpaceError(path) from e
+        raise
     try:
         with os.fdopen(fd, mode) as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if no_space(e):
+            raise NoSpaceError(path) from e
         raise
 
 

@@ -2,49 +2,130 @@
 the line the plan prints."""
 
 import math
+import os
 
 import pytest
 import torch
 
 from lpdt.cost import probe
+from lpdt.layers.quant import kernel
 
 
 def test_speed_factors_reject_bad_timings():
     ref = {"fp32": 10.0, "int8": 25.0}
-    with pytest.raises(ValueError, match="same precisions"):
+    with pytest.raises(ValueError, match="same kinds"):
         probe.speed_factors({"fp32": 10.0}, ref)
     for bad in (0.0, -1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="positive number"):
             probe.speed_factors({"fp32": bad, "int8": 25.0}, ref)
 
 
-def test_the_reference_probe_timings_are_recorded():
-    assert probe.speed_factors(probe.PROBE_REF_MS) == {p: 1.0 for p in probe.PROBE_REF_MS}
+def test_speed_factors_are_each_kinds_timing_over_its_own_reference():
+    """A machine twice as slow at every kind of step reads 2.0 for each; one slower at 8-bit only
+    (e.g. without the quantiser kernel) reads its own factor for that kind alone."""
+    doubled = {k: 2 * ms for k, ms in probe.PROBE_REF_MS.items()}
+    assert probe.speed_factors(doubled) == pytest.approx({k: 2.0 for k in probe.KINDS})
+    mixed = {"fp32": 3.8, "int8": 13.12, "int8_ops": 19.5}
+    ref = {"fp32": 3.8, "int8": 8.2, "int8_ops": 13.0}
+    assert probe.speed_factors(mixed, ref) == pytest.approx(
+        {"fp32": 1.0, "int8": 1.6, "int8_ops": 1.5}
+    )
 
 
-def test_probe_times_real_steps_and_restores_the_callers_torch_state():
-    """A few timed steps of each precision in this process: positive finite ms per step, and the
-    caller's torch thread count and random state survive."""
+def test_windows_run_until_two_agree_and_skip_a_cold_start():
+    """A fake clock: the first windows are slow (a cold start), then the steps settle at 10 ms.
+    The result is the mean of the first two windows that agree, not of everything timed."""
+    now = [0.0]
+    durations = iter([0.030] * 3 + [0.020] * 3 + [0.0101] * 3 + [0.0100] * 3 + [0.5] * 30)
+
+    def step() -> None:
+        now[0] += next(durations)
+
+    ms, settled, windows = probe.time_windows(
+        step, window_s=0.0, min_steps=3, tolerance=0.05, max_windows=6, clock=lambda: now[0]
+    )
+    assert settled and len(windows) == 4
+    assert windows[:2] == pytest.approx([30.0, 20.0])
+    assert ms == pytest.approx(10.05)
+
+
+def test_the_first_two_windows_are_never_the_answer():
+    """Two copies started together may share one core for their first seconds: two slow
+    windows that agree are not taken; the result waits for a third window and its neighbour."""
+    now = [0.0]
+    durations = iter([0.020] * 6 + [0.0100] * 6 + [0.5] * 30)
+
+    def step() -> None:
+        now[0] += next(durations)
+
+    ms, settled, windows = probe.time_windows(
+        step, window_s=0.0, min_steps=3, max_windows=8, clock=lambda: now[0], min_windows=3
+    )
+    assert settled and windows == pytest.approx([20.0, 20.0, 10.0, 10.0])
+    assert ms == pytest.approx(10.0)
+
+
+def test_windows_that_never_agree_stop_at_the_bound():
+    now = [0.0]
+    step_s = iter(0.01 * 1.5**i for i in range(100))  # every window 1.5x the one before
+
+    def step() -> None:
+        now[0] += next(step_s)
+
+    ms, settled, windows = probe.time_windows(
+        step,
+        window_s=0.0,
+        min_steps=1,
+        tolerance=0.05,
+        max_windows=4,
+        clock=lambda: now[0],
+        min_windows=2,
+    )
+    assert not settled and len(windows) == 4
+    assert ms == pytest.approx((windows[2] + windows[3]) / 2)
+    with pytest.raises(ValueError, match="max_windows 1"):
+        probe.time_windows(step, max_windows=1, min_windows=2)
+
+
+def test_probe_times_real_steps_and_restores_the_callers_torch_state(monkeypatch):
+    """A few timed steps of each kind in this process: positive finite ms per step, and the
+    caller's torch thread count, random state and kernel switch survive."""
+    monkeypatch.delenv(kernel.ENV, raising=False)
     threads = torch.get_num_threads()
     state = torch.random.get_rng_state()
-    measured = probe.probe_speed(1, seconds=0.0, warmup=0, min_steps=2)
-    assert set(measured) == set(probe.PROBE_REF_MS)
-    assert all(math.isfinite(ms) and ms > 0 for ms in measured.values()), measured
+    result = probe.probe_speed(1, window_s=0.0, warmup=0, min_steps=2, max_windows=2)
+    assert set(result.ms) == set(probe.KINDS)
+    assert all(math.isfinite(ms) and ms > 0 for ms in result.ms.values()), result
+    assert result.kernel is None  # this machine builds the kernel (make setup)
     assert torch.get_num_threads() == threads
     assert torch.equal(torch.random.get_rng_state(), state)
-    with pytest.raises(ValueError, match="allowed fp32, int8"):
+    assert kernel.ENV not in os.environ
+    with pytest.raises(ValueError, match="allowed fp32, int8, int8_ops"):
         probe.probe_step_ms("fp16")
     with pytest.raises(ValueError, match="slots 0"):
         probe.probe_speed(0)
 
 
+def test_without_the_kernel_the_probe_says_so(monkeypatch):
+    """LPDT_QUANT_KERNEL=0 (as on a machine without g++ / ninja, which runs the same tensor
+    operations): the probe's 8-bit step runs without it, and its line says so and why."""
+    monkeypatch.setenv(kernel.ENV, "0")
+    result = probe.probe_speed(1, window_s=0.0, warmup=0, min_steps=2, max_windows=2)
+    assert result.kernel == f"turned off ({kernel.ENV}=0)"
+    line = probe.probe_line(result, 1)
+    assert f"no 8-bit quantiser kernel here (turned off ({kernel.ENV}=0)): eager 8-bit" in line
+    assert line.endswith(": estimates scaled")
+
+
 def test_copies_run_in_their_own_processes_and_report_their_mean():
-    """Two copies at once (spawned processes, started together at a barrier): every precision
-    timed; the 8-bit step costs more than the fp32 one, as on any CPU."""
-    measured = probe.probe_speed(2, seconds=0.2, warmup=1, min_steps=3)
-    assert set(measured) == set(probe.PROBE_REF_MS)
-    assert all(math.isfinite(ms) and ms > 0 for ms in measured.values()), measured
-    assert measured["int8"] > measured["fp32"]
+    """Two copies at once (spawned processes, started together at a barrier): every kind
+    timed; the 8-bit step costs more than the fp32 one, as on any CPU, and the 8-bit tensor
+    operations more than the kernel."""
+    result = probe.probe_speed(2, window_s=0.2, warmup=1, min_steps=3, max_windows=3)
+    assert set(result.ms) == set(probe.KINDS)
+    assert all(math.isfinite(ms) and ms > 0 for ms in result.ms.values()), result
+    assert result.ms["int8"] > result.ms["fp32"]
+    assert result.ms["int8_ops"] > result.ms["int8"]
 
 
 def test_steal_share_is_the_hypervisors_share_of_all_cpu_time():
@@ -54,22 +135,24 @@ def test_steal_share_is_the_hypervisors_share_of_all_cpu_time():
 
 
 def test_the_plan_line_names_copies_factors_and_steal():
-    measured = {"fp32": 7.6, "int8": 13.0}
+    result = probe.ProbeResult({"fp32": 7.6, "int8": 13.0})
     ref = {"fp32": 3.8, "int8": 13.0}
-    line = probe.probe_line(measured, 2, 0.0, ref)
+    line = probe.probe_line(result, 2, 0.0, ref)
     assert line == (
         "speed probe (2 at once): fp32 7.6 ms/step (reference 3.8, ×2.00), "
         "8-bit 13.0 ms/step (reference 13.0, ×1.00): estimates scaled"
     )
-    stolen = probe.probe_line(measured, 2, 0.45, ref)
+    stolen = probe.probe_line(result, 2, 0.45, ref)
     assert "the hypervisor took 45% of the CPU: estimates scaled" in stolen
+    unsettled = probe.ProbeResult(result.ms, unsettled=("int8",))
+    assert "; 8-bit did not settle in" in probe.probe_line(unsettled, 2, 0.0, ref)
 
 
 def test_a_copy_that_fails_stops_the_probe_with_its_error():
     """A copy whose steps raise (here: a negative duration) reports its error, and the probe
     raises it at once instead of waiting for the copy's result (the plan then goes on unscaled)."""
     with pytest.raises(RuntimeError, match="failed in a copy: ValueError: min_steps"):
-        probe.probe_speed(2, seconds=-1.0)
+        probe.probe_speed(2, window_s=-1.0)
 
 
 def test_the_probe_check_finds_the_quick_scales_claim_cells():

@@ -1,5 +1,7 @@
 """The plan's wall-time estimate: job packing and the images an evaluation reads."""
 
+import os
+
 import pytest
 
 from lpdt.config import load_config
@@ -139,18 +141,35 @@ def test_a_machine_twice_as_slow_doubles_the_training_terms():
     compiled = _cfg("train.compile=true", "precision.mode=int8")
     compile_s = runtime.warm_compile_seconds(compiled)
     base = runtime.run_seconds(compiled, 48000)
-    scaled = runtime.run_seconds(compiled, 48000, speed={"fp32": 1.0, "int8": 2.0})
-    # only the compiled per-sample cost and the evaluation double; the compile time does not
+    # compiled 8-bit steps scale by the tensor operations' factor (int8_ops), never by the
+    # eager 8-bit step's (which moves with the quantiser kernel they do not use)
+    no_kernel = {"fp32": 1.0, "int8": 1.6, "int8_ops": 2.0}
+    scaled = runtime.run_seconds(compiled, 48000, speed=no_kernel)
+    # only the compiled per-sample cost and the (compiled) evaluation double; the compile does not
     per_sample = 48000 * runtime.COMPILED_MS[("resnet20", "int8", 16)][0] / 1e3
     evals = runtime.evaluated_images(compiled) * eval_ms / 1e3
     assert scaled - base == pytest.approx(per_sample + evals)
     assert compile_s > 0 and runtime.run_seconds(compiled, 48000, speed=None) == base
+    # an eager evaluation (train.compile_eval false) takes the eager 8-bit step's factor
+    eager_eval = _cfg("train.compile=true", "train.compile_eval=false", "precision.mode=int8")
+    gained = runtime.run_seconds(eager_eval, 48000, speed=no_kernel) - runtime.run_seconds(
+        eager_eval, 48000
+    )
+    assert gained == pytest.approx(
+        per_sample + 0.6 * runtime.evaluated_images(eager_eval) * eval_ms / 1e3
+    )
+    assert runtime.speed_kind("int8", compiled=True) == "int8_ops"
+    assert runtime.speed_kind("int8", compiled=False) == "int8"
+    assert runtime.speed_kind("fp32", compiled=True) == "fp32"
 
 
 def test_run_seconds_rejects_a_speed_it_cannot_apply():
     cfg = _cfg("precision.mode=int8")
     with pytest.raises(ValueError, match="no factor for int8"):
         runtime.run_seconds(cfg, 48000, speed={"fp32": 1.0})
+    compiled = _cfg("precision.mode=int8", "train.compile=true")
+    with pytest.raises(ValueError, match="no factor for int8_ops"):
+        runtime.run_seconds(compiled, 48000, speed={"fp32": 1.0, "int8": 1.0})
     with pytest.raises(ValueError, match="CPU costs only"):
         runtime.run_seconds(cfg, 48000, "h100", speed={"fp32": 1.0, "int8": 1.0})
 
@@ -215,15 +234,33 @@ def test_plan_check_compares_finished_jobs_with_their_estimates(tmp_path):
     (bench / "a.tsv").write_text("s\th:m:s\n30.0\t0:00:30\n")
     (bench / "b.tsv").write_text("s\th:m:s\n60.0\t0:01:00\n")
     (bench / "d.tsv").write_text("s\th:m:s\n9.0\t0:00:09\n")  # no estimate: not counted
-    line = runtime.plan_check(plan, bench)
+    line = runtime.plan_check(plan, bench, since=0.0)
     assert line is not None
     assert line.startswith(
-        "training jobs: 2 of the plan's 4 runs have finished; their own times sum to 90 s "
-        "against 90 s planned (+0%;"
+        "training jobs: 2 of the plan's 4 runs ran in this invocation; their own times sum to "
+        "90 s against 90 s planned (+0%;"
     )
     (bench / "c.tsv").write_text("s\th:m:s\n")  # torn: not counted
-    assert "2 of the plan's 4" in runtime.plan_check(plan, bench)
+    assert "2 of the plan's 4" in runtime.plan_check(plan, bench, since=0.0)
     (bench / "c.tsv").write_text("s\th:m:s\n140.0\t0:02:20\n")
-    assert "230 s against 160 s planned (+44%;" in runtime.plan_check(plan, bench)
-    assert runtime.plan_check(tmp_path / "missing.tsv", bench) is None
-    assert runtime.plan_check(plan, tmp_path / "nothing") is None
+    assert "230 s against 160 s planned (+44%;" in runtime.plan_check(plan, bench, since=0.0)
+    assert runtime.plan_check(tmp_path / "missing.tsv", bench, since=0.0) is None
+    assert runtime.plan_check(plan, tmp_path / "nothing", since=0.0) is None
+
+
+def test_plan_check_counts_only_the_jobs_this_invocation_ran(tmp_path):
+    """Benchmark files left by an earlier invocation (a no-op rerun, a plateau_check after the
+    pipeline) are not compared with this invocation's plan; none ran: no line."""
+    plan = tmp_path / "plan-quick.tsv"
+    plan.write_text("run_id\test_s\na\t40\nb\t50\n")
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    for name, secs in (("a", 30.0), ("b", 60.0)):
+        (bench / f"{name}.tsv").write_text(f"s\th:m:s\n{secs}\t0:00:00\n")
+    start = 1_000_000.0
+    os.utime(bench / "a.tsv", (start - 3600, start - 3600))  # yesterday's job
+    os.utime(bench / "b.tsv", (start + 60, start + 60))  # ran in this invocation
+    line = runtime.plan_check(plan, bench, since=start)
+    assert line is not None and "1 of the plan's 2 runs" in line and "60 s against 50 s" in line
+    os.utime(bench / "b.tsv", (start - 60, start - 60))
+    assert runtime.plan_check(plan, bench, since=start) is None

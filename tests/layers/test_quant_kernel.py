@@ -201,3 +201,105 @@ def test_without_ninja_a_warning_and_the_same_values():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.splitlines()[0] == "0 True True"
+
+
+def _in_a_process(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=dict(os.environ, **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_each_torch_version_builds_in_its_own_directory(monkeypatch, tmp_path):
+    """The build directory names what the binary depends on: another torch version, another
+    Python ABI or other compiler flags get another directory (and another lock)."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    here = kernel.build_dir()
+    assert here.parent == tmp_path / kernel.NAME
+    assert torch.__version__ in here.name and sys.implementation.cache_tag in here.name
+    with monkeypatch.context() as m:
+        m.setattr(torch, "__version__", "2.11.0")
+        other = kernel.build_dir()
+    assert other != here and other.parent == here.parent and "torch2.11.0-" in other.name
+    with monkeypatch.context() as m:
+        m.setattr(kernel, "CFLAGS", [*kernel.CFLAGS, "-march=native"])
+        assert kernel.build_dir() != here
+    monkeypatch.setenv("CXX", "clang++")
+    assert kernel.build_dir() != here
+
+
+def test_a_held_build_lock_is_waited_on_for_a_bounded_time(tmp_path):
+    """Another process holds the build directory (a build that hangs): this one waits
+    ``LPDT_QUANT_BUILD_WAIT`` seconds, not for ever, then warns once, naming the lock and the
+    wait, and quantises with the tensor operations."""
+    from filelock import FileLock
+
+    env = {"TORCH_EXTENSIONS_DIR": str(tmp_path), kernel.WAIT_ENV: "0.5"}
+    where = _in_a_process(
+        "from lpdt.layers.quant import kernel; print(kernel.build_dir())", env
+    ).stdout.strip()
+    os.makedirs(where)
+    code = """
+        import time, warnings
+        import torch
+        from lpdt.layers.quant import kernel, quantize
+        x, lo, hi = torch.randn(100), torch.tensor(-1.0), torch.tensor(1.0)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            a = quantize(x, lo, hi, 8, True, torch.tensor([3]), 1)
+            b = quantize(x, lo, hi, 8, True, torch.tensor([3]), 1)
+        print(f"{time.perf_counter() - t0:.2f}", len(caught), kernel.load() is None,
+              torch.equal(a, b))
+        print(caught[0].message if caught else "")
+        """
+    with FileLock(os.path.join(where, kernel.LOCK)):  # held by this (another) process
+        out = _in_a_process(code, env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (took, *rest), message = out.stdout.splitlines()[0].split(), out.stdout.splitlines()[1]
+    assert rest == ["1", "True", "True"], out.stdout
+    assert float(took) < 30, took  # 0.5 s of waiting, not an unbounded wait
+    assert "BuildWaitTimeout" in message and kernel.LOCK in message and "0.5 s" in message
+
+
+def test_a_stale_torch_lock_file_does_not_block_the_build(tmp_path):
+    """A file named ``lock`` left in the build directory by a build that was killed (older
+    torch versions wait while it merely exists): holding lpdt's own lock, the build removes it
+    before torch looks (torch's build replaced by a stub: no compiler run here)."""
+    env = {"TORCH_EXTENSIONS_DIR": str(tmp_path), kernel.WAIT_ENV: "0.5"}
+    code = """
+        import os, types
+        import torch.utils.cpp_extension as ext
+        from lpdt.layers.quant import kernel
+        where = kernel.build_dir()
+        where.mkdir(parents=True)
+        (where / "lock").write_text("")  # left by a killed build
+        seen = []
+        def stub(name, sources, build_directory, **kwargs):
+            seen.append(os.path.exists(os.path.join(build_directory, "lock")))
+            return types.ModuleType(name)
+        ext.load = stub
+        print(kernel.load() is not None, seen)
+        """
+    out = _in_a_process(code, env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "[False]"], out.stdout
+
+
+def test_a_bad_build_wait_is_named_in_the_warning(tmp_path):
+    env = {"TORCH_EXTENSIONS_DIR": str(tmp_path), kernel.WAIT_ENV: "soon"}
+    code = """
+        import warnings
+        from lpdt.layers.quant import kernel
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            print(kernel.load() is None, len(caught))
+        print(caught[0].message)
+        """
+    out = _in_a_process(code, env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, message = out.stdout.splitlines()[:2]
+    assert first == "True 1" and f"{kernel.WAIT_ENV}='soon'" in message

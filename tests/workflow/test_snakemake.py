@@ -209,8 +209,9 @@ def test_plan_probes_this_machine_only_when_printed_and_not_when_turned_off(tmp_
 
 def test_a_successful_invocation_compares_finished_jobs_with_the_plan(tmp_path):
     """Snakemake's onsuccess reads the plan's table and the train rule's benchmark files: none
-    before any job has run; one line once a job has (here a constructed benchmark file for the
-    quick scale's first run, which has a measured cost)."""
+    before any job has run; none for a benchmark file of an earlier invocation (a no-op rerun);
+    one line once a job of this invocation has (here a constructed benchmark file for the quick
+    scale's first run, which has a measured cost, dated after the invocation started)."""
     from lpdt import grid
 
     wd = workdir(tmp_path)
@@ -223,11 +224,16 @@ def test_a_successful_invocation_compares_finished_jobs_with_the_plan(tmp_path):
     bench = wd / "results/benchmarks/train" / f"{first}.tsv"
     bench.parent.mkdir(parents=True)
     bench.write_text("s\th:m:s\n12.5\t0:00:12\n")
+    old = snakemake(wd, *args)  # the job ran in an earlier invocation
+    assert old.returncode == 0, old.stderr[-2000:]
+    assert "training jobs:" not in old.stdout + old.stderr
+    later = time.time() + 3600  # as if written by a job of the next invocation
+    os.utime(bench, (later, later))
     after = snakemake(wd, *args)
     assert after.returncode == 0, after.stderr[-2000:]
     pattern = (
-        r"training jobs: 1 of the plan's \d+ runs have finished; their own times sum to 12 s "
-        r"against [\d,]+ s planned"
+        r"training jobs: 1 of the plan's \d+ runs ran in this invocation; their own times sum "
+        r"to 12 s against [\d,]+ s planned"
     )
     assert re.search(pattern, after.stdout + after.stderr), after.stdout + after.stderr
 

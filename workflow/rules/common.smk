@@ -111,10 +111,11 @@ rule plan:
         # Whose costs: the reference CPU, or (the paper scale's default) one H100; the config
         # schema allows only those (runtime.MACHINES).
         machine = config.get("plan_machine", "h100" if SCALE == "paper" else "cpu")
-        # The speed probe (CPU costs only; config plan_probe, default on): ~15 s of eager steps
-        # of the claims' problem, as many at once as there are job slots, scale the reference
-        # machine's costs (lpdt.cost.probe). It runs here, when the plan is printed, never while
-        # the workflow is parsed.
+        # The speed probe (CPU costs only; config plan_probe, default on): ~10 s of eager steps
+        # of the claims' problem (fp32, 8-bit as eager jobs run it, 8-bit tensor operations as
+        # compiled graphs fuse them), as many at once as there are job slots, scale the
+        # reference machine's costs (lpdt.cost.probe). It runs here, when the plan is printed,
+        # never while the workflow is parsed.
         slots = max(1, (os.cpu_count() or 1) // max(1, int(config.get("train_threads", 1))))
         if machine == "h100":
             slots = 1
@@ -122,7 +123,7 @@ rule plan:
         if machine == "cpu" and config.get("plan_probe", True):
             try:
                 measured, probe_text = probe.measure(slots)
-                speed = probe.speed_factors(measured)
+                speed = probe.speed_factors(measured.ms)
             except (RuntimeError, OSError, ValueError) as e:  # the plan goes on, unscaled
                 probe_text = f"speed probe failed ({e}): the reference machine's costs, unscaled"
         elif machine == "cpu":

@@ -16,8 +16,14 @@ jobs packed onto ``slots`` parallel job slots (longest first).
 On another machine the absolute numbers differ. The plan's speed probe (``lpdt.cost.probe``)
 times a few eager steps of the claims' problem on the machine at hand, as many at once as there
 are job slots, and ``run_seconds(..., speed=...)`` scales the fitted costs by its ratio to the
-same probe on the reference machine. A machine far from the reference (other core counts, jobs
-per slot) is better refitted.
+same probe on the reference machine, each cost by the probe's kind of step that does its work
+(``speed_kind``: eager 8-bit costs by the 8-bit step as eager jobs run it, with or without the
+quantiser kernel; compiled 8-bit costs by the 8-bit tensor operations, which compiled graphs
+fuse and which never use the kernel). A machine far from the reference (other core counts,
+jobs per slot) is better refitted.
+
+"In sample" below: a constant fitted to some jobs and checked against the same jobs; its error
+there is no measure of the plan's error on other runs or machines.
 
 On GPUs (``H100_MS``) k jobs may share a GPU (config ``gpu_jobs_per_gpu``): a job's time is
 its time alone x s(k) (``H100_SHARE``), and the grid packs onto GPUs x k slots
@@ -38,7 +44,7 @@ from typing import Any
 # times held at what each job's log measured, evaluation costs held) to the 88 training jobs of
 # the fresh-clone `make report` of fdf1b8e on the reference machine, 2026-11-25, with nothing
 # else running (two jobs at once, 1 thread each, the torch.compile cache empty at the start):
-# 4,606 s measured and fitted (in sample; median job error 3 %, largest 15 %). The previous fit
+# 4,606 s measured and fitted (in sample: median job error 3 %, largest 15 %). The previous fit
 # (d9376af's run) had the CPU shared with other work: its constants were 1.3-2.4x these, and
 # the plan said ~60 min for a pipeline that takes ~40 on an idle machine. Entries not in the
 # quick grid (ResNet-20 eager) are older fits. Evaluation costs: ResNet-20 from real `lpdt
@@ -62,10 +68,20 @@ STEP_MS: dict[tuple[str, str, int], tuple[float, float]] = {
     ("resnet20", "fp32", 12): (1.74, 0.17),
     ("resnet20", "int8", 12): (2.43, 0.14),
     # ResNet-8 at the claims' shape (the quick scale's claims model since 2026-11-26): every run
-    # of it is compiled, so the eager training cost is ResNet-20's scaled by the compiled step-time
-    # ratio (0.41, benchmarks); evaluation likewise (not fitted).
+    # of it is compiled (its evaluation eager), so the eager training cost is not fitted. fp32:
+    # ResNet-20's scaled by the compiled step-time ratio (0.41, benchmarks); evaluation likewise.
+    # 8-bit: refreshed 2026-11-27 with the eager quantiser kernel (the old 2.70 / 0.16 were
+    # derived before it), on a 2-core x86_64 VM of the reference's kind, torch 2.14.1, shared
+    # with other work (load average 3.0-3.5: the ratios below are within alternating blocks,
+    # the absolute times are not usable). Training: the compiled entry below (0.53, fitted to
+    # jobs) over the compiled / eager 8-bit step-time ratio 0.35 (blocks 0.32-0.37, two runs of
+    # `benchmarks/bench_compile.py --cases resnet8:4 --batch 8 --size 12 --threads 1 --iters 10
+    # --rounds 5 --range-chunks 2`); on the idle reference machine the same ratio was 3.2 / 8.0
+    # = 0.40 (docs/int8.md), which would give 1.33. Evaluation: fp32's 0.07 x the 8-bit / fp32
+    # evaluation-forward ratio 1.43-1.57 (`benchmarks/bench_runtime.py --cases
+    # resnet8:fp32:12,resnet8:int8:12 --jobs 1`, twice). Estimates, not fits.
     ("resnet8", "fp32", 12): (0.71, 0.07),
-    ("resnet8", "int8", 12): (2.70, 0.16),
+    ("resnet8", "int8", 12): (1.51, 0.10),
     ("resnet54", "fp32", 16): (1.27, 0.67),
     ("resnet54", "int8", 16): (1.90, 0.87),
     ("resnet18", "fp32", 32): (2.575, 0.45),
@@ -95,9 +111,11 @@ COMPILED_MS: dict[tuple[str, str, int], tuple[float, float, float]] = {
     ("resnet20", "int8", 12): (1.26, 16.0, 11.0),
     # ResNet-8, 12 px, per-node batch 8: per sample from the epoch times of 26 calibration jobs
     # (the 13 claim cells at 16 and 32 epochs, two at once, idle, 2026-11-26), which the plan then
-    # estimates at 1,254 s against 1,239 s measured (median job error 14 %; a least-squares fit is
-    # degenerate there: one model, one node count); warm compile of the training step from their
-    # logs (fp32 2.3-2.8 s, 8-bit 5.5 s); evaluation compile not measured (eager in the grid).
+    # estimates at 1,254 s against 1,239 s measured (in sample: the same 26 jobs; median job
+    # error 14 %; a least-squares fit is degenerate there: one model, one node count); warm
+    # compile of the training step from their logs (fp32 2.3-2.8 s, 8-bit 5.5 s); evaluation
+    # compile not measured (eager in the grid). Compiled steps never use the eager quantiser
+    # kernel: the 8-bit entry did not move with it.
     ("resnet8", "fp32", 12): (0.30, 3.0, 3.0),
     ("resnet8", "int8", 12): (0.53, 6.0, 5.0),
 }
@@ -242,10 +260,10 @@ def run_seconds(
     """Estimated seconds of one training job on ``machine`` (a key of ``MACHINES``); None: no
     measured cost for its model / precision / px (on the H100: and per-node batch, compiled).
 
-    ``speed`` (CPU only): precision -> this machine's time / the reference machine's, from
-    ``speed_factors``. The run's precision scales its training and evaluation costs (their
-    kernels differ between fp32 and 8-bit); fp32's scales start-up, compiling and gossip, which
-    are Python and fp32 arithmetic in both precisions."""
+    ``speed`` (CPU only): the probe's kind of step -> this machine's time / the reference
+    machine's, from ``probe.speed_factors``. The kind of the run's training steps and that of its
+    evaluation (``speed_kind``: precision, compiled or eager) scale those costs; fp32's scales
+    start-up, compiling and gossip, which are Python and fp32 arithmetic in both precisions."""
     if machine not in MACHINES:
         raise ValueError(f"machine {machine!r}: allowed {', '.join(MACHINES)}")
     if speed is not None and machine != "cpu":
@@ -273,18 +291,31 @@ def run_seconds(
         train_ms = COMPILED_MS[key][0]
         start += warm_compile_seconds(cfg)
     gossip_ns = GOSSIP_NS + (TOPK_NS if sparse(cfg) else 0.0)
-    own, base = 1.0, 1.0  # the run's precision's factor, fp32's
+    train_f = eval_f = base = 1.0  # the factors of its training steps, its evaluation, fp32's
     if speed is not None:
-        missing = {"fp32", key[1]} - set(speed)
+        compiled = bool(cfg["train"].get("compile")) and key in COMPILED_MS
+        train_kind = speed_kind(key[1], compiled)
+        # The evaluation forward is eager unless train.compile_eval (compiled runs only).
+        eval_kind = speed_kind(key[1], compiled and bool(cfg["train"].get("compile_eval", True)))
+        missing = {"fp32", train_kind, eval_kind} - set(speed)
         if missing:
             raise ValueError(f"speed: no factor for {', '.join(sorted(missing))}")
-        own, base = speed[key[1]], speed["fp32"]
+        train_f, eval_f, base = speed[train_kind], speed[eval_kind], speed["fp32"]
     return (
         base * start
-        + own * samples * train_ms / 1e3
-        + own * evaluated_images(cfg) * eval_ms / 1e3
+        + train_f * samples * train_ms / 1e3
+        + eval_f * evaluated_images(cfg) * eval_ms / 1e3
         + base * gossip_units(cfg, samples) * gossip_ns / 1e9
     )
+
+
+def speed_kind(precision: str, compiled: bool) -> str:
+    """The speed probe's kind of step (``lpdt.cost.probe.KINDS``) whose factor scales a cost of
+    ``precision``, compiled or eager: the precision's own for fp32 and eager 8-bit (eager jobs
+    use the quantiser kernel where the machine builds it, as the probe's 8-bit step does);
+    ``int8_ops`` for compiled 8-bit, the tensor operations that compiled graphs fuse (they never
+    call the kernel, so its absence must not scale them)."""
+    return f"{precision}_ops" if compiled and precision != "fp32" else precision
 
 
 # A compile with inductor's cache empty (a fresh machine) costs much more than the warm compile
@@ -398,13 +429,17 @@ def benchmark_seconds(path: str | Path) -> float | None:
         return None
 
 
-def plan_check(plan_tsv: str | Path, bench_dir: str | Path) -> str | None:
-    """One line comparing the training jobs' own times with the plan's estimates for them.
+def plan_check(plan_tsv: str | Path, bench_dir: str | Path, since: float) -> str | None:
+    """One line comparing the training jobs this invocation ran with the plan's estimates for
+    them.
 
     ``plan_tsv``: the plan's per-run table (``snakemake plan``: ``run_id`` and ``est_s``
     columns); ``bench_dir``: Snakemake's benchmark files of the train rule
-    (``<run_id>.tsv``, wall seconds in the first column). Only runs with both an estimate and a
-    benchmark count. None when there is no plan table or no such run."""
+    (``<run_id>.tsv``, wall seconds in the first column); ``since``: when this invocation
+    started (``time.time()``). Only runs with an estimate and a benchmark file written since
+    then count: a benchmark file stays from earlier invocations (a no-op rerun, a
+    ``plateau_check``), and the plan is printed afresh each time, perhaps on another machine
+    or load. None when there is no plan table or no such run."""
     plan_tsv, bench_dir = Path(plan_tsv), Path(bench_dir)
     if not plan_tsv.is_file():
         return None
@@ -413,8 +448,9 @@ def plan_check(plan_tsv: str | Path, bench_dir: str | Path) -> str | None:
     planned = measured = 0.0
     matched = 0
     for r in rows:
-        took = benchmark_seconds(bench_dir / f"{r['run_id']}.tsv")
-        if not r.get("est_s") or took is None:
+        bench = bench_dir / f"{r['run_id']}.tsv"
+        took = benchmark_seconds(bench)
+        if not r.get("est_s") or took is None or bench.stat().st_mtime < since:
             continue
         planned += float(r["est_s"])
         measured += took
@@ -422,7 +458,8 @@ def plan_check(plan_tsv: str | Path, bench_dir: str | Path) -> str | None:
     if not matched or planned <= 0:
         return None
     return (
-        f"training jobs: {matched} of the plan's {len(rows)} runs have finished; their own times sum "
+        f"training jobs: {matched} of the plan's {len(rows)} runs ran in this invocation; their "
+        "own times sum "
         f"to {measured:,.0f} s against {planned:,.0f} s planned "
         f"({measured / planned - 1:+.0%}; {plan_tsv}, {bench_dir})"
     )

@@ -46,7 +46,7 @@ from lpdt.engine.device import print_line, resolve_device
 from lpdt.engine.rundir import open_run_dir, previous, restorable
 from lpdt.engine.steps import Steps
 from lpdt.engine.sysmetrics import SystemSampler
-from lpdt.io import torch_save_atomic, write_text_atomic
+from lpdt.io import no_space, torch_save_atomic, write_text_atomic
 from lpdt.models import build_model
 from lpdt.record import (
     Communication,
@@ -532,7 +532,8 @@ def train(
         try:
             log_run(out, cfg.tracking.uri, cfg.tracking.experiment, cfg.tracking.tags)
         except Exception as e:  # the run's files are complete; tracking is a convenience
-            log(f"warning: could not log to MLflow at {cfg.tracking.uri}: {e}")
+            why = "no space left on device while writing the MLflow store" if no_space(e) else e
+            log(f"warning: could not log to MLflow at {cfg.tracking.uri}: {why}")
     log(f"wrote {metrics_path}")
     return rec
 

@@ -14,36 +14,80 @@ kernel as a custom operator inside the compiled 8-bit step measured slower (4.1 
 per node step at the quick scale's claim shape): an opaque call breaks inductor's fusion.
 
 Built with ``torch.utils.cpp_extension`` (g++ and ninja; ``make setup`` installs Debian's
-``ninja-build``) into ``$TORCH_EXTENSIONS_DIR/lpdt_quant`` or ``~/.cache/lpdt/torch_extensions``.
-The first build takes about 17 s; later processes load it in milliseconds.
-If it cannot be built, one warning, and the tensor operations run (the same values, slower).
-``LPDT_QUANT_KERNEL=0`` turns it off.
+``ninja-build``) into ``build_dir()``: one directory per (torch version, Python, machine,
+compiler and flags), so that two virtual environments never share a binary or a lock. The first
+build takes about 17 s; later processes load it in milliseconds. Waits on a build are bounded
+(``BUILD_WAIT_S``, ``LPDT_QUANT_BUILD_WAIT``): a process that cannot have the build directory
+in time, or cannot build the kernel at all, warns once and runs the tensor operations (the same
+values, slower). ``LPDT_QUANT_KERNEL=0`` turns the kernel off.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import platform
 import shutil
+import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
 
 ENV = "LPDT_QUANT_KERNEL"  # "0": tensor operations only
+WAIT_ENV = "LPDT_QUANT_BUILD_WAIT"  # seconds a process waits for another's build (BUILD_WAIT_S)
 NAME = "lpdt_quant"
 SOURCE = Path(__file__).with_name("kernel.cpp")
 CFLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno"]
+# A build takes about 17 s alone, up to a minute beside a cold torch.compile: three minutes is a
+# build that is not coming (a hung or stopped process holding the lock). Waiting longer costs
+# more than the tensor operations do (an 8-bit job about 1.6x slower for its eager steps).
+BUILD_WAIT_S = 180.0
+LOCK = "lpdt.lock"  # our OS lock in the build directory (torch's own is ``lock``)
 
 _loaded: ModuleType | None = None
 _failed: str | None = None  # why the kernel is not available (set once)
 
 
+class BuildWaitTimeout(RuntimeError):
+    """Another process held the kernel's build directory for longer than the wait allowed."""
+
+
+def build_key() -> str:
+    """What the built binary depends on, as a directory name: torch's version, the Python ABI,
+    the machine, and a hash of the compiler and flags (``$CXX``, ``CFLAGS``)."""
+    import torch
+
+    flags = hashlib.sha256(" ".join([os.environ.get("CXX", "c++"), *CFLAGS]).encode()).hexdigest()
+    return (
+        f"torch{torch.__version__}-{sys.implementation.cache_tag}-{platform.machine()}-{flags[:8]}"
+    )
+
+
 def build_dir() -> Path:
-    """Where the kernel is built: ``$TORCH_EXTENSIONS_DIR/lpdt_quant``, else
-    ``$XDG_CACHE_HOME/lpdt/torch_extensions/lpdt_quant`` (default ``~/.cache``)."""
+    """Where the kernel is built: ``<base>/lpdt_quant/<build_key()>``, with ``<base>``
+    ``$TORCH_EXTENSIONS_DIR``, else ``$XDG_CACHE_HOME/lpdt/torch_extensions`` (default
+    ``~/.cache``)."""
     if os.environ.get("TORCH_EXTENSIONS_DIR"):
-        return Path(os.environ["TORCH_EXTENSIONS_DIR"]) / NAME
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "lpdt" / "torch_extensions" / NAME
+        base = Path(os.environ["TORCH_EXTENSIONS_DIR"])
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+        base = base / "lpdt" / "torch_extensions"
+    return base / NAME / build_key()
+
+
+def build_wait_s() -> float:
+    """Seconds to wait for another process's build: ``$LPDT_QUANT_BUILD_WAIT``, else
+    ``BUILD_WAIT_S``."""
+    text = os.environ.get(WAIT_ENV, "").strip()
+    if not text:
+        return BUILD_WAIT_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise ValueError(f"{WAIT_ENV}={text!r}: must be a number of seconds >= 0")
+    return seconds
 
 
 def enabled() -> bool:
@@ -51,7 +95,15 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1") != "0"
 
 
-def load() -> ModuleType | None:
+def unavailable() -> str | None:
+    """Why this process runs the tensor operations instead of the kernel (None: it has the
+    kernel). Builds it if it has not tried yet (a warning if that fails, as ``load``)."""
+    if not enabled():
+        return f"turned off ({ENV}=0)"
+    return None if load(stacklevel=3) is not None else _failed
+
+
+def load(stacklevel: int = 3) -> ModuleType | None:
     """The built kernel module (``quantize``, ``quantize_minmax``: ``kernel.cpp``), or None where
     it is turned off or cannot be built (then a warning, once per process, says why)."""
     global _loaded, _failed
@@ -68,7 +120,7 @@ def load() -> ModuleType | None:
                 "layers use tensor operations instead (the same values, slower). It needs g++ "
                 f"and ninja (`make setup` installs ninja-build); set {ENV}=0 to silence this.",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=stacklevel,
             )
             return None
     return _loaded
@@ -77,12 +129,25 @@ def load() -> ModuleType | None:
 def _build() -> ModuleType:
     if shutil.which("ninja") is None:
         raise RuntimeError("ninja is not on PATH")
+    from filelock import FileLock, Timeout  # torch's own dependency
     from torch.utils.cpp_extension import load as load_extension
 
     where = build_dir()
     where.mkdir(parents=True, exist_ok=True)
-    # torch serialises builds into one directory with an OS file lock (released when its holder
-    # dies): two jobs starting at once build it once.
-    return load_extension(
-        NAME, [str(SOURCE)], extra_cflags=CFLAGS, build_directory=str(where), verbose=False
-    )
+    wait_s = build_wait_s()
+    # Two jobs starting at once build the kernel once: our OS lock (released by the kernel when
+    # its holder dies, so it is never stale), held for a bounded time. torch's own lock in the
+    # same directory may wait without end: some torch versions block while a file named `lock`
+    # merely exists, and a build killed halfway leaves one. Holding our lock, no other lpdt
+    # process builds here (the directory is keyed to this torch), so such a file is stale.
+    try:
+        with FileLock(where / LOCK, timeout=wait_s):
+            (where / "lock").unlink(missing_ok=True)
+            return load_extension(
+                NAME, [str(SOURCE)], extra_cflags=CFLAGS, build_directory=str(where), verbose=False
+            )
+    except Timeout:
+        raise BuildWaitTimeout(
+            f"{where / LOCK} was held by another process for {wait_s:g} s ({WAIT_ENV} sets the "
+            "wait)"
+        ) from None

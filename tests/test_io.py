@@ -1,0 +1,155 @@
+"""Atomic writes (lpdt.io): a full disk is one line naming the file, and the file's previous
+version survives. The full disk is Linux's /dev/full (every write: ENOSPC) put where the write's
+temporary file would be, so the real writers (json, text, torch.save) meet a real ENOSPC."""
+
+from __future__ import annotations
+
+import csv
+import errno
+import os
+import sqlite3
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from lpdt import io, record
+from lpdt.cli import main
+from tests.fake_records import fake_record
+
+
+def fill_disk(monkeypatch: pytest.MonkeyPatch, only: str = "") -> list[str]:
+    """Temporary files of lpdt.io (of files whose name contains ``only``) open /dev/full;
+    returns their names (to check they are gone)."""
+    if not os.path.exists("/dev/full"):
+        pytest.fail("this test needs Linux's /dev/full")
+    made: list[str] = []
+    real = tempfile.mkstemp
+
+    def mkstemp(*args, **kwargs):
+        fd, name = real(*args, **kwargs)
+        if only not in Path(name).name:
+            return fd, name
+        os.close(fd)
+        made.append(name)
+        return os.open("/dev/full", os.O_WRONLY), name
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp)
+    return made
+
+
+@pytest.fixture
+def full_disk(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    return fill_disk(monkeypatch)
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda p: io.write_text_atomic(p, "x" * 100_000),
+        lambda p: io.write_json_atomic(p, {"x": list(range(20_000))}),
+        lambda p: io.torch_save_atomic(p, {"x": torch.randn(100_000)}),
+    ],
+    ids=["text", "json", "torch.save"],
+)
+def test_a_full_disk_names_the_file_and_keeps_the_old_one(tmp_path, full_disk, write):
+    path = tmp_path / "out" / "file"
+    path.parent.mkdir()
+    path.write_text("the previous version")
+    with pytest.raises(io.NoSpaceError) as caught:
+        write(path)
+    assert str(caught.value) == f"no space left on device while writing {path}"
+    assert caught.value.errno == errno.ENOSPC
+    assert path.read_text() == "the previous version"
+    assert full_disk and not any(os.path.exists(t) for t in full_disk)  # no temporary left
+
+
+def test_torch_save_on_a_full_disk_is_not_torchs_unexpected_pos(tmp_path, full_disk):
+    """torch.save meets ENOSPC inside its zip writer and raises "unexpected pos": the chain
+    still holds the OSError, and that is what is reported."""
+    with pytest.raises(io.NoSpaceError) as caught:
+        io.torch_save_atomic(tmp_path / "checkpoint.pt", {"x": torch.randn(1000)})
+    assert "unexpected pos" not in str(caught.value)
+
+
+def test_run_record_and_history_on_a_full_disk(tmp_path, full_disk):
+    rec = fake_record()
+    with pytest.raises(io.NoSpaceError, match=f"while writing {tmp_path / record.HISTORY_FILE}$"):
+        rec.write(tmp_path)
+    assert not (tmp_path / record.METRICS_FILE).exists()  # the run does not look complete
+
+
+def test_no_space_finds_the_cause_in_the_chain():
+    try:
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError:
+            raise RuntimeError(
+                "[enforce fail at inline_container.cc:672] . unexpected pos"
+            ) from None
+    except RuntimeError as e:
+        assert io.no_space(e)  # from None hides it from tracebacks, not from __context__
+    assert io.no_space(OSError(errno.EDQUOT, "Disk quota exceeded"))
+    assert io.no_space(sqlite3.OperationalError("database or disk is full"))
+    assert not io.no_space(OSError(errno.EACCES, "Permission denied"))
+    assert not io.no_space(RuntimeError("unexpected pos 704 vs 598"))
+
+
+def test_lpdt_train_on_a_full_disk_says_so_in_one_line(tmp_path, full_disk, capsys):
+    """The run's first write (its config.yaml) fails: exit 2 and one line naming the file."""
+    out = tmp_path / "run"
+    rc = main(
+        [
+            "train",
+            "--set",
+            "data.dataset=synthetic",
+            "--set",
+            "model.name=tiny_cnn",
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"lpdt train: error: no space left on device while writing {out / 'config.yaml'} "
+        "(LPDT_DEBUG=1 for a traceback)"
+    ]
+
+
+def test_a_checkpoint_on_a_full_disk_loses_nothing_written(tmp_path, monkeypatch, capsys):
+    """The disk fills at the first epoch's checkpoint: one line naming it, exit 2, and the
+    files written before (config.yaml, the epoch's history row) are whole."""
+    fill_disk(monkeypatch, only="checkpoint")
+    out = tmp_path / "run"
+    argv = [
+        "data.dataset=synthetic",
+        "data.train_subset=256",
+        "data.test_subset=64",
+        "model.name=tiny_cnn",
+        "topology.nodes=2",
+        "train.epochs=2",
+        "threads=1",
+    ]
+    rc = main(["train", *sum((["--set", o] for o in argv), []), "--out", str(out)])
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"lpdt train: error: no space left on device while writing {out / 'checkpoint.pt'} "
+        "(LPDT_DEBUG=1 for a traceback)"
+    ]
+    with (out / record.HISTORY_FILE).open(newline="") as f:
+        assert [row["epoch"] for row in csv.DictReader(f)] == ["0"]
+    assert (out / "config.yaml").read_text().strip()
+    assert not (out / "checkpoint.pt").exists() and not (out / record.METRICS_FILE).exists()
+
+
+def test_other_os_errors_are_not_called_a_full_disk(tmp_path, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(PermissionError):
+        io.write_text_atomic(tmp_path / "f", "x")
+    assert Path(tmp_path).exists()
