@@ -8,6 +8,9 @@ import csv
 import errno
 import os
 import sqlite3
+import stat
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -153,3 +156,14 @@ def test_other_os_errors_are_not_called_a_full_disk(tmp_path, monkeypatch):
     with pytest.raises(PermissionError):
         io.write_text_atomic(tmp_path / "f", "x")
     assert Path(tmp_path).exists()
+
+
+def test_an_atomic_write_gives_the_file_the_mode_open_would(tmp_path):
+    """mkstemp creates 0600; the renamed file must have what the umask gives a new file (here
+    022: 0644), so a results tree is readable by the group as files open() writes are."""
+    code = (
+        "import os, sys; os.umask(0o022); from lpdt.io import write_text_atomic; "
+        "write_text_atomic(sys.argv[1], 'x')"
+    )
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.txt")], check=True, timeout=60)
+    assert stat.S_IMODE((tmp_path / "a.txt").stat().st_mode) == 0o644

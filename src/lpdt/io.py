@@ -19,6 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+
+def _file_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+_FILE_MODE = _file_mode()  # a new file's mode under this process's umask (read once, at import)
 # errno values of a device or quota that is full
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -64,6 +72,7 @@ def _atomic(path: Path, write: Callable[[IO], None], mode: str) -> None:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _FILE_MODE)  # mkstemp's 0600 -> what open() would give (umask)
         os.replace(tmp, path)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
