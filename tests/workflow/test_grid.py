@@ -246,7 +246,13 @@ def test_quick_claims_is_quick_without_the_illustrative_cells():
     claims, full = runs("quick-claims"), runs("quick")
     assert set(claims) < set(full)  # every quick-claims run, with its run id, is a quick run
     extra = [full[r] for r in set(full) - set(claims)]
-    assert {s for r in extra for s in r.studies} == {"table2", "table5", "fig6", "table6"}
+    assert {s for r in extra for s in r.studies} == {
+        "table2",
+        "table5",
+        "fig6",
+        "table6",
+        "messages",
+    }
     assert all(m.seed == 1234 for r in extra for ms in r.studies.values() for m in ms)
 
 

@@ -44,9 +44,14 @@ def norm_key(col: str, v: object) -> object:
     """Canonical form of a coordinate value so that manifest and paper cells compare equal."""
     if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
         return None
-    if col == "nodes" or col == "compression":
-        c = float(v)
-        return int(round(c * 100)) if col == "compression" and 0 < c < 1 else int(round(c))
+    if col == "compression":
+        try:
+            c = float(v)  # type: ignore[arg-type]
+        except (TypeError, ValueError):  # a message codec: "int8", "90+int8" (compression_key)
+            return str(v)
+        return int(round(c * 100)) if 0 < c < 1 else int(round(c))
+    if col == "nodes":
+        return int(round(float(v)))  # type: ignore[arg-type]
     if col == "skew":
         return round(float(v), 2)
     if col == "qgm":
@@ -54,6 +59,22 @@ def norm_key(col: str, v: object) -> object:
     if col == "model" and str(v) in MODEL_STAND_INS:
         return MODEL_STAND_INS[str(v)]
     return str(v)
+
+
+# Compressors whose messages carry 8-bit codes: their compression coordinate names the codec.
+EIGHT_BIT_MESSAGES = {"int8": "int8", "topk_int8": "{pct}+int8"}
+
+
+def compression_key(name: str, ratio: float) -> object:
+    """The compression coordinate of a run config's ``algorithm.compression``: 0 without one, the
+    top-k / random-k ratio in % (90, 99), and for 8-bit messages the codec: ``"int8"`` (dense
+    8-bit codes) or ``"90+int8"`` (top-k 90 % with 8-bit values); ``qsgd`` is ``"qsgd"``."""
+    if name == "none":
+        return 0
+    pct = int(round(100 * float(ratio)))
+    if name in EIGHT_BIT_MESSAGES:
+        return EIGHT_BIT_MESSAGES[name].format(pct=pct)
+    return pct if name in ("topk", "randomk") else name
 
 
 def _run_dir(entry: ManifestRun, manifest_path: Path) -> Path:

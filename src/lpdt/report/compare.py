@@ -33,7 +33,15 @@ import pandas as pd
 
 from lpdt import record
 from lpdt.report import pairs
-from lpdt.report.aggregate import FINAL, KEYS, METRIC, aggregate, norm_key, stand_in_names
+from lpdt.report.aggregate import (
+    FINAL,
+    KEYS,
+    METRIC,
+    aggregate,
+    compression_key,
+    norm_key,
+    stand_in_names,
+)
 from lpdt.report.stats import DIRECTIONS, METHOD, Threshold
 
 # Coordinate -> run-config key, for runs without a manifest (compression is derived: the top-k
@@ -82,10 +90,8 @@ def frame_from_records(recs: Sequence[record.RunRecord]) -> tuple[pd.DataFrame, 
         }
         for k, path in CONFIG_PATHS.items():
             row[k] = norm_key(k, f.get(path))
-        ratio = f.get("algorithm.compression.ratio") or 0.0
-        row["compression"] = norm_key(
-            "compression", 0 if f.get("algorithm.compression.name") == "none" else ratio
-        )
+        comp = (f.get("algorithm.compression.name") or "none", f.get("algorithm.compression.ratio"))
+        row["compression"] = norm_key("compression", compression_key(comp[0], comp[1] or 0.0))
         row.update({k: f.get(k) for k in extra})
         row["acc"] = getattr(r.final, METRIC) if r.final is not None else math.nan
         row.update({k: getattr(r.final, k) if r.final else math.nan for k in FINAL})

@@ -21,8 +21,8 @@ SETUP_KEYS = [k for k in KEYS if k != "dataset"]
 
 
 def _fmt(key: str, v: object) -> str:
-    if key == "compression":
-        return f"{int(v)} %"  # type: ignore[call-overload]
+    if key == "compression":  # a ratio in %, or a message codec ("int8", "90+int8")
+        return f"{int(v)} %" if isinstance(v, (int, float)) else f"{v} messages"
     if key == "skew":
         return f"{float(v):g}"  # type: ignore[arg-type]
     if key == "qgm":

@@ -47,6 +47,7 @@ from lpdt.report.claims import (
     paper_claims,
     paper_effect_text,
     precision_text,
+    sent_text,
     verdict_counts,
 )
 from lpdt.report.describe import (
@@ -305,8 +306,8 @@ def summary_sentences(
     if cost:
         cc = verdict_counts(cost)
         s1 += (
-            f"; of {len(cost)} measured cost claim{'s' if len(cost) > 1 else ''} (message "
-            f"bytes on the wire), {cc[HELD]} held"
+            f"; of {len(cost)} measured cost claim{'s' if len(cost) > 1 else ''} (the bytes "
+            f"of one message in the 8-bit wire format, not these runs' traffic), {cc[HELD]} held"
             + (f", {cc[NOT_HELD]} not held" if cc[NOT_HELD] else "")
             + (f", {cc[NO_DATA]} without data" if cc[NO_DATA] else "")
         )
@@ -524,7 +525,10 @@ def _summary_page(
             "entirely on the claim's side of its threshold, not held when entirely on the other, "
             "else inconclusive; not enough data: fewer than two seeds. "
             + PRECISION_CAPTION
-            + " Communication: measured bytes, every row in the range; energy, memory: "
+            + " Communication: the bytes of one message in the wire format (lpdt.cost.wire) for"
+            " each model, dense and top-k with indices, every row in the range (the grid's 8-bit"
+            " runs send fp32 messages; the runs that send 8-bit ones are in the claim's details);"
+            " energy, memory: "
             "arithmetic. The paper's effect: its numbers through the same code, on its cells "
             "that match ours.",
             st["cap"],
@@ -635,7 +639,8 @@ def _claims_detail(claims: list[ClaimResult], st: dict, width: float) -> list:
         ]
         if len(aside) > MAX_ASIDE:
             aside = aside[:MAX_ASIDE] + [f"... {len(aside) - MAX_ASIDE} more in claims.json"]
-        return "; ".join(x for x in [", ".join(parts), *aside] if x)
+        sent = [sent_text(nums["sent_8bit"])] if nums.get("sent_8bit") else []
+        return "; ".join(x for x in [", ".join(parts), *aside, *sent] if x)
 
     ch = Rendered(
         "Claims: definitions and numbers (lpdt.report.claims; docs/report.md)",

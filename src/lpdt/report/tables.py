@@ -110,8 +110,11 @@ def _s(v: object) -> str:
 def _label(col: str, v: object) -> str:
     if _s(v) == "":
         return ""
-    if col == "compression":
-        return f"{int(float(v))} %"  # type: ignore[arg-type]
+    if col == "compression":  # a ratio in %, or a message codec ("int8", "90+int8")
+        try:
+            return f"{int(float(v))} %"  # type: ignore[arg-type]
+        except ValueError:
+            return str(v)
     if col == "nodes":
         return f"{int(float(v))}"  # type: ignore[arg-type]
     return str(v)

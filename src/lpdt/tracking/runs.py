@@ -128,7 +128,7 @@ PAPER_NORM = {"fp32": "evonorm", "int8": "rangeen"}
 def run_name(rec: RunRecord, with_seed: bool = False) -> str:
     """A run's name from its grid coordinates, e.g. ``resnet20 ring8 choco top99 skew0.8 int8
     cifar10``: model (and its normalisation where it is not the paper's for that precision),
-    topology and nodes, algorithm (``+qgm``), compression (``dense``, ``top99``, ``random90``),
+    topology and nodes, algorithm (``+qgm``), compression (``dense``, ``top99``, ``random90``, 8-bit messages ``dense-msg8``, ``top90-msg8``),
     data skew (or Dirichlet ``dir0.1``), precision, dataset used; ``seed1235`` when
     ``with_seed`` (a cell with several seeds)."""
     c = rec.config
@@ -141,6 +141,10 @@ def run_name(rec: RunRecord, with_seed: bool = False) -> str:
     parts.append(c["algorithm"]["name"] + ("+qgm" if c["optim"]["qgm"] else ""))
     if comp["name"] == "none":
         parts.append("dense")
+    elif comp["name"] == "int8":  # dense 8-bit messages
+        parts.append("dense-msg8")
+    elif comp["name"] == "topk_int8":  # top-k with 8-bit values
+        parts.append(f"top{round(100 * comp['ratio'], 4):g}-msg8")
     else:  # topk -> top99, randomk -> random99
         parts.append(f"{comp['name'].removesuffix('k')}{round(100 * comp['ratio'], 4):g}")
     dirichlet = part["kind"] == "dirichlet"
