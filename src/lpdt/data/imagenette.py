@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torchvision.transforms.v2.functional as TF
 
 from lpdt.data import DATASETS
 from lpdt.data.base import Dataset, DatasetError, balanced_subset, data_root, dataset_info
@@ -96,6 +95,7 @@ class ImagenetteDataset(Dataset):
         if path in self._cache:
             self._cache.move_to_end(path)
             return self._cache[path]
+        import torchvision.transforms.v2.functional as TF  # here: ~1 s to import, for this reader
         from PIL import Image
 
         try:
@@ -110,6 +110,8 @@ class ImagenetteDataset(Dataset):
         return img
 
     def batch(self, split, idx, augment=False, generator=None):
+        import torchvision.transforms.v2.functional as TF
+
         idx = torch.as_tensor(idx, dtype=torch.long)
         out = []
         for i in idx.tolist():
