@@ -25,9 +25,7 @@ from lpdt.report.describe import fixed_text  # noqa: E402
 from lpdt.report.paper import paper_accuracy  # noqa: E402
 from lpdt.report.stats import LEVEL, t_interval  # noqa: E402
 
-ALGO_COLOR = {"deepsqueeze": "tab:blue", "choco": "tab:orange"}
 ALGO_NAME = {"deepsqueeze": "Deep-Squeeze", "choco": "Choco"}
-PREC_STYLE = {"fp32": "-", "int8": "--"}
 FIG6_MODEL = "resnet18"  # the paper's Figure 6 shows its ResNet-18 runs of Table 5
 
 
@@ -148,7 +146,8 @@ def fig1(df: pd.DataFrame) -> plt.Figure:
     # Several seeds of one normalisation: the mean per epoch with its 95 % t-interval as a band.
     for label, g in pd.concat(curves).groupby("label", sort=False):
         e = g.groupby("epoch")["err"].agg(["mean", "count"]).sort_index()
-        ls = "--" if "8-bit" in label else "-"
+        style = precision_style("int8" if "8-bit" in label else "fp32")
+        ls, marker = style["ls"], style["marker"]
         if (e["count"] > 1).any():
             band = g.groupby("epoch")["err"].apply(_t_band).reindex(e.index)
             lo, hi = (np.array([b[i] for b in band], dtype=float) for i in (0, 1))
@@ -157,14 +156,14 @@ def fig1(df: pd.DataFrame) -> plt.Figure:
             (line,) = ax.plot(
                 e.index,
                 e["mean"],
-                marker="o",
+                marker=marker,
                 ms=3,
                 ls=ls,
                 label=f"{label}: mean, {LEVEL * 100:g} % CI (n={n})",
             )
             ax.fill_between(e.index, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
         else:
-            ax.plot(e.index, e["mean"], marker="o", ms=3, label=label, ls=ls)
+            ax.plot(e.index, e["mean"], marker=marker, ms=3, label=label, ls=ls)
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation error (%)")
     ax.set_title(title, fontsize=9)
@@ -256,11 +255,56 @@ def fig3(analysis: Path) -> plt.Figure:
     return fig
 
 
+# Figures 4 and 5: each precision has its own marker, line style and colour, and is drawn a little
+# to one side of its skew, so that FP and 8-bit stay apart where they are single points at the
+# same skew (the quick scale: one or two skews, one point per precision).
+PRECISION = {
+    "fp32": {"name": "FP", "marker": "o", "ls": "-", "dx": -0.012},
+    "int8": {"name": "8-bit", "marker": "^", "ls": "--", "dx": 0.012},
+}
+OTHER_PRECISION = {"name": "?", "marker": "s", "ls": ":", "dx": 0.0}
+# One colour per (algorithm, precision): the algorithm's hue, darker at 8 bits.
+SERIES_COLOR = {
+    ("deepsqueeze", "fp32"): "tab:blue",
+    ("deepsqueeze", "int8"): "midnightblue",
+    ("choco", "fp32"): "tab:orange",
+    ("choco", "int8"): "firebrick",
+}
+SKEW_SPAN = (0.0, 0.9)  # the paper's degrees of skew (Figures 4, 5): the x axis always shows it
+SKEW_PAD = 0.05  # x margin on each side, in skew units
+ACC_PAD = 1.0  # least y margin on each side, in accuracy points (else 10 % of the data's range)
+
+
+def precision_style(prec: str) -> dict:
+    """Marker, line style, name and x offset of one precision in Figures 4 and 5."""
+    return PRECISION.get(prec, OTHER_PRECISION)
+
+
+def series_color(algo: str, prec: str) -> str:
+    return SERIES_COLOR.get((algo, prec), "k")
+
+
+def skew_limits(skews: list[float]) -> tuple[float, float]:
+    """The x range of a Figure 4/5 panel: the paper's skews and the data's, with a margin."""
+    lo, hi = min([SKEW_SPAN[0], *skews]), max([SKEW_SPAN[1], *skews])
+    return lo - SKEW_PAD, hi + SKEW_PAD
+
+
+def value_limits(lows: list[float], highs: list[float]) -> tuple[float, float]:
+    """The y range of a Figure 4/5 panel: the lowest and highest drawn value (error bars
+    included) with a margin of 10 % of their range, at least ``ACC_PAD`` points."""
+    lo, hi = min(lows), max(highs)
+    pad = max(ACC_PAD, 0.1 * (hi - lo))
+    return lo - pad, hi + pad
+
+
 def _skew_panels(
     runs: pd.DataFrame, paper: pd.DataFrame, panel_keys: list[str], title: str, algos: bool = True
 ) -> plt.Figure:
-    """Accuracy vs skew: one panel per panel_keys value, one colour per algorithm, FP solid and
-    8-bit dashed; the paper's values as open markers of the same colour and style."""
+    """Accuracy vs skew: one panel per panel_keys value; one series per (algorithm, precision),
+    each precision with its own marker, line style and colour shade (``PRECISION``,
+    ``SERIES_COLOR``) and a small x offset; the paper's values as open markers of the same
+    style, faint."""
     keys = sorted({tuple(r) for r in runs[panel_keys].itertuples(index=False)}, key=str)
     if not keys:
         return _empty(title, "no finished runs for this figure at this scale")
@@ -277,8 +321,13 @@ def _skew_panels(
             if len(paper) and same_data
             else paper.iloc[0:0]
         )
+        skews: list[float] = []
+        lows: list[float] = []
+        highs: list[float] = []
         for (algo, prec), g in sel.groupby(["algorithm", "precision"]):
             g = g.groupby("skew")["acc"].agg(["mean", "std", "count"]).sort_index()
+            style = precision_style(str(prec))
+            color = series_color(str(algo), str(prec))
             lab = ("LP-" if prec == "int8" else "") + (
                 ALGO_NAME.get(algo, algo) if algos else "Choco+QGM"
             )
@@ -286,17 +335,23 @@ def _skew_panels(
                 lab += f" (n={int(g['count'].min())}" + (
                     f"-{int(g['count'].max())})" if g["count"].min() != g["count"].max() else ")"
                 )
+            sd = _sd(g)
+            x = g.index.to_numpy(dtype=float)
             ax.errorbar(
-                g.index,
+                x + style["dx"],
                 g["mean"],
-                yerr=_sd(g),
-                fmt=PREC_STYLE.get(prec, ":"),
-                marker="o",
-                ms=4,
+                yerr=sd,
+                ls=style["ls"],
+                marker=style["marker"],
+                ms=5,
                 capsize=2.5,
-                color=ALGO_COLOR.get(algo, "k"),
+                color=color,
                 label=lab,
             )
+            spread = np.zeros(len(g)) if sd is None else sd
+            skews += list(x)
+            lows += list(g["mean"].to_numpy(dtype=float) - spread)
+            highs += list(g["mean"].to_numpy(dtype=float) + spread)
             pg = (
                 psel[(psel["algorithm"] == algo) & (psel["precision"] == prec)]
                 if len(psel)
@@ -305,16 +360,23 @@ def _skew_panels(
             if len(pg):
                 pg = pg.sort_values("skew")
                 ax.plot(
-                    pg["skew"],
+                    pg["skew"].to_numpy(dtype=float) + style["dx"],
                     pg["value"],
-                    PREC_STYLE.get(prec, ":"),
-                    marker="s",
-                    ms=4,
+                    ls=style["ls"],
+                    marker=style["marker"],
+                    ms=5,
                     mfc="none",
-                    color=ALGO_COLOR.get(algo, "k"),
+                    color=color,
                     alpha=0.35,
                     label=f"{lab} (paper)",
                 )
+                skews += list(pg["skew"].astype(float))
+                lows += list(pg["value"].astype(float))
+                highs += list(pg["value"].astype(float))
+        if skews:
+            ax.set_xlim(*skew_limits(skews))
+            ax.set_xticks(sorted({*SKEW_SPAN, *(round(s, 2) for s in skews)}))
+            ax.set_ylim(*value_limits(lows, highs))
         ax.set_title(", ".join(f"{c} {v}" for c, v in zip(panel_keys, k)), fontsize=8)
         ax.set_xlabel("degree of skew")
         ax.set_ylabel("test accuracy (%)")
@@ -322,7 +384,7 @@ def _skew_panels(
         ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(title, fontsize=10, wrap=True)  # wrapped: one panel is narrow
     note = _stand_in_note(runs)
     if note:
         fig.text(0.01, -0.01, note, fontsize=7, color="firebrick")
@@ -333,7 +395,7 @@ def _skew_panels(
 def fig4(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
     runs = figure_runs(df, "fig4")
     title = _title(
-        "Fig. 4: accuracy vs skew (solid FP, dashed 8-bit; faint: paper, real data only)",
+        "Fig. 4: accuracy vs skew (FP circles, 8-bit triangles; faint: paper, real data only)",
         runs,
         ["dataset"],
     )
@@ -345,7 +407,7 @@ def fig4(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
 def fig5(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
     runs = figure_runs(df, "fig5")
     title = _title(
-        "Fig. 5: accuracy vs skew with QGM (solid FP, dashed 8-bit; faint: paper, real data only)",
+        "Fig. 5: accuracy vs skew with QGM (FP circles, 8-bit triangles; faint: paper, real data only)",
         runs,
         ["dataset", "model", "topology", "nodes"],
     )
@@ -367,6 +429,7 @@ def fig6(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
         sel = runs[(runs["topology"] == topo) & (runs["nodes"] == n)]
         cats = sorted({(r.skew, r.compression) for r in sel.itertuples()})
         x = np.arange(len(cats))
+        paper_drawn = False
         for off, prec, color in ((-0.2, "fp32", "red"), (0.2, "int8", "green")):
             accs = [
                 sel[(sel["skew"] == s) & (sel["compression"] == c) & (sel["precision"] == prec)][
@@ -375,6 +438,8 @@ def fig6(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
                 for s, c in cats
             ]
             vals = [a.mean() for a in accs]
+            if not np.isfinite(vals).any():
+                continue  # no run of this precision in the panel: no bars, no legend entry
             sds = [a.std(ddof=1) if len(a) > 1 else 0.0 for a in accs]
             ax.bar(
                 x + off,
@@ -395,7 +460,9 @@ def fig6(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
                 ]["value"].mean()
                 for s, c in cats
             ]
-            ax.plot(x + off, pv, "k_", ms=14, mew=2, label="paper" if prec == "fp32" else None)
+            if np.isfinite(pv).any():  # the legend names the paper only where it is drawn
+                ax.plot(x + off, pv, "k_", ms=14, mew=2, label=None if paper_drawn else "paper")
+                paper_drawn = True
         ax.set_xticks(x, [f"skew {s:g}\n({c} % comp.)" for s, c in cats], fontsize=8)
         ax.set_title(f"{topo} ({n} nodes)", fontsize=9)
         ax.set_ylabel("test accuracy (%)")
