@@ -1,0 +1,114 @@
+"""The README's `lpdt compare` example is what the command prints: its command, run on the
+constructed tree below, prints the README's output block character for character (so the example
+cannot go stale when the output's form changes), and that output's overall line is the claim
+`lp_close_to_fp_dense` computed by the report on the same tree (so the README can point at
+`results/claims.json` for the numbers of real runs).
+
+The tree is fake records (``tests.fake_records``), not training results: the README says so. It
+has the quick scale's claim cells for this comparison (Choco on a ring of 4, skew 0 and 0.9 in
+Table 3, skew 0.9 with QGM in Table 4), five seeds, accuracies chosen here. On a change of the
+output's form, the failure prints the new block to paste into the README.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from lpdt import cli
+from lpdt.report.aggregate import aggregate
+from lpdt.report.claims import check_claims
+from lpdt.report.paper import load_paper
+from tests.fake_records import fake_record
+from tests.report.conftest import PAPER_CSV, write_cost
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+BASE = {
+    "dataset": "cifar10",
+    "model": "resnet20",
+    "topology": "directed_ring",
+    "nodes": 4,
+    "compression": 0,
+    "algorithm": "choco",
+}
+# (study, skew, qgm, FP accuracy, FP - 8-bit per seed)
+CELLS = [
+    ("table3", 0.0, False, 84.0, (0.4, 0.6, 0.5, 0.3, 0.7)),
+    ("table3", 0.9, False, 74.0, (1.2, 1.8, 1.5, 1.4, 1.6)),
+    ("table4", 0.9, True, 76.5, (0.0, 0.4, 0.2, -0.2, 0.1)),
+]
+SEEDS = (1234, 1235, 1236, 1237, 1238)
+SEED_SPREAD = (0.0, -0.8, 0.5, 0.3, -0.4)  # seed-to-seed noise shared by a seed's pair
+
+
+def make_readme_tree(root: Path) -> Path:
+    """``root/results``: a manifest of studies table3 and table4 and a record per run."""
+    studies: dict = {}
+    for i, (study, skew, qgm, acc, loss) in enumerate(CELLS):
+        for k, seed in enumerate(SEEDS):
+            for prec in ("fp32", "int8"):
+                rid = f"c{i}-{prec}-s{seed}"
+                a = acc + SEED_SPREAD[k] - (loss[k] if prec == "int8" else 0.0)
+                rec = fake_record(rid, round(a, 2), config={"seed": seed}, total_s=60.0)
+                rec.write(root / "results" / "runs" / rid)
+                coords = BASE | {"skew": skew, "qgm": qgm, "precision": prec}
+                entry = {"run_id": rid, "dir": f"results/runs/{rid}", "coords": coords}
+                studies.setdefault(study, {"kind": "grid", "runs": []})["runs"].append(
+                    entry | {"seed": seed}
+                )
+    manifest = root / "results" / "manifest.json"
+    manifest.write_text(json.dumps({"scale": "readme", "studies": studies}))
+    (root / "results" / "cost").mkdir()
+    write_cost(root / "results" / "cost")
+    return manifest
+
+
+def readme_example() -> tuple[list[str], str]:
+    """The README's compare command (its arguments after `lpdt compare`) and output block."""
+    text = README.read_text()
+    m = re.search(
+        r"```bash\n\.venv/bin/lpdt compare (?P<cmd>.*?)\n```\n(?P<between>.*?)```\n(?P<out>.*?)```",
+        text,
+        re.S,
+    )
+    assert m, "README.md: no `lpdt compare` block followed by an output block"
+    return shlex.split(m["cmd"].replace("\\\n", " ")), m["out"].rstrip("\n")
+
+
+def test_the_readme_example_is_what_the_command_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    argv, block = readme_example()
+    make_readme_tree(tmp_path)
+    monkeypatch.chdir(tmp_path)  # the README runs it from the repository: `results/`
+    assert cli.main(["compare", *argv]) == 0
+    printed = capsys.readouterr().out.rstrip("\n")
+    assert printed == block, f"README.md's compare output is stale; it now prints:\n{printed}"
+
+
+def test_the_readme_overall_line_is_the_claims_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """What the README says: the overall line is lp_close_to_fp_dense in claims.json."""
+    argv, _ = readme_example()
+    manifest = make_readme_tree(tmp_path)
+    df, _ = aggregate(manifest)
+    claim = next(
+        c
+        for c in check_claims(df, load_paper(PAPER_CSV), manifest.parent / "cost")
+        if c.id == "lp_close_to_fp_dense"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["compare", *argv, "--json"]) == 0
+    o = json.loads(capsys.readouterr().out)["overall"]
+    assert claim.n == len(SEEDS) and claim.ci is not None
+    assert (o["mean"], tuple(o["ci"]), o["n"], o["verdict"]) == (
+        claim.mean,
+        claim.ci,
+        claim.n,
+        claim.verdict,
+    )
