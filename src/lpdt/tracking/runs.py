@@ -387,9 +387,10 @@ def series_key(field: str) -> str:
 
 def _series_metrics(rec: RunRecord):
     """Per-epoch metrics (``series_key``) at step = epoch, stamped with the time each row was
-    written; the final evaluation (``FINAL_EVAL_FIELDS``) at the last epoch's step, stamped
-    with the time of the final row: the accuracy curve of a run ends at its final accuracy,
-    and a run evaluated only at the end has that one point."""
+    written; the final evaluation (``FINAL_EVAL_FIELDS``, after the final gossip rounds) at the
+    step after the last epoch (the summary's step), stamped with the time of the final row: the
+    accuracy curve of a run ends at its final accuracy, and a run evaluated only at the end has
+    that one point."""
     from mlflow.entities import Metric
 
     out: list[Metric] = []
@@ -398,7 +399,7 @@ def _series_metrics(rec: RunRecord):
         values = row.to_dict()
         if row.epoch == "final":
             fields: Iterable[str] = FINAL_EVAL_FIELDS
-            step = last_epoch
+            step = last_epoch + 1
         else:
             fields = [k for k in values if k != "epoch"]
             step = last_epoch = row.epoch
