@@ -94,7 +94,7 @@ def test_system_metrics_are_logged_per_epoch_under_system(store, tmp_path):
 
 def _evaluated_at_the_end_only(rec: record.RunRecord) -> record.RunRecord:
     """The record of a run with eval_every past its epochs: no epoch row has an accuracy."""
-    drop = dict.fromkeys(tracking.runs.FINAL_EVAL_FIELDS)
+    drop = dict.fromkeys(tracking.FINAL_EVAL_FIELDS)
     rows = [r if r.epoch == "final" else dataclasses.replace(r, **drop) for r in rec.history]
     return dataclasses.replace(rec, history=tuple(rows))
 
