@@ -76,10 +76,12 @@ def test_log_run_logs_params_metrics_tags_artifacts_once(store, tmp_path):
     assert r.data.tags["lpdt_run_id"] == "rid03" and r.data.tags["studies"] == "table3"
     assert r.data.tags["stand_in"] == "true" and r.data.tags["stand_in_for"] == "cifar10"
     assert r.data.metrics["final.acc_node_mean"] == 53.0
-    steps = [m.step for m in c.get_metric_history(mid, "acc_node_mean")]
-    assert sorted(steps) == list(range(EPOCHS))
+    # the curve: every epoch's evaluation, then the final one at the step after the last epoch
+    steps = [m.step for m in c.get_metric_history(mid, "epoch/acc_node_mean")]
+    assert sorted(steps) == [*range(EPOCHS), EPOCHS]
     # the empty (not evaluated) cell of epoch 0 is skipped, not logged as NaN
-    assert [m.step for m in c.get_metric_history(mid, "acc_avg_model")] == [1, 2]
+    assert [m.step for m in c.get_metric_history(mid, "epoch/acc_avg_model")] == [1, 2, EPOCHS]
+    assert "tracking.mlflow" not in r.data.params  # how lpdt train was to log it, not the run
     arts = tracking.local_artifact_dir(store, r.info.artifact_uri)
     for f in ("metrics.json", "history.csv", "config.yaml"):
         assert (arts / f).read_bytes() == (d / f).read_bytes()  # copies in the store
@@ -148,8 +150,8 @@ def test_16_concurrent_writers_lose_nothing(template_db, tmp_path):
         r = by_rid[f"rid{i:02d}"]
         assert r.data.tags["lpdt_logged"] == "true"
         assert r.data.metrics["final.acc_node_mean"] == 50.0 + i
-        assert len(c.get_metric_history(r.info.run_id, "train_loss")) == EPOCHS
-        assert len(r.data.params) == len(tracking.flatten(record.read(dirs[i]).config))
+        assert len(c.get_metric_history(r.info.run_id, "epoch/train_loss")) == EPOCHS
+        assert len(r.data.params) == len(tracking.run_params(record.read(dirs[i])))
 
 
 def test_sync_manifest_logs_missing_runs_and_tags_studies(store, tmp_path):
@@ -352,14 +354,18 @@ def test_run_name_is_built_from_grid_coordinates():
         "seed": 1235,
     }
     rec = fake_record(config=config)
-    name = "resnet20 torus16 choco+qgm top99 skew0.8 int8 fashion_mnist"
+    name = "int8 skew0.8 s1235 top99 choco+qgm resnet20 rangeen torus16 fashion_mnist"
     assert tracking.run_name(rec) == name
-    assert tracking.run_name(rec, with_seed=True) == name + " seed1235"
-    # a normalisation other than the paper's for that precision is named; dense, directed ring
+    assert tracking.run_name(rec, with_seed=False) == name.replace(" s1235", "")
+    # a normalisation other than the paper's for that precision comes right after it
     other = fake_record(config={"model": {"norm": "batchnorm"}, "partition": {"skew": 0.0}})
     assert (
-        tracking.run_name(other) == "resnet20 batchnorm ring8 choco dense skew0 fp32 fashion_mnist"
+        tracking.run_name(other)
+        == "fp32 batchnorm skew0 s1234 dense choco resnet20 ring8 fashion_mnist"
     )
+    # a single node gossips nothing: no skew, compression, algorithm or topology
+    single = fake_record(config={"topology": {"nodes": 1}})
+    assert tracking.run_name(single) == "fp32 s1234 resnet20 evonorm 1node fashion_mnist"
 
 
 def test_run_shows_training_times_row_times_dataset_and_experiment_kind(store, tmp_path):
@@ -377,7 +383,7 @@ def test_run_shows_training_times_row_times_dataset_and_experiment_kind(store, t
     assert r.info.end_time == _ms(parse_time(rec.provenance.finished))
     assert r.info.end_time - r.info.start_time >= 3 * 600 * 1000
     # each epoch's metrics carry the time that epoch ended
-    hist = sorted(c.get_metric_history(mid, "train_loss"), key=lambda m: m.step)
+    hist = sorted(c.get_metric_history(mid, "epoch/train_loss"), key=lambda m: m.step)
     assert [m.timestamp for m in hist] == [_ms(STARTED) + 600_000 * (e + 1) for e in range(EPOCHS)]
     # the dataset, with its stand-in status, is the run's dataset input
     (inp,) = c.get_run(mid).inputs.dataset_inputs
@@ -437,6 +443,7 @@ def test_lpdt_ui_serves_the_artifacts_of_a_moved_store(store, tmp_path):
     proc = subprocess.Popen(
         tracking.ui_command(uri, port=port),
         cwd=tmp_path,
+        env=tracking.ui_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -480,6 +487,10 @@ def test_report_and_figures_go_to_one_run_per_scale(store, tmp_path):
     )
     other = tracking.log_report(pdf, figs, "paper", store, "lpdt")
     c, runs = _logged(store)
+    assert runs == []  # not among the training runs (tests/tracking/test_runs.py)
+    c = tracking.open_client(store)
+    exp = c.get_experiment_by_name(tracking.report_experiment("lpdt"))
+    runs = c.search_runs([exp.experiment_id])
     assert sorted(r.info.run_name for r in runs) == ["report paper", "report quick"]
     run = next(r for r in runs if r.info.run_id == mid)
     assert other != mid and run.info.status == "FINISHED"
@@ -490,7 +501,7 @@ def test_report_and_figures_go_to_one_run_per_scale(store, tmp_path):
         tracking.log_report(tmp_path / "none.pdf", [], "quick", store, "lpdt")
 
 
-def test_runs_of_multi_seed_cells_are_named_by_seed(store, tmp_path):
+def test_every_run_is_named_by_its_seed(store, tmp_path):
     d1, d2, d3 = (fake_run_dir(tmp_path / "runs", i) for i in (1, 2, 3))
     tracking.log_run(d1, store, "lpdt")  # as the training job logs it, before the sync
     cell = {"skew": 0.0}
@@ -517,8 +528,8 @@ def test_runs_of_multi_seed_cells_are_named_by_seed(store, tmp_path):
     tracking.sync_manifest(tmp_path / "manifest.json", store, "lpdt")
     _, runs = _logged(store)
     names = {r.data.tags["lpdt_run_id"]: r.info.run_name for r in runs}
-    assert names["rid01"].endswith(" seed1") and names["rid02"].endswith(" seed2")
-    assert "seed" not in names["rid03"]
+    # the seed is named where the runs of a cell differ, and for a cell of one seed too
+    assert " s1 " in names["rid01"] and " s2 " in names["rid02"] and " s3 " in names["rid03"]
 
 
 def test_unreadable_record_is_one_line_tracking_error(store, tmp_path):
@@ -539,9 +550,9 @@ def test_cell_tag_names_the_coordinates_without_the_seed():
     longer = fake_record("e", config={"seed": 1, "partition": {"seed": 1}, "train": {"epochs": 64}})
     cells = [tracking.cell_name(r) for r in (*seeds, longer)]
     assert cells[0] == cells[1] != cells[2]
-    name = tracking.run_name(seeds[0])
+    name = tracking.run_name(seeds[0], with_seed=False)
     assert cells[0].startswith(name + " #") and cells[2].startswith(name + " #")
-    assert "seed" not in cells[0]
+    assert name == tracking.run_name(seeds[0]).replace(" s1 ", " ")  # the name less its seed
     assert tracking.run_tags(seeds[0])["cell"] == cells[0]
 
 
@@ -637,8 +648,8 @@ def test_log_run_sets_description_cpu_tags_and_system_metrics(store, tmp_path):
     assert tags["cpu_model"] == "Test CPU 9000" and tags["cpu_count"] == "4"
     assert tags["cell"] == tracking.cell_name(rec)
     assert metrics["system.cpu_share"] == 40.0 and metrics["system.peak_rss_mb"] == 502.0
-    assert [m.value for m in c.get_metric_history(mid, "cpu_share")] == [40.0, 41.0, 42.0]
-    assert [m.step for m in c.get_metric_history(mid, "images_per_s")] == [0, 1, 2]
+    assert [m.value for m in c.get_metric_history(mid, "system/cpu_share")] == [40.0, 41.0, 42.0]
+    assert [m.step for m in c.get_metric_history(mid, "system/images_per_s")] == [0, 1, 2]
 
 
 def test_sync_tags_the_claims_that_read_each_run(store, tmp_path):
@@ -697,15 +708,27 @@ def test_sync_tags_the_claims_that_read_each_run(store, tmp_path):
 
 
 def test_lpdt_ui_prints_the_training_runs_address(store, monkeypatch, capsys):
-    """`lpdt ui` prints the experiment's run table in the Model training view, then execs the
-    server (replaced here by a stub that records the command)."""
+    """`lpdt ui` prints the experiment's run table in the Model training view, the click that
+    makes run pages follow, the report runs' address; then execs one server process without a
+    job runner (replaced here by a stub that records the command and its environment)."""
     exp_id = tracking.init_store(store, "lpdt")
     seen = []
-    monkeypatch.setattr(tracking.os, "execv", lambda exe, cmd: seen.append(cmd))
+    monkeypatch.setattr(tracking.os, "execve", lambda exe, cmd, env: seen.append((cmd, env)))
     tracking.ui(store, "127.0.0.1", 5123, "lpdt")
-    out = capsys.readouterr().out
+    out = capsys.readouterr().out.splitlines()
     url = f"http://127.0.0.1:5123/#/experiments/{exp_id}/runs?workflowType=machine_learning"
-    assert url in out.splitlines()[1] and seen[0][-4:] == ["--host", "127.0.0.1", "--port", "5123"]
+    assert url in out[1]
+    assert f"open http://127.0.0.1:5123/#/experiments/{exp_id} (no parameter)" in out[2]
+    assert '"Model training"' in out[2]
+    assert not any("report" in line for line in out)  # no report experiment yet
+    cmd, env = seen[0]
+    assert cmd[-6:] == ["--workers", "1", "--host", "127.0.0.1", "--port", "5123"]
+    assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
+    tracking.init_store(store, tracking.report_experiment("lpdt"))
+    tracking.ui(store, "127.0.0.1", 5123, "lpdt")
+    reports = tracking.init_store(store, tracking.report_experiment("lpdt"))
+    last = capsys.readouterr().out.splitlines()[-2]
+    assert last.startswith("The report of each scale:") and f"/experiments/{reports}/" in last
     tracking.ui(store, "127.0.0.1", 5123, "other")  # no such experiment: the start page
     assert "at http://127.0.0.1:5123 (no experiment 'other' yet" in capsys.readouterr().out
 

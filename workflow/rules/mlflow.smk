@@ -1,7 +1,8 @@
 # MLflow: one store + experiment created before any training job, a final sync that logs any
 # run still missing and sets each run's `studies` tag from the manifest (runs shared by several
 # studies list all of them), and the report PDF and the figures attached to one run per scale
-# (named "report <scale>"), so that the MLflow UI shows them (src/lpdt/tracking/runs.py).
+# (named "report <scale>", in the experiment "<experiment>-reports", apart from the training
+# runs), so that the MLflow UI shows them (src/lpdt/tracking/runs.py).
 
 MLFLOW_INIT = f"{RESULTS}/mlflow/experiment.json"
 MLFLOW_SYNCED = f"{RESULTS}/mlflow/synced.json"

@@ -1,12 +1,19 @@
 """The command lines of the MLflow view: ``lpdt ui`` and ``python -m lpdt.tracking``.
 
 ``lpdt ui`` (``add_arguments`` / ``run``, named in ``lpdt.cli.COMMANDS``) opens the MLflow UI on
-127.0.0.1. The UI's sidebar (GenAI / Model training) does not follow the experiment's kind tag: it
-follows the URL parameter ``workflowType=machine_learning``, else the browser's ``localStorage``
-(``mlflow.workflowType``, default GenAI; MLflow issue 24498, still so in 3.18.0), so ``lpdt ui``
-prints the experiment's URL with that parameter (``ui_url``). It serves a SQLite store's
-artifacts from the folder next to the database (``ui_command``; ``mlflow ui`` without
-``--artifacts-destination`` looks in ``./mlartifacts`` instead).
+127.0.0.1, as one server process (``ui_command``: one uvicorn worker; ``ui_env``: no job runner,
+which only GenAI features use), and serves a SQLite store's artifacts from the folder next to
+the database (``mlflow ui`` without ``--artifacts-destination`` looks in ``./mlartifacts``).
+
+The UI's GenAI / Model training switch (sidebar, and the run page's breadcrumb "Runs" or
+"Evaluations") does not follow the experiment's kind tag in MLflow 3.17.2 and 3.18.0 (the
+newest release): it follows the URL parameter ``workflowType``, else the browser's
+``localStorage`` (``mlflow.workflowType``, default GenAI; MLflow issue 24498). The runs table
+links its runs without that parameter, and the sidebar switch stores a choice only when it
+changes the view. So ``lpdt ui`` prints the runs table's address with the parameter
+(``ui_url``) and, for the run pages, the one click that stores "Model training" in the browser
+(``switch_hint``): on the experiment's page without the parameter (GenAI, the default).
+tests/tracking/test_ui.py checks these facts in the installed bundle.
 
 ``python -m lpdt.tracking init|log|sync|report ...`` (``main``) is what the workflow runs.
 """
@@ -20,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lpdt.tracking.runs import log_report, log_run, sync_manifest
+from lpdt.tracking.runs import log_report, log_run, report_experiment, sync_manifest
 from lpdt.tracking.store import (
     DEFAULT_EXPERIMENT,
     DEFAULT_URI,
@@ -40,13 +47,20 @@ WORKFLOW_PARAM = "workflowType=machine_learning"
 
 
 def ui_command(uri: str = DEFAULT_URI, host: str = "127.0.0.1", port: int = 5000) -> list[str]:
-    """The ``mlflow ui`` command line for a store; for a SQLite store it serves the artifacts
-    from the folder next to the database (``artifacts_root``)."""
+    """The ``mlflow ui`` command line for a store: one worker process (MLflow starts four by
+    default; one serves a local browser), and for a SQLite store the artifacts from the folder
+    next to the database (``artifacts_root``)."""
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri]
     root = artifacts_root(uri)
     if root is not None:
         cmd += ["--artifacts-destination", str(root.resolve())]
-    return cmd + ["--host", host, "--port", str(port)]
+    return cmd + ["--workers", "1", "--host", host, "--port", str(port)]
+
+
+def ui_env() -> dict[str, str]:
+    """The server's environment: this one, without MLflow's job runner (a separate process
+    that runs GenAI jobs such as judges; lpdt has none)."""
+    return {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
 
 
 def ui_url(host: str, port: int, experiment_id: str | None = None) -> str:
@@ -58,6 +72,16 @@ def ui_url(host: str, port: int, experiment_id: str | None = None) -> str:
     return f"{base}/#/experiments/{experiment_id}/runs?{WORKFLOW_PARAM}"
 
 
+def switch_hint(host: str, port: int, experiment_id: str) -> str:
+    """What to click once per browser so that run pages opened from the table show the Model
+    training view ("lpdt > Runs"), not GenAI's "Evaluations" (module docstring)."""
+    page = f"http://{host}:{port}/#/experiments/{experiment_id}"
+    return (
+        f"Run pages open in this view once the browser has stored it: open {page} (no "
+        'parameter) and click "Model training" at the top of the sidebar, once.'
+    )
+
+
 def ui(
     uri: str = DEFAULT_URI,
     host: str = "127.0.0.1",
@@ -65,7 +89,8 @@ def ui(
     experiment: str = DEFAULT_EXPERIMENT,
 ) -> int:
     """Serve the MLflow UI for ``uri`` (blocks until interrupted); prints the address of
-    ``experiment``'s training runs (``ui_url``)."""
+    ``experiment``'s training runs (``ui_url``), the click that makes run pages follow
+    (``switch_hint``) and the address of its report runs (``report_experiment``)."""
     path = sqlite_path(uri)
     if path is not None and not path.is_file():
         raise TrackingError(
@@ -75,6 +100,7 @@ def ui(
     try:  # open it under the store lock: the server then finds its schema complete
         client = open_client(uri)
         exp = with_retry(lambda: client.get_experiment_by_name(experiment))
+        reports = with_retry(lambda: client.get_experiment_by_name(report_experiment(experiment)))
     except TrackingError:
         raise
     except Exception as e:
@@ -87,13 +113,16 @@ def ui(
             flush=True,
         )
     else:
-        print(
-            f"MLflow UI for {uri}; the training runs of {experiment!r}:\n"
-            f"  {ui_url(host, port, exp.experiment_id)}\n(Ctrl-C to stop)",
-            flush=True,
-        )
+        lines = [
+            f"MLflow UI for {uri}; the training runs of {experiment!r}:",
+            f"  {ui_url(host, port, exp.experiment_id)}",
+            switch_hint(host, port, exp.experiment_id),
+        ]
+        if reports is not None:
+            lines.append(f"The report of each scale: {ui_url(host, port, reports.experiment_id)}")
+        print("\n".join([*lines, "(Ctrl-C to stop)"]), flush=True)
     # exec: the server replaces this process, so Ctrl-C and kill reach it directly
-    os.execv(sys.executable, cmd)
+    os.execve(sys.executable, cmd, ui_env())
     return 0  # not reached
 
 
@@ -142,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             s.add_argument(
                 "--seed-in-name",
                 action="store_true",
-                help="the run is one of several seeds of its cell: name it by its seed",
+                help="ignored: every run's name carries its seed (kept for older workflow rules)",
             )
         if name == "sync":
             s.add_argument("--manifest", default="results/manifest.json")
@@ -161,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             }
         elif args.cmd == "log":
             tags = dict(t.split("=", 1) for t in args.tag)
-            mid = log_run(args.run_dir, args.uri, args.experiment, tags, args.seed_in_name)
+            mid = log_run(args.run_dir, args.uri, args.experiment, tags)
             receipt = {"mlflow_run_id": mid}
         elif args.cmd == "report":
             mid = log_report(args.report, args.figures, args.scale, args.uri, args.experiment)

@@ -3,12 +3,16 @@
 The run record (``lpdt.record``: ``metrics.json`` and ``history.csv``) stays the source of
 truth; MLflow is a view of it, and everything logged is derived from the record:
 
-- the run's name from its grid coordinates (``run_name``: ``resnet20 ring8 choco top99 skew0.8
-  int8 cifar10``, plus ``seed1235`` for runs of a multi-seed cell), its start and end times from
-  the training times in its provenance, its status from the record's status;
-- the config as params, each history row as step metrics stamped with the wall-clock time the
-  row was written (``RunRecord.row_times``), the final metrics, communication and timing as
-  metrics at the last step;
+- the run's name from its grid coordinates, those that vary within the studies first
+  (``run_name``: ``int8 skew0.8 s1235 top99 choco resnet20 rangeen ring8 cifar10``), its start
+  and end times from the training times in its provenance, its status from the record's status;
+- the config without its ``tracking`` section as params (``run_params``); each history row as
+  step metrics stamped with the wall-clock time the row was written (``RunRecord.row_times``):
+  the curves under ``epoch/`` (the final evaluation as their last point), the host's CPU share,
+  memory, threads and images/s under ``system/`` (the run page's "System metrics" tab); the
+  final metrics, communication, timing and system summary as one-value metrics at the last
+  step under the record's names (``final.acc_node_mean``), charted after the curves
+  (``series_key``, ``EPOCH_PREFIX``);
 - the dataset (name, source, stand-in) as an MLflow dataset input;
 - tags: the lpdt run id, dataset, model, status, the provenance captured at training time (git
   commit and dirty flag, host, lpdt version, device) and the host's CPU model and cores from the
@@ -22,8 +26,10 @@ truth; MLflow is a view of it, and everything logged is derived from the record:
 - ``metrics.json``, ``history.csv`` and ``config.yaml`` as artifacts.
 
 ``log_run`` is idempotent: a run already logged (found by its ``lpdt_run_id`` tag) is not logged
-twice; only its tags and name are brought up to date (studies sharing a run may be added later).
-``log_report`` attaches the report PDF and the figures of one scale to one run per scale.
+twice; only its tags and name are brought up to date (studies sharing a run may be added later),
+and the per-epoch series of an earlier metric layout are added (its MLflow run id stays).
+``log_report`` attaches the report PDF and the figures of one scale to one run per scale, in an
+experiment of its own (``report_experiment``), away from the training runs.
 """
 
 from __future__ import annotations
@@ -125,33 +131,48 @@ TOPOLOGY_NAMES = {"directed_ring": "ring", "ring": "uring"}
 PAPER_NORM = {"fp32": "evonorm", "int8": "rangeen"}
 
 
-def run_name(rec: RunRecord, with_seed: bool = False) -> str:
-    """A run's name from its grid coordinates, e.g. ``resnet20 ring8 choco top99 skew0.8 int8
-    cifar10``: model (and its normalisation where it is not the paper's for that precision),
-    topology and nodes, algorithm (``+qgm``), compression (``dense``, ``top99``, ``random90``, 8-bit messages ``dense-msg8``, ``top90-msg8``),
-    data skew (or Dirichlet ``dir0.1``), precision, dataset used; ``seed1235`` when
-    ``with_seed`` (a cell with several seeds)."""
+def _compression_token(comp: dict[str, Any]) -> str:
+    """``dense``, ``top99``, ``random90``; 8-bit messages ``dense-msg8``, ``top90-msg8``."""
+    if comp["name"] == "none":
+        return "dense"
+    if comp["name"] == "int8":  # dense 8-bit messages
+        return "dense-msg8"
+    if comp["name"] == "topk_int8":  # top-k with 8-bit values
+        return f"top{round(100 * comp['ratio'], 4):g}-msg8"
+    return f"{comp['name'].removesuffix('k')}{round(100 * comp['ratio'], 4):g}"  # topk -> top99
+
+
+def run_name(rec: RunRecord, with_seed: bool = True) -> str:
+    """A run's name from its grid coordinates, what varies within the studies first, e.g.
+    ``int8 skew0.8 s1235 top99 choco resnet20 rangeen ring8 cifar10``: precision, data skew
+    (or Dirichlet ``dir0.1``), seed (``s1235``; left out when not ``with_seed``), compression
+    (``_compression_token``), algorithm (``+qgm``), model, normalisation, topology and nodes,
+    dataset used.
+
+    The UI's run-name column shows about 23 characters, so the coordinates that tell the runs
+    of a study apart (precision, skew, seed: the tables' columns and the seeds of a cell) come
+    first. The normalisation is always named: after the model where it is the paper's for the
+    precision (EvoNorm-S0 for fp32, Range-EvoNorm for int8), else right after the precision,
+    where Figure 1's variants differ (``fp32 batchnorm skew0.8 ...``). A single-node run has no
+    gossip: its name leaves out the skew, compression, algorithm and topology (``fp32 s1234
+    resnet20 evonorm 1node cifar10``)."""
     c = rec.config
     model, topo, part = c["model"], c["topology"], c["partition"]
-    comp, precision = c["algorithm"]["compression"], c["precision"]["mode"]
-    parts = [model["name"]]
-    if model["norm"] != PAPER_NORM.get(precision):
-        parts.append(model["norm"])
-    parts.append(f"{TOPOLOGY_NAMES.get(topo['name'], topo['name'])}{topo['nodes']}")
-    parts.append(c["algorithm"]["name"] + ("+qgm" if c["optim"]["qgm"] else ""))
-    if comp["name"] == "none":
-        parts.append("dense")
-    elif comp["name"] == "int8":  # dense 8-bit messages
-        parts.append("dense-msg8")
-    elif comp["name"] == "topk_int8":  # top-k with 8-bit values
-        parts.append(f"top{round(100 * comp['ratio'], 4):g}-msg8")
-    else:  # topk -> top99, randomk -> random99
-        parts.append(f"{comp['name'].removesuffix('k')}{round(100 * comp['ratio'], 4):g}")
-    dirichlet = part["kind"] == "dirichlet"
-    parts.append(f"dir{part['alpha']:g}" if dirichlet else f"skew{part['skew']:g}")
-    parts += [precision, rec.dataset.name]
+    precision, norm = c["precision"]["mode"], model["norm"]
+    paper_norm = norm == PAPER_NORM.get(precision)
+    parts = [precision] if paper_norm else [precision, norm]
+    single = topo["nodes"] == 1
+    if not single:
+        dirichlet = part["kind"] == "dirichlet"
+        parts.append(f"dir{part['alpha']:g}" if dirichlet else f"skew{part['skew']:g}")
     if with_seed:
-        parts.append(f"seed{c['seed']}")
+        parts.append(f"s{c['seed']}")
+    if not single:
+        parts.append(_compression_token(c["algorithm"]["compression"]))
+        parts.append(c["algorithm"]["name"] + ("+qgm" if c["optim"]["qgm"] else ""))
+    parts += [model["name"], norm] if paper_norm else [model["name"]]
+    topology = f"{TOPOLOGY_NAMES.get(topo['name'], topo['name'])}{topo['nodes']}"
+    parts += ["1node" if single else topology, rec.dataset.name]
     return " ".join(parts)
 
 
@@ -207,7 +228,7 @@ def cell_name(rec: RunRecord) -> str:
     if str(rec.config["precision"]["mode"]) in RECIPE_VERSIONS:
         tree["recipe_version"] = _recipe_tag(rec)  # "unknown": one cell of the unknown recipe
     digest = hashlib.sha1(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:6]
-    return f"{run_name(rec)} #{digest}"
+    return f"{run_name(rec, with_seed=False)} #{digest}"
 
 
 # Readable names in run descriptions.
@@ -246,6 +267,13 @@ def run_note(
     d = rec.dataset
     data = f"{d.name} ({d.train_samples:,} training and {d.test_samples:,} test samples"
     data += f", {d.num_classes} classes)"
+    subset = c.get("data", {}).get("train_subset")
+    unused = subset - d.train_samples if isinstance(subset, int) else 0
+    if 0 < unused < 2 * topo["nodes"]:  # at most one sample per node from each of its two pools
+        data += (
+            f" (of the {subset:,} that data.train_subset keeps, {unused:,} unused: the "
+            "partitioner truncates each node's share to whole samples, as the reference code does)"
+        )
     if d.stand_in:
         data += f" standing in for {d.stand_in_for or 'the paper dataset'}"
     epochs = c["train"]["epochs"]
@@ -325,22 +353,71 @@ def run_tags(
     return out
 
 
-def _run_metrics(rec: RunRecord):
-    """Per-epoch metrics at step = epoch, stamped with the time each row was written; the
-    summary (final metrics, communication, timing, sizes) at the step after the last epoch,
-    stamped with the finish time."""
+# Metric keys. MLflow's charts (run page and experiment chart view) put a key with a ``/`` in the
+# section named by what comes before it, list the other sections (sorted) before "Model metrics"
+# (keys without ``/``) and "System metrics" (``system/``), and sort the charts of a section by
+# key (mlflow/server/js, ``getBaseChartAndSectionConfigs``; tests/tracking/ checks the bundle).
+# So the per-epoch curves go to the section ``epoch``, shown first; the run's system metrics per
+# epoch to ``system/``, the run page's "System metrics" tab; the one-value summaries keep their
+# names without ``/`` (``final.acc_node_mean``, what users sort and filter the runs table by)
+# and come after the curves, in "Model metrics".
+EPOCH_PREFIX = "epoch/"
+SYSTEM_PREFIX = "system/"
+# History columns that measure the host, not the training (``record.HistoryRow``): under system/.
+SYSTEM_FIELDS = ("cpu_share", "peak_rss_mb", "threads", "images_per_s")
+# The evaluation of the final row (after the final gossip rounds), logged as the last point of
+# the accuracy curves: runs that evaluate only at the end still have them.
+FINAL_EVAL_FIELDS = (
+    "acc_node_mean",
+    "acc_node_min",
+    "acc_node_max",
+    "acc_avg_model",
+    "consensus_distance",
+)
+# The layout of the logged metrics; a run logged with another one gets the current series added
+# when it is logged again (``log_run``; MLflow cannot delete a metric, so old keys stay).
+METRICS_LAYOUT = "2"
+METRICS_LAYOUT_TAG = "lpdt_metrics_layout"
+
+
+def series_key(field: str) -> str:
+    """The MLflow key of a history column: ``system/cpu_share``, ``epoch/train_loss``."""
+    return (SYSTEM_PREFIX if field in SYSTEM_FIELDS else EPOCH_PREFIX) + field
+
+
+def _series_metrics(rec: RunRecord):
+    """Per-epoch metrics (``series_key``) at step = epoch, stamped with the time each row was
+    written; the final evaluation (``FINAL_EVAL_FIELDS``, after the final gossip rounds) at the
+    step after the last epoch (the summary's step), stamped with the time of the final row: the
+    accuracy curve of a run ends at its final accuracy, and a run evaluated only at the end has
+    that one point."""
     from mlflow.entities import Metric
 
     out: list[Metric] = []
-    last_step = 0
+    last_epoch = 0
     for row, when in zip(rec.history, rec.row_times(), strict=True):
+        values = row.to_dict()
         if row.epoch == "final":
-            continue
-        last_step = max(last_step, row.epoch + 1)
-        for k, v in row.to_dict().items():
-            x = _finite(v)
-            if k != "epoch" and x is not None:
-                out.append(Metric(k, x, _ms(when), row.epoch))
+            fields: Iterable[str] = FINAL_EVAL_FIELDS
+            step = last_epoch + 1
+        else:
+            fields = [k for k in values if k != "epoch"]
+            step = last_epoch = row.epoch
+        for k in fields:
+            x = _finite(values.get(k))
+            if x is not None:
+                out.append(Metric(series_key(k), x, _ms(when), step))
+    return out
+
+
+def _summary_metrics(rec: RunRecord):
+    """The summary (final metrics, communication, timing, sizes, system), one value each under
+    the record's names (``final.acc_node_mean``), at the step after the last epoch, stamped with
+    the finish time."""
+    from mlflow.entities import Metric
+
+    epochs = [row.epoch for row in rec.history if isinstance(row.epoch, int)]
+    last_step = max(epochs) + 1 if epochs else 0
     summary: dict[str, Any] = {
         "epochs_completed": rec.epochs_completed,
         "iters_per_epoch": rec.iters_per_epoch,
@@ -350,11 +427,17 @@ def _run_metrics(rec: RunRecord):
         if obj is not None:
             summary.update({f"{section}.{k}": v for k, v in dataclasses.asdict(obj).items()})
     finished = _time_ms(rec.provenance.finished or rec.provenance.started)
+    out: list[Metric] = []
     for k, v in summary.items():
         x = _finite(v)
         if x is not None:
             out.append(Metric(k, x, finished, last_step))
     return out
+
+
+def _run_metrics(rec: RunRecord):
+    """Every metric of a run: the per-epoch series, then the summary."""
+    return _series_metrics(rec) + _summary_metrics(rec)
 
 
 def _dataset_input(rec: RunRecord):
@@ -380,29 +463,53 @@ def _dataset_input(rec: RunRecord):
     return DatasetInput(ds, tags=[InputTag(MLFLOW_DATASET_CONTEXT, "train")])
 
 
+def run_params(rec: RunRecord) -> dict[str, str]:
+    """The run's params: its flattened config without the ``tracking`` section, which says how
+    ``lpdt train`` was to log the run, not what it trained (``tracking.mlflow: False`` on a run
+    the workflow logged would read as "not in MLflow"; the run id leaves it out too)."""
+    return {
+        k: str(v)[:6000]
+        for k, v in sorted(flatten(rec.config).items())
+        if not k.startswith("tracking.")
+    }
+
+
+def _refresh(client, run, rec: RunRecord, tags: dict[str, str], name: str) -> None:
+    """Bring a completely logged run up to date: the per-epoch series of the current metric
+    layout if it was logged with another one, its tags, its name. Its MLflow run id stays."""
+    from mlflow.entities import RunTag
+
+    mid = run.info.run_id
+    if run.data.tags.get(METRICS_LAYOUT_TAG) != METRICS_LAYOUT:
+        for chunk in _chunks(_series_metrics(rec), 1000):
+            with_retry(lambda chunk=chunk: client.log_batch(mid, metrics=chunk))
+    stale = [RunTag(k, v) for k, v in tags.items() if run.data.tags.get(k) != v]
+    if stale:
+        with_retry(lambda: client.log_batch(mid, tags=stale))
+    if run.info.run_name != name:
+        with_retry(lambda: client.update_run(mid, name=name))
+
+
 def log_run(
     run_dir: str | Path,
     uri: str = DEFAULT_URI,
     experiment: str = DEFAULT_EXPERIMENT,
     tags: dict[str, Any] | None = None,
-    seed_in_name: bool = False,
 ) -> str:
     """Log one finished run (see the module docstring); return its MLflow run id. Idempotent:
-    if the run is already logged, only its tags and name are brought up to date."""
+    if the run is already logged, its tags and name are brought up to date, and a run logged
+    with an earlier metric layout (``METRICS_LAYOUT``) gets the current per-epoch series; its
+    MLflow run id stays."""
     from mlflow.entities import Param, RunTag
 
     rec = read_record(run_dir)
     client, exp_id = open_experiment(uri, experiment)
-    all_tags = run_tags(rec, tags, run_dir)
-    name = run_name(rec, seed_in_name)
+    all_tags = {**run_tags(rec, tags, run_dir), METRICS_LAYOUT_TAG: METRICS_LAYOUT}
+    name = run_name(rec)
 
     for r in search_runs(client, exp_id, RUN_ID_TAG, rec.run_id):
         if r.data.tags.get(COMPLETE_TAG) == "true":
-            stale = [RunTag(k, v) for k, v in all_tags.items() if r.data.tags.get(k) != v]
-            if stale:
-                with_retry(lambda r=r, stale=stale: client.log_batch(r.info.run_id, tags=stale))
-            if r.info.run_name != name:
-                with_retry(lambda r=r: client.update_run(r.info.run_id, name=name))
+            _refresh(client, r, rec, all_tags, name)
             return r.info.run_id
         # Interrupted while logging earlier: remove the partial record and log again.
         with_retry(lambda r=r: client.delete_run(r.info.run_id))
@@ -419,7 +526,7 @@ def log_run(
         )
     )
     mid = run.info.run_id
-    params = [Param(k, str(v)[:6000]) for k, v in sorted(flatten(rec.config).items())]
+    params = [Param(k, v) for k, v in run_params(rec).items()]
     for chunk in _chunks(params, 100):
         with_retry(lambda chunk=chunk: client.log_batch(mid, params=chunk))
     for chunk in _chunks(_run_metrics(rec), 1000):
@@ -437,6 +544,13 @@ def log_run(
     return mid
 
 
+def report_experiment(experiment: str) -> str:
+    """The experiment that holds the report runs of ``experiment``'s scales: ``lpdt-reports``
+    for ``lpdt``. Apart, so that the training-run table, its run count and its charts show
+    training runs only."""
+    return f"{experiment}-reports"
+
+
 def log_report(
     report: str | Path,
     figures: Iterable[str | Path],
@@ -445,15 +559,20 @@ def log_report(
     experiment: str = DEFAULT_EXPERIMENT,
 ) -> str:
     """Attach the report PDF and the figures of one scale to that scale's report run (named
-    ``report <scale>``, tagged ``lpdt_report_scale``; created on first use, its files replaced
-    afterwards); return its MLflow run id. Start and end times are the oldest and newest file
-    modification times (when the report was built)."""
+    ``report <scale>``, tagged ``lpdt_report_scale``, in ``report_experiment(experiment)``;
+    created on first use, its files replaced afterwards); return its MLflow run id. Start and
+    end times are the oldest and newest file modification times (when the report was built).
+    A report run that an earlier lpdt left among the training runs of ``experiment`` is
+    deleted (MLflow's soft delete: the UI's "Deleted" filter still shows it)."""
     files = [Path(report), *map(Path, figures)]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
         raise TrackingError(f"report files not found: {', '.join(missing)}")
     mtimes = [int(f.stat().st_mtime * 1000) for f in files]
-    client, exp_id = open_experiment(uri, experiment)
+    client, train_id = open_experiment(uri, experiment)
+    _, exp_id = open_experiment(uri, report_experiment(experiment))
+    for old in search_runs(client, train_id, REPORT_TAG, scale):
+        with_retry(lambda old=old: client.delete_run(old.info.run_id))
     with store_lock(uri):  # one report run per scale, also with two loggers at once
         runs = search_runs(client, exp_id, REPORT_TAG, scale)
         if runs:
@@ -476,7 +595,8 @@ def log_report(
 
 def multi_seed_runs(manifest: Manifest) -> set[str]:
     """The run ids of a workflow manifest (``results/manifest.json``) whose study cell (study,
-    block, coordinates) holds runs of several seeds: their names end in the seed."""
+    block, coordinates) holds runs of several seeds. (Every run's name carries its seed now,
+    ``run_name``; the workflow's train rule still passes these runs ``--seed-in-name``.)"""
     cells: dict[tuple[str, str, str], list[ManifestRun]] = {}
     for study, entry in manifest.studies.items():
         for r in entry.runs:
@@ -506,7 +626,6 @@ def sync_manifest(
         for r in entry.runs:
             studies.setdefault(r.run_id, []).append(study)
             dirs[r.run_id] = r.dir
-    seeded = multi_seed_runs(m)
     out = {}
     for rid, d in sorted(dirs.items()):
         if not (Path(d) / record.METRICS_FILE).is_file():
@@ -516,5 +635,5 @@ def sync_manifest(
             "scale": m.scale,
             "claims": ",".join(claims.get(rid, [])) or "none",
         }
-        out[rid] = log_run(d, uri, experiment, {**t, **(tags or {})}, rid in seeded)
+        out[rid] = log_run(d, uri, experiment, {**t, **(tags or {})})
     return out

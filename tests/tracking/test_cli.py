@@ -1,0 +1,46 @@
+"""`lpdt ui`'s advice on the run pages' view rests on facts of the installed MLflow UI's
+JavaScript (lpdt.tracking.cli's docstring): if a release changes them, these tests say so."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import mlflow
+
+from lpdt import tracking
+
+
+def _bundle() -> str:
+    js = Path(mlflow.__file__).parent / "server" / "js" / "build" / "static" / "js"
+    return "".join(f.read_text(errors="ignore") for f in sorted(js.glob("*.js")))
+
+
+def test_run_pages_follow_the_url_or_the_stored_switch_not_the_experiment_tag():
+    text = _bundle()
+    # the runs table links a run without the workflowType parameter
+    assert re.search(
+        r'runs_table\.run_name_link",to:\w+\.\w+\.getRunPageRoute\(\w+,\w+\),', text
+    ), "the run link changed: check whether run pages now keep the Model training view"
+    # the experiment kind is read from the workflow type while a feature flag is on, and it is
+    w = r"[\w$]+"
+    assert re.search(
+        rf"{w}=>\{{const\{{workflowType:{w}\}}=\(0,{w}\.B\)\(\),{w}=\(0,{w}\.Z0\)\(\);"
+        rf"return\(0,{w}\.useMemo\)\(\(\)=>{w}\?{w}\({w}\):",
+        text,
+    )
+    assert "Z0:()=>R" in text and ",R=()=>!0," in text
+    # the sidebar switch stores a choice (localStorage) only when it changes the view, so a
+    # click on "Model training" stores nothing on a page whose URL already selects it
+    assert re.search(
+        rf"{w}=\(0,{w}\.useCallback\)\({w}=>\{{if\({w}!=={w}&&\({w}\({w}\),{w}\)\)\{{const "
+        rf'{w}=\(\({w},{w}\)=>\{{const {w}=new URLSearchParams;{w}\.set\("workflowType"',
+        text,
+    )
+    assert 'key:"mlflow.workflowType",version:1,initialValue:' in text
+
+
+def test_the_hint_names_the_page_without_the_parameter_and_the_button():
+    hint = tracking.switch_hint("127.0.0.1", 5000, "3")
+    assert "http://127.0.0.1:5000/#/experiments/3 " in hint and "workflowType" not in hint
+    assert '"Model training"' in hint and "Model training" in _bundle()
