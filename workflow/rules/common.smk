@@ -9,7 +9,6 @@ from snakemake.exceptions import WorkflowError
 
 from lpdt import grid
 from lpdt.report.claims import study_claims
-from lpdt.tracking import multi_seed_runs
 
 PY = sys.executable  # the interpreter running snakemake has lpdt installed
 LPDT = f"{PY} -m lpdt.cli"
@@ -45,7 +44,6 @@ try:  # the claims a study declares (`claims:`): checked here, so a mistake stop
 except ValueError as e:
     raise WorkflowError(f"{STUDIES_FILE} with scale {SCALE!r}: {e}") from None
 # Runs of a cell with several seeds: their MLflow names end in the seed (lpdt.tracking.run_name).
-SEEDED_RUNS = multi_seed_runs(MANIFEST_DATA)
 MANIFEST_STAMP = f"{RESULTS}/.manifest/{hashlib.sha1(MANIFEST_TEXT.encode()).hexdigest()[:16]}"
 
 

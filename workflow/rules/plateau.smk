@@ -59,7 +59,6 @@ use rule train as plateau_train with:
         uri=config["tracking_uri"],
         experiment=config["experiment"],
         scale=SCALE,
-        seed_in_name="",
 
 
 rule plateau_check:

@@ -115,7 +115,6 @@ rule train:
         uri=config["tracking_uri"],
         experiment=config["experiment"],
         scale=SCALE,
-        seed_in_name=lambda w: "--seed-in-name" if w.run_id in SEEDED_RUNS else "",
         # "" without a GPU slot; else the allocator that execs `lpdt train` on its GPU
         gpu_slot=lambda w: gpus.slot_command(PY, GPU_SLOT_DIR, SLOT_GPU_IDS, run_slots(w.run_id), GPU_UNITS),
     shell:
@@ -127,7 +126,7 @@ rule train:
         if [ {params.mlflow} = true ]; then
             {PY} -m lpdt.tracking log {params.out} --uri {params.uri:q} \
                 --experiment {params.experiment:q} --tag scale={params.scale} \
-                {params.seed_in_name} >> {log} 2>&1 \
+                >> {log} 2>&1 \
                 || echo "warning: MLflow logging failed (mlflow_sync retries it)" >> {log}
         fi
         """

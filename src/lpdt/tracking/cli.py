@@ -168,11 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         if name == "log":
             s.add_argument("run_dir")
             s.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
-            s.add_argument(
-                "--seed-in-name",
-                action="store_true",
-                help="ignored: every run's name carries its seed (kept for older workflow rules)",
-            )
         if name == "sync":
             s.add_argument("--manifest", default="results/manifest.json")
         if name == "report":

@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lpdt import record
-from lpdt.grid import Manifest, ManifestRun
 from lpdt.record import RecordError, RunRecord
 from lpdt.tracking.store import (
     DEFAULT_EXPERIMENT,
@@ -591,18 +590,6 @@ def log_report(
     mid = run.info.run_id
     with_retry(lambda: client.set_terminated(mid, status="FINISHED", end_time=max(mtimes)))
     return mid
-
-
-def multi_seed_runs(manifest: Manifest) -> set[str]:
-    """The run ids of a workflow manifest (``results/manifest.json``) whose study cell (study,
-    block, coordinates) holds runs of several seeds. (Every run's name carries its seed now,
-    ``run_name``; the workflow's train rule still passes these runs ``--seed-in-name``.)"""
-    cells: dict[tuple[str, str, str], list[ManifestRun]] = {}
-    for study, entry in manifest.studies.items():
-        for r in entry.runs:
-            key = (study, r.block, json.dumps(r.coords, sort_keys=True))
-            cells.setdefault(key, []).append(r)
-    return {r.run_id for rs in cells.values() if len({r.seed for r in rs}) > 1 for r in rs}
 
 
 def sync_manifest(
