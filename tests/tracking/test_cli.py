@@ -4,11 +4,14 @@ JavaScript (lpdt.tracking.cli's docstring): if a release changes them, these tes
 from __future__ import annotations
 
 import re
+import sqlite3
 from pathlib import Path
 
 import mlflow
+import pytest
 
 from lpdt import tracking
+from lpdt.tracking import cli
 
 
 def _bundle() -> str:
@@ -44,3 +47,33 @@ def test_the_hint_names_the_page_without_the_parameter_and_the_button():
     hint = tracking.switch_hint("127.0.0.1", 5000, "3")
     assert "http://127.0.0.1:5000/#/experiments/3 " in hint and "workflowType" not in hint
     assert '"Model training"' in hint and "Model training" in _bundle()
+
+
+def test_a_full_disk_under_the_store_is_one_line_naming_it(tmp_path, monkeypatch, capsys):
+    """SQLite's 'database or disk is full' (or an ENOSPC) from MLflow ends `python -m
+    lpdt.tracking` with one line naming the store, exit 2, not a traceback."""
+
+    def full(*args, **kwargs):
+        try:
+            raise sqlite3.OperationalError("database or disk is full")
+        except sqlite3.OperationalError as e:
+            raise RuntimeError("(sqlite3.OperationalError) database or disk is full") from e
+
+    monkeypatch.setattr(cli, "sync_manifest", full)
+    uri = f"sqlite:///{tmp_path}/m.db"
+    assert cli.main(["sync", "--manifest", str(tmp_path / "manifest.json"), "--uri", uri]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"lpdt.tracking sync: error: no space left on device while writing the MLflow store {uri}"
+    ]
+
+
+def test_other_errors_still_raise(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("something else")
+
+    monkeypatch.setattr(cli, "sync_manifest", broken)
+    with pytest.raises(RuntimeError, match="something else"):
+        cli.main(
+            ["sync", "--manifest", str(tmp_path / "m.json"), "--uri", f"sqlite:///{tmp_path}/m.db"]
+        )

@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lpdt.io import no_space
 from lpdt.tracking.runs import log_report, log_run, report_experiment, sync_manifest
 from lpdt.tracking.store import (
     DEFAULT_EXPERIMENT,
@@ -195,6 +196,15 @@ def main(argv: list[str] | None = None) -> int:
             receipt = {"uri": args.uri, "experiment": args.experiment, "runs": runs}
     except (TrackingError, FileNotFoundError, ValueError) as e:
         print(f"lpdt.tracking {args.cmd}: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # a full disk, however MLflow or SQLite wrapped it: one line
+        if not no_space(e):
+            raise
+        print(
+            f"lpdt.tracking {args.cmd}: error: no space left on device while writing the MLflow "
+            f"store {args.uri}",
+            file=sys.stderr,
+        )
         return 2
     _write_json(args.out, receipt)
     print(json.dumps({k: v for k, v in receipt.items() if k != "runs"}))
