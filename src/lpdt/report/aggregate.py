@@ -246,14 +246,6 @@ def run_counts(df: pd.DataFrame) -> dict[str, int]:
     }
 
 
-def seeds_used(df: pd.DataFrame) -> dict[str, list[int]]:
-    """Per study, the seeds of its listed runs (sorted; a run without a seed is left out)."""
-    out: dict[str, list[int]] = {}
-    for study, g in df.groupby("study", sort=False):
-        out[str(study)] = sorted({int(s) for s in g["seed"].dropna()})
-    return out
-
-
 def training_seconds(df: pd.DataFrame) -> float:
     """Total training wall time of the unique runs with a record (sum of `time.total_s`)."""
     u = df.drop_duplicates("run_id")

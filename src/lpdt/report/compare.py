@@ -90,8 +90,9 @@ def frame_from_records(recs: Sequence[record.RunRecord]) -> tuple[pd.DataFrame, 
         }
         for k, path in CONFIG_PATHS.items():
             row[k] = norm_key(k, f.get(path))
-        comp = (f.get("algorithm.compression.name") or "none", f.get("algorithm.compression.ratio"))
-        row["compression"] = norm_key("compression", compression_key(comp[0], comp[1] or 0.0))
+        name = f.get("algorithm.compression.name") or "none"
+        ratio = f.get("algorithm.compression.ratio") or 0.0
+        row["compression"] = norm_key("compression", compression_key(name, ratio))
         row.update({k: f.get(k) for k in extra})
         row["acc"] = getattr(r.final, METRIC) if r.final is not None else math.nan
         row.update({k: getattr(r.final, k) if r.final else math.nan for k in FINAL})
