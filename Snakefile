@@ -25,6 +25,10 @@ configfile: "config/config.yaml"
 report: "workflow/report/workflow.rst"
 
 
+# `--config plan_probe=false` arrives as the string "false": read true / false as booleans
+for _key, _value in list(config.items()):
+    if isinstance(_value, str) and _value.lower() in ("true", "false"):
+        config[_key] = _value.lower() == "true"
 validate(config, "workflow/schemas/config.schema.yaml")
 
 

@@ -35,7 +35,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", "-c", default=None, help="run config YAML (default: built-ins)")
+    p.add_argument(
+        "--config",
+        "-c",
+        action="append",
+        default=[],
+        help="run config YAML (default: built-ins); repeat it, each with its --out, to train "
+        "several runs one after another in this process (they share its start-up and compiled "
+        "step)",
+    )
     p.add_argument(
         "--set",
         dest="overrides",
@@ -44,7 +52,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override a config value (dotted key or unique leaf name, e.g. skew=0.9); repeatable",
     )
-    p.add_argument("--out", default=None, help="output directory (default: results/runs/<run_id>)")
+    p.add_argument(
+        "--out",
+        action="append",
+        default=[],
+        help="output directory (default: results/runs/<run_id>); one per --config",
+    )
     p.add_argument("--resume", action="store_true", help="continue from the last epoch checkpoint")
     p.add_argument(
         "--force",
@@ -55,20 +68,57 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Train one run, or several one after another (repeated ``--config`` / ``--out``). Exit
+    0: every run ok; 3: every run complete, one or more diverged (a result, not a failure); 2:
+    one or more runs failed with a user-facing error (each said in one line; the others still
+    ran, and their files are complete)."""
     from lpdt.config import dump_config, load_config
 
-    cfg = load_config(args.config, args.overrides)
+    paths = args.config or [None]
+    if len(paths) > 1 and len(args.out) != len(paths):
+        raise ValueError(
+            f"{len(paths)} --config need as many --out (got {len(args.out)}), in the same order"
+        )
+    if len(args.out) > len(paths):
+        raise ValueError(
+            f"{len(args.out)} --out for {len(paths)} config(s): one --out per --config"
+        )
+    cfgs = [load_config(path, args.overrides) for path in paths]  # every config checked first
     if args.print_config:
-        print(dump_config(cfg), end="")
+        for cfg in cfgs:
+            print(dump_config(cfg), end="")
         return 0
     from lpdt.engine import train
 
-    out = Path(args.out) if args.out else Path("results/runs") / cfg.run_id()
-    rec = train(cfg, out, resume=args.resume, force=args.force)
-    print(f"results: {out}/metrics.json (status {rec.status}, run_id {rec.run_id})")
-    if cfg.tracking.mlflow:
-        print(f"MLflow: experiment {cfg.tracking.experiment!r} at {cfg.tracking.uri} (lpdt ui)")
-    return 0 if rec.status == "ok" else 3
+    outs = [Path(o) for o in args.out] or [Path("results/runs") / cfgs[0].run_id()]
+    codes = []
+    for i, (cfg, out) in enumerate(zip(cfgs, outs, strict=True)):
+        if len(cfgs) > 1:
+            print(f"--- run {i + 1} of {len(cfgs)}: {out}", flush=True)
+        try:
+            rec = train(cfg, out, resume=args.resume, force=args.force)
+        except (ValueError, KeyError, FileNotFoundError, RuntimeError) as e:
+            if len(cfgs) == 1 or os.environ.get("LPDT_DEBUG"):
+                raise
+            msg = e.args[0] if isinstance(e, KeyError) and e.args else e
+            print(f"lpdt train: error in run {out}: {msg}", file=sys.stderr, flush=True)
+            codes.append(2)
+            continue
+        print(f"results: {out}/metrics.json (status {rec.status}, run_id {rec.run_id})")
+        codes.append(0 if rec.status == "ok" else 3)
+    if cfgs[0].tracking.mlflow:
+        print(
+            f"MLflow: experiment {cfgs[0].tracking.experiment!r} at {cfgs[0].tracking.uri} (lpdt ui)"
+        )
+    if len(cfgs) > 1 and any(codes):
+        failed = codes.count(2)
+        print(
+            f"lpdt train: {len(cfgs) - failed} of {len(cfgs)} runs complete"
+            f"{f', {failed} failed' if failed else ''}"
+            f"{f', {codes.count(3)} diverged' if 3 in codes else ''}",
+            file=sys.stderr,
+        )
+    return 2 if 2 in codes else max(codes)
 
 
 # --- entry point -------------------------------------------------------------------------------

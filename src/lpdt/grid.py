@@ -316,6 +316,29 @@ def expand(spec: dict[str, Any]) -> dict[str, Run]:
     return runs
 
 
+BATCH_PREFIX = "seeds-"
+
+
+def seed_batches(runs: dict[str, Run]) -> dict[str, list[str]]:
+    """The runs one training job trains one after another in one process (the workflow's
+    ``batch_seeds``): batch name -> run ids, for each cell of two or more seeds (runs whose
+    configs differ only in ``seed`` and ``partition.seed``), in run order. The name is
+    ``seeds-<first run id>``. Runs of one seed are in no batch.
+
+    Why: at the quick scale a run's own training is about 25 s on the reference CPU, and a
+    process pays about 8 s before and after it (interpreter and torch imports, data loading,
+    compiling the step with inductor's cache warm, exit, the MLflow log process); the seeds of a
+    cell share that once. The runs are the same runs, bit for bit (each seeds its own generators;
+    the compiled graph is reused, not changed): lpdt.engine.train, tests/test_cli.py."""
+    cells: dict[str, list[str]] = {}
+    for rid, run in runs.items():
+        rest = deep_merge(
+            run.config, {"seed": None, "partition": {"seed": None}}, null_deletes=True
+        )
+        cells.setdefault(json.dumps(rest, sort_keys=True), []).append(rid)
+    return {f"{BATCH_PREFIX}{ids[0]}": ids for ids in cells.values() if len(ids) > 1}
+
+
 def manifest(runs: dict[str, Run], spec: dict[str, Any], scale: str, runs_dir: str) -> Manifest:
     """``results/manifest.json`` (docs/architecture.md): per study, its runs and their coords."""
     studies: dict[str, ManifestStudy] = {}

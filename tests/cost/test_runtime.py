@@ -264,3 +264,29 @@ def test_plan_check_counts_only_the_jobs_this_invocation_ran(tmp_path):
     assert line is not None and "1 of the plan's 2 runs" in line and "60 s against 50 s" in line
     os.utime(bench / "b.tsv", (start - 60, start - 60))
     assert runtime.plan_check(plan, bench, since=start) is None
+
+
+def test_plan_check_counts_a_batch_as_one_job_of_its_runs(tmp_path):
+    """A batch of runs (column ``job``) is one benchmark file: its runs' estimates add up."""
+    plan = tmp_path / "plan-quick.tsv"
+    plan.write_text(
+        "run_id\tjob\test_s\na\tseeds-a\t40\nb\tseeds-a\t20\nc\tc\t30\ne\tseeds-e\t10\nf\tseeds-e\t\n"
+    )
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    (bench / "seeds-a.tsv").write_text("s\th:m:s\n66.0\t0:01:06\n")
+    (bench / "c.tsv").write_text("s\th:m:s\n27.0\t0:00:27\n")
+    (bench / "seeds-e.tsv").write_text("s\th:m:s\n5.0\t0:00:05\n")  # a run without estimate
+    line = runtime.plan_check(plan, bench, since=0.0)
+    assert line is not None and line.startswith(
+        "training jobs: 3 of the plan's 5 runs ran in this invocation; their own times sum to "
+        "93 s against 90 s planned (+3%;"
+    )
+
+
+def test_a_run_after_the_first_of_a_batch_pays_neither_start_up_nor_compile():
+    compiled = _cfg("model.name=resnet8", "data.image_size=12", "train.compile=true")
+    first = runtime.run_seconds(compiled, 48000)
+    later = runtime.run_seconds(compiled, 48000, in_batch=True)
+    saved = runtime.START_S - runtime.BATCHED_START_S + runtime.warm_compile_seconds(compiled)
+    assert first - later == pytest.approx(saved) and saved > runtime.START_S - 2.5

@@ -340,3 +340,64 @@ def test_plan_counts_the_evaluations_a_run_makes(tmp_path):
     per_eval = (c.topology.nodes + 1) * 50 if c.train.node_eval == "full" else 2 * 50
     assert len(evaluations) == 3  # after epochs 1 and 2, and the final one
     assert runtime.evaluated_images(c.to_dict()) == len(evaluations) * per_eval
+
+
+def _history_numbers(path: Path) -> list[dict[str, str]]:
+    """history.csv without the columns that time or measure the machine."""
+    timing = ("wall_s", "cpu_share", "peak_rss_mb", "threads", "images_per_s")
+    rows = csv.DictReader(path.open())
+    return [{k: v for k, v in r.items() if k not in timing} for r in rows]
+
+
+def test_several_runs_in_one_process_are_the_runs_their_own_processes_make(tmp_path, capsys):
+    """Repeated --config / --out (the workflow's batches of seeds) train the runs in turn, and
+    each is bit for bit the run its own process makes: here an 8-bit run trained after another
+    seed, against the same config trained alone by a fresh `lpdt train` process."""
+    from lpdt.config import dump_config
+
+    paths = []
+    for seed in (7, 8):
+        p = tmp_path / f"seed{seed}.yaml"
+        p.write_text(dump_config(cfg(*TINY, "precision.mode=int8", f"seed={seed}")))
+        paths.append(p)
+    argv = ["train", "--config", str(paths[0]), "--out", str(tmp_path / "a")]
+    argv += ["--config", str(paths[1]), "--out", str(tmp_path / "b")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "--- run 1 of 2" in out and "--- run 2 of 2" in out
+    alone = subprocess.run(
+        [sys.executable, "-m", "lpdt.cli", "train", "--config", str(paths[1])]
+        + ["--out", str(tmp_path / "alone")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    second, own = record.read(tmp_path / "b"), record.read(tmp_path / "alone")
+    assert second.run_id == own.run_id and second.final == own.final
+    assert second.communication == own.communication
+    assert _history_numbers(tmp_path / "b/history.csv") == _history_numbers(
+        tmp_path / "alone/history.csv"
+    )
+
+
+def test_a_failed_run_of_several_is_one_line_and_the_others_still_run(tmp_path, capsys):
+    from lpdt.config import dump_config
+
+    (tmp_path / "c.yaml").write_text(dump_config(cfg(*TINY)))
+    (tmp_path / "other.yaml").write_text(dump_config(cfg(*TINY, "optim.lr=0.05")))
+    assert (
+        main(["train", "--config", str(tmp_path / "other.yaml"), "--out", str(tmp_path / "x")]) == 0
+    )
+    capsys.readouterr()
+    argv = ["train", "--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "x")]
+    argv += ["--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path / "y")]
+    assert main(argv) == 2  # x holds a run of another config: refused; y still trained
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith(f"lpdt train: error in run {tmp_path / 'x'}: ")
+    assert err[-1] == "lpdt train: 1 of 2 runs complete, 1 failed"
+    assert record.read(tmp_path / "y").status == "ok"
+    # one --out per --config
+    assert main(["train", "--config", "a.yaml", "--config", "b.yaml", "--out", "o"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 --config need as many --out (got 1)" in err[0]

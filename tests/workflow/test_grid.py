@@ -379,3 +379,22 @@ def test_paper_scale_has_one_seed_and_one_value_raises_it():
     spec["studies"]["table4"]["seeds"] = 3
     runs = grid.expand(spec)
     assert sum(len(r.studies.get("table4", [])) for r in runs.values()) == 48
+
+
+def test_seed_batches_group_the_seeds_of_a_cell_and_leave_single_runs_out():
+    runs = grid.expand(_seeded(top=2, study=3, block=[5, 9]))
+    batches = grid.seed_batches(runs)
+    assert batches and all(name == f"seeds-{ids[0]}" for name, ids in batches.items())
+    batched = [r for ids in batches.values() for r in ids]
+    assert len(batched) == len(set(batched))  # a run is in one batch at most
+    for ids in batches.values():  # one cell: the same config but for the seeds
+        assert len(ids) >= 2
+        cells = {
+            json.dumps(grid.deep_merge(runs[r].config, {"seed": 0, "partition": {"seed": 0}}))
+            for r in ids
+        }
+        assert len(cells) == 1 and len({runs[r].config["seed"] for r in ids}) == len(ids)
+    # every cell of several seeds is a batch, and every run left out is its cell's only seed
+    alone = [r for r in runs if r not in set(batched)]
+    assert grid.seed_batches({r: runs[r] for r in alone}) == {}
+    assert grid.seed_batches(grid.expand(SPEC)) == {}  # one seed everywhere

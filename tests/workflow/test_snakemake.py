@@ -291,9 +291,15 @@ def test_smoke_pipeline_runs_the_whole_dag_and_is_idempotent(tmp_path):
     assert "8-bit is within 50 points of FP here" in (res / "claims.md").read_text()
     m = json.loads((res / "manifest.json").read_text())
     run_ids = {e["run_id"] for s in m["studies"].values() for e in s["runs"]}
+    # the user's study's cells of 2 seeds are batches (config batch_seeds: auto on this CPU):
+    # one job each, its stamp listing its runs, its benchmark file named after it
+    batches = {p.stem: p.read_text().split() for p in (res / "batches").glob("seeds-*.txt")}
+    assert len(batches) >= 2 and all(len(ids) >= 2 for ids in batches.values())
+    job_of = {r: b for b, ids in batches.items() for r in ids}
+    assert set(job_of) <= run_ids
     for rid in run_ids:
         assert (res / f"runs/{rid}/metrics.json").is_file()
-        assert (res / f"benchmarks/train/{rid}.tsv").is_file()
+        assert (res / f"benchmarks/train/{job_of.get(rid, rid)}.tsv").is_file()
     synced = json.loads((res / "mlflow/synced.json").read_text())
     assert set(synced["runs"]) == run_ids
     # the report and the figures are attached to the scale's report run, inside the store

@@ -36,7 +36,7 @@ rule mlflow_sync:
     input:
         MLFLOW_INIT,
         MANIFEST_STAMP,  # the manifest of this scale (rule manifest)
-        run_metrics(),
+        run_done(),
         manifest=MANIFEST,
     output:
         MLFLOW_SYNCED,

@@ -66,7 +66,7 @@ rule plateau_check:
     each run (a dirty tree: `<commit>-dirty`) and the pair's status
     (lpdt.report.plateau.write_summary)."""
     input:
-        one=[f"{RUNS_DIR}/{r}/metrics.json" for _, r, _ in PLATEAU_PAIRS],
+        one=run_done([r for _, r, _ in PLATEAU_PAIRS]),
         two=[f"{PLATEAU_DIR}/runs/{r}/metrics.json" for _, _, r in PLATEAU_PAIRS],
     output:
         PLATEAU_CSV,

@@ -40,7 +40,7 @@ rule report:
     input:
         manifest=MANIFEST,
         manifest_stamp=MANIFEST_STAMP,  # the manifest of this scale (rule manifest)
-        runs=run_metrics(),
+        runs=run_done(),
         cost=COST_DIR,
         analysis=ANALYSIS_FILES,
         paper=PAPER_RESULTS,

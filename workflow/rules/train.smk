@@ -14,6 +14,11 @@
 #   files are the source of truth; the final mlflow_sync step logs what is missing).
 # - SIGTERM (SLURM's time limit or scancel; SLURM sends it before SIGKILL) ends the log with a
 #   line saying so (docs/workflow.md, "Running on SLURM").
+# - Batches (config batch_seeds; docs/workflow.md, "Batches"): a cell of several seeds is one job,
+#   rule train_seeds, whose `lpdt train` trains its runs one after another in one process (they
+#   share the start-up and the compiled step: the same runs, bit for bit). Its output is a stamp
+#   listing the runs; the runs' own files are not outputs, so a batch that fails keeps its
+#   finished runs, and the rerun skips them (`--resume`). Consumers ask for run_done().
 # - GPUs (docs/workflow.md, "GPUs"; lpdt.gpus): resource `gpu` is the GPUs a job uses (SLURM:
 #   --gpus); `gpu_slot` its share of this machine's GPUs, k jobs per GPU (config
 #   gpu_jobs_per_gpu), and the workflow caps it at GPUs x slots per GPU. `python -m lpdt.gpus
@@ -26,6 +31,12 @@ def run_tree(run_id):
     return RUNS[run_id].config if run_id in RUNS else PLATEAU_RUNS[run_id].config
 
 
+def lead_run(wildcards):
+    """The run whose config decides a job's threads and GPUs: the job's run, or a batch's first
+    (a batch's runs differ only in their seeds)."""
+    return wildcards.run_id if "run_id" in wildcards.keys() else BATCHES[wildcards.batch][0]
+
+
 def run_processes(run_id):
     """Processes a training job starts: 1, or one per node with the distributed engine."""
     if config.get("engine", "simulated") == "distributed":
@@ -34,7 +45,7 @@ def run_processes(run_id):
 
 
 def train_processes(wildcards):
-    return run_processes(wildcards.run_id)
+    return run_processes(lead_run(wildcards))
 
 
 def train_cores(wildcards):
@@ -103,11 +114,11 @@ rule train:
     threads: train_cores
     resources:
         # train_gpus: auto: 1 per process on a machine with GPUs, at most all of them (lpdt.gpus)
-        gpu=lambda w: run_gpus(w.run_id),
+        gpu=lambda w: run_gpus(lead_run(w)),
         # its share of this machine's GPUs, 1/k of one (k: config gpu_jobs_per_gpu), in slots
-        gpu_slot=lambda w: run_slots(w.run_id),
+        gpu_slot=lambda w: run_slots(lead_run(w)),
         # SLURM with GPU shards (config slurm_gpu_shards > 0): sbatch --gres=shard:N, 1/k of a GPU
-        gres=lambda w: gpus.slurm_gres(config["slurm_gpu_shards"], run_k(w.run_id)) if run_tree(w.run_id).get("device", "auto") != "cpu" else None,
+        gres=lambda w: gpus.slurm_gres(config["slurm_gpu_shards"], run_k(lead_run(w))) if run_tree(lead_run(w)).get("device", "auto") != "cpu" else None,
     params:
         out=f"{RUNS_DIR}/{{run_id}}",
         engine=config.get("engine", "simulated"),
@@ -116,7 +127,7 @@ rule train:
         experiment=config["experiment"],
         scale=SCALE,
         # "" without a GPU slot; else the allocator that execs `lpdt train` on its GPU
-        gpu_slot=lambda w: gpus.slot_command(PY, GPU_SLOT_DIR, SLOT_GPU_IDS, run_slots(w.run_id), GPU_UNITS),
+        gpu_slot=lambda w: gpus.slot_command(PY, GPU_SLOT_DIR, SLOT_GPU_IDS, run_slots(lead_run(w)), GPU_UNITS),
     shell:
         """
         export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads}
@@ -130,3 +141,60 @@ rule train:
                 || echo "warning: MLflow logging failed (mlflow_sync retries it)" >> {log}
         fi
         """
+
+
+rule train_seeds:
+    """A batch (config batch_seeds): the seeds of one cell, trained one after another by one
+    `lpdt train` (repeated --config / --out), then logged to MLflow by one process. Output: a
+    stamp listing the runs (their files are not outputs: see the header)."""
+    input:
+        cfgs=lambda w: [ancient(f"{RESULTS}/configs/{r}.yaml") for r in BATCHES[w.batch]],
+        mlflow=[MLFLOW_INIT] if config["mlflow"] else [],
+    output:
+        f"{BATCH_DIR}/{{batch}}.txt",
+    log:
+        f"{RESULTS}/logs/train/{{batch}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/train/{{batch}}.tsv"
+    wildcard_constraints:
+        batch=f"{grid.BATCH_PREFIX}[0-9a-f]{{12}}",
+    # batches before single runs: the long jobs first, the short ones fill the end
+    priority: 1
+    threads: train_cores
+    resources:
+        gpu=lambda w: run_gpus(lead_run(w)),
+        gpu_slot=lambda w: run_slots(lead_run(w)),
+        gres=lambda w: gpus.slurm_gres(config["slurm_gpu_shards"], run_k(lead_run(w))) if run_tree(lead_run(w)).get("device", "auto") != "cpu" else None,
+    params:
+        runs=lambda w: " ".join(f"--config {RESULTS}/configs/{r}.yaml --out {RUNS_DIR}/{r}" for r in BATCHES[w.batch]),
+        dirs=lambda w: " ".join(f"{RUNS_DIR}/{r}" for r in BATCHES[w.batch]),
+        ids=lambda w: " ".join(BATCHES[w.batch]),
+        engine=config.get("engine", "simulated"),
+        mlflow="true" if config["mlflow"] else "false",
+        uri=config["tracking_uri"],
+        experiment=config["experiment"],
+        scale=SCALE,
+        gpu_slot=lambda w: gpus.slot_command(PY, GPU_SLOT_DIR, SLOT_GPU_IDS, run_slots(lead_run(w)), GPU_UNITS),
+    shell:
+        """
+        export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads}
+        trap 'echo "lpdt train stopped by SIGTERM (a SLURM time limit, scancel or an interrupted Snakemake); a rerun skips the finished runs of this batch and resumes the next from its last epoch checkpoint" >> {log}; exit 143' TERM
+        {params.gpu_slot}{LPDT} train {params.runs} --resume --set engine={params.engine} > {log} 2>&1 \
+            || [ $? -eq 3 ]
+        if [ {params.mlflow} = true ]; then
+            {PY} -m lpdt.tracking log {params.dirs} --uri {params.uri:q} \
+                --experiment {params.experiment:q} --tag scale={params.scale} \
+                >> {log} 2>&1 \
+                || echo "warning: MLflow logging failed (mlflow_sync retries it)" >> {log}
+        fi
+        printf '%s\n' {params.ids} > {output}
+        """
+
+
+use rule train_seeds as train_seeds_lead with:
+    wildcard_constraints:
+        batch="|".join(LEAD_BATCHES) or "^$",
+    priority: 2
+
+
+ruleorder: train_seeds_lead > train_seeds

@@ -149,6 +149,11 @@ GOSSIPED = {
 GOSSIP_NS = 7.48
 TOPK_NS = 10.09
 START_S = 8.0  # interpreter, imports, data loading, model build, final gossip, writing results
+# A run after the first of a batch (the workflow's batch_seeds: one process trains a cell's
+# seeds in turn): its partition, model build, final gossip and evaluation, writing its results
+# and its MLflow log; the interpreter, imports and the compiled step are the first run's. Measured
+# 2026-11-27 (ResNet-8, the claims' cell at 2 epochs, idle): 1.4 s of the run outside training.
+BATCHED_START_S = 2.0
 REFERENCE = "2-core x86_64 CPU, torch 2.14.1, 1 thread per job, 2 jobs at once"
 
 # The datasets' split sizes when no subset is set, the one table of them (``lpdt.grid`` reads it
@@ -256,9 +261,12 @@ def run_seconds(
     samples: int | None,
     machine: str = "cpu",
     speed: Mapping[str, float] | None = None,
+    in_batch: bool = False,
 ) -> float | None:
     """Estimated seconds of one training job on ``machine`` (a key of ``MACHINES``); None: no
     measured cost for its model / precision / px (on the H100: and per-node batch, compiled).
+    ``in_batch``: a run after the first of a batch of runs in one process (the workflow's
+    ``batch_seeds``; CPU only): ``BATCHED_START_S`` instead of the start-up, and no compile.
 
     ``speed`` (CPU only): the probe's kind of step -> this machine's time / the reference
     machine's, from ``probe.speed_factors``. The kind of the run's training steps and that of its
@@ -286,10 +294,10 @@ def run_seconds(
     if key not in STEP_MS or samples is None:
         return None
     train_ms, eval_ms = STEP_MS[key]
-    start = START_S
+    start = BATCHED_START_S if in_batch else START_S
     if cfg["train"].get("compile") and key in COMPILED_MS:
         train_ms = COMPILED_MS[key][0]
-        start += warm_compile_seconds(cfg)
+        start += 0.0 if in_batch else warm_compile_seconds(cfg)
     gossip_ns = GOSSIP_NS + (TOPK_NS if sparse(cfg) else 0.0)
     train_f = eval_f = base = 1.0  # the factors of its training steps, its evaluation, fp32's
     if speed is not None:
@@ -355,6 +363,7 @@ def compiled_shape(cfg: Mapping[str, Any]) -> tuple[Any, ...] | None:
     return (
         cfg["model"]["name"],
         cfg["precision"]["mode"],
+        cfg["model"].get("norm"),  # each normalisation layer is a graph of its own
         input_px(cfg),
         per_node_batch(cfg),
         bool(cfg["train"].get("compile_eval", True)),
@@ -433,28 +442,32 @@ def plan_check(plan_tsv: str | Path, bench_dir: str | Path, since: float) -> str
     """One line comparing the training jobs this invocation ran with the plan's estimates for
     them.
 
-    ``plan_tsv``: the plan's per-run table (``snakemake plan``: ``run_id`` and ``est_s``
-    columns); ``bench_dir``: Snakemake's benchmark files of the train rule
-    (``<run_id>.tsv``, wall seconds in the first column); ``since``: when this invocation
-    started (``time.time()``). Only runs with an estimate and a benchmark file written since
-    then count: a benchmark file stays from earlier invocations (a no-op rerun, a
-    ``plateau_check``), and the plan is printed afresh each time, perhaps on another machine
-    or load. None when there is no plan table or no such run."""
+    ``plan_tsv``: the plan's per-run table (``snakemake plan``: ``run_id``, ``est_s`` and, where
+    runs are batched, ``job``: the job that trains the run, its batch or the run itself);
+    ``bench_dir``: Snakemake's benchmark files of the training jobs (``<job>.tsv``, wall seconds
+    in the first column); ``since``: when this invocation started (``time.time()``). Only jobs
+    whose runs all have an estimate and whose benchmark file was written since then count: a
+    benchmark file stays from earlier invocations (a no-op rerun, a ``plateau_check``), and the
+    plan is printed afresh each time, perhaps on another machine or load. None when there is no
+    plan table or no such job."""
     plan_tsv, bench_dir = Path(plan_tsv), Path(bench_dir)
     if not plan_tsv.is_file():
         return None
     with plan_tsv.open(newline="") as f:
         rows = list(csv.DictReader(f, delimiter="\t"))
+    jobs: dict[str, list[dict[str, str]]] = {}
+    for r in rows:
+        jobs.setdefault(r.get("job") or r["run_id"], []).append(r)
     planned = measured = 0.0
     matched = 0
-    for r in rows:
-        bench = bench_dir / f"{r['run_id']}.tsv"
+    for job, runs in jobs.items():
+        bench = bench_dir / f"{job}.tsv"
         took = benchmark_seconds(bench)
-        if not r.get("est_s") or took is None or bench.stat().st_mtime < since:
+        if not all(r.get("est_s") for r in runs) or took is None or bench.stat().st_mtime < since:
             continue
-        planned += float(r["est_s"])
+        planned += sum(float(r["est_s"]) for r in runs)
         measured += took
-        matched += 1
+        matched += len(runs)
     if not matched or planned <= 0:
         return None
     return (

@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     for name, help_ in [
         ("init", "create the store and the experiment"),
-        ("log", "log one run directory"),
+        ("log", "log run directories (one or more)"),
         ("sync", "log every run of a manifest, refresh study tags"),
         ("report", "attach the report PDF and the figures to the scale's report run"),
     ]:
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         s.add_argument("--experiment", default=DEFAULT_EXPERIMENT)
         s.add_argument("--out", default=None, help="write a JSON receipt here (atomically)")
         if name == "log":
-            s.add_argument("run_dir")
+            s.add_argument("run_dir", nargs="+")
             s.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
         if name == "sync":
             s.add_argument("--manifest", default="results/manifest.json")
@@ -186,8 +186,9 @@ def main(argv: list[str] | None = None) -> int:
             }
         elif args.cmd == "log":
             tags = dict(t.split("=", 1) for t in args.tag)
-            mid = log_run(args.run_dir, args.uri, args.experiment, tags)
-            receipt = {"mlflow_run_id": mid}
+            ids = [log_run(d, args.uri, args.experiment, tags) for d in args.run_dir]
+            # one run: {"mlflow_run_id": id}; several: their ids in the order given
+            receipt = {"mlflow_run_id": ids[0]} if len(ids) == 1 else {"mlflow_run_ids": ids}
         elif args.cmd == "report":
             mid = log_report(args.report, args.figures, args.scale, args.uri, args.experiment)
             receipt = {"mlflow_run_id": mid, "scale": args.scale}
