@@ -316,27 +316,52 @@ def expand(spec: dict[str, Any]) -> dict[str, Run]:
     return runs
 
 
-BATCH_PREFIX = "seeds-"
+# Runs longer than this (training samples x epochs) are never batched: the overhead a batch
+# shares (about 10 s a process) matters for short runs only, and a batch of long runs would run
+# one after another what the job slots could run side by side. The quick scale's longest runs:
+# 60,000 (3,000 images x 20 epochs); the paper's shortest: 500,000 (SentLen, 5 epochs).
+BATCH_MAX_SAMPLES = 200_000
 
 
-def seed_batches(runs: dict[str, Run]) -> dict[str, list[str]]:
+def train_samples(cfg: dict[str, Any]) -> int | None:
+    """Training images x epochs of a run config (None: a dataset of unknown size)."""
+    from lpdt.cost.runtime import full_train_size
+
+    size = cfg["data"].get("train_subset") or full_train_size(cfg["data"]["dataset"])
+    return None if size is None else size * cfg["train"]["epochs"]
+
+
+def run_batches(runs: dict[str, Run]) -> dict[str, list[str]]:
     """The runs one training job trains one after another in one process (the workflow's
-    ``batch_seeds``): batch name -> run ids, for each cell of two or more seeds (runs whose
-    configs differ only in ``seed`` and ``partition.seed``), in run order. The name is
-    ``seeds-<first run id>``. Runs of one seed are in no batch.
+    ``batch_runs``): batch name -> run ids, in run order, among the short runs (at most
+    ``BATCH_MAX_SAMPLES`` training images x epochs):
 
-    Why: at the quick scale a run's own training is about 25 s on the reference CPU, and a
-    process pays about 8 s before and after it (interpreter and torch imports, data loading,
-    compiling the step with inductor's cache warm, exit, the MLflow log process); the seeds of a
-    cell share that once. The runs are the same runs, bit for bit (each seeds its own generators;
-    the compiled graph is reused, not changed): lpdt.engine.train, tests/test_cli.py."""
+    - ``seeds-<first run id>``: each cell of two or more seeds (runs whose configs differ only in
+      ``seed`` and ``partition.seed``);
+    - ``runs-<first run id>``: the remaining runs (cells of one seed) of one model, where there are
+      two or more.
+
+    Why: at the quick scale a claim run trains for about 25 s on the reference CPU, and a process
+    pays about 10 s around its training (interpreter and torch imports, data, compiling the step
+    with inductor's cache warm, exit, the MLflow log process); the runs of a batch share that once
+    (and a compiled graph, where they have one). The runs are the same runs, bit for bit: each
+    seeds its own generators (tests/engine/test_loop.py)."""
     cells: dict[str, list[str]] = {}
     for rid, run in runs.items():
+        samples = train_samples(run.config)
+        if samples is None or samples > BATCH_MAX_SAMPLES:
+            continue
         rest = deep_merge(
             run.config, {"seed": None, "partition": {"seed": None}}, null_deletes=True
         )
         cells.setdefault(json.dumps(rest, sort_keys=True), []).append(rid)
-    return {f"{BATCH_PREFIX}{ids[0]}": ids for ids in cells.values() if len(ids) > 1}
+    batches = {f"seeds-{ids[0]}": ids for ids in cells.values() if len(ids) > 1}
+    by_model: dict[str, list[str]] = {}
+    for ids in cells.values():
+        if len(ids) == 1:
+            by_model.setdefault(runs[ids[0]].config["model"]["name"], []).extend(ids)
+    batches.update({f"runs-{ids[0]}": ids for ids in by_model.values() if len(ids) > 1})
+    return batches
 
 
 def manifest(runs: dict[str, Run], spec: dict[str, Any], scale: str, runs_dir: str) -> Manifest:

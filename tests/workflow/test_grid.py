@@ -381,20 +381,39 @@ def test_paper_scale_has_one_seed_and_one_value_raises_it():
     assert sum(len(r.studies.get("table4", [])) for r in runs.values()) == 48
 
 
-def test_seed_batches_group_the_seeds_of_a_cell_and_leave_single_runs_out():
-    runs = grid.expand(_seeded(top=2, study=3, block=[5, 9]))
-    batches = grid.seed_batches(runs)
-    assert batches and all(name == f"seeds-{ids[0]}" for name, ids in batches.items())
+SMALL = {"defaults": {"data": {"train_subset": 256}}}  # short runs: batched
+
+
+def test_run_batches_group_the_seeds_of_a_cell_then_single_runs_by_model():
+    runs = grid.expand(grid.deep_merge(_seeded(top=2, study=3, block=[5, 9]), SMALL))
+    batches = grid.run_batches(runs)
     batched = [r for ids in batches.values() for r in ids]
     assert len(batched) == len(set(batched))  # a run is in one batch at most
-    for ids in batches.values():  # one cell: the same config but for the seeds
+    seeds = {b: ids for b, ids in batches.items() if b.startswith("seeds-")}
+    assert seeds and all(name == f"seeds-{ids[0]}" for name, ids in seeds.items())
+    for ids in seeds.values():  # one cell: the same config but for the seeds
         assert len(ids) >= 2
         cells = {
             json.dumps(grid.deep_merge(runs[r].config, {"seed": 0, "partition": {"seed": 0}}))
             for r in ids
         }
         assert len(cells) == 1 and len({runs[r].config["seed"] for r in ids}) == len(ids)
-    # every cell of several seeds is a batch, and every run left out is its cell's only seed
-    alone = [r for r in runs if r not in set(batched)]
-    assert grid.seed_batches({r: runs[r] for r in alone}) == {}
-    assert grid.seed_batches(grid.expand(SPEC)) == {}  # one seed everywhere
+    # one seed everywhere: no batch of seeds; the runs of each model with several runs are one
+    single = grid.expand(grid.deep_merge(SPEC, SMALL))
+    by_model = grid.run_batches(single)
+    assert by_model and all(b.startswith("runs-") for b in by_model)
+    for name, ids in by_model.items():
+        assert (
+            name == f"runs-{ids[0]}" and len({single[r].config["model"]["name"] for r in ids}) == 1
+        )
+    models = [r.config["model"]["name"] for r in single.values()]
+    left = {
+        single[r].config["model"]["name"]
+        for r in single
+        if r not in {x for v in by_model.values() for x in v}
+    }
+    assert all(models.count(m) == 1 for m in left)  # a model's only run stays a job of its own
+    # long runs (or of a dataset of unknown size) are never batched
+    assert grid.run_batches(grid.expand(SPEC)) == {}
+    long = {"defaults": {"data": {"train_subset": 50000}, "train": {"epochs": 200}}}
+    assert grid.run_batches(grid.expand(grid.deep_merge(SPEC, long))) == {}

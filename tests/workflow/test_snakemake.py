@@ -1,6 +1,7 @@
 """The Snakemake workflow end to end, run in a temporary directory (`--directory`), never in
 the repository: config validation, the paper grid's dry run, and the smoke pipeline."""
 
+import csv
 import hashlib
 import json
 import os
@@ -211,17 +212,18 @@ def test_a_successful_invocation_compares_finished_jobs_with_the_plan(tmp_path):
     """Snakemake's onsuccess reads the plan's table and the train rule's benchmark files: none
     before any job has run; none for a benchmark file of an earlier invocation (a no-op rerun);
     one line once a job of this invocation has (here a constructed benchmark file for the quick
-    scale's first run, which has a measured cost, dated after the invocation started)."""
-    from lpdt import grid
-
+    scale's first run's job, which has a measured cost, dated after the invocation started)."""
     wd = workdir(tmp_path)
     args = ("--cores", "1", "--forceall", "plan", "--config", "scale=quick", "plan_probe=False")
     before = snakemake(wd, *args)
     assert before.returncode == 0, before.stderr[-2000:]
     assert "training jobs:" not in before.stdout + before.stderr
-    spec = grid.load(wd / "config/studies.yaml", wd / "config/scales/quick.yaml")
-    first = next(iter(grid.expand(spec)))
-    bench = wd / "results/benchmarks/train" / f"{first}.tsv"
+    # the job that trains the quick scale's first run (a batch: config batch_runs) and its runs
+    with (wd / "results/plan-quick.tsv").open() as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    job = rows[0]["job"]
+    n_runs = sum(r["job"] == job for r in rows)
+    bench = wd / "results/benchmarks/train" / f"{job}.tsv"
     bench.parent.mkdir(parents=True)
     bench.write_text("s\th:m:s\n12.5\t0:00:12\n")
     old = snakemake(wd, *args)  # the job ran in an earlier invocation
@@ -232,7 +234,7 @@ def test_a_successful_invocation_compares_finished_jobs_with_the_plan(tmp_path):
     after = snakemake(wd, *args)
     assert after.returncode == 0, after.stderr[-2000:]
     pattern = (
-        r"training jobs: 1 of the plan's \d+ runs ran in this invocation; their own times sum "
+        rf"training jobs: {n_runs} of the plan's \d+ runs ran in this invocation; their own times sum "
         r"to 12 s against [\d,]+ s planned"
     )
     assert re.search(pattern, after.stdout + after.stderr), after.stdout + after.stderr
@@ -291,10 +293,12 @@ def test_smoke_pipeline_runs_the_whole_dag_and_is_idempotent(tmp_path):
     assert "8-bit is within 50 points of FP here" in (res / "claims.md").read_text()
     m = json.loads((res / "manifest.json").read_text())
     run_ids = {e["run_id"] for s in m["studies"].values() for e in s["runs"]}
-    # the user's study's cells of 2 seeds are batches (config batch_seeds: auto on this CPU):
-    # one job each, its stamp listing its runs, its benchmark file named after it
-    batches = {p.stem: p.read_text().split() for p in (res / "batches").glob("seeds-*.txt")}
-    assert len(batches) >= 2 and all(len(ids) >= 2 for ids in batches.values())
+    # cells of 2 seeds (the user's study) and the single runs of one model are batches (config
+    # batch_runs: auto on this CPU): one job each, its stamp listing its runs, its benchmark
+    # file named after it
+    batches = {p.stem: p.read_text().split() for p in (res / "batches").glob("*.txt")}
+    assert sum(b.startswith("seeds-") for b in batches) >= 2
+    assert all(len(ids) >= 2 for ids in batches.values())
     job_of = {r: b for b, ids in batches.items() for r in ids}
     assert set(job_of) <= run_ids
     for rid in run_ids:

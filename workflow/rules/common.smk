@@ -47,10 +47,10 @@ except ValueError as e:
 MANIFEST_STAMP = f"{RESULTS}/.manifest/{hashlib.sha1(MANIFEST_TEXT.encode()).hexdigest()[:16]}"
 
 
-# Batches (config batch_seeds; rule train_seeds): batch name -> its runs, and run -> its batch.
+# Batches (config batch_runs; rule train_batch): batch name -> its runs, and run -> its batch.
 # auto: on where the jobs run on this machine's CPU with the simulated engine (not on GPUs, whose
 # jobs share a GPU k at a time, nor under a cluster executor, where a job per run spreads).
-_batching = config.get("batch_seeds", "auto")
+_batching = config.get("batch_runs", "auto")
 if _batching == "auto":
     from lpdt import gpus as _gpus
 
@@ -60,24 +60,25 @@ if _batching == "auto":
         and not workflow.remote_exec
         and not _gpus.visible_gpu_ids()
     )
-BATCHES = grid.seed_batches(RUNS) if _batching else {}
+BATCHES = grid.run_batches(RUNS) if _batching else {}
 BATCH_OF = {r: b for b, ids in BATCHES.items() for r in ids}
 # The first batch of each compiled graph (lpdt.cost.runtime.compiled_shape) starts before the
-# others (rule train_seeds_lead, a higher priority), so that the jobs that start together
+# others (rule train_batch_lead, a higher priority), so that the jobs that start together
 # compile different graphs: on a fresh machine two jobs of one graph would both compile it
 # cold, side by side (measured 2026-11-27: 172 s each, two busy loops beside them).
 from lpdt.cost.runtime import compiled_shape as _compiled_shape
 
 _leads = {}
-for _b, _ids in BATCHES.items():
-    _leads.setdefault(_compiled_shape(RUNS[_ids[0]].config) or _b, _b)
+for _b, _ids in BATCHES.items():  # batches of seeds (the long jobs) only
+    if _b.startswith("seeds-"):
+        _leads.setdefault(_compiled_shape(RUNS[_ids[0]].config) or _b, _b)
 LEAD_BATCHES = sorted(_leads.values())
 BATCH_DIR = f"{RESULTS}/batches"
 
 
 def run_done(run_ids=None):
     """What says that the given runs (default: every run of the scale) are trained: a run's
-    metrics.json (rule train), or its batch's stamp (rule train_seeds), once per batch."""
+    metrics.json (rule train), or its batch's stamp (rule train_batch), once per batch."""
     done = {}
     for r in RUNS if run_ids is None else run_ids:
         done.setdefault(f"{BATCH_DIR}/{BATCH_OF[r]}.txt" if r in BATCH_OF else f"{RUNS_DIR}/{r}/metrics.json")
@@ -166,7 +167,7 @@ rule plan:
         cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", str(lpdt.default_inductor_cache_dir()))
         cold = {}
         if machine == "cpu" and runtime.compile_cache_is_empty(cache):
-            # batches: the first jobs compile different graphs (rule train_seeds_lead), so each
+            # batches: the first jobs compile different graphs (rule train_batch_lead), so each
             # graph compiles cold once; else `slots` jobs of one graph may start side by side
             cold_slots = 1 if BATCHES else slots
             cold = runtime.cold_compile_seconds({k: r.config for k, r in RUNS.items()}, cold_slots)
@@ -181,11 +182,15 @@ rule plan:
                 unmeasured.add((r["model"], k))
                 k = 1
             job_k[r["run_id"]] = k
-        for r in rows:  # the job that trains each run: its batch (rule train_seeds) or itself
+        for r in rows:  # the job that trains each run: its batch (rule train_batch) or itself
             r["job"] = BATCH_OF.get(r["run_id"], r["run_id"])
+        graphs = set()  # (job, compiled graph) already compiled by an earlier run of the job
         for r in rows:
+            cfg = RUNS[r["run_id"]].config
             in_batch = machine == "cpu" and r["run_id"] in BATCH_OF and BATCHES[r["job"]][0] != r["run_id"]
-            est = runtime.run_seconds(RUNS[r["run_id"]].config, r["samples"], machine, speed, in_batch)
+            graph = (r["job"], runtime.compiled_shape(cfg))
+            est = runtime.run_seconds(cfg, r["samples"], machine, speed, in_batch, in_batch and graph in graphs)
+            graphs.add(graph)
             if est is not None:
                 est += cold.get(r["run_id"], 0.0) * (speed or {}).get("fp32", 1.0)
             if est is not None and r["run_id"] in job_k:
@@ -230,8 +235,8 @@ rule plan:
                 if r["est_s"] is not None:
                     job_s[r["job"]] += r["est_s"]
             wall = runtime.packed_wall_seconds(job_s.values(), slots)
-            batched = f", {len(BATCH_OF)} of them in {len(BATCHES)} batches of seeds" if BATCHES else ""
-            print(f"{len(job_s)} training jobs for {len(known)} runs{batched} (config batch_seeds)")
+            batched = f", {len(BATCH_OF)} of them in {len(BATCHES)} batches" if BATCHES else ""
+            print(f"{len(job_s)} training jobs for {len(known)} runs{batched} (config batch_runs)")
             print(f"estimated training wall time: ~{wall / 60:.0f} min with {slots} jobs at once "
                   f"= {sum(known) / 3600:.1f} job-hours "
                   f"(costs measured on {runtime.MACHINES[machine]}"

@@ -14,9 +14,10 @@
 #   files are the source of truth; the final mlflow_sync step logs what is missing).
 # - SIGTERM (SLURM's time limit or scancel; SLURM sends it before SIGKILL) ends the log with a
 #   line saying so (docs/workflow.md, "Running on SLURM").
-# - Batches (config batch_seeds; docs/workflow.md, "Batches"): a cell of several seeds is one job,
-#   rule train_seeds, whose `lpdt train` trains its runs one after another in one process (they
-#   share the start-up and the compiled step: the same runs, bit for bit). Its output is a stamp
+# - Batches (config batch_runs; docs/workflow.md, "Batches of runs"): a cell of several seeds, and
+#   the single runs of one model, are one job each, rule train_batch, whose `lpdt train` trains
+#   its runs one after another in one process (they share the start-up and a compiled step: the
+#   same runs, bit for bit). Its output is a stamp
 #   listing the runs; the runs' own files are not outputs, so a batch that fails keeps its
 #   finished runs, and the rerun skips them (`--resume`). Consumers ask for run_done().
 # - GPUs (docs/workflow.md, "GPUs"; lpdt.gpus): resource `gpu` is the GPUs a job uses (SLURM:
@@ -33,7 +34,7 @@ def run_tree(run_id):
 
 def lead_run(wildcards):
     """The run whose config decides a job's threads and GPUs: the job's run, or a batch's first
-    (a batch's runs differ only in their seeds)."""
+    (a batch's runs are of one model, on one engine and device)."""
     return wildcards.run_id if "run_id" in wildcards.keys() else BATCHES[wildcards.batch][0]
 
 
@@ -143,8 +144,9 @@ rule train:
         """
 
 
-rule train_seeds:
-    """A batch (config batch_seeds): the seeds of one cell, trained one after another by one
+rule train_batch:
+    """A batch (config batch_runs): the seeds of one cell, or single runs of one model, trained
+    one after another by one
     `lpdt train` (repeated --config / --out), then logged to MLflow by one process. Output: a
     stamp listing the runs (their files are not outputs: see the header)."""
     input:
@@ -157,7 +159,7 @@ rule train_seeds:
     benchmark:
         f"{RESULTS}/benchmarks/train/{{batch}}.tsv"
     wildcard_constraints:
-        batch=f"{grid.BATCH_PREFIX}[0-9a-f]{{12}}",
+        batch="(seeds|runs)-[0-9a-f]{12}",
     # batches before single runs: the long jobs first, the short ones fill the end
     priority: 1
     threads: train_cores
@@ -191,10 +193,10 @@ rule train_seeds:
         """
 
 
-use rule train_seeds as train_seeds_lead with:
+use rule train_batch as train_batch_lead with:
     wildcard_constraints:
         batch="|".join(LEAD_BATCHES) or "^$",
     priority: 2
 
 
-ruleorder: train_seeds_lead > train_seeds
+ruleorder: train_batch_lead > train_batch

@@ -149,9 +149,10 @@ GOSSIPED = {
 GOSSIP_NS = 7.48
 TOPK_NS = 10.09
 START_S = 8.0  # interpreter, imports, data loading, model build, final gossip, writing results
-# A run after the first of a batch (the workflow's batch_seeds: one process trains a cell's
-# seeds in turn): its partition, model build, final gossip and evaluation, writing its results
-# and its MLflow log; the interpreter, imports and the compiled step are the first run's. Measured
+# A run after the first of a batch (the workflow's batch_runs: one process trains several runs
+# in turn): its partition, model build, final gossip and evaluation, writing its results and its
+# MLflow log; the interpreter and imports are the first run's (and the compiled step, where an
+# earlier run of the batch compiled the same graph). Measured
 # 2026-11-27 (ResNet-8, the claims' cell at 2 epochs, idle): 1.4 s of the run outside training.
 BATCHED_START_S = 2.0
 REFERENCE = "2-core x86_64 CPU, torch 2.14.1, 1 thread per job, 2 jobs at once"
@@ -262,11 +263,13 @@ def run_seconds(
     machine: str = "cpu",
     speed: Mapping[str, float] | None = None,
     in_batch: bool = False,
+    graph_compiled: bool = False,
 ) -> float | None:
     """Estimated seconds of one training job on ``machine`` (a key of ``MACHINES``); None: no
     measured cost for its model / precision / px (on the H100: and per-node batch, compiled).
     ``in_batch``: a run after the first of a batch of runs in one process (the workflow's
-    ``batch_seeds``; CPU only): ``BATCHED_START_S`` instead of the start-up, and no compile.
+    ``batch_runs``; CPU only): ``BATCHED_START_S`` instead of the start-up;
+    ``graph_compiled``: an earlier run of this process compiled its graph: no compile.
 
     ``speed`` (CPU only): the probe's kind of step -> this machine's time / the reference
     machine's, from ``probe.speed_factors``. The kind of the run's training steps and that of its
@@ -297,7 +300,7 @@ def run_seconds(
     start = BATCHED_START_S if in_batch else START_S
     if cfg["train"].get("compile") and key in COMPILED_MS:
         train_ms = COMPILED_MS[key][0]
-        start += 0.0 if in_batch else warm_compile_seconds(cfg)
+        start += 0.0 if graph_compiled else warm_compile_seconds(cfg)
     gossip_ns = GOSSIP_NS + (TOPK_NS if sparse(cfg) else 0.0)
     train_f = eval_f = base = 1.0  # the factors of its training steps, its evaluation, fp32's
     if speed is not None:
