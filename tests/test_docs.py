@@ -28,6 +28,8 @@ CITING = [
 ]
 PAPER_URL = "https://arxiv.org/abs/2111.09389"
 CODE_URL = "github.com/aparna-aketi/Low_Precision_DL"
+# Backticked repository paths of docs/extending.md (`src/lpdt/...`, `tests/...::test_x`).
+REPO_PATH = re.compile(r"`((?:src|tests|config|workflow|docs|benchmarks)/[^`\s]*)`")
 
 
 def _files() -> list[Path]:
@@ -223,3 +225,37 @@ def test_every_claims_version_has_a_dated_row_in_the_change_log() -> None:
         row = re.search(rf"^\| {v} \| (2026-\d\d-\d\d) \|.*\| ([^|]*) \|$", section, re.M)
         assert row, f"no dated row for claims version {v}"
         assert re.search(r"before|after", row.group(2)), f"version {v}: before or after a result?"
+
+
+def test_extending_names_only_paths_and_lpdt_names_that_exist():
+    """docs/extending.md, the recipe for each kind of extension, names files and code as they
+    are: every backticked repository path exists (a test named after ``::`` is defined in its
+    file), and every dotted ``lpdt.x`` name is a module or an attribute of one."""
+    import importlib
+
+    text = (ROOT / "docs" / "extending.md").read_text()
+    paths = sorted(set(REPO_PATH.findall(text)))
+    assert len(paths) > 30  # the page lists the files of every extension: the scan must see them
+    missing = []
+    for token in paths:
+        path, _, test = token.partition("::")
+        f = ROOT / path
+        if not f.exists() or (test and not re.search(rf"^def {test}\(", f.read_text(), re.M)):
+            missing.append(token)
+    assert not missing, f"docs/extending.md names paths that do not exist: {missing}"
+    dotted = sorted(set(re.findall(r"`(lpdt(?:\.\w+)+)", text)))
+    assert len(dotted) > 10
+    stale = []
+    for name in dotted:
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):  # the longest importable prefix, then attributes
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for attr in parts[i:]:
+                obj = getattr(obj, attr, None)
+            if obj is None:
+                stale.append(name)
+            break
+    assert not stale, f"docs/extending.md names lpdt objects that do not exist: {stale}"

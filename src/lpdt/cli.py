@@ -14,7 +14,8 @@ from pathlib import Path
 
 import lpdt
 from lpdt.config import ConfigError
-from lpdt.io import NoSpaceError, no_space
+from lpdt.errors import LpdtError
+from lpdt.io import no_space
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"--- run {i + 1} of {len(cfgs)}: {out}", flush=True)
         try:
             rec = train(cfg, out, resume=args.resume, force=args.force)
-        except (ValueError, KeyError, FileNotFoundError, RuntimeError) as e:
+        except (LpdtError, ValueError, KeyError, FileNotFoundError, RuntimeError) as e:
             if len(cfgs) == 1 or os.environ.get("LPDT_DEBUG"):
                 raise
             msg = e.args[0] if isinstance(e, KeyError) and e.args else e
@@ -157,9 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"lpdt {args.command}: config error: {e}", file=sys.stderr)
         return 2
-    except (ValueError, KeyError, FileNotFoundError, RuntimeError) as e:
-        # User-facing errors (bad names, missing datasets, ...) as one line; LPDT_DEBUG=1 shows
-        # the traceback.
+    except (LpdtError, ValueError, KeyError, FileNotFoundError, RuntimeError) as e:
+        # lpdt's own errors (lpdt.errors.LpdtError: bad files, missing datasets, a full disk,
+        # ...) and the built-in ones raised for bad names and values, as one line;
+        # LPDT_DEBUG=1 shows the traceback.
         if os.environ.get("LPDT_DEBUG"):
             raise
         msg = e.args[0] if isinstance(e, KeyError) and e.args else e
@@ -170,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         # savefig, give their filename if they know it). Other OS errors keep their traceback.
         if not no_space(e) or os.environ.get("LPDT_DEBUG"):
             raise
-        msg = str(e) if isinstance(e, NoSpaceError) else _no_space_line(e)
+        msg = _no_space_line(e)  # (lpdt.io's NoSpaceError is an LpdtError: caught above)
         print(f"lpdt {args.command}: error: {msg} (LPDT_DEBUG=1 for a traceback)", file=sys.stderr)
         return 2
 

@@ -23,10 +23,11 @@ from typing import Any, Literal
 
 import yaml
 
+from lpdt.errors import LpdtError
 from lpdt.typed import Reader, to_json, type_name
 
 
-class ConfigError(ValueError):
+class ConfigError(LpdtError, ValueError):
     """A bad configuration key or value (the message is a single line)."""
 
 

@@ -36,6 +36,7 @@ from typing import Any, Literal
 import yaml
 
 from lpdt.config import ConfigError, config_from_dict, deep_merge, set_path
+from lpdt.errors import LpdtError
 from lpdt.io import write_text_atomic
 from lpdt.typed import Reader, to_json
 
@@ -43,7 +44,7 @@ TRAINING_KINDS = ("baseline", "grid")
 ANALYSIS_KINDS = ("partition", "topology", "cost")
 
 
-class GridError(ValueError):
+class GridError(LpdtError, ValueError):
     """A study cannot be expanded (unknown coordinate value, invalid run config, ...)."""
 
 
@@ -63,7 +64,7 @@ class Run:
     studies: dict[str, list[Membership]] = field(default_factory=dict)  # study -> its cells
 
 
-class ManifestError(ValueError):
+class ManifestError(LpdtError, ValueError):
     """A manifest file that is not a manifest (one line, naming the file)."""
 
 

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from lpdt.errors import LpdtError
+
 
 def _file_mode() -> int:
     mask = os.umask(0)
@@ -31,7 +33,7 @@ _FILE_MODE = _file_mode()  # a new file's mode under this process's umask (read 
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
-class NoSpaceError(OSError):
+class NoSpaceError(LpdtError, OSError):
     """A write that found its device (or the user's quota) full; ``str``: one line naming the
     file."""
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import lpdt
+from lpdt.errors import LpdtError
 from lpdt.io import write_json_atomic, write_text_atomic
 from lpdt.typed import Reader, to_json
 
@@ -54,7 +55,7 @@ HISTORY_FILE = "history.csv"
 Status = Literal["ok", "diverged"]
 
 
-class RecordError(ValueError):
+class RecordError(LpdtError, ValueError):
     """A run record that cannot be read: missing, not JSON, of another schema version, or with a
     field missing or of the wrong type. The message is one line and starts with the path."""
 

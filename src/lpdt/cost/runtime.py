@@ -205,8 +205,9 @@ def evaluated_images(cfg: Mapping[str, Any]) -> int:
 
 
 def sparse(cfg: Mapping[str, Any]) -> bool:
-    """Whether the run's messages are sparsified (top-k / random-k)."""
-    return cfg["algorithm"]["compression"]["name"] in ("topk", "randomk")
+    """Whether the run's messages are sparsified (top-k / random-k, and top-k with 8-bit values,
+    whose selection costs as top-k's)."""
+    return cfg["algorithm"]["compression"]["name"] in ("topk", "randomk", "topk_int8")
 
 
 def per_node_batch(cfg: Mapping[str, Any]) -> int:

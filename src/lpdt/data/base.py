@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from lpdt.errors import LpdtError
 
-class DatasetError(RuntimeError):
+
+class DatasetError(LpdtError, RuntimeError):
     """A dataset is missing or unreadable; the message says where it was expected and how to get it."""
 
 

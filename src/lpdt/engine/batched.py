@@ -41,10 +41,11 @@ from torch import nn
 
 from lpdt.decentral.state import NodeState
 from lpdt.engine.steps import Log, compile_allowed, is_quantized, prepare_compile
+from lpdt.errors import LpdtError
 from lpdt.layers.quant.quantizers import draw_seed, noise_seed, vmapped
 
 
-class BatchNodesError(ValueError):
+class BatchNodesError(LpdtError, ValueError):
     """A model that the batched step cannot run (one line for the CLI)."""
 
 

@@ -15,11 +15,12 @@ from typing import Any
 
 import torch
 
+from lpdt.errors import LpdtError
 from lpdt.record import HistoryRow
 from lpdt.typed import Reader
 
 
-class CheckpointError(ValueError):
+class CheckpointError(LpdtError, ValueError):
     """A checkpoint file that is not a checkpoint of this version (a missing key)."""
 
 

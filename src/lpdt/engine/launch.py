@@ -36,13 +36,14 @@ from lpdt import provenance, record
 from lpdt.config import RunConfig, dump_config
 from lpdt.engine.rundir import load_checkpoint, open_run_dir
 from lpdt.engine.worker import LAUNCHER_PID_ENV, PEER_LOST, REFUSED, env_rank, run_worker
+from lpdt.errors import LpdtError
 from lpdt.record import RunRecord
 
 POLL_S = 0.1
 DEFAULT_GRACE_S = 10.0
 
 
-class DistributedError(RuntimeError):
+class DistributedError(LpdtError, RuntimeError):
     """A worker of a distributed run failed (the message names its rank)."""
 
 

@@ -19,10 +19,11 @@ import yaml
 from lpdt import record
 from lpdt.config import RunConfig, result_diff
 from lpdt.engine.checkpoint import Checkpoint
+from lpdt.errors import LpdtError
 from lpdt.record import RunRecord
 
 
-class RunDirError(ValueError):
+class RunDirError(LpdtError, ValueError):
     """The output directory holds files of a run of another config (the CLI exits 2)."""
 
 

@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 
 from lpdt import record
+from lpdt.errors import LpdtError
 from lpdt.report import pairs
 from lpdt.report.aggregate import (
     FINAL,
@@ -51,7 +52,7 @@ COVERED = pairs.COVERED
 NOTE = "the comparison's"  # whose cells the summary's notes speak of
 
 
-class CompareError(ValueError):
+class CompareError(LpdtError, ValueError):
     """A comparison that cannot be made as asked (one line; ``lpdt compare`` exits 2)."""
 
 

@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lpdt.errors import LpdtError
+
 DEFAULT_URI = "sqlite:///results/mlflow.db"
 DEFAULT_EXPERIMENT = "lpdt"
 LOCK_TIMEOUT_S = 120.0  # longest wait for another process to finish opening a SQLite store
@@ -43,7 +45,7 @@ ARTIFACTS_DIR = "mlflow-artifacts"  # next to a SQLite database
 T = TypeVar("T")
 
 
-class TrackingError(RuntimeError):
+class TrackingError(LpdtError, RuntimeError):
     """The MLflow store cannot be used (bad URI, missing store, files missing in a run dir)."""
 
 

@@ -33,6 +33,8 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
+from lpdt.errors import LpdtError
+
 ENV = "LPDT_QUANT_KERNEL"  # "0": tensor operations only
 WAIT_ENV = "LPDT_QUANT_BUILD_WAIT"  # seconds a process waits for another's build (BUILD_WAIT_S)
 NAME = "lpdt_quant"
@@ -48,7 +50,7 @@ _loaded: ModuleType | None = None
 _failed: str | None = None  # why the kernel is not available (set once)
 
 
-class BuildWaitTimeout(RuntimeError):
+class BuildWaitTimeout(LpdtError, RuntimeError):
     """Another process held the kernel's build directory for longer than the wait allowed."""
 
 
