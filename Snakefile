@@ -15,7 +15,7 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 # When this invocation started: the end-of-run line (onsuccess) compares only the training jobs
-# whose benchmark files were written since (lpdt.cost.runtime.plan_check).
+# whose benchmark files were written since (lpdt.plan.runtime.plan_check).
 STARTED = time.time()
 
 
@@ -53,7 +53,7 @@ rule all:
 # for them (the plan is printed by `make report` before it starts; docs/workflow.md, "The time
 # estimate"). Jobs of earlier invocations are not counted: nothing is printed after a no-op rerun.
 onsuccess:
-    from lpdt.cost.runtime import plan_check
+    from lpdt.plan.runtime import plan_check
 
     line = plan_check(f"{RESULTS}/plan-{SCALE}.tsv", f"{RESULTS}/benchmarks/train", STARTED)
     if line:

@@ -29,7 +29,7 @@ import torch
 
 from lpdt.config import load_config
 from lpdt.engine.launch import free_port
-from lpdt.engine.loop import Run
+from lpdt.engine.run import Run
 
 CASES = {"compute": None, "dense": ("none", 0.0), "top99": ("topk", 0.99)}
 

@@ -3,7 +3,7 @@
 For n nodes of one model at per-node batch b (the ``synthetic`` dataset at 32 px, directed ring,
 CHOCO), prints images/s of
   - pure compute: n sequential forward+backward+SGD steps of standalone models (no communication),
-  - a full decentralized iteration of the engine, ``lpdt.engine.loop.Run.iteration`` itself (de-bias,
+  - a full decentralized iteration of the engine, ``lpdt.engine.run.Run.iteration`` itself (de-bias,
     n forward/backward into the flat gradient, the loss reduction, the batched optimizer step,
     compression, gossip and the push-sum weights), uncompressed and with 99 % top-k,
 and the overhead (ratio - 1). Both sides draw their batches through a run's own samplers
@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from lpdt.config import load_config
-from lpdt.engine.loop import Run
+from lpdt.engine.run import Run
 from lpdt.models import MODELS
 
 

@@ -247,7 +247,7 @@ def job_config(args: argparse.Namespace, device: str):
 
 def job_worker(args: argparse.Namespace) -> None:
     """One training job: build, warm up, signal ready, wait for go, run, write its result."""
-    from lpdt.engine.loop import Run
+    from lpdt.engine.run import Run
 
     sync_dir = Path(args.job_worker)
     cfg = job_config(args, args.device)

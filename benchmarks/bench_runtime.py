@@ -1,4 +1,4 @@
-"""Per-sample costs behind the plan's wall-time estimate (``lpdt.cost.runtime.STEP_MS``).
+"""Per-sample costs behind the plan's wall-time estimate (``lpdt.plan.runtime.STEP_MS``).
 
 Usage: ``.venv/bin/python benchmarks/bench_runtime.py [--steps 12] [--jobs 2] [--probe N]``.
 
@@ -8,7 +8,7 @@ and prints ms per sample in the form of ``STEP_MS``. ``--jobs 2`` runs two copie
 measurement at once (as the workflow runs two training jobs at once on 2 cores) and reports the
 slower copy's time.
 
-``--probe N`` instead runs the plan's speed probe (``lpdt.cost.probe``, ``--jobs`` copies at once)
+``--probe N`` instead runs the plan's speed probe (``lpdt.plan.probe``, ``--jobs`` copies at once)
 N times, one after the other, and prints each run and their median in the form of
 ``probe.PROBE_REF_MS``: record it there, on an idle machine, whenever the constants are refitted
 on another reference machine.
@@ -24,8 +24,8 @@ import time
 import torch
 
 from lpdt.config import load_config
-from lpdt.cost import probe
 from lpdt.models import build_model
+from lpdt.plan import probe
 
 CASES = [
     ("resnet20", "fp32", 16),

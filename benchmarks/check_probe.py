@@ -5,7 +5,7 @@ Usage: ``.venv/bin/python benchmarks/check_probe.py [--scale quick] [--busy 0,1]
 
 For each number of busy-loop processes in ``--busy`` (0: the machine as it is; 1: one process
 spinning beside the jobs, a simulated slow day), it runs the plan's speed probe
-(``lpdt.cost.probe``, two copies at once) and then two real training jobs at once, as the
+(``lpdt.plan.probe``, two copies at once) and then two real training jobs at once, as the
 workflow runs them: the fp32 and the 8-bit claim cell of the scale's first seed (Table 3, skew 0,
 no compression), one torch thread each. It prints each job's wall time, the plan's estimate for
 it (the reference machine's costs, and scaled by the probe) and their ratio. What to compare: a
@@ -26,15 +26,15 @@ import time
 from pathlib import Path
 
 from lpdt import grid
-from lpdt.cost import probe, runtime
+from lpdt.plan import probe, runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def claim_cells(scale: str) -> dict[str, grid.Run]:
+def claim_cells(scale: str) -> dict[str, grid.GridRun]:
     """precision -> the Table 3 claim cell (skew 0, 0 % compression) of the first seed."""
     spec = grid.load(ROOT / "config" / "studies.yaml", ROOT / "config" / "scales" / f"{scale}.yaml")
-    found: dict[str, grid.Run] = {}
+    found: dict[str, grid.GridRun] = {}
     for run in grid.expand(spec).values():
         for m in run.studies.get("table3", []):
             c = m.coords
@@ -47,7 +47,7 @@ def claim_cells(scale: str) -> dict[str, grid.Run]:
     return found
 
 
-def run_pair(cells: dict[str, grid.Run], work: Path) -> dict[str, float]:
+def run_pair(cells: dict[str, grid.GridRun], work: Path) -> dict[str, float]:
     """Both jobs at once, one thread each; wall seconds per precision."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     lpdt = Path(sys.executable).with_name("lpdt")

@@ -1,4 +1,4 @@
-"""Fit the plan's wall-time model (``lpdt.cost.runtime``) to the jobs of a finished pipeline.
+"""Fit the plan's wall-time model (``lpdt.plan.runtime``) to the jobs of a finished pipeline.
 
 Usage: ``.venv/bin/python benchmarks/fit_runtime.py [--results results] [--plan PLAN.tsv]``
 
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from lpdt import record
-from lpdt.cost import runtime
+from lpdt.plan import runtime
 
 COMPILED_LINE = re.compile(r"compiled the [a-z ]+ in ([0-9.]+) s")
 

@@ -19,7 +19,7 @@ from lpdt.cli import main
 from lpdt.config import ModelConfig, PrecisionConfig, load_config
 from lpdt.decentral import algorithms
 from lpdt.engine.launch import free_port
-from lpdt.engine.loop import Run
+from lpdt.engine.run import Run
 from lpdt.engine.steps import CUDA_INT8_ENV, MIN_TORCH_COMPILED_INT8, Steps, torch_version
 from lpdt.layers.quant import convert_to_int8, quantize
 from lpdt.models import MODELS

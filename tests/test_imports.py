@@ -134,14 +134,19 @@ def test_no_import_circle():
 
 
 def test_the_engine_imports_one_way():
-    """lpdt.engine: the package -> launch -> worker -> loop -> rundir -> checkpoint -> steps,
-    sysmetrics, device: nothing imports a module above it, and no module the package itself."""
+    """lpdt.engine: the package -> launch -> worker -> loop (the lifecycle) -> console, faults ->
+    run (the numerics) -> schedule -> rundir -> checkpoint -> steps, sysmetrics, device: nothing
+    imports a module above it, and no module the package itself."""
     graph = _graph()
     order = [
         "lpdt.engine",
         "lpdt.engine.launch",
         "lpdt.engine.worker",
         "lpdt.engine.loop",
+        "lpdt.engine.console",
+        "lpdt.engine.faults",
+        "lpdt.engine.run",
+        "lpdt.engine.schedule",
         "lpdt.engine.rundir",
         "lpdt.engine.checkpoint",
         "lpdt.engine.batched",
@@ -217,7 +222,7 @@ def private_uses(
     """``(module, private name, line)`` for every ``from m import _name`` and every ``m._name``
     in ``source`` where ``m`` is one of the ``known`` modules of ``PACKAGES`` (a name bound by
     ``import m``, ``import m as x`` or ``from package import m``, or an attribute chain of one:
-    ``lpdt.cost.paper._read``). ``module``: the dotted name of ``source`` (``package``: it is a
+    ``lpdt.cost.published._read``). ``module``: the dotted name of ``source`` (``package``: it is a
     package's ``__init__``), from which relative imports are resolved."""
     tree = ast.parse(source)
     bound: dict[str, str] = {}  # local name -> the module it is
@@ -267,17 +272,17 @@ def test_no_module_imports_another_modules_private_names():
 def test_the_private_check_finds_imports_and_attributes():
     """The checker itself, on a made-up module."""
     source = (
-        "import lpdt.cost.paper\n"
+        "import lpdt.cost.published\n"
         "import lpdt.grid as g\n"
         "from lpdt.report import aggregate\n"
         "from tests.report.test_report import _args\n"
         "from lpdt.engine.loop import train, _print\n"
-        "lpdt.cost.paper._read(x); g._x; aggregate._seed(1); aggregate.__name__; other._y\n"
+        "lpdt.cost.published._read(x); g._x; aggregate._seed(1); aggregate.__name__; other._y\n"
         "from .test_snakemake import REPO, _job\n"
     )
-    known = {"lpdt", "lpdt.cost.paper", "lpdt.grid", "lpdt.report", "lpdt.report.aggregate"}
+    known = {"lpdt", "lpdt.cost.published", "lpdt.grid", "lpdt.report", "lpdt.report.aggregate"}
     assert sorted(private_uses(source, known, "tests.workflow.test_mine")) == [
-        ("lpdt.cost.paper", "_read", 6),
+        ("lpdt.cost.published", "_read", 6),
         ("lpdt.engine.loop", "_print", 5),
         ("lpdt.grid", "_x", 6),
         ("lpdt.report.aggregate", "_seed", 6),

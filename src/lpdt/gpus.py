@@ -30,7 +30,7 @@ NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")  # one entry per GPU the driver s
 
 # Training jobs that share one GPU, per model (config gpu_jobs_per_gpu: auto); a model not
 # listed gets a GPU to itself (1). ResNet-20: MEASURED (2026-11-27, one H100, Table 3 jobs;
-# lpdt.cost.runtime.H100_SHARE): 8 jobs give 4.7x the images/s of one, 12 only 5.0x. The others
+# lpdt.plan.runtime.H100_SHARE): 8 jobs give 4.7x the images/s of one, 12 only 5.0x. The others
 # are PROVISIONAL, NOT MEASURED: guesses from the models' sizes (ResNet-8 / -54 launch-bound and
 # small like ResNet-20; VGG-11, ResNet-18 at 64 px or larger and MiniLM fill more of a GPU).
 JOBS_PER_GPU: dict[str, int] = {

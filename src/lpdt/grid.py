@@ -58,7 +58,10 @@ class Membership:
 
 
 @dataclass
-class Run:
+class GridRun:
+    """One run of the grid: its id, run config and places in the studies (what the workflow
+    trains; ``lpdt.engine.run.Run`` is the numerics of training one)."""
+
     run_id: str
     config: dict[str, Any]  # the run-config tree (RunConfig.to_dict(), tracking excluded)
     studies: dict[str, list[Membership]] = field(default_factory=dict)  # study -> its cells
@@ -285,9 +288,9 @@ def resolve(tree: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return cfg.run_id(), d
 
 
-def expand(spec: dict[str, Any]) -> dict[str, Run]:
+def expand(spec: dict[str, Any]) -> dict[str, GridRun]:
     """All training runs of all studies, keyed by run id (in first-seen order)."""
-    runs: dict[str, Run] = {}
+    runs: dict[str, GridRun] = {}
     studies = spec.get("studies") or {}
     for sname, study in studies.items():
         if study.get("kind") not in TRAINING_KINDS or "same_as" in study:
@@ -301,7 +304,7 @@ def expand(spec: dict[str, Any]) -> dict[str, Run]:
                     tree = run_config(spec, coords, [study.get("config"), block.get("config")])
                     for seed in seed_list(n_seeds, int(tree.get("seed", 1234))):
                         rid, cfg = resolve(with_seed(tree, seed))
-                        run = runs.setdefault(rid, Run(rid, cfg))
+                        run = runs.setdefault(rid, GridRun(rid, cfg))
                         run.studies.setdefault(sname, []).append(Membership(bname, coords, seed))
                 except (GridError, ConfigError) as e:
                     raise GridError(f"study {sname!r}, block {bname!r}, {coords}: {e}") from None
@@ -326,13 +329,13 @@ BATCH_MAX_SAMPLES = 200_000
 
 def train_samples(cfg: dict[str, Any]) -> int | None:
     """Training images x epochs of a run config (None: a dataset of unknown size)."""
-    from lpdt.cost.runtime import full_train_size
+    from lpdt.plan.runtime import full_train_size
 
     size = cfg["data"].get("train_subset") or full_train_size(cfg["data"]["dataset"])
     return None if size is None else size * cfg["train"]["epochs"]
 
 
-def run_batches(runs: dict[str, Run]) -> dict[str, list[str]]:
+def run_batches(runs: dict[str, GridRun]) -> dict[str, list[str]]:
     """The runs one training job trains one after another in one process (the workflow's
     ``batch_runs``): batch name -> run ids, in run order, among the short runs (at most
     ``BATCH_MAX_SAMPLES`` training images x epochs):
@@ -365,7 +368,7 @@ def run_batches(runs: dict[str, Run]) -> dict[str, list[str]]:
     return batches
 
 
-def manifest(runs: dict[str, Run], spec: dict[str, Any], scale: str, runs_dir: str) -> Manifest:
+def manifest(runs: dict[str, GridRun], spec: dict[str, Any], scale: str, runs_dir: str) -> Manifest:
     """``results/manifest.json`` (docs/architecture.md): per study, its runs and their coords."""
     studies: dict[str, ManifestStudy] = {}
     for sname, study in (spec.get("studies") or {}).items():
@@ -412,7 +415,7 @@ def write_if_changed(path: str | Path, text: str) -> bool:
     return True
 
 
-def config_text(run: Run) -> str:
+def config_text(run: GridRun) -> str:
     return yaml.safe_dump(run.config, sort_keys=False)
 
 
@@ -424,7 +427,7 @@ def samples_per_run(cfg: dict[str, Any]) -> int | None:
     """Training samples one run processes over all nodes (None if the dataset size is unknown).
     Iterations per epoch as the cost model counts them (equal partitions)."""
     from lpdt.cost.comm import iterations_per_epoch  # imports torch: only for the plan
-    from lpdt.cost.runtime import full_train_size
+    from lpdt.plan.runtime import full_train_size
 
     n, batch = cfg["topology"]["nodes"], cfg["train"]["batch_size"]
     per_node_batch = max(1, batch // n)
@@ -438,7 +441,7 @@ def samples_per_run(cfg: dict[str, Any]) -> int | None:
     return iters * per_node_batch * n * cfg["train"]["epochs"]
 
 
-def plan_rows(runs: dict[str, Run]) -> list[dict[str, Any]]:
+def plan_rows(runs: dict[str, GridRun]) -> list[dict[str, Any]]:
     rows = []
     for r in runs.values():
         c = r.config

@@ -85,7 +85,7 @@ def test_comm_train_size_defaults_to_the_cifar10_size_of_the_runtime_table():
     import argparse
 
     from lpdt.cost.cli import add_arguments
-    from lpdt.cost.runtime import FULL_SIZES
+    from lpdt.plan.runtime import FULL_SIZES
 
     p = argparse.ArgumentParser()
     add_arguments(p)

@@ -4,7 +4,7 @@ import pytest
 
 from lpdt.cost.comm import comm_volume, gossiped_numels, iterations_per_epoch
 from lpdt.cost.model import build
-from lpdt.cost.paper import agrees_to_printed
+from lpdt.cost.published import agrees_to_printed
 
 
 def test_iterations_per_epoch_follows_the_reference_loader():

@@ -11,7 +11,7 @@ import torch
 
 from lpdt.config import load_config
 from lpdt.cost.wire import implied_ratio, message_nbytes, wire_row
-from lpdt.engine.loop import Run
+from lpdt.engine.run import Run
 from tests.cost.nets import Tiny
 from tests.distributed.test_equivalence import BASE, run_ranks
 

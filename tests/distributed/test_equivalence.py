@@ -28,7 +28,7 @@ import torch
 from lpdt.config import load_config
 from lpdt.decentral import algorithms
 from lpdt.engine.launch import free_port
-from lpdt.engine.loop import Run
+from lpdt.engine.run import Run
 from tests.distributed.worker import node_state, train_briefly
 
 REPO = Path(__file__).resolve().parents[2]

@@ -43,7 +43,7 @@ TIMEOUT_S = 240
 
 def lpdt_train(out: Path, *extra: str, fault: str | None = None) -> subprocess.Popen:
     """``lpdt train`` of ARGS; ``fault``: the test-only ``LPDT_TEST_FAULT`` kill point
-    (``<point>:<rank>:<epoch>``, see ``lpdt.engine.loop._fault_point``)."""
+    (``<point>:<rank>:<epoch>``, see ``lpdt.engine.faults.fault_point``)."""
     cmd = [sys.executable, "-m", "lpdt.cli", "train", "--out", str(out), *extra]
     for a in ARGS:
         cmd += ["--set", a]

@@ -1,7 +1,7 @@
 """A rank of the equivalence tests: ``python -m tests.distributed.worker CASES.json OUT_DIR``.
 
 For every case (a list of config overrides) it trains node RANK for a few epochs and the final
-gossip rounds through ``lpdt.engine.loop.Run`` with a ``TorchGroup`` (the distributed engine's code
+gossip rounds through ``lpdt.engine.run.Run`` with a ``TorchGroup`` (the distributed engine's code
 path), then saves the node's state to ``OUT_DIR/<case index>.rank<RANK>.pt``, and rank 0 the bytes every
 node handed to the transport (``TorchGroup.wire_bytes``) and the gossip rounds to
 ``OUT_DIR/<case index>.wire.json``.
@@ -21,7 +21,8 @@ from lpdt.config import load_config
 from lpdt.decentral.peer import TorchGroup, init_process_group
 from lpdt.decentral.topology import TOPOLOGIES
 from lpdt.engine.device import resolve_device
-from lpdt.engine.loop import Run, lr_at
+from lpdt.engine.run import Run
+from lpdt.engine.schedule import lr_at
 
 if "test_irregular" not in TOPOLOGIES:
 

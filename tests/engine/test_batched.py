@@ -247,7 +247,7 @@ def test_steps_trace_to_one_graph_without_breaks(precision, deterministic):
 def test_with_batched_nodes_the_node_step_is_not_compiled_for_the_short_batch():
     """With the batched step training, the node step runs only an epoch's short last batch: it
     is not compiled for that one batch (a compile per run for nothing); evaluation still is."""
-    from lpdt.engine.loop import Run
+    from lpdt.engine.run import Run
     from tests.engine.test_loop import cfg
 
     run = Run(cfg("train.batch_nodes=true", "train.compile=true"), log=lambda s: None)

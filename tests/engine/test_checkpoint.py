@@ -10,7 +10,7 @@ import torch
 
 from lpdt.config import load_config
 from lpdt.engine.checkpoint import Checkpoint, CheckpointError
-from lpdt.engine.loop import Run
+from lpdt.engine.run import Run
 from lpdt.engine.rundir import load_checkpoint
 from lpdt.record import HistoryRow
 

@@ -310,7 +310,7 @@ def test_sharded_node_evaluation_covers_the_test_split_once():
     """At initialisation every node holds the same model, so the mean of its per-shard accuracies
     (each test image evaluated once, by one node) equals that model's whole-split accuracy, while
     the shards themselves differ (min < max); full evaluation gives min = mean = max."""
-    from lpdt.engine.loop import Run
+    from lpdt.engine.run import Run
 
     full = Run(cfg("data.test_subset=400"), log=lambda s: None).evaluate_all()
     run = Run(cfg("data.test_subset=400", "train.node_eval=sharded"), log=lambda s: None)
@@ -330,9 +330,9 @@ def test_one_process_train_refuses_the_distributed_engine_without_a_group(tmp_pa
 
 
 def test_plan_counts_the_evaluations_a_run_makes(tmp_path):
-    """lpdt.cost.runtime.evaluated_images (the plan's estimate) counts the evaluations this loop
+    """lpdt.plan.runtime.evaluated_images (the plan's estimate) counts the evaluations this loop
     really makes: every eval_every epochs but the last, then the final one."""
-    from lpdt.cost import runtime
+    from lpdt.plan import runtime
 
     c = cfg("train.epochs=3", "train.eval_every=1", "data.train_subset=320", "data.test_subset=50")
     m = train(c, tmp_path / "r", log=lambda s: None)

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 import lpdt.engine.loop
+import lpdt.engine.run
 from lpdt.config import ModelConfig, PrecisionConfig, RunConfig
 from lpdt.data.base import DatasetInfo, TensorDataset
 from lpdt.data.images import DEBIAN_FASHION_MNIST, read_fashion_mnist
@@ -100,7 +101,7 @@ def _engine_accuracy(precision: str, seed: int) -> float:
     """
     (xtr, ytr), (xte, yte) = _subset()
     info = DatasetInfo(name="fashion_mnist_16px", source=str(ROOT), input_shape=(1, SIZE, SIZE))
-    lpdt.engine.loop.load_dataset = lambda cfg: TensorDataset(info, xtr, ytr, xte, yte)
+    lpdt.engine.run.load_dataset = lambda cfg: TensorDataset(info, xtr, ytr, xte, yte)
     cfg = RunConfig()
     cfg.seed, cfg.threads = seed, 1
     cfg.topology.nodes = 8

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lpdt import gpus, grid
-from lpdt.cost import runtime
+from lpdt.plan import runtime
 from tests.workflow.test_snakemake import REPO, workdir
 from tests.workflow.test_workflow_catalog import run_workflow, train_four_smoke_runs_on_gpus
 

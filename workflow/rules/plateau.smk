@@ -16,11 +16,11 @@ from lpdt.report import plateau as plateau_check_lib
 PLATEAU_DIR = f"{RESULTS}/plateau"
 PLATEAU_CSV = f"{RESULTS}/plateau_check.csv"
 PLATEAU_CASES = plateau_check_lib.checked_cells(RUNS)  # 1x run id -> case
-PLATEAU_RUNS = {}  # 2x run id -> grid.Run of the doubled config
+PLATEAU_RUNS = {}  # 2x run id -> grid.GridRun of the doubled config
 PLATEAU_PAIRS = []  # (case, 1x run id, 2x run id)
 for _rid, _case in PLATEAU_CASES.items():
     _rid2, _cfg2 = grid.resolve(plateau_check_lib.doubled(RUNS[_rid].config))
-    PLATEAU_RUNS[_rid2] = grid.Run(_rid2, _cfg2)
+    PLATEAU_RUNS[_rid2] = grid.GridRun(_rid2, _cfg2)
     PLATEAU_PAIRS.append((_case, _rid, _rid2))
 # (case, 1x run dir, 2x run dir): what rule plateau_check summarises
 PLATEAU_DIRS = [(c, f"{RUNS_DIR}/{a}", f"{PLATEAU_DIR}/runs/{b}") for c, a, b in PLATEAU_PAIRS]

@@ -17,8 +17,8 @@ from pathlib import Path
 from lpdt.cost.energy import HOROWITZ_45NM, EnergyTable
 from lpdt.cost.memory import ALGORITHM_BUFFERS
 from lpdt.cost.ops import LAYER_TYPES, MODES, PRECISIONS
-from lpdt.cost.runtime import full_train_size
 from lpdt.cost.trace import NORM_KINDS as NORMS
+from lpdt.plan.runtime import full_train_size
 
 
 def _add_energy(p: argparse.ArgumentParser) -> None:
@@ -221,7 +221,7 @@ def _run_comm(args: argparse.Namespace) -> int:
 
 
 def _run_all(args: argparse.Namespace) -> int:
-    from lpdt.cost.tables import write_all
+    from lpdt.cost.cost_tables import write_all
 
     files = write_all(
         args.out, batch=args.batch, energy=parse_energy(args.energy), off_by_one=args.off_by_one

@@ -1,6 +1,6 @@
 """Which nodes a process holds, and how it combines values with the processes holding the others.
 
-The trainer (``lpdt.engine.loop.Run``) is written once for "the nodes this process holds" (its rows):
+The trainer (``lpdt.engine.run.Run``) is written once for "the nodes this process holds" (its rows):
 
 - ``LocalGroup`` (``engine: simulated``): one process holds all n nodes; an exchange is the
   in-process ``Mixer`` and every reduction is a plain reduction over the rows.

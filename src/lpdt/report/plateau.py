@@ -111,7 +111,7 @@ def checked_cells(runs: Mapping[str, Any]) -> dict[str, str]:
 
 
 def doubled(config: Mapping[str, Any]) -> dict[str, Any]:
-    """A run config (``lpdt.grid.Run.config``) with twice its epochs; with step decay its
+    """A run config (``lpdt.grid.GridRun.config``) with twice its epochs; with step decay its
     milestones doubled too (``schedule.decay: linear`` scales with the epochs by itself).
     Every other key, the execution keys included (train.compile, threads, ...), is the 1x run's."""
     c = copy.deepcopy(dict(config))

@@ -12,7 +12,7 @@ import io
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from lpdt.cost import paper
+from lpdt.cost import published
 from lpdt.cost.comm import comm_volume, gossiped_numels
 from lpdt.cost.energy import HOROWITZ_45NM, EnergyTable
 from lpdt.cost.memory import MEMORY_KINDS, mib
@@ -124,7 +124,7 @@ def op_table(costs: Costs, mode: str, model: str = FIG7_MODEL) -> list[dict]:
 
 def table10_rows(costs: Costs) -> list[dict]:
     """Ours beside the paper's Table 10 (memory MiB, energy mJ, per node per iteration)."""
-    published = paper.table10_lookup()
+    printed = published.table10_lookup()
     rows = []
     for phase in MODES:
         for name in TABLE10_MODELS:
@@ -137,7 +137,7 @@ def table10_rows(costs: Costs) -> list[dict]:
                 else:
                     mem = {"fp32": fp.memory_inference_mib, "int8": lp.memory_inference_mib}
                 en = {"fp32": fp.energy_mj(phase), "int8": lp.energy_mj(phase)}
-                p = published.get((name, norm, phase))
+                p = printed.get((name, norm, phase))
                 row: dict = {"model": name, "norm": norm, "phase": phase, "batch": fp.batch}
                 for prec in PRECISIONS:
                     theirs = float(p[f"memory_{prec}"]) if p else float("nan")
@@ -224,7 +224,7 @@ def table3_rows(off_by_one: bool = False) -> list[dict]:
     """
     rows = []
     numels_cache: dict[tuple[str, str], list[int]] = {}
-    for p in paper.table3_data():
+    for p in published.table3_data():
         key = (p["model"], p["norm"])
         if key not in numels_cache:
             numels_cache[key] = gossiped_numels(build(p["model"], p["norm"], 10, CIFAR_SHAPE))
@@ -244,8 +244,8 @@ def table3_rows(off_by_one: bool = False) -> list[dict]:
                 batch_size=int(p["batch"]),
                 off_by_one=off_by_one,
             )
-            fp_ok = paper.agrees_to_printed(v.gb_per_node, p["data_gb_fp32"])
-            lp_ok = paper.agrees_to_printed(v.gb_per_node_8bit_analytic, p["data_gb_int8"])
+            fp_ok = published.agrees_to_printed(v.gb_per_node, p["data_gb_fp32"])
+            lp_ok = published.agrees_to_printed(v.gb_per_node_8bit_analytic, p["data_gb_int8"])
             note = ""
             if p["model"] == "vgg11":
                 note = VGG_NOTE
@@ -272,11 +272,11 @@ def table3_rows(off_by_one: bool = False) -> list[dict]:
                     "bytes_per_message": v.bytes_per_message,
                     "gb_fp32": v.gb_per_node,
                     "gb_fp32_paper": float(p["data_gb_fp32"]),
-                    "gb_fp32_printed": paper.as_printed(v.gb_per_node, p["data_gb_fp32"]),
+                    "gb_fp32_printed": published.as_printed(v.gb_per_node, p["data_gb_fp32"]),
                     "gb_fp32_ratio": _ratio(v.gb_per_node, float(p["data_gb_fp32"])),
                     "gb_int8": v.gb_per_node_8bit_analytic,
                     "gb_int8_paper": float(p["data_gb_int8"]),
-                    "gb_int8_printed": paper.as_printed(
+                    "gb_int8_printed": published.as_printed(
                         v.gb_per_node_8bit_analytic, p["data_gb_int8"]
                     ),
                     "gb_int8_ratio": _ratio(v.gb_per_node_8bit_analytic, float(p["data_gb_int8"])),
@@ -291,7 +291,7 @@ def table3_wire_rows() -> list[dict]:
     """The wire bytes of an fp32 and an 8-bit message for every (model, norm, compression) of
     Table 3's "Data" column, beside the paper's fp32 / 8-bit ratio for that cell."""
     cells: dict[tuple[str, str, float], float] = {}
-    for p in paper.table3_data():
+    for p in published.table3_data():
         key = (p["model"], p["norm"], float(p["compression"]))
         cells.setdefault(key, float(p["data_gb_fp32"]) / float(p["data_gb_int8"]))
     rows = wire_rows(cells)
@@ -330,7 +330,10 @@ def summary(
     all_eff = [r["energy_efficiency"] for r in t10]
     return {
         "batch": next(iter(costs.values())).batch if costs else None,
-        "paper_source": {"table10": str(paper.table10_source()), "table3": str(paper.TABLE3_CSV)},
+        "paper_source": {
+            "table10": str(published.table10_source()),
+            "table3": str(published.TABLE3_CSV),
+        },
         "energy_table_pj": {
             "fp32_add": energy.fp32_add,
             "fp32_mult": energy.fp32_mult,

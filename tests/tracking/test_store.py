@@ -30,12 +30,7 @@ def fake_run_dir(root, i: int, status: str = "ok", **kw) -> Path:
     return d
 
 
-@pytest.fixture(scope="session")
-def template_db(tmp_path_factory) -> Path:
-    """One initialised store per session (creating the schema takes seconds); tests copy it."""
-    path = tmp_path_factory.mktemp("template") / "mlflow.db"
-    tracking.init_store(f"sqlite:///{path}", "lpdt")
-    return path
+# template_db and store: tests/tracking/conftest.py
 
 
 def fresh_store(template_db: Path, directory: Path) -> str:
@@ -44,12 +39,6 @@ def fresh_store(template_db: Path, directory: Path) -> str:
     (directory / "results").mkdir(parents=True, exist_ok=True)
     shutil.copy(template_db, directory / "results" / "mlflow.db")
     return f"sqlite:///{directory}/results/mlflow.db"
-
-
-@pytest.fixture()
-def store(tmp_path, monkeypatch, template_db):
-    monkeypatch.chdir(tmp_path)
-    return fresh_store(template_db, tmp_path)
 
 
 def _logged(uri: str):

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from lpdt.cost import paper
-from lpdt.cost.tables import compute_costs, op_table, table3_rows, table10_rows, write_all
+from lpdt.cost import published
+from lpdt.cost.cost_tables import compute_costs, op_table, table3_rows, table10_rows, write_all
 
 # Reference §11.6: the memory model reproduces every Table 10 training entry within 0.5 MiB;
 # the one entry that is off by more than 1 % is ResNet-20 8-bit with Range-BN, whose paper
@@ -105,7 +105,7 @@ def test_table7_has_the_quantization_rows_only_for_8_bit(costs):
 def test_table3_rows():
     rows = table3_rows()
     paper_cfg = [r for r in rows if r["reading"] == "paper configuration"]
-    assert len(paper_cfg) == len(paper.table3_data()) == 6
+    assert len(paper_cfg) == len(published.table3_data()) == 6
     assert all(r["agrees_printed"] for r in paper_cfg if r["model"] != "vgg11")
     vgg_code = [r for r in rows if r["model"] == "vgg11" and r["reading"].startswith("reference")]
     dense = [r for r in vgg_code if r["compression"] == 0][0]
@@ -126,14 +126,16 @@ def test_write_all(tmp_path):
 def test_packaged_table10_agrees_with_config_paper_results():
     """Both records of the paper's Table 10 hold the same numbers (the tests run in a checkout,
     which has config/paper_results.csv)."""
-    path = paper.config_results_path()
-    rows = paper.table10_from_config(path) if path else None
+    path = published.config_results_path()
+    rows = published.table10_from_config(path) if path else None
     assert rows is not None, "config/paper_results.csv with Table 10 is missing from the checkout"
-    packaged = {(r["model"], r["norm"], r["phase"]): r for r in paper.read_rows(paper.TABLE10_CSV)}
+    packaged = {
+        (r["model"], r["norm"], r["phase"]): r for r in published.read_rows(published.TABLE10_CSV)
+    }
     assert len(rows) == len(packaged) == 12
     for r in rows:
         p = packaged[(r["model"], r["norm"], r["phase"])]
-        for col in paper.TABLE10_COLUMNS:
+        for col in published.TABLE10_COLUMNS:
             assert float(r[col]) == float(p[col]), (r["model"], r["norm"], r["phase"], col)
 
 
@@ -143,5 +145,5 @@ def test_incomplete_config_table10_is_not_used(tmp_path):
         "# comment\ntable,model,norm,precision,phase,metric,value\n"
         "10,resnet20,rangebn,fp32,training,memory_mib,170.6\n"
     )
-    assert paper.table10_from_config(f) is None
-    assert len(paper.table10()) == 12  # the packaged copy (or a complete config file)
+    assert published.table10_from_config(f) is None
+    assert len(published.table10()) == 12  # the packaged copy (or a complete config file)

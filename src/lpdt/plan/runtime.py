@@ -13,7 +13,7 @@ with the costs of its (model, precision, input px) fitted on this project's refe
 its own cost per sample and adds its compile time (``COMPILED_MS``). The grid's wall time is the
 jobs packed onto ``slots`` parallel job slots (longest first).
 
-On another machine the absolute numbers differ. The plan's speed probe (``lpdt.cost.probe``)
+On another machine the absolute numbers differ. The plan's speed probe (``lpdt.plan.probe``)
 times a few eager steps of the claims' problem on the machine at hand, as many at once as there
 are job slots, and ``run_seconds(..., speed=...)`` scales the fitted costs by its ratio to the
 same probe on the reference machine, each cost by the probe's kind of step that does its work
@@ -322,7 +322,7 @@ def run_seconds(
 
 
 def speed_kind(precision: str, compiled: bool) -> str:
-    """The speed probe's kind of step (``lpdt.cost.probe.KINDS``) whose factor scales a cost of
+    """The speed probe's kind of step (``lpdt.plan.probe.KINDS``) whose factor scales a cost of
     ``precision``, compiled or eager: the precision's own for fp32 and eager 8-bit (eager jobs
     use the quantiser kernel where the machine builds it, as the probe's 8-bit step does);
     ``int8_ops`` for compiled 8-bit, the tensor operations that compiled graphs fuse (they never

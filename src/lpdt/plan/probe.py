@@ -1,5 +1,5 @@
 """The plan's speed probe: how fast this machine runs the quick scale's training steps, against
-the reference machine the plan's costs (``lpdt.cost.runtime``) were measured on.
+the reference machine the plan's costs (``lpdt.plan.runtime``) were measured on.
 
 What it times: one node's eager training step (forward, loss, backward, SGD step) of the claims'
 problem, the runs that fill most of the quick scale's hour (ResNet-8, 12 px, 8 images per node,

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from lpdt.config import load_config
-from lpdt.cost import probe, runtime
+from lpdt.plan import probe, runtime
 
 
 def test_packing_longest_first_on_two_slots():

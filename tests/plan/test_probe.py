@@ -1,4 +1,4 @@
-"""The plan's speed probe (lpdt.cost.probe): real steps timed on this machine, the factors and
+"""The plan's speed probe (lpdt.plan.probe): real steps timed on this machine, the factors and
 the line the plan prints."""
 
 import math
@@ -7,8 +7,8 @@ import os
 import pytest
 import torch
 
-from lpdt.cost import probe
 from lpdt.layers.quant import kernel
+from lpdt.plan import probe
 
 
 def test_speed_factors_reject_bad_timings():

@@ -1,0 +1,103 @@
+"""What a run prints while it trains: its start line, a progress line at most every
+``PROGRESS_EVERY_S`` seconds inside an epoch (iteration, loss, images/s, ETA), and one line per
+epoch."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+
+from lpdt.config import RunConfig
+from lpdt.engine.run import Run
+from lpdt.record import HistoryRow
+
+Log = Callable[[str], None]
+
+PROGRESS_EVERY_S = 30.0  # seconds between in-epoch progress lines (tests lower it)
+
+
+def duration(s: float) -> str:
+    s = max(0, round(s))
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m{s:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m"
+
+
+class Progress:
+    """In-epoch progress, at most one line per ``every_s`` seconds: epoch and iteration, mean
+    loss of the epoch so far, images/s since the previous line, and the run's ETA (from this
+    session's wall time per iteration after its first, which includes any compile; evaluation
+    included). ``after_gradients`` is the ``on_iteration`` callback of ``Run.train_epoch``."""
+
+    def __init__(self, run: Run, epochs: int, log: Log, every_s: float) -> None:
+        self.run, self.epochs, self.log, self.every_s = run, epochs, log, every_s
+        self.t0 = self.last_t = time.perf_counter()
+        self.it0, self.last_samples = run.iterations, run.samples
+        self.epoch, self.k, self.loss_sum = -1, 0, None
+        self.started = False
+
+    def eta_s(self, done_in_iter: int = 0) -> float | None:
+        """Seconds left for the run; ``done_in_iter``: the current iteration is (nearly) done."""
+        r = self.run
+        done = r.iterations + done_in_iter - self.it0
+        if done <= 0:
+            return None
+        per_iter = (time.perf_counter() - self.t0) / done
+        return per_iter * (self.epochs * r.iters - r.iterations - done_in_iter)
+
+    def after_gradients(self, losses: torch.Tensor) -> None:
+        r = self.run
+        if r.epoch != self.epoch:
+            self.epoch, self.k, self.loss_sum = r.epoch, 0, None
+        self.k += 1
+        loss = losses.detach().mean()
+        self.loss_sum = loss if self.loss_sum is None else self.loss_sum + loss
+        now = time.perf_counter()
+        if not self.started:  # this session's first iteration includes compiling the step
+            self.started = True  # (train.compile): rates and the ETA start after it
+            self.t0 = self.last_t = now
+            self.it0, self.last_samples = r.iterations, r.samples
+            return
+        if now - self.last_t < self.every_s or self.k >= r.iters:
+            return
+        ips = (r.samples - self.last_samples) / max(now - self.last_t, 1e-9)
+        ips *= r.group.nodes / r.state.nodes  # the whole run's rate: every node takes a batch
+        eta = self.eta_s(done_in_iter=1)
+        self.log(
+            f"  epoch {r.epoch + 1}/{self.epochs} iter {self.k}/{r.iters}  loss "
+            f"{float(self.loss_sum) / self.k:.4f}  {ips:.0f} img/s  ETA "
+            f"{duration(eta) if eta is not None else '?'}"
+        )
+        self.last_t, self.last_samples = now, r.samples
+
+
+def start_line(cfg: RunConfig, run: Run) -> str:
+    info = run.data.info
+    return (
+        f"run {cfg.run_id()}: {cfg.model.name} ({cfg.precision.mode}, {run.state.p_train:,} "
+        f"params) on {info.name}"
+        f"{' (stand-in for ' + str(info.stand_in_for) + ')' if info.stand_in else ''}, "
+        f"{cfg.topology.nodes} nodes {cfg.topology.name}, {cfg.algorithm.name} "
+        f"{cfg.algorithm.compression.name} {cfg.algorithm.compression.ratio}, skew "
+        f"{cfg.partition.skew}, {run.iters} it/epoch x {cfg.train.epochs} epochs, "
+        f"device {run.device}"
+    )
+
+
+def epoch_line(row: HistoryRow, epochs: int, eta_s: float | None = None) -> str:
+    assert isinstance(row.epoch, int) and row.lr is not None and row.train_loss is not None
+    s = f"epoch {row.epoch + 1}/{epochs}  lr {row.lr:.4g}  loss {row.train_loss:.4f}"
+    if row.acc_node_mean is not None:
+        s += (
+            f"  acc {row.acc_node_mean:.2f} % (min {row.acc_node_min:.2f}, max "
+            f"{row.acc_node_max:.2f})  avg-model {row.acc_avg_model:.2f} %  "
+            f"consensus {row.consensus_distance:.3g}"
+        )
+    eta = f", ETA {duration(eta_s)}" if eta_s is not None else ""
+    return s + f"  [{row.wall_s:.1f} s{eta}]"

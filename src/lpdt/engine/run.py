@@ -1,0 +1,324 @@
+"""The numerics of one decentralized training run: ``Run`` (build, iteration, epoch, final
+gossip rounds, evaluation, checkpoint state), readable top to bottom; ``lpdt.engine.loop.train``
+drives it (the lifecycle).
+
+Every iteration, all n nodes (reference §3.1):
+  1. compute a gradient at their de-biased model z_i / w_i on a local mini-batch,
+  2. take a local optimizer step on the push-sum numerator z_i,
+  3. compress and gossip: z <- z + delta (``lpdt.decentral.algorithms``), w mixed likewise.
+After the last epoch, ``final_gossip_rounds`` gossip-only rounds run (no SGD; forward passes in
+train mode keep BatchNorm / 8-bit range statistics current, as the reference does), and every
+node's model, plus the exact average model, is evaluated on the test set.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from lpdt.config import RunConfig
+from lpdt.data import Dataset, load_dataset
+from lpdt.data.sampler import NodeSampler
+from lpdt.decentral.algorithms import make_algorithm
+from lpdt.decentral.compression import make_compressor
+from lpdt.decentral.group import LocalGroup, NodeGroup
+from lpdt.decentral.optim import make_optimizer
+from lpdt.decentral.state import NodeState
+from lpdt.decentral.streams import NodeStreams
+from lpdt.decentral.topology import mixing_matrix, out_peers
+from lpdt.engine.batched import BatchedSteps, use_batched
+from lpdt.engine.checkpoint import Checkpoint
+from lpdt.engine.device import print_line, resolve_device
+from lpdt.engine.steps import Steps
+from lpdt.models import build_model
+from lpdt.record import (
+    HistoryRow,
+)
+
+Log = Callable[[str], None]
+
+
+def partition_indices(labels: np.ndarray, cfg: RunConfig) -> list[np.ndarray]:
+    from lpdt.data.partition import dirichlet_partition, skew_partition
+
+    p, n = cfg.partition, cfg.topology.nodes
+    if p.kind == "dirichlet":
+        return dirichlet_partition(labels, n, p.alpha, seed=p.seed)
+    return skew_partition(labels, n, p.skew, seed=p.seed)
+
+
+@torch.no_grad()
+def evaluate(
+    model: torch.nn.Module,
+    data: Dataset,
+    device: torch.device,
+    batch: int,
+    steps: Steps,
+    rows: torch.Tensor | None = None,
+) -> float:
+    """Top-1 accuracy (%) of one model on the test split (or on its ``rows`` only)."""
+    model.eval()
+    labels = data.labels("test")
+    rows = torch.arange(len(labels)) if rows is None else rows
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    for start in range(0, len(rows), batch):
+        x, y = data.batch("test", rows[start : start + batch])
+        correct += (steps.predict(model, x.to(device)) == y.to(device)).sum()
+    return 100.0 * int(correct) / len(rows)
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+class Run:
+    """Everything one training run holds; ``train()`` below drives it.
+
+    The rows of the run's state are the nodes this process holds (``group.ids``): all n in the
+    simulator (``LocalGroup``), one per process in the distributed engine
+    (``lpdt.decentral.peer.TorchGroup``). Row k is node ``group.ids[k]``.
+    """
+
+    def __init__(
+        self, cfg: RunConfig, log: Log = print_line, group: NodeGroup | None = None
+    ) -> None:
+        self.cfg, self.log = cfg, log
+        self.group = group or LocalGroup(cfg.topology.nodes)
+        ids = self.group.ids
+        self.device = resolve_device(cfg.device)
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        random.seed(cfg.seed)
+        np.random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+
+        # Data: one partition and one sampler per node; test data is shared by all nodes.
+        self.data = load_dataset(cfg.data)
+        n = cfg.topology.nodes
+        parts = partition_indices(self.data.labels("train"), cfg)
+        self.samplers = [
+            NodeSampler(parts[i], cfg.per_node_batch, seed=cfg.seed * 1000 + i) for i in ids
+        ]
+        self.train_samples = sum(len(p) for p in parts)  # over all nodes
+        self.iters = max(-(-len(p) // cfg.per_node_batch) for p in parts)  # batches per pass
+        if cfg.train.max_iters_per_epoch:
+            self.iters = min(self.iters, cfg.train.max_iters_per_epoch)
+
+        # Model: identical initial weights on every node (the seed is the same everywhere).
+        torch.manual_seed(cfg.seed)
+        info = self.data.info
+        model = build_model(cfg, info.num_classes, info.input_shape)
+        self.state = NodeState(model, len(ids), self.device)
+        self.streams = NodeStreams(cfg.seed, ids, self.device)  # each node's random streams
+        # One training step / evaluation forward for all nodes (compiled once if asked), and
+        # with ``train.batch_nodes`` the held nodes' training step as one computation; the node
+        # step then trains only an epoch's short last batch, eagerly (no compile for one batch).
+        batched = use_batched(cfg.train.batch_nodes, model, self.device)
+        self.steps = Steps(
+            model,
+            cfg.train.compile,
+            cfg.train.compile_mode,
+            log,
+            compile_eval=cfg.train.compile_eval,
+            compile_train=not batched,
+        )
+        self.batched = (
+            BatchedSteps(self.state, cfg.train.compile, cfg.train.compile_mode, log)
+            if batched
+            else None
+        )
+
+        # Communication: graph, compressor, gossip algorithm, local optimizer.
+        self.peers = out_peers(cfg.topology.name, n, cfg.topology.rows)
+        comp = cfg.algorithm.compression
+        self.compressor = make_compressor(
+            [(s.offset, s.numel) for s in self.state.segments],
+            comp.name,
+            comp.ratio,
+            comp.levels,
+            generator=self.streams.compress,
+        )
+        w_matrix = mixing_matrix(cfg.topology.name, n, cfg.topology.rows)
+        exchange = self.group.exchange(w_matrix, self.compressor, self.state.p_total, self.device)
+        self.algo = make_algorithm(
+            cfg.algorithm.name, w_matrix, self.compressor, cfg.consensus_lr, self.state.x, exchange
+        )
+        self.opt = make_optimizer(cfg.optim, self.state.x[:, : self.state.p_train])
+        self.msg_bytes = self.compressor.message_bytes()
+        self.msgs_per_round = float(np.mean([len(p) for p in self.peers]))  # per node
+
+        # Progress counters (all saved in checkpoints).
+        self.epoch = 0  # epochs completed
+        self.bytes_train = 0.0
+        self.bytes_final = 0.0
+        self.train_s = 0.0
+        self.samples = 0
+        self.iterations = 0
+        self.history: list[HistoryRow] = []
+
+    # -- one iteration -----------------------------------------------------------------------
+    def batch(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Row k's next training mini-batch (its sampler, its augmentation stream)."""
+        x, y = self.data.batch(
+            "train",
+            self.samplers[k].next(),
+            augment=self.cfg.data.augment,
+            generator=self.streams.aug[k],
+        )
+        return x.to(self.device), y.to(self.device)
+
+    def local_gradients(self) -> torch.Tensor:
+        """Forward/backward on every held node at z/w; gradients land in ``state.grad``.
+        Returns the held nodes' losses. With ``train.batch_nodes`` all nodes run as one step
+        when their batches have one size (an epoch's short last batch runs node by node)."""
+        st = self.state
+        st.grad.zero_()
+        batches = [self.batch(k) for k in range(st.nodes)]  # each node's own sampler and stream
+        self.samples += sum(len(y) for _, y in batches)
+        with st.debiased():  # the gradient is taken at z / w
+            if self.batched is not None and len({len(y) for _, y in batches}) == 1:
+                x, y = (torch.stack(t) for t in zip(*batches, strict=True))
+                return self.batched.train_step(x, y, self.batched.seeds(self.streams.node))
+            losses = []
+            for k, (model, (x, y)) in enumerate(zip(st.models, batches, strict=True)):
+                with self.streams.node(k):
+                    losses.append(self.steps.train_step(model, x, y))
+            return torch.stack(losses)
+
+    def gossip(self, lr: float) -> None:
+        st = self.state
+        delta = st.gossip(self.algo)  # z += delta; w <- the mixed weights
+        if self.opt.folds_gossip:  # QGM; st.grad is free until the next backward
+            self.opt.after_gossip(st.debias(delta[:, : st.p_train], out=st.grad), lr)
+
+    def iteration(self, lr: float) -> torch.Tensor | None:
+        """One training iteration of the held nodes: gradients at z/w, the local step, gossip.
+        Returns the mean loss over all nodes; None (nothing stepped) when it is not finite."""
+        losses = self.local_gradients()
+        loss = self.group.mean(losses)  # over all nodes: a non-finite loss anywhere shows
+        if not torch.isfinite(loss):
+            return None
+        self.opt.step(self.state.x[:, : self.state.p_train], self.state.grad, lr)
+        self.gossip(lr)
+        self.bytes_train += self.msg_bytes * self.msgs_per_round
+        self.iterations += 1
+        return loss
+
+    def train_epoch(
+        self, lr: float, on_iteration: Callable[[torch.Tensor], None] | None = None
+    ) -> float:
+        """One epoch; returns the mean training loss, NaN if training diverged.
+
+        ``on_iteration(losses)`` is called after every iteration (progress output).
+        """
+        self.state.train()
+        total = torch.zeros(())
+        t0 = time.perf_counter()
+        for _ in range(self.iters):
+            loss = self.iteration(lr)
+            if loss is None:
+                return math.nan
+            total += loss.cpu()
+            if on_iteration is not None:
+                on_iteration(loss.reshape(1))
+        self.train_s += time.perf_counter() - t0
+        finite = torch.isfinite(self.state.x).all(1).to(torch.float32)  # per held node
+        if float(self.group.mean(finite)) < 1.0:
+            return math.nan
+        return float(total) / self.iters
+
+    @torch.no_grad()
+    def final_gossip(self) -> None:
+        """Gossip-only rounds (reference §9.2): forwards in train mode, no SGD step."""
+        self.state.train()
+        for _ in range(self.cfg.train.final_gossip_rounds):
+            with self.state.debiased():
+                for k, model in enumerate(self.state.models):
+                    x, _ = self.batch(k)
+                    with self.streams.node(k):
+                        model(x)
+            self.gossip(lr=1.0)  # lr only scales QGM's buffer, which is no longer used
+            self.bytes_final += self.msg_bytes * self.msgs_per_round
+
+    def evaluate_all(self) -> dict[str, float]:
+        """Accuracy of every node's model and of the exact average model, and consensus distance
+        (on every process of the run; the average model is evaluated by the writer only)."""
+        st, bs, g = self.state, self.cfg.train.eval_batch_size, self.group
+        n, n_test = g.nodes, len(self.data.labels("test"))
+        shards: list[torch.Tensor | None] = [None] * st.nodes
+        if self.cfg.train.node_eval == "sharded":
+            shards = [torch.arange(i, n_test, n) for i in g.ids]
+        mine = []
+        with st.debiased():
+            for k, (m, rows) in enumerate(zip(st.models, shards, strict=True)):
+                with self.streams.node(k):
+                    mine.append(evaluate(m, self.data, self.device, bs, self.steps, rows))
+        accs = g.gather(torch.tensor(mine, dtype=torch.float64)).tolist()
+        with torch.no_grad():
+            z = st.debiased_rows()
+            z_mean = g.mean(z)  # the one all-reduce of whole models (distributed engine)
+            avg_model = st.model_from(z_mean, g.mean(st.local_float_buffers()))
+            zt = z[:, : st.p_train]
+            consensus = float(g.mean((zt - z_mean[: st.p_train]).pow(2).sum(1)))
+            del z, zt, z_mean
+        avg = evaluate(avg_model, self.data, self.device, bs, self.steps) if g.writer else math.nan
+        return {
+            "acc_node_mean": float(np.mean(accs)),
+            "acc_node_min": float(np.min(accs)),
+            "acc_node_max": float(np.max(accs)),
+            "acc_avg_model": avg,
+            "consensus_distance": consensus,
+        }
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def checkpoint(self) -> Checkpoint:
+        """This process's state after epoch ``self.epoch`` (the run's config, wall time and
+        provenance are the caller's to fill in)."""
+        st = self.state
+        return Checkpoint(
+            epoch=self.epoch,
+            nodes=list(self.group.ids),
+            x=st.x,
+            w=st.w,
+            local_buffers=[st.local_buffers(i) for i in range(st.nodes)],
+            opt=self.opt.state_dict(),
+            algo=self.algo.state_dict(),
+            samplers=[s.state_dict() for s in self.samplers],
+            streams=self.streams.state_dict(),
+            torch_rng=torch.get_rng_state(),
+            cuda_rng=torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None,
+            counters={
+                k: getattr(self, k) for k in ("bytes_train", "train_s", "samples", "iterations")
+            },
+            history=list(self.history),
+        )
+
+    def restore(self, ck: Checkpoint) -> None:
+        st = self.state
+        if ck.nodes is not None and list(ck.nodes) != list(self.group.ids):
+            raise ValueError(
+                f"the checkpoint holds nodes {ck.nodes}, this process {self.group.ids}"
+            )
+        with torch.no_grad():
+            st.x.copy_(ck.x)
+            st.w.copy_(ck.w)
+            for i, bufs in enumerate(ck.local_buffers):
+                mine = st.local_buffers(i)
+                for k, v in bufs.items():
+                    mine[k].copy_(v)
+        self.opt.load_state_dict(ck.opt)
+        self.algo.load_state_dict(ck.algo)
+        for s, d in zip(self.samplers, ck.samplers):
+            s.load_state_dict(d)
+        self.streams.load_state_dict(ck.streams)
+        torch.set_rng_state(ck.torch_rng)
+        if self.device.type == "cuda" and ck.cuda_rng is not None:
+            torch.cuda.set_rng_state(ck.cuda_rng, self.device)
+        for k, v in ck.counters.items():
+            setattr(self, k, v)
+        self.history = list(ck.history)
+        self.epoch = ck.epoch

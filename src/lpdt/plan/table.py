@@ -1,0 +1,154 @@
+"""The plan: ``snakemake plan`` (and ``make report``, before it starts) prints the runs of a
+scale, their training samples, the estimated wall time of its training jobs, and writes one row
+per run to ``results/plan-<scale>.tsv`` (docs/workflow.md, "The time estimate").
+
+Whose costs: the reference CPU's (``lpdt.plan.runtime``), scaled by the speed probe on this
+machine (``lpdt.plan.probe``; config ``plan_probe``), or one H100's (the paper scale's default,
+config ``plan_machine``). The probe runs here, when the plan is printed, never while the workflow
+is parsed.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from lpdt import grid
+from lpdt.plan import probe, runtime
+
+
+def write_plan(
+    runs: Mapping[str, grid.GridRun],
+    batches: Mapping[str, list[str]],
+    config: Mapping[str, Any],
+    scale: str,
+    out: str | Path,
+) -> None:
+    """Print the plan of ``runs`` (the workflow's RUNS) and write its table to ``out``.
+
+    ``batches``: the workflow's batches of runs (``grid.run_batches``; empty when config
+    ``batch_runs`` is off): a batch is one job, its runs one after another. ``config``: the
+    workflow's settings (``plan_machine``, ``train_threads``, ``plan_probe``,
+    ``gpu_jobs_per_gpu``, ``plan_gpus``)."""
+    import lpdt
+    from lpdt.gpus import jobs_per_gpu
+
+    batch_of = {r: b for b, ids in batches.items() for r in ids}
+    # Whose costs: the reference CPU, or (the paper scale's default) one H100; the config
+    # schema allows only those (runtime.MACHINES).
+    machine = config.get("plan_machine", "h100" if scale == "paper" else "cpu")
+    # The speed probe (CPU costs only; config plan_probe, default on): ~10 s of eager steps of
+    # the claims' problem (fp32, 8-bit as eager jobs run it, 8-bit tensor operations as compiled
+    # graphs fuse them), as many at once as there are job slots, scale the reference machine's
+    # costs (lpdt.plan.probe).
+    slots = max(1, (os.cpu_count() or 1) // max(1, int(config.get("train_threads", 1))))
+    if machine == "h100":
+        slots = 1
+    speed, probe_text = None, None
+    if machine == "cpu" and config.get("plan_probe", True):
+        try:
+            measured, probe_text = probe.measure(slots)
+            speed = probe.speed_factors(measured.ms)
+        except (RuntimeError, OSError, ValueError) as e:  # the plan goes on, unscaled
+            probe_text = f"speed probe failed ({e}): the reference machine's costs, unscaled"
+    elif machine == "cpu":
+        probe_text = "speed probe: off (config plan_probe): the reference machine's costs, unscaled"
+    rows = grid.plan_rows(dict(runs))
+    # An empty torch.compile cache (a fresh machine): each compiled shape's first job compiles
+    # cold (runtime.COLD_COMPILE_S). lpdt's cache: lpdt.default_inductor_cache_dir.
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", str(lpdt.default_inductor_cache_dir()))
+    cold: dict[str, float] = {}
+    if machine == "cpu" and runtime.compile_cache_is_empty(cache):
+        # batches: the first jobs compile different graphs (rule train_batch_lead), so each
+        # graph compiles cold once; else `slots` jobs of one graph may start side by side
+        cold_slots = 1 if batches else slots
+        cold = runtime.cold_compile_seconds({k: r.config for k, r in runs.items()}, cold_slots)
+    # GPU costs: k jobs of a model share a GPU (config gpu_jobs_per_gpu), each taking s(k) times
+    # its time alone (runtime.H100_SHARE); a k without a measured s(k) counts as k = 1.
+    job_k: dict[str, int] = {}
+    unmeasured: set[tuple[str, int]] = set()
+    for r in rows if machine == "h100" else []:
+        k = jobs_per_gpu(config["gpu_jobs_per_gpu"], r["model"])
+        if runtime.share_slowdown(r["model"], k) is None:
+            unmeasured.add((r["model"], k))
+            k = 1
+        job_k[r["run_id"]] = k
+    for r in rows:  # the job that trains each run: its batch (rule train_batch) or itself
+        r["job"] = batch_of.get(r["run_id"], r["run_id"])
+    graphs = set()  # (job, compiled graph) already compiled by an earlier run of the job
+    for r in rows:
+        cfg = runs[r["run_id"]].config
+        in_batch = (
+            machine == "cpu" and r["run_id"] in batch_of and batches[r["job"]][0] != r["run_id"]
+        )
+        graph = (r["job"], runtime.compiled_shape(cfg))
+        est = runtime.run_seconds(
+            cfg, r["samples"], machine, speed, in_batch, in_batch and graph in graphs
+        )
+        graphs.add(graph)
+        if est is not None:
+            est += cold.get(r["run_id"], 0.0) * (speed or {}).get("fp32", 1.0)
+        if est is not None and r["run_id"] in job_k:
+            est *= runtime.share_slowdown(r["model"], job_k[r["run_id"]]) or 1.0
+        r["est_s"] = None if est is None else round(est)
+    with open(out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t")
+        w.writeheader()
+        w.writerows(rows)
+    total = sum(r["samples"] or 0 for r in rows)
+    by: Counter[tuple[str, str]] = Counter()
+    secs: Counter[tuple[str, str]] = Counter()
+    for r in rows:
+        by[(r["model"], r["precision"])] += r["samples"] or 0
+        secs[(r["model"], r["precision"])] += r["est_s"] or 0
+    print(f"scale {scale}: {len(rows)} runs, {total:,} training samples in all")
+    for (m, p), n in sorted(by.items()):
+        print(f"  {m:<16} {p:<5} {n:>12,} samples  ~{secs[(m, p)] / 60:6.1f} job-min")
+    known = [r["est_s"] for r in rows if r["est_s"] is not None]
+    if probe_text:
+        print(probe_text)
+    if cold:
+        shapes = len({runtime.compiled_shape(runs[k].config) for k in cold})
+        print(
+            f"torch.compile cache {cache} is empty: {shapes} compiled shapes compile cold "
+            f"in their first {len(cold)} jobs (~{sum(cold.values()) / 60:.0f} job-min more)"
+        )
+    if machine == "h100":  # G GPUs (config plan_gpus), k jobs on each
+        n_gpus = config["plan_gpus"]
+        jobs = [(r["est_s"], job_k[r["run_id"]]) for r in rows if r["est_s"] is not None]
+        counted = {r["model"] for r in rows if r["est_s"] is not None}
+        for m, k in sorted(u for u in unmeasured if u[0] in counted):
+            print(
+                f"  {m}: no measured sharing factor for {k} jobs per GPU "
+                f"(lpdt.plan.runtime.H100_SHARE); assuming k=1"
+            )
+        wall = runtime.shared_gpu_wall_seconds(jobs, n_gpus)
+        gpu_h, own_gpu_h = runtime.gpu_hours(jobs, n_gpus)
+        per_gpu = ", ".join(str(k) for k in sorted({k for _, k in jobs})) or "1"
+        print(
+            f"estimated training wall time: ~{wall / 60:.0f} min on {n_gpus} GPU(s), "
+            f"{per_gpu} jobs per GPU = {gpu_h:.1f} GPU-hours (wall time x GPUs); "
+            f"the jobs' own GPU time {own_gpu_h:.1f} GPU-hours (each job's time / its k) "
+            f"(costs measured on {runtime.MACHINES[machine]}; lpdt.plan.runtime)"
+        )
+    else:
+        job_s: Counter[str] = Counter()  # a batch is one job: its runs one after another
+        for r in rows:
+            if r["est_s"] is not None:
+                job_s[r["job"]] += r["est_s"]
+        wall = runtime.packed_wall_seconds(job_s.values(), slots)
+        batched = f", {len(batch_of)} of them in {len(batches)} batches" if batches else ""
+        print(f"{len(job_s)} training jobs for {len(known)} runs{batched} (config batch_runs)")
+        print(
+            f"estimated training wall time: ~{wall / 60:.0f} min with {slots} jobs at once "
+            f"= {sum(known) / 3600:.1f} job-hours "
+            f"(costs measured on {runtime.MACHINES[machine]}"
+            f"{', scaled to this machine' if speed else ''}; lpdt.plan.runtime)"
+        )
+    if len(known) < len(rows):
+        print(f"  ({len(rows) - len(known)} runs have no measured cost and are not counted)")
+    print(f"per-run table: {out}")
