@@ -17,21 +17,18 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.conftest import TINY
+
 REPO = Path(__file__).resolve().parents[2]
 NODES = 4
 ARGS = [
-    "data.dataset=synthetic",
+    *TINY,
     "data.train_subset=1600",
     "data.test_subset=40",
-    "model.name=tiny_cnn",
     f"topology.nodes={NODES}",
     "train.batch_size=32",
     "train.epochs=3",
     "train.final_gossip_rounds=2",
-    "schedule.warmup_epochs=0",
-    "schedule.milestones=[]",
-    "threads=1",
-    "device=cpu",
     "engine=distributed",
     "algorithm.name=choco",
     "algorithm.compression.name=topk",

@@ -15,21 +15,17 @@ from pathlib import Path
 
 from lpdt.engine.launch import free_port
 from lpdt.record import MEASURED_FIELDS
+from tests.conftest import TINY
 
 REPO = Path(__file__).resolve().parents[2]
 ARGS = [
-    "data.dataset=synthetic",
+    *TINY,
     "data.train_subset=640",
     "data.test_subset=40",
-    "model.name=tiny_cnn",
     "topology.nodes=4",
     "train.batch_size=32",
     "train.epochs=2",
     "train.final_gossip_rounds=2",
-    "schedule.warmup_epochs=0",
-    "schedule.milestones=[]",
-    "threads=1",
-    "device=cpu",
     "engine=distributed",
     "algorithm.name=choco",
     "algorithm.compression.name=topk",

@@ -13,19 +13,14 @@ from lpdt.engine.checkpoint import Checkpoint, CheckpointError
 from lpdt.engine.run import Run
 from lpdt.engine.rundir import load_checkpoint
 from lpdt.record import HistoryRow
+from tests.conftest import TINY
 
 
 def _tiny() -> Run:
     cfg = load_config(
         None,
-        [
-            "data.dataset=synthetic",
-            "data.train_subset=64",
-            "data.test_subset=32",
-            "model.name=tiny_cnn",
-            "topology.nodes=2",
-            "train.batch_size=16",
-        ],
+        [*TINY, "data.train_subset=64", "data.test_subset=32", "topology.nodes=2"]
+        + ["train.batch_size=16"],
     )
     return Run(cfg, log=lambda s: None)
 

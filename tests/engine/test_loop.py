@@ -18,21 +18,17 @@ from lpdt.cli import main
 from lpdt.config import load_config
 from lpdt.engine.loop import train
 from lpdt.record import RunRecord
+from tests.conftest import TINY
 
 BASE = [
-    "data.dataset=synthetic",
+    *TINY,
     "data.train_subset=1920",
     "data.test_subset=200",
-    "model.name=tiny_cnn",
     "topology.nodes=8",
     "train.batch_size=64",
     "train.epochs=3",
     "train.final_gossip_rounds=3",
-    "schedule.warmup_epochs=0",
-    "schedule.milestones=[]",
     "optim.lr=0.1",
-    "threads=1",
-    "device=cpu",
 ]
 
 

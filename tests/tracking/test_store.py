@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from lpdt import record, tracking
+from tests.conftest import TINY
 from tests.fake_records import fake_record
 
 EPOCHS = 3
@@ -254,17 +255,14 @@ def test_store_lock_wait_is_bounded(tmp_path):
 
 
 TRAIN = [
-    "data.dataset=synthetic",
+    *TINY,
     "data.train_subset=64",
     "data.test_subset=32",
-    "model.name=tiny_cnn",
     "topology.nodes=2",
     "train.batch_size=16",
     "train.epochs=1",
     "train.final_gossip_rounds=1",
     "train.eval_batch_size=32",
-    "threads=1",
-    "device=cpu",
 ]
 
 
