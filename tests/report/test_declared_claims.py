@@ -161,3 +161,49 @@ def test_the_schema_names_the_report_coordinates() -> None:
 
     schema = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "studies.schema.yaml"
     assert yaml.safe_load(schema.read_text())["$defs"]["coordinate"]["enum"] == KEYS
+
+
+# -- the paper's claims as data (src/lpdt/report/claims.yaml) ----------------------------------
+
+
+def test_the_paper_claims_file_loads_and_names_only_known_coordinates_and_studies():
+    from lpdt.grid import read_yaml
+    from lpdt.report import claims
+    from lpdt.report.aggregate import KEYS
+
+    version, loaded = claims.load_claims()
+    assert version == claims.CLAIMS_VERSION and loaded == claims.CLAIMS and len(loaded) >= 12
+    studies = set(read_yaml(Path(__file__).parents[2] / "config/studies.yaml")["studies"])
+    for c in loaded:
+        assert c.kind in claims.KINDS
+        if c.kind == "accuracy" and c.vary is not None:
+            assert c.vary in KEYS and set(c.where) <= set(KEYS) and set(c.studies) <= studies
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"treshold": 1.0}, "unknown key 'treshold'"),
+        ({"id": None}, None),  # removed below: a missing key
+        ({"kind": "vibes"}, "kind 'vibes'"),
+    ],
+)
+def test_a_damaged_claims_file_is_one_line_naming_the_entry(tmp_path, change, message):
+    import yaml
+
+    from lpdt.report import claims
+
+    doc = yaml.safe_load(claims.CLAIMS_FILE.read_text())
+    entry = doc["claims"][1]
+    for k, v in change.items():
+        if v is None:
+            del entry[k]
+        else:
+            entry[k] = v
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    with pytest.raises(ValueError) as e:
+        claims.load_claims(path)
+    text = str(e.value)
+    assert "\n" not in text and f"{path}, claim 2" in text
+    assert (message or "missing id") in text

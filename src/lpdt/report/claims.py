@@ -11,7 +11,8 @@ than two seeds. Beside the verdict, each accuracy claim carries the precision of
 ``n``, the interval's ``half_width`` and the minimum detectable effect at 80 % power
 (``detectable``, a distance from the threshold; ``lpdt.report.stats.detectable``).
 
-The definitions are versioned (``CLAIMS_VERSION``; docs/report.md, "Claims: versions", keeps the
+The definitions are data, ``src/lpdt/report/claims.yaml`` (``load_claims``), and versioned
+(``CLAIMS_VERSION``, the file's ``version``; docs/report.md, "Claims: versions", keeps the
 dated change log, and beside it the choices of the quick scale's cells made after a result). Not
 every change was made before looking at a result: version 3 restricted ``choco_beats_ds`` to
 compressed pairs after the first quick-scale results had been seen; version 4 (``lp_loss_compressed``
@@ -77,24 +78,15 @@ __all__ = [
     "effect_text",
 ]
 
-CLAIMS_VERSION = 6  # the definitions below; docs/report.md "Claims: versions" (dated change log)
-DECENTRALIZED = ("table3", "table4", "table5", "table6")
 ARITHMETIC = "arithmetic, no verdict"  # energy / memory: the paper's constants, not tested
 COST_METHOD = (
     "none: measured message bytes (lpdt.cost.wire, deterministic); every row must lie in the range"
 )
 ARITHMETIC_METHOD = "none: arithmetic from the paper's constants (cost model); no verdict"
-COMM_RANGE = (0.875, 1.125)  # measured / implied ratio: the +-12.5 % that [3.5, 4.5] gave 4x
-# Equivalence margin of rangeen_equiv_evonorm (points): the paper's own tolerance for "the same
-# accuracy" ("8-bit loses less than 1 %", lp_close_to_fp_dense); fixed in version 5 before the
-# quick-scale Figure 1 runs with seeds had been seen.
-EQUIV_MARGIN = 1.0
-FIG1_FP = {"precision": "fp32"}  # Figure 1's FP runs (its 8-bit Range-EvoNorm run is apart)
-FIG1 = (
-    "Figure 1 runs (ResNet-20, at the quick scale ResNet-8 standing in; directed ring: the paper "
-    "8 nodes, quick 4; Choco, skew 0.8, 0 %)"
-)
-FIGURE_ONLY = "figure only"  # Figure 1 draws curves: the paper prints no number for these
+# The paper's claims, as data: src/lpdt/report/claims.yaml (its version and its entries;
+# docs/report.md, "Claims: versions", keeps the dated change log).
+CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
+KINDS = ("accuracy", "cost", "arithmetic")
 
 
 @dataclass(frozen=True)
@@ -129,162 +121,67 @@ class Claim:
         return f"{self.effect} {self.direction} {self.threshold:g}"
 
 
-CLAIMS = [
-    Claim(
-        "lp_close_to_fp_dense",
-        "8-bit training loses less than 1 % accuracy without compression",
-        "pairs of runs identical except precision, 0 % compression (Tables 3-6)",
-        "FP - LP accuracy (points)",
-        "<=",
-        1.0,
-        vary="precision",
-        a="fp32",
-        b="int8",
-        where={"compression": 0},
-        studies=DECENTRALIZED,
-    ),
-    Claim(
-        "lp_loss_compressed",
-        "with compression, 8-bit training loses 1-2 % accuracy",
-        "pairs identical except precision, 90/99 % compression (Tables 3-6); a loss of at "
-        "most 2 points: LP no better than FP (a gain is not the loss the paper reports) and "
-        "no more than 2 points worse",
-        "FP - LP accuracy (points)",
-        "within",
-        (0.0, 2.0),
-        vary="precision",
-        a="fp32",
-        b="int8",
-        where={"compression": ">0"},
-        studies=DECENTRALIZED,
-    ),
-    Claim(
-        "choco_beats_ds",
-        "CHOCO-SGD outperforms Deep-Squeeze in almost all cases",
-        "pairs identical except algorithm, 90/99 % compression (Tables 3, 6); uncompressed, "
-        "both are the same update (plain gossip), so those pairs carry no information",
-        "Choco - DS accuracy (points)",
-        ">",
-        0.0,
-        vary="algorithm",
-        a="choco",
-        b="deepsqueeze",
-        where={"compression": ">0"},
-        studies=("table3", "table6"),
-    ),
-    Claim(
-        "acc_falls_with_skew",
-        "accuracy decreases as the degree of skew increases",
-        "series identical except skew, having skew 0 and a highest skew >= 0.8 (Tables 3, 4, 6)",
-        "acc(skew 0) - acc(highest skew) (points)",
-        ">",
-        0.0,
-    ),
-    Claim(
-        "qgm_helps_high_skew",
-        "quasi-global momentum improves accuracy with non-IID data",
-        "Table 4 (QGM) vs Table 3 (local momentum) runs identical otherwise, skew >= 0.8",
-        "QGM - local momentum accuracy (points)",
-        ">",
-        0.0,
-        vary="qgm",
-        a=True,
-        b=False,
-        where={"skew": ">=0.8"},
-        studies=("table3", "table4"),
-    ),
-    Claim(
-        "lp_gain_high_skew",
-        "at high skew (0.9) without compression, 8-bit is slightly better",
-        "pairs identical except precision, skew >= 0.9, 0 % compression (Tables 3, 4)",
-        "LP - FP accuracy (points)",
-        ">",
-        0.0,
-        vary="precision",
-        a="int8",
-        b="fp32",
-        where={"skew": ">=0.9", "compression": 0},
-        studies=("table3", "table4"),
-    ),
-    Claim(
-        "evonorm_beats_batchnorm",
-        "EvoNorm performs better than BatchNorm on non-IID data",
-        f"{FIG1} identical except the normalisation, EvoNorm vs BatchNorm, FP (fp32) only",
-        "EvoNorm - BatchNorm accuracy (points)",
-        ">",
-        0.0,
-        vary="norm",
-        a="evonorm",
-        b="batchnorm",
-        where=FIG1_FP,
-        studies=("fig1",),
-        paper_note=FIGURE_ONLY,
-    ),
-    Claim(
-        "evonorm_beats_groupnorm",
-        "EvoNorm performs better than GroupNorm on non-IID data",
-        f"{FIG1} identical except the normalisation, EvoNorm vs GroupNorm, FP (fp32) only",
-        "EvoNorm - GroupNorm accuracy (points)",
-        ">",
-        0.0,
-        vary="norm",
-        a="evonorm",
-        b="groupnorm",
-        where=FIG1_FP,
-        studies=("fig1",),
-        paper_note=FIGURE_ONLY,
-    ),
-    Claim(
-        "rangeen_equiv_evonorm",
-        "Range-EvoNorm is equivalent to EvoNorm at full precision",
-        f"{FIG1} identical except the normalisation, Range-EvoNorm vs EvoNorm, FP (fp32) only; "
-        f"equivalent = the whole interval within +-{EQUIV_MARGIN:g} point, the tolerance the "
-        "paper itself uses for the same accuracy ('8-bit loses less than 1 %'), fixed before "
-        "the results",
-        "Range-EvoNorm - EvoNorm accuracy (points)",
-        "within",
-        (-EQUIV_MARGIN, EQUIV_MARGIN),
-        vary="norm",
-        a="rangeen",
-        b="evonorm",
-        where=FIG1_FP,
-        studies=("fig1",),
-        paper_note=FIGURE_ONLY,
-    ),
-    Claim(
-        "comm_4x",
-        "8-bit training reduces communication about 4x",
-        "bytes of one fp32 and one 8-bit message in the distributed engine's wire format "
-        "(lpdt.cost.wire: an untrained model of each Table 3 'Data' row packed dense, and top-k "
-        "with its indices), not the traffic of the report's runs (their 8-bit runs send fp32 "
-        "messages, as the authors' code does; study 'messages' runs a pair that sends 8-bit "
-        "ones); 1-byte values imply 4x for dense messages and (4 + b) / (1 + b)x for top-k "
-        "messages with b-byte indices (2x with uint16, 1.6x with int32 indices), not 4x",
-        "measured fp32 / 8-bit bytes over the implied ratio",
-        "within",
-        COMM_RANGE,
-        "cost",
-    ),
-    Claim(
-        "energy_20x",
-        "compute energy is about 20x lower",
-        "every Table 10 row of the cost model (Horowitz 45 nm energies per operation)",
-        "energy efficiency (fp32 / int8)",
-        "none",
-        None,
-        "arithmetic",
-    ),
-    Claim(
-        "memory_3_5x_resnet",
-        "training memory is about 3.5x lower for ResNets",
-        "every Table 10 training row for ResNet-20/54 of the cost model",
-        "memory efficiency (fp32 / int8)",
-        "none",
-        None,
-        "arithmetic",
-    ),
-]
+CLAIM_KEYS = {  # key of an entry of claims.yaml -> required
+    "id": True,
+    "statement": True,
+    "definition": True,
+    "effect": True,
+    "direction": True,
+    "threshold": True,
+    "kind": False,
+    "vary": False,
+    "a": False,
+    "b": False,
+    "where": False,
+    "studies": False,
+    "paper_note": False,
+}
+
+
+def load_claims(path: Path = CLAIMS_FILE) -> tuple[int, list[Claim]]:
+    """(version, claims) of a claims file (``claims.yaml``: ``version`` and ``claims``, each
+    entry the fields of ``Claim``); a mistake is one ValueError naming the entry and the key."""
+    import yaml
+
+    doc = yaml.safe_load(path.read_text())
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("version"), int):
+        raise ValueError(f"{path}: expected a mapping with an integer version and claims")
+    out: list[Claim] = []
+    for i, d in enumerate(doc.get("claims") or ()):
+        at = f"{path}, claim {i + 1}" + (
+            f" ({d['id']})" if isinstance(d, Mapping) and "id" in d else ""
+        )
+        if not isinstance(d, Mapping):
+            raise ValueError(f"{at}: expected a mapping")
+        unknown = sorted(set(d) - set(CLAIM_KEYS))
+        missing = [k for k, required in CLAIM_KEYS.items() if required and k not in d]
+        if unknown or missing:
+            what = f"unknown key {unknown[0]!r}" if unknown else f"missing {', '.join(missing)}"
+            raise ValueError(f"{at}: {what} (keys: {', '.join(CLAIM_KEYS)})")
+        kind = d.get("kind", "accuracy")
+        if kind not in KINDS or d["direction"] not in (*DIRECTIONS, "none"):
+            raise ValueError(f"{at}: kind {kind!r} / direction {d['direction']!r} unknown")
+        thr = d["threshold"]
+        out.append(
+            Claim(
+                **{k: v for k, v in d.items() if k not in ("threshold", "studies", "where")},
+                threshold=tuple(float(x) for x in thr) if isinstance(thr, list) else thr,
+                studies=tuple(d.get("studies") or ()),
+                where=dict(d.get("where") or {}),
+            )
+        )
+    ids = [c.id for c in out]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{path}: an id appears twice")
+    return doc["version"], out
+
+
+CLAIMS_VERSION, CLAIMS = load_claims()
 BY_ID = {c.id: c for c in CLAIMS}
+# Equivalence margin of rangeen_equiv_evonorm (points): the paper's own tolerance for "the same
+# accuracy" ("8-bit loses less than 1 %", lp_close_to_fp_dense); fixed in version 5 before the
+# quick-scale Figure 1 runs with seeds had been seen.
+EQUIV_MARGIN = float(BY_ID["rangeen_equiv_evonorm"].threshold[1])  # type: ignore[index]
 
 
 def _r(v: float | None, digits: int = 4) -> float | None:
@@ -486,7 +383,8 @@ def _missing(path: Path) -> dict:
 def _comm(d: pd.DataFrame, ratio: pd.Series) -> dict:
     """comm_4x on wire rows ``d`` with fp32 / 8-bit ratios ``ratio`` (ours or the paper's)."""
     rel = [float(x) for x in ratio / d["implied_ratio"]]
-    out = _range_rule(rel, *COMM_RANGE)
+    lo, hi = BY_ID["comm_4x"].threshold  # type: ignore[misc]
+    out = _range_rule(rel, lo, hi)
     for fmt in ("dense", "top-k"):
         sel = [float(x) for x in ratio[d["format"] == fmt]]
         if sel:
