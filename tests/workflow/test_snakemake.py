@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from lpdt import grid
+from lpdt.report import artifacts
 
 REPO = Path(__file__).resolve().parents[2]
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
@@ -280,9 +281,9 @@ def test_smoke_pipeline_runs_the_whole_dag_and_is_idempotent(tmp_path):
     assert r.returncode == 0, (r.stderr[-3000:], logs[-3000:])
     print(f"smoke pipeline: {elapsed:.0f} s")
     res = wd / "results"
-    for t in (2, 3, 4, 5, 6, 7, 9, 10):
+    for t in artifacts.TABLE_NUMBERS:
         assert (res / f"tables/table{t}.csv").is_file()
-    for f in range(1, 8):
+    for f in artifacts.FIGURE_NUMBERS:
         assert (res / f"figures/fig{f}.png").is_file()
     assert (wd / "reports/report.pdf").stat().st_size > 0
     # the user's claim: checked on its study's 2 seeds x 2 precisions, listed beside the paper's
@@ -315,7 +316,9 @@ def test_smoke_pipeline_runs_the_whole_dag_and_is_idempotent(tmp_path):
     mid = json.loads((res / "mlflow/report-smoke.json").read_text())["mlflow_run_id"]
     arts = local_artifact_dir(uri, MlflowClient(uri).get_run(mid).info.artifact_uri)
     assert (arts / "report.pdf").read_bytes() == (wd / "reports/report.pdf").read_bytes()
-    assert {f"fig{i}.png" for i in range(1, 8)} <= {p.name for p in (arts / "figures").iterdir()}
+    assert {f"fig{i}.png" for i in artifacts.FIGURE_NUMBERS} <= {
+        p.name for p in (arts / "figures").iterdir()
+    }
     # a second invocation has nothing to do
     again = snakemake(wd, "-n", "--config", "scale=smoke")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr

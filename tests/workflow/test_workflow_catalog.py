@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lpdt import gpus, grid
+from lpdt.report import artifacts
 from tests.workflow.test_snakemake import REPO, snakemake, workdir
 
 
@@ -176,8 +177,12 @@ def test_results_are_marked_for_the_report_with_captions():
     text = (REPO / "workflow" / "rules" / "report.smk").read_text()
     captions = re.findall(r'"([\w.]+\.rst)"|f"(fig\{f\}\.rst)"', text)
     names = {a or b for a, b in captions}
-    files = {n.replace("{f}", str(i)) for n in names for i in range(1, 8)} if names else set()
-    assert {f"fig{i}.rst" for i in range(1, 8)} | {
+    files = (
+        {n.replace("{f}", str(i)) for n in names for i in artifacts.FIGURE_NUMBERS}
+        if names
+        else set()
+    )
+    assert {f"fig{i}.rst" for i in artifacts.FIGURE_NUMBERS} | {
         "table.rst",
         "claims.rst",
         "report_pdf.rst",
@@ -198,14 +203,14 @@ def test_snakemake_report_shows_figures_tables_and_pdf(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     names = zipfile.ZipFile(wd / "report.zip").namelist()
     for f in [
-        *(f"fig{i}.png" for i in range(1, 8)),
+        *(f"fig{i}.png" for i in artifacts.FIGURE_NUMBERS),
         *(f"table{t}.csv" for t in (2, 3, 10)),
         "claims.md",
         "report.pdf",
     ]:
         assert any(n.endswith("/" + f) for n in names), f
     html = zipfile.ZipFile(wd / "report.zip").read("report/report.html").decode()
-    for i in range(1, 8):  # the captions, rendered (workflow/report/fig*.rst)
+    for i in artifacts.FIGURE_NUMBERS:  # the captions, rendered (workflow/report/fig*.rst)
         first = (REPO / "workflow" / "report" / f"fig{i}.rst").read_text().split()[:6]
         assert " ".join(first) in " ".join(html.split()), i
 

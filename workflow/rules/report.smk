@@ -2,9 +2,11 @@
 # (`lpdt report`, src/lpdt/report/). Every table and figure of the paper is a declared output,
 # so a missing one fails the workflow.
 
-TABLE_NUMBERS = (2, 3, 4, 5, 6, 7, 9, 10)
-TABLES = [f"{RESULTS}/tables/table{t}.{ext}" for t in TABLE_NUMBERS for ext in ("csv", "md", "tex")]
-FIGURES = [f"{RESULTS}/figures/fig{f}.{ext}" for f in range(1, 8) for ext in ("pdf", "png")]
+from lpdt.report import artifacts  # the figures and tables, listed once
+
+TABLE_NUMBERS = artifacts.TABLE_NUMBERS
+TABLES = [f"{RESULTS}/tables/{t}.{ext}" for t in artifacts.TABLES for ext in artifacts.TABLE_FORMATS]
+FIGURES = [f"{RESULTS}/figures/{f}.{ext}" for f in artifacts.FIGURES for ext in artifacts.FIGURE_FORMATS]
 CLAIMS = f"{RESULTS}/claims.json"
 REPORT_PDF = config["report"]
 PAPER_RESULTS = config["paper_results"]
@@ -26,7 +28,7 @@ def in_report(path, caption, category, **labels):
 # check and the PDF. The other formats are outputs too, but not repeated in the report.
 REPORTED = (
     [in_report(f"{RESULTS}/figures/fig{f}.png", f"fig{f}.rst", "Figures", figure=f"Figure {f}")
-     for f in range(1, 8)]
+     for f in artifacts.FIGURE_NUMBERS]
     + [in_report(f"{RESULTS}/tables/table{t}.csv", "table.rst", "Tables", table=f"Table {t}")
        for t in TABLE_NUMBERS]
 )

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lpdt.report import artifacts
+
 ONLY = ("tables", "figures", "claims", "pdf")
 
 
@@ -76,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         for path in write_tables(tables, tables_dir):
             print(f"wrote {path}")
     if "figures" in want or (
-        "pdf" in want and not all((figures_dir / f"fig{i}.png").exists() for i in range(1, 8))
+        "pdf" in want and not all((figures_dir / f"{f}.png").exists() for f in artifacts.FIGURES)
     ):
         for path in write_figures(df, paper, cost, analysis, figures_dir):
             print(f"wrote {path}")
