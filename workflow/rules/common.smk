@@ -73,6 +73,21 @@ for _b, _ids in BATCHES.items():  # batches of seeds (the long jobs) only
     if _b.startswith("seeds-"):
         _leads.setdefault(_compiled_shape(RUNS[_ids[0]].config) or _b, _b)
 LEAD_BATCHES = sorted(_leads.values())
+# The other batches start longest first (as the plan packs them): the longest third before the
+# middle third before the rest (rules train_batch_long, train_batch_mid), so that the last jobs
+# are short ones and no job slot idles long while the other finishes a long batch. Their length
+# here: the reference CPU's estimate at their training images x epochs (unscaled; an order, not
+# the plan).
+from lpdt.plan.runtime import run_seconds as _run_seconds
+
+
+def _batch_seconds(ids):
+    return sum(_run_seconds(RUNS[r].config, grid.train_samples(RUNS[r].config)) or 0.0 for r in ids)
+
+
+_by_length = sorted((b for b in BATCHES if b not in _leads.values()), key=lambda b: -_batch_seconds(BATCHES[b]))
+_third = (len(_by_length) + 2) // 3
+LONG_BATCHES, MID_BATCHES = sorted(_by_length[:_third]), sorted(_by_length[_third : 2 * _third])
 BATCH_DIR = f"{RESULTS}/batches"
 
 

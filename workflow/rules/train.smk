@@ -196,7 +196,19 @@ rule train_batch:
 use rule train_batch as train_batch_lead with:
     wildcard_constraints:
         batch="|".join(LEAD_BATCHES) or "^$",
+    priority: 4
+
+
+use rule train_batch as train_batch_long with:
+    wildcard_constraints:
+        batch="|".join(LONG_BATCHES) or "^$",
+    priority: 3
+
+
+use rule train_batch as train_batch_mid with:
+    wildcard_constraints:
+        batch="|".join(MID_BATCHES) or "^$",
     priority: 2
 
 
-ruleorder: train_batch_lead > train_batch
+ruleorder: train_batch_lead > train_batch_long > train_batch_mid > train_batch
