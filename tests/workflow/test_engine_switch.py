@@ -22,7 +22,9 @@ def train_jobs(out: str) -> dict[str, tuple[int, str]]:
 def test_distributed_engine_reserves_a_core_per_node(tmp_path):
     wd = workdir(tmp_path)
     args = ("-n", "-p", "--cores", "64", "--config", "scale=smoke", "mlflow=False")
-    sim = train_jobs(snakemake(wd, *args).stdout)
+    # a job per run with the simulated engine too (batch_runs off); with the distributed engine
+    # batch_runs: auto is off by itself: the same jobs, one per run
+    sim = train_jobs(snakemake(wd, *args, "batch_runs=False").stdout)
     dist = train_jobs(snakemake(wd, *args, "engine=distributed").stdout)
     assert sim and sim.keys() == dist.keys()
     runs = grid.expand(grid.load(REPO / "config/studies.yaml", REPO / "config/scales/smoke.yaml"))

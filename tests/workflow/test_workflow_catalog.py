@@ -73,8 +73,13 @@ def run_workflow(wd: Path, *args: str, env: dict[str, str] | None = None, timeou
 
 
 def _train_gpus(out: str) -> set[int]:
-    """The `gpu` resource of every train job a dry run lists."""
-    blocks = [b for b in re.split(r"\n(?=(?:local)?rule )", out) if b.startswith("rule train:")]
+    """The `gpu` resource of every training job a dry run lists (rule train, and the batches of
+    runs, rules train_batch*, where config batch_runs has them)."""
+    blocks = [
+        b
+        for b in re.split(r"\n(?=(?:local)?rule )", out)
+        if b.startswith(("rule train:", "rule train_batch"))
+    ]
     assert blocks, out[-2000:]
     return {int(m.group(1)) for b in blocks for m in [re.search(r"\bgpu=(\d+)", b)] if m}
 
