@@ -193,25 +193,33 @@ def _unnamed_public(module_name: str, row: str) -> list[str]:
 def test_docs_name_only_lpdt_modules_that_exist():
     """Every dotted ``lpdt.x`` name in docs/architecture.md and docs/engine.md is a module, or
     an attribute of one (a stale name after a move fails here)."""
-    import importlib
 
     stale = []
     for doc in ("architecture.md", "engine.md"):
-        for dotted in sorted(
-            set(re.findall(r"`(lpdt(?:\.\w+)+)", (ROOT / "docs" / doc).read_text()))
-        ):
-            parts = dotted.split(".")
-            for i in range(len(parts), 0, -1):  # the longest importable prefix, then attributes
-                try:
-                    obj = importlib.import_module(".".join(parts[:i]))
-                except ImportError:
-                    continue
-                for attr in parts[i:]:
-                    obj = getattr(obj, attr, None)
-                if obj is None:
-                    stale.append(f"{doc}: {dotted}")
-                break
+        names = set(re.findall(r"`(lpdt(?:\.\w+)+)", (ROOT / "docs" / doc).read_text()))
+        stale += [f"{doc}: {name}" for name in _stale_lpdt_names(names)]
     assert not stale, stale
+
+
+def _stale_lpdt_names(names: set[str]) -> list[str]:
+    """The dotted ``lpdt.x.y`` names that are neither a module nor an attribute of one: the
+    longest importable prefix, then attribute lookups."""
+    import importlib
+
+    stale = []
+    for name in sorted(names):
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for attr in parts[i:]:
+                obj = getattr(obj, attr, None)
+            if obj is None:
+                stale.append(name)
+            break
+    return stale
 
 
 def test_every_claims_version_has_a_dated_row_in_the_change_log() -> None:
@@ -231,7 +239,6 @@ def test_extending_names_only_paths_and_lpdt_names_that_exist():
     """docs/extending.md, the recipe for each kind of extension, names files and code as they
     are: every backticked repository path exists (a test named after ``::`` is defined in its
     file), and every dotted ``lpdt.x`` name is a module or an attribute of one."""
-    import importlib
 
     text = (ROOT / "docs" / "extending.md").read_text()
     paths = sorted(set(REPO_PATH.findall(text)))
@@ -243,19 +250,7 @@ def test_extending_names_only_paths_and_lpdt_names_that_exist():
         if not f.exists() or (test and not re.search(rf"^def {test}\(", f.read_text(), re.M)):
             missing.append(token)
     assert not missing, f"docs/extending.md names paths that do not exist: {missing}"
-    dotted = sorted(set(re.findall(r"`(lpdt(?:\.\w+)+)", text)))
+    dotted = set(re.findall(r"`(lpdt(?:\.\w+)+)", text))
     assert len(dotted) > 10
-    stale = []
-    for name in dotted:
-        parts = name.split(".")
-        for i in range(len(parts), 0, -1):  # the longest importable prefix, then attributes
-            try:
-                obj = importlib.import_module(".".join(parts[:i]))
-            except ImportError:
-                continue
-            for attr in parts[i:]:
-                obj = getattr(obj, attr, None)
-            if obj is None:
-                stale.append(name)
-            break
+    stale = _stale_lpdt_names(dotted)
     assert not stale, f"docs/extending.md names lpdt objects that do not exist: {stale}"
