@@ -27,6 +27,7 @@ give the same run id, so a run shared by several studies is trained once.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -335,14 +336,22 @@ def train_samples(cfg: dict[str, Any]) -> int | None:
     return None if size is None else size * cfg["train"]["epochs"]
 
 
+def batch_name(kind: str, run_ids: list[str]) -> str:
+    """``<kind>-<first run id>-<6 hex digits of all its run ids>``: a batch whose runs change (a
+    seed added to a cell, a run to a model) is another batch, so the workflow trains it (its
+    finished runs are read back, not trained again) instead of taking the old batch's stamp."""
+    digest = hashlib.sha1(" ".join(run_ids).encode()).hexdigest()[:6]
+    return f"{kind}-{run_ids[0]}-{digest}"
+
+
 def run_batches(runs: dict[str, GridRun]) -> dict[str, list[str]]:
     """The runs one training job trains one after another in one process (the workflow's
     ``batch_runs``): batch name -> run ids, in run order, among the short runs (at most
     ``BATCH_MAX_SAMPLES`` training images x epochs):
 
-    - ``seeds-<first run id>``: each cell of two or more seeds (runs whose configs differ only in
+    - ``seeds-...``: each cell of two or more seeds (runs whose configs differ only in
       ``seed`` and ``partition.seed``);
-    - ``runs-<first run id>``: the remaining runs (cells of one seed) of one model, where there are
+    - ``runs-...``: the remaining runs (cells of one seed) of one model, where there are
       two or more.
 
     Why: at the quick scale a claim run trains for about 25 s on the reference CPU, and a process
@@ -359,12 +368,12 @@ def run_batches(runs: dict[str, GridRun]) -> dict[str, list[str]]:
             run.config, {"seed": None, "partition": {"seed": None}}, null_deletes=True
         )
         cells.setdefault(json.dumps(rest, sort_keys=True), []).append(rid)
-    batches = {f"seeds-{ids[0]}": ids for ids in cells.values() if len(ids) > 1}
+    batches = {batch_name("seeds", ids): ids for ids in cells.values() if len(ids) > 1}
     by_model: dict[str, list[str]] = {}
     for ids in cells.values():
         if len(ids) == 1:
             by_model.setdefault(runs[ids[0]].config["model"]["name"], []).extend(ids)
-    batches.update({f"runs-{ids[0]}": ids for ids in by_model.values() if len(ids) > 1})
+    batches.update({batch_name("runs", ids): ids for ids in by_model.values() if len(ids) > 1})
     return batches
 
 

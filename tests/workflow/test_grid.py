@@ -390,7 +390,8 @@ def test_run_batches_group_the_seeds_of_a_cell_then_single_runs_by_model():
     batched = [r for ids in batches.values() for r in ids]
     assert len(batched) == len(set(batched))  # a run is in one batch at most
     seeds = {b: ids for b, ids in batches.items() if b.startswith("seeds-")}
-    assert seeds and all(name == f"seeds-{ids[0]}" for name, ids in seeds.items())
+    assert seeds and all(name == grid.batch_name("seeds", ids) for name, ids in seeds.items())
+    assert all(name.startswith(f"seeds-{ids[0]}-") for name, ids in seeds.items())
     for ids in seeds.values():  # one cell: the same config but for the seeds
         assert len(ids) >= 2
         cells = {
@@ -404,7 +405,8 @@ def test_run_batches_group_the_seeds_of_a_cell_then_single_runs_by_model():
     assert by_model and all(b.startswith("runs-") for b in by_model)
     for name, ids in by_model.items():
         assert (
-            name == f"runs-{ids[0]}" and len({single[r].config["model"]["name"] for r in ids}) == 1
+            name == grid.batch_name("runs", ids)
+            and len({single[r].config["model"]["name"] for r in ids}) == 1
         )
     models = [r.config["model"]["name"] for r in single.values()]
     left = {
@@ -417,3 +419,18 @@ def test_run_batches_group_the_seeds_of_a_cell_then_single_runs_by_model():
     assert grid.run_batches(grid.expand(SPEC)) == {}
     long = {"defaults": {"data": {"train_subset": 50000}, "train": {"epochs": 200}}}
     assert grid.run_batches(grid.expand(grid.deep_merge(SPEC, long))) == {}
+
+
+def test_a_batch_whose_runs_change_is_another_batch():
+    """A seed added to a cell gives its batch another name (the workflow then trains it rather
+    than take the old batch's stamp as done)."""
+    spec = grid.deep_merge(_seeded(top=2, study=3, block=[5, 9]), SMALL)
+    more = grid.deep_merge(spec, {"studies": {"norms": {"blocks": {"fp": {"seeds": [5, 9, 11]}}}}})
+    before, after = grid.run_batches(grid.expand(spec)), grid.run_batches(grid.expand(more))
+    grown = [b for b in after if b not in before]  # the block's cells, each with one more seed
+    assert grown
+    for b in grown:  # the same first run, so the same prefix; one run more, another name
+        old = [n for n in before if n.startswith(f"seeds-{after[b][0]}-")]
+        assert len(old) == 1 and old[0] != b and len(after[b]) == len(before[old[0]]) + 1
+    kept = set(before) & set(after)  # the cells whose seeds did not change keep their names
+    assert all(before[b] == after[b] for b in kept)

@@ -17,9 +17,9 @@
 # - Batches (config batch_runs; docs/workflow.md, "Batches of runs"): a cell of several seeds, and
 #   the single runs of one model, are one job each, rule train_batch, whose `lpdt train` trains
 #   its runs one after another in one process (they share the start-up and a compiled step: the
-#   same runs, bit for bit). Its output is a stamp
-#   listing the runs; the runs' own files are not outputs, so a batch that fails keeps its
-#   finished runs, and the rerun skips them (`--resume`). Consumers ask for run_done().
+#   same runs, bit for bit). Its output is a stamp listing the runs; the runs' own files are not
+#   outputs, so a batch that fails keeps its finished runs, and the rerun skips them
+#   (`--resume`). Consumers ask for run_done().
 # - GPUs (docs/workflow.md, "GPUs"; lpdt.gpus): resource `gpu` is the GPUs a job uses (SLURM:
 #   --gpus); `gpu_slot` its share of this machine's GPUs, k jobs per GPU (config
 #   gpu_jobs_per_gpu), and the workflow caps it at GPUs x slots per GPU. `python -m lpdt.gpus
@@ -146,9 +146,9 @@ rule train:
 
 rule train_batch:
     """A batch (config batch_runs): the seeds of one cell, or single runs of one model, trained
-    one after another by one
-    `lpdt train` (repeated --config / --out), then logged to MLflow by one process. Output: a
-    stamp listing the runs (their files are not outputs: see the header)."""
+    one after another by one `lpdt train` (repeated --config / --out), then logged to MLflow by
+    one process. Output: a stamp listing the runs (their files are not outputs: see the
+    header)."""
     input:
         cfgs=lambda w: [ancient(f"{RESULTS}/configs/{r}.yaml") for r in BATCHES[w.batch]],
         mlflow=[MLFLOW_INIT] if config["mlflow"] else [],
@@ -159,7 +159,7 @@ rule train_batch:
     benchmark:
         f"{RESULTS}/benchmarks/train/{{batch}}.tsv"
     wildcard_constraints:
-        batch="(seeds|runs)-[0-9a-f]{12}",
+        batch="(seeds|runs)-[0-9a-f]{12}-[0-9a-f]{6}",
     # batches before single runs: the long jobs first, the short ones fill the end
     priority: 1
     threads: train_cores
