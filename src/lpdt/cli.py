@@ -19,7 +19,7 @@ from lpdt.io import no_space
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "train": ("lpdt.cli", "run one experiment from a config file"),
+    "train": ("lpdt.cli", "run an experiment from a config file (or several, one after another)"),
     "cost": ("lpdt.cost.cli", "operation counts, energy, memory and communication volume"),
     "partition": ("lpdt.data.cli", "per-node class histograms of the skew partitioner"),
     "topology": ("lpdt.decentral.topology", "mixing matrix and spectral gap of a graph"),
