@@ -114,6 +114,12 @@ class TopologyConfig:
     rows: int | None = None  # torus shape; None = most square factorisation
 
 
+# The compressors that drop entries (their ratio counts; their messages carry indices): the one
+# list, read by the config check, the plan's cost of top-k selection (lpdt.plan.runtime.sparse)
+# and the wire measurement (lpdt.cost.wire).
+SPARSIFYING = ("topk", "randomk", "topk_int8")
+
+
 @dataclass
 class CompressionConfig:
     # none | topk | randomk (sparsifiers) | qsgd | int8 (quantizers) | topk_int8 (top-k with
@@ -498,10 +504,10 @@ def _check_ranges(cfg: RunConfig) -> None:
     need(0.0 <= c.ratio < 1.0, "algorithm.compression.ratio", _ratio_hint(c.ratio))
     need(1 <= c.levels <= 8, "algorithm.compression.levels", "must be in 1..8 (bits)")
     need(
-        c.ratio == 0.0 or c.name in ("topk", "randomk", "topk_int8"),
+        c.ratio == 0.0 or c.name in SPARSIFYING,
         "algorithm.compression.ratio",
         f"{c.ratio:g} has no effect with algorithm.compression.name {c.name!r}"
-        " (only topk, randomk and topk_int8 drop entries); set algorithm.compression.name=topk",
+        f" (only {', '.join(SPARSIFYING)} drop entries); set algorithm.compression.name=topk",
     )
     if cfg.algorithm.consensus_lr is not None:
         need(0 < cfg.algorithm.consensus_lr <= 1, "algorithm.consensus_lr", "must be in (0, 1]")

@@ -38,6 +38,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from lpdt.config import SPARSIFYING
+
 # (model, precision, px) -> (ms per training sample (forward + backward + optimizer, at the
 #                            quick scale's per-node batches), ms per evaluated image (forward)).
 # Training costs: fitted (benchmarks/fit_runtime.py, with GOSSIP_NS and TOPK_NS below; compile
@@ -207,7 +209,7 @@ def evaluated_images(cfg: Mapping[str, Any]) -> int:
 def sparse(cfg: Mapping[str, Any]) -> bool:
     """Whether the run's messages are sparsified (top-k / random-k, and top-k with 8-bit values,
     whose selection costs as top-k's)."""
-    return cfg["algorithm"]["compression"]["name"] in ("topk", "randomk", "topk_int8")
+    return cfg["algorithm"]["compression"]["name"] in SPARSIFYING
 
 
 def per_node_batch(cfg: Mapping[str, Any]) -> int:
