@@ -49,6 +49,7 @@ import pandas as pd
 from lpdt.grid import Manifest
 from lpdt.report import pairs
 from lpdt.report.aggregate import KEYS, norm_key, stand_in_names
+from lpdt.report.formatting import fixed, rounded, span
 from lpdt.report.paper import TABLE_STUDY
 from lpdt.report.stats import (
     DIRECTIONS,
@@ -182,10 +183,6 @@ BY_ID = {c.id: c for c in CLAIMS}
 # accuracy" ("8-bit loses less than 1 %", lp_close_to_fp_dense); fixed in version 5 before the
 # quick-scale Figure 1 runs with seeds had been seen.
 EQUIV_MARGIN = float(BY_ID["rangeen_equiv_evonorm"].threshold[1])  # type: ignore[index]
-
-
-def _r(v: float | None, digits: int = 4) -> float | None:
-    return None if v is None or not math.isfinite(v) else round(float(v), digits)
 
 
 def summarize(p: pd.DataFrame, claim: Claim, set_aside: pd.DataFrame | None = None) -> dict:
@@ -356,12 +353,12 @@ def _range_rule(values: list[float], lo: float, hi: float) -> dict:
     ok = all(lo <= x <= hi for x in v)
     return {
         "verdict": HELD if ok else NOT_HELD,
-        "mean": _r(sum(v) / len(v)),
+        "mean": rounded(sum(v) / len(v)),
         "sd": None,
         "ci": None,
         "n": len(v),
-        "min": _r(min(v)),
-        "max": _r(max(v)),
+        "min": rounded(min(v)),
+        "max": rounded(max(v)),
     }
 
 
@@ -389,7 +386,7 @@ def _comm(d: pd.DataFrame, ratio: pd.Series) -> dict:
         sel = [float(x) for x in ratio[d["format"] == fmt]]
         if sel:
             implied = sorted({round(float(x), 4) for x in d[d["format"] == fmt]["implied_ratio"]})
-            out[f"{fmt}_ratio"] = [_r(min(sel)), _r(max(sel))]
+            out[f"{fmt}_ratio"] = [rounded(min(sel)), rounded(max(sel))]
             out[f"{fmt}_implied"] = implied
     return out
 
@@ -423,15 +420,15 @@ def sent_8bit(df: pd.DataFrame) -> list[dict]:
             "compression": str(r["compression"]),
             "run_id": r["run_id"],
             "status": r["status"],
-            "acc": _r(r["acc"]) if r["status"] == "ok" else None,
-            "gb_per_node": _r(r["gb_per_node"], 6),
+            "acc": rounded(r["acc"]) if r["status"] == "ok" else None,
+            "gb_per_node": rounded(r["gb_per_node"], 6),
         }
         if len(base):
             b = base.iloc[0]
             row |= {
                 "fp32_run_id": b["run_id"],
-                "fp32_acc": _r(b["acc"]),
-                "fp32_gb_per_node": _r(b["gb_per_node"], 6),
+                "fp32_acc": rounded(b["acc"]),
+                "fp32_gb_per_node": rounded(b["gb_per_node"], 6),
             }
         out.append(row)
     return out
@@ -670,15 +667,6 @@ def check_claims(
     return out
 
 
-def _f(v: float | None, digits: int = 2) -> str:
-    return "-" if v is None else f"{v:.{digits}f}"
-
-
-def _span(lo_hi: list[float]) -> str:
-    lo, hi = lo_hi
-    return _f(lo) if _f(lo) == _f(hi) else f"{_f(lo)}-{_f(hi)}"
-
-
 def effect_text(c: ClaimResult) -> str:
     """'0.50 [0.12, 0.88] (n=3)'; a cost or arithmetic claim: '3.99 (range 3.90-4.10, 6 rows)';
     '-' without data."""
@@ -687,20 +675,20 @@ def effect_text(c: ClaimResult) -> str:
     nums = c.numbers
     if "dense_ratio" in nums or "top-k_ratio" in nums:  # comm_4x: the measured ratios themselves
         return "; ".join(
-            f"{fmt} {_span(nums[f'{fmt}_ratio'])}x (implied "
+            f"{fmt} {span(nums[f'{fmt}_ratio'])}x (implied "
             f"{'/'.join(f'{x:g}' for x in nums[f'{fmt}_implied'])})"
             for fmt in ("dense", "top-k")
             if f"{fmt}_ratio" in nums
         )
     if c.kind in ("cost", "arithmetic"):
         rows = f"{c.n} row{'s' if c.n != 1 else ''}"
-        return f"{_f(c.mean)} (range {_f(nums.get('min'))}-{_f(nums.get('max'))}, {rows})"
+        return f"{fixed(c.mean)} (range {fixed(nums.get('min'))}-{fixed(nums.get('max'))}, {rows})"
     seeds = nums.get("seeds_of", c.n)
     n = f"n={c.n}" + (f" of {seeds}" if seeds > c.n else "")
     if c.ci is not None:
         lo, hi = c.ci
-        return f"{_f(c.mean)} [{_f(lo)}, {_f(hi)}] ({n})"
-    return f"{_f(c.mean)} ({n}, no interval)"
+        return f"{fixed(c.mean)} [{fixed(lo)}, {fixed(hi)}] ({n})"
+    return f"{fixed(c.mean)} ({n}, no interval)"
 
 
 def set_aside_text(c: ClaimResult) -> str:
@@ -733,7 +721,7 @@ def paper_effect_text(c: ClaimResult) -> str:
     """The paper's effect ('0.13'), its note where it prints no number ('figure only ...'),
     else '-'."""
     if c.paper_effect is not None:
-        return _f(c.paper_effect)
+        return fixed(c.paper_effect)
     return c.paper_note or "-"
 
 

@@ -43,6 +43,7 @@ from lpdt.report.aggregate import (
     norm_key,
     stand_in_names,
 )
+from lpdt.report.formatting import fixed
 from lpdt.report.stats import DIRECTIONS, METHOD, Threshold
 
 # Coordinate -> run-config key, for runs without a manifest (compression is derived: the top-k
@@ -300,12 +301,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
-def _f(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
-
-
 def _ci(r: Mapping[str, Any]) -> str:
-    return f"[{_f(r['ci'][0])}, {_f(r['ci'][1])}]" if r.get("ci") else "(no interval)"
+    return f"[{fixed(r['ci'][0])}, {fixed(r['ci'][1])}]" if r.get("ci") else "(no interval)"
 
 
 MAX_NOTES = 40  # lines of set-aside pairs and left-out cells printed (--json has them all)
@@ -353,7 +350,7 @@ def text(res: dict, source: str) -> str:
         rows.append(
             [label, str(c["pairs"])]
             + ([_aside_count(c.get("set_aside", []))] if aside else [])
-            + [_f(c["mean"]), _ci(c)]
+            + [fixed(c["mean"]), _ci(c)]
             + ([c["verdict"]] if rule else [])
         )
     of = f" of {o['seeds_of']}" if o.get("seeds_of", o["n"]) > o["n"] else ""
@@ -363,7 +360,7 @@ def text(res: dict, source: str) -> str:
             str(o["pairs"]),
         ]
         + ([_aside_count(o.get("set_aside", []))] if aside else [])
-        + [_f(o["mean"]), _ci(o)]
+        + [fixed(o["mean"]), _ci(o)]
         + ([o["verdict"]] if rule else [])
     )
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -36,6 +36,7 @@ from typing import Any
 import pandas as pd
 
 from lpdt.report.aggregate import KEYS, norm_key
+from lpdt.report.formatting import rounded
 from lpdt.report.stats import NO_DATA, Threshold, t_interval, verdict
 
 NO_SEED = -1  # the seed of a run whose record names none (e.g. the paper's numbers)
@@ -418,10 +419,6 @@ def pairs(
     return pairing(cells, vary, a, b, studies, where, keys).pairs
 
 
-def _r(v: float | None, digits: int = 4) -> float | None:
-    return None if v is None or not math.isfinite(v) else round(float(v), digits)
-
-
 def choose_cells(seed_sets: Mapping[tuple[str, ...], frozenset[int]]) -> tuple[list, frozenset]:
     """(cells, seeds): the cells a summary uses and the seeds they all share. Coverage first:
     the most cells that share at least two seeds (one, where no cell has two), then the most
@@ -505,17 +502,17 @@ def summarize(
             if threshold is None or direction is None
             else verdict(iv.low, iv.high, threshold, direction)
         ),
-        "mean": _r(iv.mean),
-        "sd": _r(iv.sd),
-        "ci": None if iv.ci is None else [_r(iv.low), _r(iv.high)],
+        "mean": rounded(iv.mean),
+        "sd": rounded(iv.sd),
+        "ci": None if iv.ci is None else [rounded(iv.low), rounded(iv.high)],
         "n": iv.n,
-        "half_width": _r(iv.half_width),
-        "detectable": _r(iv.detectable),
+        "half_width": rounded(iv.half_width),
+        "detectable": rounded(iv.detectable),
         "cells": int(p["_cell"].nunique()),
         "pairs": len(p),
-        "per_seed": {("none" if s == NO_SEED else str(s)): _r(v) for s, v in per_seed.items()},
-        "min": _r(float(p["diff"].min())),
-        "max": _r(float(p["diff"].max())),
+        "per_seed": {("none" if s == NO_SEED else str(s)): rounded(v) for s, v in per_seed.items()},
+        "min": rounded(float(p["diff"].min())),
+        "max": rounded(float(p["diff"].max())),
         "cells_used": [list(c) for c in sorted(used)],
         "seeds_of": len(seeds_of),
     }
@@ -593,9 +590,9 @@ def per_cell(
             "cell": list(cell),
             "pairs": len(g),
             "seeds": sorted(int(s) for s in g["seed"]),
-            "mean": _r(iv.mean),
-            "sd": _r(iv.sd),
-            "ci": None if iv.ci is None else [_r(iv.low), _r(iv.high)],
+            "mean": rounded(iv.mean),
+            "sd": rounded(iv.sd),
+            "ci": None if iv.ci is None else [rounded(iv.low), rounded(iv.high)],
             "verdict": (
                 None
                 if threshold is None or direction is None

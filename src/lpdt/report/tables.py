@@ -17,6 +17,7 @@ import pandas as pd
 
 from lpdt.report.aggregate import KEYS, stand_in_names
 from lpdt.report.describe import cost_setup, energy_text, illustrative_text, setup_text
+from lpdt.report.formatting import table_cell
 from lpdt.report.paper import paper_accuracy
 
 # A table cell's coordinates: the paper's cell keys without the normalisation layer.
@@ -97,10 +98,6 @@ class Rendered:
     header: list[str]
     rows: list[list[str]]
     caption: list[str] = field(default_factory=list)
-
-
-def fmt(v: float, digits: int = 2) -> str:
-    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
 
 def _s(v: object) -> str:
@@ -208,14 +205,14 @@ def ours_text(r: pd.Series) -> str:
     """'81.00' for one run; '81.00 ± 0.52 (n=3)' over seeds ('n=2 of 3' when one failed)."""
     n, runs = int(r.get("n", 1) or 0), int(r.get("runs", 1) or 0)
     if n < 2 and runs < 2:
-        return fmt(r["ours"])
-    sd = f" ± {fmt(r['ours_sd'])}" if n >= 2 else ""
+        return table_cell(r["ours"])
+    sd = f" ± {table_cell(r['ours_sd'])}" if n >= 2 else ""
     of = f" of {runs}" if runs > n else ""
-    return f"{fmt(r['ours'])}{sd} (n={n}{of})"
+    return f"{table_cell(r['ours'])}{sd} (n={n}{of})"
 
 
 def cell_text(r: pd.Series) -> str:
-    p = fmt(r["paper"])
+    p = table_cell(r["paper"])
     if r["status"] == "ok":
         o = ours_text(r)
         return f"{o} / {p} ({r['diff']:+.2f})" if p else f"{o} / -"
@@ -360,8 +357,8 @@ def ops_table(cost_dir: Path, table: int) -> tuple[pd.DataFrame, list[Rendered]]
                 _num(fp["multiplications"]) if fp else "-",
                 _num(lp["additions"]) if lp else "-",
                 _num(lp["multiplications"]) if lp else "-",
-                fmt(fp["energy_mj"], 3) if fp else "-",
-                fmt(lp["energy_mj"], 4) if lp else "-",
+                table_cell(fp["energy_mj"], 3) if fp else "-",
+                table_cell(lp["energy_mj"], 4) if lp else "-",
             ]
         )
     numeric = Rendered(
@@ -453,9 +450,9 @@ def table10(cost_dir: Path, paper: pd.DataFrame) -> tuple[pd.DataFrame, list[Ren
                 return ""
             s = s.iloc[0]
             return (
-                f"{fmt(s['ours'])} / {fmt(s['paper'])}"
+                f"{table_cell(s['ours'])} / {table_cell(s['paper'])}"
                 if s["status"] == "ok"
-                else f"missing / {fmt(s['paper'])}"
+                else f"missing / {table_cell(s['paper'])}"
             )
 
         rows.append(
