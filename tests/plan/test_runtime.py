@@ -222,6 +222,15 @@ def test_an_eager_evaluation_does_not_pay_the_evaluation_compile():
     )
 
 
+def _benchmarks(tmp_path, **seconds: float):
+    """Snakemake benchmark files (a header line, then the wall seconds first) of the given jobs."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    for job, s in seconds.items():
+        (bench / f"{job}.tsv").write_text(f"s\th:m:s\n{s}\t0:00:00\n")
+    return bench
+
+
 def test_plan_check_compares_finished_jobs_with_their_estimates(tmp_path):
     """Constructed plan table and benchmark files: two of three runs finished, 30 + 60 s against
     40 + 50 s planned; a run without an estimate or with a torn benchmark file is not counted."""
@@ -229,11 +238,7 @@ def test_plan_check_compares_finished_jobs_with_their_estimates(tmp_path):
     plan.write_text(
         "run_id\tmodel\test_s\na\tresnet8\t40\nb\tresnet8\t50\nc\tresnet8\t70\nd\tx\t\n"
     )
-    bench = tmp_path / "bench"
-    bench.mkdir()
-    (bench / "a.tsv").write_text("s\th:m:s\n30.0\t0:00:30\n")
-    (bench / "b.tsv").write_text("s\th:m:s\n60.0\t0:01:00\n")
-    (bench / "d.tsv").write_text("s\th:m:s\n9.0\t0:00:09\n")  # no estimate: not counted
+    bench = _benchmarks(tmp_path, a=30.0, b=60.0, d=9.0)  # d: no estimate, not counted
     line = runtime.plan_check(plan, bench, since=0.0)
     assert line is not None
     assert line.startswith(
@@ -272,11 +277,8 @@ def test_plan_check_counts_a_batch_as_one_job_of_its_runs(tmp_path):
     plan.write_text(
         "run_id\tjob\test_s\na\tseeds-a\t40\nb\tseeds-a\t20\nc\tc\t30\ne\tseeds-e\t10\nf\tseeds-e\t\n"
     )
-    bench = tmp_path / "bench"
-    bench.mkdir()
-    (bench / "seeds-a.tsv").write_text("s\th:m:s\n66.0\t0:01:06\n")
-    (bench / "c.tsv").write_text("s\th:m:s\n27.0\t0:00:27\n")
-    (bench / "seeds-e.tsv").write_text("s\th:m:s\n5.0\t0:00:05\n")  # a run without estimate
+    # seeds-e: a batch with a run without an estimate, not counted
+    bench = _benchmarks(tmp_path, **{"seeds-a": 66.0, "c": 27.0, "seeds-e": 5.0})
     line = runtime.plan_check(plan, bench, since=0.0)
     assert line is not None and line.startswith(
         "training jobs: 3 of the plan's 5 runs ran in this invocation; their own times sum to "
