@@ -40,7 +40,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from lpdt.decentral.state import NodeState
-from lpdt.engine.steps import Log, compile_allowed, is_quantized, prepare_compile
+from lpdt.engine.device import Log
+from lpdt.engine.steps import compile_allowed, is_quantized, prepare_compile
 from lpdt.errors import LpdtError
 from lpdt.layers.quant.quantizers import draw_seed, noise_seed, vmapped
 

@@ -5,15 +5,13 @@ epoch."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 import torch
 
 from lpdt.config import RunConfig
+from lpdt.engine.device import Log
 from lpdt.engine.run import Run
 from lpdt.record import HistoryRow
-
-Log = Callable[[str], None]
 
 PROGRESS_EVERY_S = 30.0  # seconds between in-epoch progress lines (tests lower it)
 

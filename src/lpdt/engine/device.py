@@ -4,7 +4,12 @@ import this one: it is the lowest)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+
+# Where an engine module writes its lines: print_line, or a test's list.append.
+Log = Callable[[str], None]
 
 
 def print_line(msg: str) -> None:

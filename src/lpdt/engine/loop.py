@@ -14,7 +14,7 @@ import dataclasses
 import math
 import platform
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -24,7 +24,7 @@ from lpdt import provenance, record
 from lpdt.config import RunConfig, dump_config
 from lpdt.decentral.group import LocalGroup, NodeGroup
 from lpdt.engine.console import PROGRESS_EVERY_S, Progress, epoch_line, start_line
-from lpdt.engine.device import print_line, resolve_device
+from lpdt.engine.device import Log, print_line, resolve_device
 from lpdt.engine.faults import fault_point
 from lpdt.engine.run import Run
 from lpdt.engine.rundir import open_run_dir, previous, restorable
@@ -42,8 +42,6 @@ from lpdt.record import (
     Timing,
     Versions,
 )
-
-Log = Callable[[str], None]
 
 
 def train(

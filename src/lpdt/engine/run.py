@@ -33,14 +33,12 @@ from lpdt.decentral.streams import NodeStreams
 from lpdt.decentral.topology import mixing_matrix, out_peers
 from lpdt.engine.batched import BatchedSteps, use_batched
 from lpdt.engine.checkpoint import Checkpoint
-from lpdt.engine.device import print_line, resolve_device
+from lpdt.engine.device import Log, print_line, resolve_device
 from lpdt.engine.steps import Steps
 from lpdt.models import build_model
 from lpdt.record import (
     HistoryRow,
 )
-
-Log = Callable[[str], None]
 
 
 def partition_indices(labels: np.ndarray, cfg: RunConfig) -> list[np.ndarray]:

@@ -54,7 +54,7 @@ import torch._inductor.config
 import torch.nn.functional as F
 from torch import nn
 
-Log = Callable[[str], None]
+from lpdt.engine.device import Log
 
 # How many Steps of this process compile (see Steps.__init__, the recompile limit).
 _compiling_steps = 0
