@@ -50,15 +50,16 @@ MANIFEST_STAMP = f"{RESULTS}/.manifest/{hashlib.sha1(MANIFEST_TEXT.encode()).hex
 # Batches (config batch_runs; rule train_batch): batch name -> its runs, and run -> its batch.
 # auto: on where the jobs run on this machine's CPU with the simulated engine (not on GPUs, whose
 # jobs share a GPU k at a time, nor under a cluster executor, where a job per run spreads).
+from lpdt import gpus
+
+GPU_IDS = gpus.visible_gpu_ids()  # this machine's GPUs (rule train's resources: train.smk)
 _batching = config.get("batch_runs", "auto")
 if _batching == "auto":
-    from lpdt import gpus as _gpus
-
     _batching = (
         config.get("engine", "simulated") == "simulated"
         and workflow.local_exec
         and not workflow.remote_exec
-        and not _gpus.visible_gpu_ids()
+        and not GPU_IDS
     )
 BATCHES = grid.run_batches(RUNS) if _batching else {}
 BATCH_OF = {r: b for b, ids in BATCHES.items() for r in ids}

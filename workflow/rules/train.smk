@@ -57,10 +57,7 @@ def train_cores(wildcards):
     return config["train_threads"]
 
 
-from lpdt import gpus
-
-GPU_IDS = gpus.visible_gpu_ids()
-GPUS = len(GPU_IDS)
+GPUS = len(GPU_IDS)  # GPU_IDS: this machine's GPUs (common.smk)
 # The GPUs whose slots this Snakemake hands out: this machine's, where the jobs run here (not
 # under a cluster executor, whose jobs get their GPUs from SLURM, nor inside such a job).
 SLOT_GPU_IDS = GPU_IDS if workflow.local_exec and not workflow.remote_exec else []
@@ -100,6 +97,31 @@ if SLOT_GPU_IDS and "gpu_slot" not in set(workflow.global_resources):
         )
 
 
+# A training job's GPU resources and allocator, from its run (rule train) or its batch's first run
+# (rule train_batch): one definition for both rules.
+def job_gpu(wildcards):
+    """Resource `gpu`. train_gpus: auto: 1 per process on a machine with GPUs, at most all."""
+    return run_gpus(lead_run(wildcards))
+
+
+def job_gpu_slot(wildcards):
+    """Resource `gpu_slot`: its share of this machine's GPUs, 1/k of one (config gpu_jobs_per_gpu)."""
+    return run_slots(lead_run(wildcards))
+
+
+def job_gres(wildcards):
+    """SLURM with GPU shards (config slurm_gpu_shards > 0): sbatch --gres=shard:N, 1/k of a GPU."""
+    run_id = lead_run(wildcards)
+    if run_tree(run_id).get("device", "auto") == "cpu":
+        return None
+    return gpus.slurm_gres(config["slurm_gpu_shards"], run_k(run_id))
+
+
+def job_slot_command(wildcards):
+    """"" without a GPU slot; else the allocator that execs `lpdt train` on its GPU."""
+    return gpus.slot_command(PY, GPU_SLOT_DIR, SLOT_GPU_IDS, job_gpu_slot(wildcards), GPU_UNITS)
+
+
 rule train:
     input:
         cfg=ancient(f"{RESULTS}/configs/{{run_id}}.yaml"),
@@ -114,12 +136,9 @@ rule train:
         f"{RESULTS}/benchmarks/train/{{run_id}}.tsv"
     threads: train_cores
     resources:
-        # train_gpus: auto: 1 per process on a machine with GPUs, at most all of them (lpdt.gpus)
-        gpu=lambda w: run_gpus(lead_run(w)),
-        # its share of this machine's GPUs, 1/k of one (k: config gpu_jobs_per_gpu), in slots
-        gpu_slot=lambda w: run_slots(lead_run(w)),
-        # SLURM with GPU shards (config slurm_gpu_shards > 0): sbatch --gres=shard:N, 1/k of a GPU
-        gres=lambda w: gpus.slurm_gres(config["slurm_gpu_shards"], run_k(lead_run(w))) if run_tree(lead_run(w)).get("device", "auto") != "cpu" else None,
+        gpu=job_gpu,
+        gpu_slot=job_gpu_slot,
+        gres=job_gres,
     params:
         out=f"{RUNS_DIR}/{{run_id}}",
         engine=config.get("engine", "simulated"),
@@ -127,8 +146,7 @@ rule train:
         uri=config["tracking_uri"],
         experiment=config["experiment"],
         scale=SCALE,
-        # "" without a GPU slot; else the allocator that execs `lpdt train` on its GPU
-        gpu_slot=lambda w: gpus.slot_command(PY, GPU_SLOT_DIR, SLOT_GPU_IDS, run_slots(lead_run(w)), GPU_UNITS),
+        gpu_slot=job_slot_command,
     shell:
         """
         export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads}
@@ -164,9 +182,9 @@ rule train_batch:
     priority: 1
     threads: train_cores
     resources:
-        gpu=lambda w: run_gpus(lead_run(w)),
-        gpu_slot=lambda w: run_slots(lead_run(w)),
-        gres=lambda w: gpus.slurm_gres(config["slurm_gpu_shards"], run_k(lead_run(w))) if run_tree(lead_run(w)).get("device", "auto") != "cpu" else None,
+        gpu=job_gpu,
+        gpu_slot=job_gpu_slot,
+        gres=job_gres,
     params:
         runs=lambda w: " ".join(f"--config {RESULTS}/configs/{r}.yaml --out {RUNS_DIR}/{r}" for r in BATCHES[w.batch]),
         dirs=lambda w: " ".join(f"{RUNS_DIR}/{r}" for r in BATCHES[w.batch]),
@@ -176,7 +194,7 @@ rule train_batch:
         uri=config["tracking_uri"],
         experiment=config["experiment"],
         scale=SCALE,
-        gpu_slot=lambda w: gpus.slot_command(PY, GPU_SLOT_DIR, SLOT_GPU_IDS, run_slots(lead_run(w)), GPU_UNITS),
+        gpu_slot=job_slot_command,
     shell:
         """
         export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads}
