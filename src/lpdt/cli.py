@@ -101,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
         except (LpdtError, ValueError, KeyError, FileNotFoundError, RuntimeError) as e:
             if len(cfgs) == 1 or os.environ.get("LPDT_DEBUG"):
                 raise
-            msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-            print(f"lpdt train: error in run {out}: {msg}", file=sys.stderr, flush=True)
+            print(f"lpdt train: error in run {out}: {error_text(e)}", file=sys.stderr, flush=True)
             codes.append(2)
             continue
         print(f"results: {out}/metrics.json (status {rec.status}, run_id {rec.run_id})")
@@ -164,8 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         # LPDT_DEBUG=1 shows the traceback.
         if os.environ.get("LPDT_DEBUG"):
             raise
-        msg = e.args[0] if isinstance(e, KeyError) and e.args else e
-        print(f"lpdt {args.command}: error: {msg} (LPDT_DEBUG=1 for a traceback)", file=sys.stderr)
+        print(
+            f"lpdt {args.command}: error: {error_text(e)} (LPDT_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
         return 2
     except OSError as e:
         # A full disk, from any writer (lpdt.io names the file; others, e.g. a figure's
@@ -175,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         msg = _no_space_line(e)  # (lpdt.io's NoSpaceError is an LpdtError: caught above)
         print(f"lpdt {args.command}: error: {msg} (LPDT_DEBUG=1 for a traceback)", file=sys.stderr)
         return 2
+
+
+def error_text(e: BaseException) -> str:
+    """A user-facing error's one line (a KeyError's message without the quotes repr adds)."""
+    return str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
 
 
 def _no_space_line(e: OSError) -> str:
