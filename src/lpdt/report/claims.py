@@ -139,6 +139,17 @@ CLAIM_KEYS = {  # key of an entry of claims.yaml -> required
 }
 
 
+def _check_keys(at: str, d: Mapping[str, object], keys: Mapping[str, bool]) -> None:
+    """A claim entry's keys against ``keys`` (key -> required): one ValueError for the first
+    unknown key, else for the missing required ones."""
+    unknown = sorted(set(d) - set(keys))
+    if unknown:
+        raise ValueError(f"{at}: unknown key {unknown[0]!r} (keys: {', '.join(keys)})")
+    missing = [k for k, required in keys.items() if required and k not in d]
+    if missing:
+        raise ValueError(f"{at}: missing {', '.join(missing)}")
+
+
 def load_claims(path: Path = CLAIMS_FILE) -> tuple[int, list[Claim]]:
     """(version, claims) of a claims file (``claims.yaml``: ``version`` and ``claims``, each
     entry the fields of ``Claim``); a mistake is one ValueError naming the entry and the key."""
@@ -154,11 +165,7 @@ def load_claims(path: Path = CLAIMS_FILE) -> tuple[int, list[Claim]]:
         )
         if not isinstance(d, Mapping):
             raise ValueError(f"{at}: expected a mapping")
-        unknown = sorted(set(d) - set(CLAIM_KEYS))
-        missing = [k for k, required in CLAIM_KEYS.items() if required and k not in d]
-        if unknown or missing:
-            what = f"unknown key {unknown[0]!r}" if unknown else f"missing {', '.join(missing)}"
-            raise ValueError(f"{at}: {what} (keys: {', '.join(CLAIM_KEYS)})")
+        _check_keys(at, d, CLAIM_KEYS)
         kind = d.get("kind", "accuracy")
         if kind not in KINDS or d["direction"] not in (*DIRECTIONS, "none"):
             raise ValueError(f"{at}: kind {kind!r} / direction {d['direction']!r} unknown")
@@ -269,12 +276,7 @@ def _study_claim(study: str, i: int, d: object, known: set[str]) -> Claim:
     if not isinstance(d, Mapping):
         raise ValueError(f"{at}: expected a mapping with {', '.join(STUDY_CLAIM_KEYS)}")
     at += f" ({d['id']})" if "id" in d else ""
-    unknown = sorted(set(d) - set(STUDY_CLAIM_KEYS))
-    if unknown:
-        raise ValueError(f"{at}: unknown key {unknown[0]!r} (keys: {', '.join(STUDY_CLAIM_KEYS)})")
-    missing = [k for k, req in STUDY_CLAIM_KEYS.items() if req and k not in d]
-    if missing:
-        raise ValueError(f"{at}: missing {', '.join(missing)}")
+    _check_keys(at, d, STUDY_CLAIM_KEYS)
     vary, where = str(d["vary"]), d.get("where") or {}
     if not isinstance(where, Mapping):
         raise ValueError(f"{at}: where must map a coordinate to a condition, got {where!r}")
