@@ -328,11 +328,16 @@ def expand(spec: dict[str, Any]) -> dict[str, GridRun]:
 BATCH_MAX_SAMPLES = 200_000
 
 
-def train_samples(cfg: dict[str, Any]) -> int | None:
-    """Training images x epochs of a run config (None: a dataset of unknown size)."""
+def train_size(cfg: dict[str, Any]) -> int | None:
+    """Training images of a run config: its subset, else the dataset's split (None: unknown)."""
     from lpdt.plan.runtime import full_train_size
 
-    size = cfg["data"].get("train_subset") or full_train_size(cfg["data"]["dataset"])
+    return cfg["data"].get("train_subset") or full_train_size(cfg["data"]["dataset"])
+
+
+def train_samples(cfg: dict[str, Any]) -> int | None:
+    """Training images x epochs of a run config (None: a dataset of unknown size)."""
+    size = train_size(cfg)
     return None if size is None else size * cfg["train"]["epochs"]
 
 
@@ -436,11 +441,10 @@ def samples_per_run(cfg: dict[str, Any]) -> int | None:
     """Training samples one run processes over all nodes (None if the dataset size is unknown).
     Iterations per epoch as the cost model counts them (equal partitions)."""
     from lpdt.cost.comm import iterations_per_epoch  # imports torch: only for the plan
-    from lpdt.plan.runtime import full_train_size
 
     n, batch = cfg["topology"]["nodes"], cfg["train"]["batch_size"]
     per_node_batch = max(1, batch // n)
-    size = cfg["data"].get("train_subset") or full_train_size(cfg["data"]["dataset"])
+    size = train_size(cfg)
     if size is None:
         return None
     iters = iterations_per_epoch(size, n, batch)
