@@ -13,6 +13,16 @@ from lpdt.report import cli
 from tests.fake_records import fake_record
 
 PAPER_CSV = Path(__file__).resolve().parents[2] / "config" / "paper_results.csv"
+# The claims' cell of the constructed trees (ResNet-20, ring of 4, Choco, uncompressed); each test
+# adds its own skew, precision, ...
+CLAIM_CELL = {
+    "dataset": "cifar10",
+    "model": "resnet20",
+    "topology": "directed_ring",
+    "nodes": 4,
+    "compression": 0,
+    "algorithm": "choco",
+}
 
 
 # (study, coords, accuracy or "diverged" / "missing")

@@ -24,17 +24,9 @@ from lpdt.report.aggregate import aggregate
 from lpdt.report.claims import check_claims
 from lpdt.report.paper import load_paper
 from tests.fake_records import fake_record
-from tests.report.conftest import PAPER_CSV, write_cost
+from tests.report.conftest import CLAIM_CELL, PAPER_CSV, write_cost
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-BASE = {
-    "dataset": "cifar10",
-    "model": "resnet20",
-    "topology": "directed_ring",
-    "nodes": 4,
-    "compression": 0,
-    "algorithm": "choco",
-}
 # (study, skew, qgm, FP accuracy, FP - 8-bit per seed)
 CELLS = [
     ("table3", 0.0, False, 84.0, (0.4, 0.6, 0.5, 0.3, 0.7)),
@@ -55,7 +47,7 @@ def make_readme_tree(root: Path) -> Path:
                 a = acc + SEED_SPREAD[k] - (loss[k] if prec == "int8" else 0.0)
                 rec = fake_record(rid, round(a, 2), config={"seed": seed}, total_s=60.0)
                 rec.write(root / "results" / "runs" / rid)
-                coords = BASE | {"skew": skew, "qgm": qgm, "precision": prec}
+                coords = CLAIM_CELL | {"skew": skew, "qgm": qgm, "precision": prec}
                 entry = {"run_id": rid, "dir": f"results/runs/{rid}", "coords": coords}
                 studies.setdefault(study, {"kind": "grid", "runs": []})["runs"].append(
                     entry | {"seed": seed}

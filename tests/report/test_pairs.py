@@ -11,16 +11,9 @@ from lpdt.report import pairs
 from lpdt.report.aggregate import KEYS
 from lpdt.report.claims import BY_ID, accuracy_claims
 from lpdt.report.stats import NO_DATA
+from tests.report.conftest import CLAIM_CELL
 
-BASE = {k: None for k in KEYS} | {
-    "dataset": "cifar10",
-    "model": "resnet20",
-    "topology": "directed_ring",
-    "nodes": 4,
-    "compression": 0,
-    "algorithm": "choco",
-    "qgm": False,
-}
+BASE = {k: None for k in KEYS} | CLAIM_CELL | {"qgm": False}
 
 
 def _runs(cells: dict[float, dict[int, tuple[object, object]]], study: str = "table3") -> list:
