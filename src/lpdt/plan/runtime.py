@@ -154,8 +154,10 @@ START_S = 8.0  # interpreter, imports, data loading, model build, final gossip, 
 # A run after the first of a batch (the workflow's batch_runs: one process trains several runs
 # in turn): its partition, model build, final gossip and evaluation, writing its results and its
 # MLflow log; the interpreter and imports are the first run's (and the compiled step, where an
-# earlier run of the batch compiled the same graph). Measured
-# 2026-11-27 (ResNet-8, the claims' cell at 2 epochs, idle): 1.4 s of the run outside training.
+# earlier run of the batch compiled the same graph). Measured 2026-11-27 (ResNet-8, the claims'
+# cell at 2 epochs, idle): 1.4 s of the run outside training (total_s - train_s); rounded up to 2
+# for what falls outside the run's own clock (its setup before the clock starts, its MLflow log),
+# not measured apart.
 BATCHED_START_S = 2.0
 REFERENCE = "2-core x86_64 CPU, torch 2.14.1, 1 thread per job, 2 jobs at once"
 
