@@ -15,9 +15,12 @@ DEB_PACKAGES := fortunes fortunes-min dataset-fashion-mnist poppler-utils ninja-
 .PHONY: setup lock system-deps report plateau-check test test-slow lint bench clean
 
 # The pinned lock (every package, --no-deps: the exact versions the docs were measured with;
-# `make lock` regenerates it from pyproject.toml); triton only where a GPU is (~0.9 GB). pip
-# byte-compiles at install on purpose: where PYTHONDONTWRITEBYTECODE is set (this machine's
-# shells), a venv without .pyc files recompiles torch's 2,600 modules in every process (~5 s each).
+# `make lock` regenerates it from pyproject.toml); triton only where a GPU is (~0.9 GB). The
+# packages are byte-compiled at install on purpose: where PYTHONDONTWRITEBYTECODE is set (this
+# machine's shells), a venv without .pyc files recompiles torch's 2,600 modules in every process
+# (~5 s each). compileall does it on every core after pip installs without (pip compiles on one:
+# 67 s against 36 + 19 s on the 2-core reference, 2026-11-27); a file it cannot compile (a test
+# data file, another Python's syntax) is skipped, as pip skips it.
 # A failed install removes the half-built environment and says how much disk there was.
 LOCK := requirements/lock.txt
 $(BIN)/lpdt: pyproject.toml $(LOCK) requirements/gpu.txt
@@ -25,7 +28,8 @@ $(BIN)/lpdt: pyproject.toml $(LOCK) requirements/gpu.txt
 	@rm -rf $(VENV)
 	$(PY) -m venv $(VENV)
 	@{ $(BIN)/pip install --quiet --upgrade pip \
-	  && $(BIN)/pip install --quiet --no-deps -r $(LOCK) \
+	  && $(BIN)/pip install --quiet --no-compile --no-deps -r $(LOCK) \
+	  && { $(BIN)/python -m compileall -q -j 0 $(VENV)/lib >/dev/null || true; } \
 	  && $(BIN)/pip install --quiet --no-deps --no-build-isolation -e . \
 	  && if nvidia-smi -L >/dev/null 2>&1; then \
 	       $(BIN)/pip install --quiet --no-deps -r requirements/gpu.txt; fi; } \

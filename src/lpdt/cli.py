@@ -7,6 +7,7 @@ Each subcommand lives in the package of its concern and exposes ``add_arguments(
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import os
 import sys
@@ -189,5 +190,22 @@ def _no_space_line(e: OSError) -> str:
     return f"no space left on device{where} ({e.strerror or e})"
 
 
+def entry() -> None:
+    """The ``lpdt`` command: ``main()``, then an exit that skips the interpreter's teardown.
+
+    Once ``main()`` has returned, every file it wrote is closed (lpdt writes through ``with``
+    blocks and ``lpdt.io``'s atomic renames), so what is left is Python freeing torch's modules
+    one by one: 1.1 s of an 8.5 s one-epoch run, measured on the 2-core reference VM
+    (2026-11-27), paid by every training job and every ``lpdt`` a test starts. The exit
+    handlers (logging, worker pools) still run, and the standard streams are flushed; an
+    exception that escapes ``main()`` exits the ordinary way, with its traceback.
+    """
+    code = main()
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from lpdt import record
@@ -102,6 +103,34 @@ def test_killed_run_resumes_to_identical_result(tmp_path, extra):
     resumed = train(c, tmp_path / "cut", resume=True, log=lambda s: None)
     assert resumed.final == full.final
     assert resumed.communication == full.communication
+
+
+def test_checkpoint_every_k_epochs_saves_those_epochs_and_resumes_from_the_last(tmp_path):
+    c = cfg("train.checkpoint_every=2")
+    assert c.run_id() == cfg().run_id()  # an execution key: the same run
+    full = train(c, tmp_path / "full", log=lambda s: None)
+
+    class Killed(Exception):
+        pass
+
+    def killer(at):
+        def log(line):
+            if line.startswith(at):
+                raise Killed
+
+        return log
+
+    ck = tmp_path / "cut" / "checkpoint.pt"
+    with pytest.raises(Killed):  # epoch 1 is not a multiple of 2: nothing saved
+        train(c, tmp_path / "cut", log=killer("epoch 2/3"))
+    assert not ck.exists()
+    with pytest.raises(Killed):  # after epoch 2's line its checkpoint is saved, then 3 runs
+        train(c, tmp_path / "cut", resume=True, log=killer("epoch 3/3"))
+    assert torch.load(ck, weights_only=False)["epoch"] == 2
+    lines: list[str] = []
+    resumed = train(c, tmp_path / "cut", resume=True, log=lines.append)
+    assert any("resum" in line and "epoch 2" in line for line in lines), lines
+    assert resumed.final == full.final
 
 
 def test_divergence_ends_cleanly(tmp_path):

@@ -118,7 +118,7 @@ def train(
         if group.writer:  # grows by a row per epoch, for watching a run
             record.write_history(out, run.history)
         log(epoch_line(row, cfg.train.epochs, None if last else progress.eta_s()))
-        if not last:
+        if not last and run.epoch % cfg.train.checkpoint_every == 0:
             holds = _save_checkpoint(cfg, run, ck_path, holds, wall_s, prov)
 
     final: FinalMetrics | None = None
