@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import yaml
 
+from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS
 from lpdt.errors import LpdtError
 from lpdt.typed import Reader, to_json, type_name
 
@@ -51,9 +52,11 @@ def _topology_names() -> list[str]:
 
 
 def _algorithm_names() -> list[str]:
-    from lpdt.decentral.algorithms import ALGORITHMS
-
     return ALGORITHMS.names()
+
+
+def _compression_names() -> list[str]:
+    return COMPRESSORS.names()
 
 
 def _choices(fn) -> dict[str, Any]:
@@ -114,17 +117,11 @@ class TopologyConfig:
     rows: int | None = None  # torus shape; None = most square factorisation
 
 
-# The compressors that drop entries (their ratio counts; their messages carry indices): the one
-# list, read by the config check, the plan's cost of top-k selection (lpdt.plan.runtime.sparse)
-# and the wire measurement (lpdt.cost.wire).
-SPARSIFYING = ("topk", "randomk", "topk_int8")
-
-
 @dataclass
 class CompressionConfig:
     # none | topk | randomk (sparsifiers) | qsgd | int8 (quantizers) | topk_int8 (top-k with
-    # 8-bit values); lpdt.decentral.compression
-    name: Literal["none", "topk", "randomk", "qsgd", "int8", "topk_int8"] = "none"
+    # 8-bit values), or any other registered in lpdt.decentral.catalog.COMPRESSORS
+    name: str = field(default="none", metadata=_choices(_compression_names))
     ratio: float = 0.0  # sparsifiers: fraction dropped per tensor: 0.99 keeps 1 %
     levels: int = 8  # qsgd: bits per value (s = 2^levels - 1 levels)
 
@@ -508,11 +505,19 @@ def _check_ranges(cfg: RunConfig) -> None:
     c = cfg.algorithm.compression
     need(0.0 <= c.ratio < 1.0, "algorithm.compression.ratio", _ratio_hint(c.ratio))
     need(1 <= c.levels <= 8, "algorithm.compression.levels", "must be in 1..8 (bits)")
+    sparse = [n for n in COMPRESSORS if COMPRESSORS.get(n).sparse]
     need(
-        c.ratio == 0.0 or c.name in SPARSIFYING,
+        c.ratio == 0.0 or c.name in sparse,
         "algorithm.compression.ratio",
         f"{c.ratio:g} has no effect with algorithm.compression.name {c.name!r}"
-        f" (only {', '.join(SPARSIFYING)} drop entries); set algorithm.compression.name=topk",
+        f" (only {', '.join(sparse)} drop entries); set algorithm.compression.name=topk",
+    )
+    compressing = [n for n in ALGORITHMS if ALGORITHMS.get(n).compresses]
+    need(
+        c.name == "none" or cfg.algorithm.name in compressing,
+        "algorithm.compression.name",
+        f"{c.name!r} with algorithm.name {cfg.algorithm.name!r}, which sends whole models;"
+        f" compress with {' or '.join(compressing)}",
     )
     if cfg.algorithm.consensus_lr is not None:
         need(0 < cfg.algorithm.consensus_lr <= 1, "algorithm.consensus_lr", "must be in (0, 1]")

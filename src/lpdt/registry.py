@@ -27,6 +27,11 @@ class Registry(Generic[T]):
     def add(self, name: str, obj: T) -> None:
         self.register(name)(obj)
 
+    def remove(self, name: str) -> None:
+        """Take ``name`` out again (a test's own entry, when the test ends)."""
+        self.get(name)  # unknown: the KeyError that lists the choices
+        del self._items[name]
+
     def get(self, name: str) -> T:
         try:
             return self._items[name]
@@ -37,6 +42,10 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         return sorted(self._items)
+
+    def ordered(self) -> list[str]:
+        """The names in the order they were registered (e.g. the order of table rows)."""
+        return list(self._items)
 
     def __contains__(self, name: object) -> bool:
         return name in self._items

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from lpdt.decentral.algorithms import ALGORITHMS, Mixer, make_algorithm
+from lpdt.decentral.algorithms import Mixer, make_algorithm
+from lpdt.decentral.catalog import ALGORITHMS
 from lpdt.decentral.compression import LayerwiseCompressor
 from lpdt.decentral.optim import SGD
 from lpdt.decentral.topology import matrix_from_peers, mixing_matrix

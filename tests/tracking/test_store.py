@@ -608,7 +608,7 @@ def test_run_note_says_what_the_run_is():
     assert "\n" not in note
     for part in (
         "resnet20 (1,000 parameters, 8-bit) trained with CHOCO-SGD on 8 nodes in a "
-        "directed ring, topk compression dropping 99 % of each message, for 32 epochs "
+        "directed ring, top-k messages, dropping 99 % of each, for 32 epochs "
         "(seed 1235)",
         "fashion_mnist (1,000 training and 200 test samples, 10 classes) standing in for cifar10",
         "skew 0.8",

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 from lpdt.cost.energy import HOROWITZ_45NM, EnergyTable
-from lpdt.cost.memory import ALGORITHM_BUFFERS
 from lpdt.cost.ops import LAYER_TYPES, MODES, PRECISIONS
 from lpdt.cost.trace import NORM_KINDS as NORMS
+from lpdt.decentral.catalog import ALGORITHMS
 from lpdt.plan.runtime import full_train_size
 
 
@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m.add_argument("--batch", type=int, default=32, help="per-node batch size (default 32)")
     m.add_argument("--classes", type=int, default=10)
     m.add_argument("--input-shape", default="3,32,32", help="C,H,W (default 3,32,32: CIFAR-10)")
-    m.add_argument("--algorithm", default="choco", choices=tuple(ALGORITHM_BUFFERS))
+    m.add_argument("--algorithm", default="choco", choices=ALGORITHMS.names())
     m.add_argument("--layers", action="store_true", help="also list every traced layer")
     _add_energy(m)
     _add_json(m)

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 
 from torch import nn
 
-from lpdt.decentral.compression import COMPRESSORS, kept_total, message_bytes
+from lpdt.decentral.compression import SPARSIFIERS, kept_total, message_bytes
 
 
 def gossiped_numels(model: nn.Module) -> list[int]:
@@ -91,8 +91,8 @@ def comm_volume(
     off_by_one: bool = False,
 ) -> CommVolume:
     """Bytes one node sends during training (see the module docstring for the formula)."""
-    if compression not in COMPRESSORS:
-        raise ValueError(f"unknown compression {compression!r}; choose one of {COMPRESSORS}")
+    if compression not in SPARSIFIERS:
+        raise ValueError(f"unknown compression {compression!r}; choose one of {SPARSIFIERS}")
     if not 0.0 <= ratio < 1.0:
         raise ValueError(f"compression ratio must be in [0, 1), got {ratio}")
     if epochs < 1:

@@ -25,14 +25,11 @@ from collections.abc import Iterable
 
 from lpdt.cost.ops import PRECISIONS, check_choice
 from lpdt.cost.trace import LayerRecord
+from lpdt.decentral.catalog import ALGORITHMS
 
 MIB = 2**20
 ACT_BYTES = {"fp32": 4, "int8": 1}
 STORED_KINDS = ("conv", "norm", "relu", "add", "maxpool")
-# Extra model-sized fp32 buffers kept by each gossip algorithm (besides weights, weight
-# gradients and momentum): CHOCO keeps x-hat and the neighbour sum s (reference §3.3);
-# Deep-Squeeze keeps its error-feedback memory; SGP (no compression) keeps none.
-ALGORITHM_BUFFERS = {"choco": 2, "deepsqueeze": 1, "sgp": 0}
 # Order of the memory kinds (Figure 7's legend).
 MEMORY_KINDS = (
     "activations",
@@ -65,7 +62,7 @@ def training_memory(
 ) -> dict[str, int]:
     """Training memory per node per iteration in bytes, by kind (``MEMORY_KINDS``)."""
     check_choice(precision, PRECISIONS, "precision")
-    check_choice(algorithm, ALGORITHM_BUFFERS, "algorithm")
+    check_choice(algorithm, ALGORITHMS.names(), "algorithm")
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     x = sum(stored_elements(records, input_numel).values())
@@ -77,7 +74,9 @@ def training_memory(
         "weights": model,
         "weight_gradients": model,
         "momentum": model,
-        "algorithm_buffers": ALGORITHM_BUFFERS[algorithm] * model,
+        # the algorithm's own model-sized fp32 vectors (lpdt.decentral.catalog: CHOCO keeps x-hat
+        # and the neighbour sum s, reference §3.3; Deep-Squeeze its error; SGP none)
+        "algorithm_buffers": ALGORITHMS.get(algorithm).state_buffers * model,
     }
 
 

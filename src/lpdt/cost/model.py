@@ -16,7 +16,6 @@ from torch import nn
 
 from lpdt.cost.energy import HOROWITZ_45NM, EnergyTable, energy_pj, pj_to_mj
 from lpdt.cost.memory import (
-    ALGORITHM_BUFFERS,
     inference_memory,
     mib,
     stored_elements,
@@ -32,6 +31,7 @@ from lpdt.cost.ops import (
     layers_per_type,
 )
 from lpdt.cost.trace import LayerRecord, count_params, trace_model
+from lpdt.decentral.catalog import ALGORITHMS
 
 CIFAR_SHAPE = (3, 32, 32)
 
@@ -136,7 +136,7 @@ def model_cost(
     ``records`` (from ``trace_model``) skips the trace when one model is priced several times.
     """
     check_choice(precision, PRECISIONS, "precision")
-    check_choice(algorithm, ALGORITHM_BUFFERS, "algorithm")
+    check_choice(algorithm, ALGORITHMS.names(), "algorithm")
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     if records is None:

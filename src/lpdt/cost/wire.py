@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 import torch
 from torch import nn
 
-from lpdt.config import SPARSIFYING
 from lpdt.decentral.algorithms import Message
+from lpdt.decentral.catalog import COMPRESSORS
 from lpdt.decentral.compression import make_compressor
 from lpdt.decentral.peer import WireCodec
 
@@ -57,7 +57,7 @@ def message_nbytes(
     dense, payload = comp.encode(x)
     buf = torch.empty(codec.nbytes, dtype=torch.uint8)
     codec.pack(Message(dense, payload, accumulate=False), torch.ones(1), buf)
-    sparse = compression in SPARSIFYING
+    sparse = COMPRESSORS.get(compression).sparse
     kept = comp.total_kept if sparse else x.shape[1]  # type: ignore[union-attr]
     index = comp.index_dtype.itemsize if sparse else 0  # type: ignore[union-attr]
     return int(buf.numel()), int(kept), int(index)

@@ -29,14 +29,13 @@ and computes ``eta (W Y - Y)`` and the mixed push-sum weights:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import torch
 
+from lpdt.decentral.catalog import ALGORITHMS
 from lpdt.decentral.compression import Compressor
-from lpdt.registry import Registry
 
 DENSE_MAX_NODES = 32  # up to this many nodes, W @ Y is one dense [n, n] x [n, P] product
 
@@ -185,25 +184,17 @@ class Gossip:
                 getattr(self, k).copy_(v)
 
 
-ALGORITHMS: Registry[Callable[..., Gossip]] = Registry("algorithm")
+# The algorithms are registered, with what the rest of lpdt reads about them, in
+# lpdt.decentral.catalog (ALGORITHMS).
 
 
-@ALGORITHMS.register("sgp")
 class SGP(Gossip):
     """Y = Z, sent whole."""
-
-    def __init__(self, exchange, compressor, eta, z0):
-        if compressor.compression != "none":
-            raise ValueError(
-                "algorithm 'sgp' sends full models; use 'deepsqueeze' or 'choco' with compression"
-            )
-        super().__init__(exchange, compressor, eta, z0)
 
     def encode(self, z):
         return z, Message(z, None, accumulate=False)
 
 
-@ALGORITHMS.register("deepsqueeze")
 class DeepSqueeze(Gossip):
     """V = Z + E; Y = C = comp(V), sent compressed; E = V - C."""
 
@@ -221,7 +212,6 @@ class DeepSqueeze(Gossip):
         return {"error": self.error}
 
 
-@ALGORITHMS.register("choco")
 class Choco(Gossip):
     """Q = comp(Z - X^), sent compressed; X^ += Q everywhere; Y = X^."""
 
@@ -246,6 +236,13 @@ def make_algorithm(
     z0: torch.Tensor,
     exchange: Exchange | None = None,
 ) -> Gossip:
-    """Algorithm ``name`` on mixing matrix ``w``; ``exchange`` defaults to the in-process
-    ``Mixer`` (``z0`` then holds all n nodes' rows)."""
-    return ALGORITHMS.get(name)(exchange or Mixer(w, z0.device), compressor, eta, z0)
+    """The algorithm registered as ``name`` (``lpdt.decentral.catalog.ALGORITHMS``) on mixing
+    matrix ``w``; ``exchange`` defaults to the in-process ``Mixer`` (``z0`` then holds all n
+    nodes' rows)."""
+    spec = ALGORITHMS.get(name)
+    if not spec.compresses and compressor.compression != "none":
+        compressing = ", ".join(n for n in ALGORITHMS if ALGORITHMS.get(n).compresses)
+        raise ValueError(
+            f"algorithm {name!r} sends full models; use one of {compressing} with compression"
+        )
+    return spec.load()(exchange or Mixer(w, z0.device), compressor, eta, z0)

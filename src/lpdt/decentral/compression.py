@@ -31,7 +31,13 @@ from collections.abc import Sequence
 
 import torch
 
-COMPRESSORS = ("none", "topk", "randomk")  # sparsifiers (and the reference's byte counter)
+from lpdt.decentral.catalog import COMPRESSORS
+
+SPARSIFIERS = (
+    "none",
+    "topk",
+    "randomk",
+)  # LayerwiseCompressor's (and the reference's byte counter)
 QUANTIZERS = ("qsgd", "int8")
 SPARSE_INT8 = "topk_int8"  # top-k with 8-bit values (SparseInt8Compressor)
 INDEX_LIMIT_16 = 2**16  # tensors up to this many entries send uint16 indices, larger int32
@@ -56,8 +62,8 @@ def message_bytes(numels: Sequence[int], compression: str, ratio: float) -> int:
     Dense: ``4 * (P + 1)`` (fp32 values plus the push-sum weight). Sparse: ``6 * K + 3``
     (4 bytes per value, effectively 2 per index, plus 3), with K the total kept entries.
     """
-    if compression not in COMPRESSORS:
-        raise ValueError(f"unknown compression {compression!r}; choose one of {COMPRESSORS}")
+    if compression not in SPARSIFIERS:
+        raise ValueError(f"unknown compression {compression!r}; choose one of {SPARSIFIERS}")
     if compression == "none":
         return 4 * (int(sum(numels)) + 1)
     return 6 * kept_total(numels, compression, ratio) + 3
@@ -86,8 +92,8 @@ class LayerwiseCompressor:
         ratio: float,
         generator: torch.Generator | Sequence[torch.Generator] | None = None,
     ) -> None:
-        if compression not in COMPRESSORS:
-            raise ValueError(f"unknown compression {compression!r}; choose one of {COMPRESSORS}")
+        if compression not in SPARSIFIERS:
+            raise ValueError(f"unknown compression {compression!r}; choose one of {SPARSIFIERS}")
         self.compression = compression
         self.ratio = ratio
         self.generator = generator
@@ -394,16 +400,41 @@ class SparseInt8Compressor(LayerwiseCompressor):
 Compressor = LayerwiseCompressor | QuantizingCompressor
 
 
+Generators = torch.Generator | Sequence[torch.Generator] | None
+
+
 def make_compressor(
     segments: Sequence[tuple[int, int]],
     compression: str,
     ratio: float = 0.0,
     levels: int = 8,
-    generator: torch.Generator | Sequence[torch.Generator] | None = None,
+    generator: Generators = None,
 ) -> Compressor:
-    """The compressor named ``compression`` (a sparsifier or a quantizer)."""
-    if compression in QUANTIZERS:
-        return QuantizingCompressor(segments, compression, levels, generator)
-    if compression == SPARSE_INT8:
-        return SparseInt8Compressor(segments, ratio, generator)
-    return LayerwiseCompressor(segments, compression, ratio, generator)
+    """The compressor registered as ``compression`` (``lpdt.decentral.catalog.COMPRESSORS``)."""
+    build = COMPRESSORS.get(compression).load()
+    return build(segments, ratio=ratio, levels=levels, generator=generator)
+
+
+# The built-ins' factories, as the catalog calls them: (segments, ratio, levels, generator).
+def dense(segments, ratio: float, levels: int, generator: Generators) -> Compressor:
+    return LayerwiseCompressor(segments, "none", ratio, generator)
+
+
+def topk(segments, ratio: float, levels: int, generator: Generators) -> Compressor:
+    return LayerwiseCompressor(segments, "topk", ratio, generator)
+
+
+def randomk(segments, ratio: float, levels: int, generator: Generators) -> Compressor:
+    return LayerwiseCompressor(segments, "randomk", ratio, generator)
+
+
+def qsgd(segments, ratio: float, levels: int, generator: Generators) -> Compressor:
+    return QuantizingCompressor(segments, "qsgd", levels, generator)
+
+
+def int8(segments, ratio: float, levels: int, generator: Generators) -> Compressor:
+    return QuantizingCompressor(segments, "int8", levels, generator)
+
+
+def topk_int8(segments, ratio: float, levels: int, generator: Generators) -> Compressor:
+    return SparseInt8Compressor(segments, ratio, generator)

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lpdt.config import SPARSIFYING
+from lpdt.decentral.catalog import COMPRESSORS
 
 # (model, precision, px) -> (ms per training sample (forward + backward + optimizer, at the
 #                            quick scale's per-node batches), ms per evaluated image (forward)).
@@ -211,7 +211,7 @@ def evaluated_images(cfg: Mapping[str, Any]) -> int:
 def sparse(cfg: Mapping[str, Any]) -> bool:
     """Whether the run's messages are sparsified (top-k / random-k, and top-k with 8-bit values,
     whose selection costs as top-k's)."""
-    return cfg["algorithm"]["compression"]["name"] in SPARSIFYING
+    return COMPRESSORS.get(cfg["algorithm"]["compression"]["name"]).sparse
 
 
 def per_node_batch(cfg: Mapping[str, Any]) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from lpdt import record
+from lpdt.decentral.catalog import COMPRESSORS
 from lpdt.grid import Manifest, ManifestRun
 from lpdt.record import RunRecord
 
@@ -61,20 +62,12 @@ def norm_key(col: str, v: object) -> object:
     return str(v)
 
 
-# Compressors whose messages carry 8-bit codes: their compression coordinate names the codec.
-EIGHT_BIT_MESSAGES = {"int8": "int8", "topk_int8": "{pct}+int8"}
-
-
 def compression_key(name: str, ratio: float) -> object:
-    """The compression coordinate of a run config's ``algorithm.compression``: 0 without one, the
-    top-k / random-k ratio in % (90, 99), and for 8-bit messages the codec: ``"int8"`` (dense
-    8-bit codes) or ``"90+int8"`` (top-k 90 % with 8-bit values); ``qsgd`` is ``"qsgd"``."""
-    if name == "none":
-        return 0
-    pct = int(round(100 * float(ratio)))
-    if name in EIGHT_BIT_MESSAGES:
-        return EIGHT_BIT_MESSAGES[name].format(pct=pct)
-    return pct if name in ("topk", "randomk") else name
+    """The compression coordinate of a run config's ``algorithm.compression``: the registered
+    compressor's (``lpdt.decentral.catalog``): 0 without one, the top-k / random-k ratio in % (90,
+    99), and for 8-bit messages the codec: ``"int8"`` (dense 8-bit codes) or ``"90+int8"`` (top-k
+    90 % with 8-bit values); ``qsgd`` is ``"qsgd"``."""
+    return COMPRESSORS.get(name).coordinate_of(ratio)
 
 
 def _run_dir(entry: ManifestRun, manifest_path: Path) -> Path:

@@ -20,12 +20,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from lpdt.decentral.catalog import ALGORITHMS  # noqa: E402
 from lpdt.report.aggregate import KEYS, stand_in_names  # noqa: E402
 from lpdt.report.describe import fixed_text  # noqa: E402
 from lpdt.report.paper import paper_accuracy  # noqa: E402
 from lpdt.report.stats import LEVEL, t_interval  # noqa: E402
 
-ALGO_NAME = {"deepsqueeze": "Deep-Squeeze", "choco": "Choco"}
 FIG6_MODEL = "resnet18"  # the paper's Figure 6 shows its ResNet-18 runs of Table 5
 
 
@@ -329,7 +329,7 @@ def _skew_panels(
             style = precision_style(str(prec))
             color = series_color(str(algo), str(prec))
             lab = ("LP-" if prec == "int8" else "") + (
-                ALGO_NAME.get(algo, algo) if algos else "Choco+QGM"
+                ALGORITHMS.get(str(algo)).label if algos else "Choco+QGM"
             )
             if g["count"].max() > 1:
                 lab += f" (n={int(g['count'].min())}" + (

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lpdt.decentral.catalog import ALGORITHMS
 from lpdt.report.aggregate import KEYS, stand_in_names
 from lpdt.report.describe import cost_setup, energy_text, illustrative_text, setup_text
 from lpdt.report.formatting import table_cell
@@ -24,13 +25,16 @@ from lpdt.report.paper import paper_accuracy
 CELL_KEYS = [k for k in KEYS if k != "norm"]
 
 NOT_RUN = "not run at this scale"
-VARIANT = {
-    ("deepsqueeze", "fp32"): "DS (32-bit)",
-    ("deepsqueeze", "int8"): "LP-DS (8-bit)",
-    ("choco", "fp32"): "Choco (32-bit)",
-    ("choco", "int8"): "LP-Choco (8-bit)",
-}
 PREC = {"fp32": "FP (32-bit)", "int8": "LP (8-bit)"}
+
+
+def variant(algorithm: str, precision: str) -> str:
+    """A column of one algorithm at one precision, by the algorithm's short name
+    (``lpdt.decentral.catalog``): "DS (32-bit)", "LP-Choco (8-bit)"."""
+    if algorithm not in ALGORITHMS or precision not in PREC:
+        return f"{algorithm} {precision}"
+    short = ALGORITHMS.get(algorithm).short
+    return f"LP-{short} (8-bit)" if precision == "int8" else f"{short} (32-bit)"
 
 
 @dataclass
@@ -228,13 +232,13 @@ def render_accuracy(
 
     def colname(key: tuple) -> str:
         if spec.cols == ["algorithm", "precision"]:
-            return VARIANT.get(key, " ".join(map(str, key)))
+            return variant(str(key[0]), str(key[1]))
         label = PREC.get(key[0], str(key[0]))
         return (
             f"{'LP-Choco' if key[0] == 'int8' else 'Choco'} with QGM" if spec.table == 4 else label
         )
 
-    order = {"deepsqueeze": 0, "choco": 1, "fp32": 0, "int8": 1}
+    order = {name: i for i, name in enumerate(ALGORITHMS.ordered())} | {"fp32": 0, "int8": 1}
 
     def sort_val(v: object) -> tuple:
         v = None if _s(v) == "" else v

@@ -32,7 +32,6 @@ from lpdt.tracking.cli import (  # noqa: E402
     ui_url,
 )
 from lpdt.tracking.runs import (  # noqa: E402
-    ALGORITHM_WORDS,
     CELL_TAG,
     COMPLETE_TAG,
     EPOCH_PREFIX,
@@ -84,7 +83,6 @@ from lpdt.tracking.store import (  # noqa: E402
 )
 
 __all__ = [
-    "ALGORITHM_WORDS",
     "ARTIFACTS_DIR",
     "CELL_TAG",
     "COMPLETE_TAG",

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lpdt import record
+from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS
 from lpdt.record import RecordError, RunRecord
 from lpdt.tracking.store import (
     DEFAULT_EXPERIMENT,
@@ -131,14 +132,9 @@ PAPER_NORM = {"fp32": "evonorm", "int8": "rangeen"}
 
 
 def _compression_token(comp: dict[str, Any]) -> str:
-    """``dense``, ``top99``, ``random90``; 8-bit messages ``dense-msg8``, ``top90-msg8``."""
-    if comp["name"] == "none":
-        return "dense"
-    if comp["name"] == "int8":  # dense 8-bit messages
-        return "dense-msg8"
-    if comp["name"] == "topk_int8":  # top-k with 8-bit values
-        return f"top{round(100 * comp['ratio'], 4):g}-msg8"
-    return f"{comp['name'].removesuffix('k')}{round(100 * comp['ratio'], 4):g}"  # topk -> top99
+    """``dense``, ``top99``, ``random90``; 8-bit messages ``dense-msg8``, ``top90-msg8``: the
+    registered compressor's token (``lpdt.decentral.catalog``)."""
+    return COMPRESSORS.get(comp["name"]).token_of(comp["ratio"])
 
 
 def run_name(rec: RunRecord, with_seed: bool = True) -> str:
@@ -234,9 +230,6 @@ def cell_name(rec: RunRecord) -> str:
 TOPOLOGY_WORDS = {"directed_ring": "directed ring", "ring": "undirected ring"}
 
 
-ALGORITHM_WORDS = {"choco": "CHOCO-SGD", "deepsqueeze": "DeepSqueeze", "sgp": "SGP"}
-
-
 def _list(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
@@ -251,13 +244,13 @@ def run_note(
     c = rec.config
     topo, part, comp = c["topology"], c["partition"], c["algorithm"]["compression"]
     precision = "8-bit" if c["precision"]["mode"] == "int8" else c["precision"]["mode"]
-    algo = ALGORITHM_WORDS.get(c["algorithm"]["name"], c["algorithm"]["name"])
+    algo = ALGORITHMS.get(c["algorithm"]["name"]).title
     if c["optim"]["qgm"]:
         algo += " with quasi-global momentum"
-    if comp["name"] == "none":
-        sent = "uncompressed messages"
-    else:
-        sent = f"{comp['name']} compression dropping {100 * comp['ratio']:g} % of each message"
+    compressor = COMPRESSORS.get(comp["name"])
+    sent = f"{compressor.label} messages"
+    if compressor.sparse:
+        sent += f", dropping {100 * comp['ratio']:g} % of each"
     split = (
         f"Dirichlet alpha {part['alpha']:g}"
         if part["kind"] == "dirichlet"

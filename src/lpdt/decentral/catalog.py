@@ -1,0 +1,143 @@
+"""The gossip algorithms and message compressors: the one place that says what each one is.
+
+Configs name an algorithm (``algorithm.name``) and a compressor (``algorithm.compression.name``)
+by string; every other part of lpdt reads what it needs from the entry registered here under
+that name: the config check (is it sparse? may it compress?), the engines (its implementation),
+the cost model (its state buffers), the planner (does it select top-k?), the report (its label in
+tables, figures and coordinates) and the MLflow runs (its words in names and descriptions).
+
+A spec imports no torch, so that light processes (MLflow logging, ``lpdt compare``) read it; the
+implementation is loaded on first use, from an object or a ``"module:attribute"`` string.
+
+Adding one (docs/extending.md): write the implementation (a ``Gossip`` subclass, or a factory of a
+compressor) and register its spec, e.g.
+``ALGORITHMS.add("mine", AlgorithmSpec(impl=MyGossip, label="Mine", short="Mine", title="Mine",
+state_buffers=1))``, from the module that defines it; the built-ins are listed below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
+
+from lpdt.registry import Registry
+
+
+@dataclass(frozen=True)
+class Spec:
+    """``impl``: the implementation, or ``"module:attribute"`` where it is (loaded lazily)."""
+
+    impl: str | Callable[..., Any]
+
+    def load(self) -> Callable[..., Any]:
+        if not isinstance(self.impl, str):
+            return self.impl
+        module, _, attr = self.impl.partition(":")
+        return getattr(import_module(module), attr)
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec(Spec):
+    """A gossip algorithm: ``impl`` is a ``lpdt.decentral.algorithms.Gossip`` subclass, called as
+    ``impl(exchange, compressor, eta, z0)``."""
+
+    label: str  # figures and prose: "Deep-Squeeze"
+    short: str  # table rows ("DS (32-bit)", "LP-DS (8-bit)")
+    title: str  # run descriptions (MLflow): "DeepSqueeze"
+    # Model-sized vectors each node keeps beside its model (Deep-Squeeze's error, CHOCO's public
+    # copy and its neighbours' sum): the cost model's memory (lpdt.cost.memory)
+    state_buffers: int
+    compresses: bool = True  # False: sends whole models, so compression must be "none"
+
+
+@dataclass(frozen=True)
+class CompressorSpec(Spec):
+    """A message compressor: ``impl(segments, ratio, levels, generator)`` returns a compressor
+    (``lpdt.decentral.compression``: ``encode``, ``message_bytes``, the wire format)."""
+
+    label: str  # prose, before "messages": "top-k", "8-bit", "uncompressed"
+    sparse: bool  # drops entries: ``ratio`` applies, and its messages carry indices
+    # Run names (MLflow): "{pct}" is the percentage dropped ("top{pct}" -> "top99")
+    token: str
+    # The report's compression coordinate: None = the percentage dropped as a number (0, 90, 99);
+    # else a string, "{pct}" formatted ("{pct}+int8" -> "90+int8")
+    coordinate: str | None = None
+    eight_bit: bool = False  # values travel as 8-bit codes
+
+    def coordinate_of(self, ratio: float) -> object:
+        pct = int(round(100 * float(ratio)))
+        return pct if self.coordinate is None else self.coordinate.format(pct=pct)
+
+    def token_of(self, ratio: float) -> str:
+        return self.token.format(pct=f"{round(100 * float(ratio), 4):g}")
+
+
+ALGORITHMS: Registry[AlgorithmSpec] = Registry("algorithm")
+COMPRESSORS: Registry[CompressorSpec] = Registry("compression")
+
+_GOSSIP = "lpdt.decentral.algorithms"
+# Registration order is the order of table rows (Deep-Squeeze before CHOCO, as the paper's).
+ALGORITHMS.add(
+    "sgp",
+    AlgorithmSpec(
+        f"{_GOSSIP}:SGP", label="SGP", short="SGP", title="SGP", state_buffers=0, compresses=False
+    ),
+)
+ALGORITHMS.add(
+    "deepsqueeze",
+    AlgorithmSpec(
+        f"{_GOSSIP}:DeepSqueeze",
+        label="Deep-Squeeze",
+        short="DS",
+        title="DeepSqueeze",
+        state_buffers=1,
+    ),
+)
+ALGORITHMS.add(
+    "choco",
+    AlgorithmSpec(
+        f"{_GOSSIP}:Choco", label="Choco", short="Choco", title="CHOCO-SGD", state_buffers=2
+    ),
+)
+
+_COMP = "lpdt.decentral.compression"
+COMPRESSORS.add(
+    "none", CompressorSpec(f"{_COMP}:dense", label="uncompressed", sparse=False, token="dense")
+)
+COMPRESSORS.add(
+    "topk", CompressorSpec(f"{_COMP}:topk", label="top-k", sparse=True, token="top{pct}")
+)
+COMPRESSORS.add(
+    "randomk",
+    CompressorSpec(f"{_COMP}:randomk", label="random-k", sparse=True, token="random{pct}"),
+)
+COMPRESSORS.add(
+    "qsgd",
+    CompressorSpec(
+        f"{_COMP}:qsgd", label="QSGD", sparse=False, token="qsgd{pct}", coordinate="qsgd"
+    ),
+)
+COMPRESSORS.add(
+    "int8",
+    CompressorSpec(
+        f"{_COMP}:int8",
+        label="8-bit",
+        sparse=False,
+        token="dense-msg8",
+        coordinate="int8",
+        eight_bit=True,
+    ),
+)
+COMPRESSORS.add(
+    "topk_int8",
+    CompressorSpec(
+        f"{_COMP}:topk_int8",
+        label="top-k 8-bit",
+        sparse=True,
+        token="top{pct}-msg8",
+        coordinate="{pct}+int8",
+        eight_bit=True,
+    ),
+)
