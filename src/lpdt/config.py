@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import yaml
 
-from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS
+from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS, TOPOLOGIES
 from lpdt.errors import LpdtError
 from lpdt.typed import Reader, to_json, type_name
 
@@ -46,8 +46,6 @@ def _model_names() -> list[str]:
 
 
 def _topology_names() -> list[str]:
-    from lpdt.decentral.topology import TOPOLOGIES
-
     return TOPOLOGIES.names()
 
 

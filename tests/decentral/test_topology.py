@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
+from lpdt.decentral.catalog import TOPOLOGIES
 from lpdt.decentral.topology import (
-    TOPOLOGIES,
     check_strongly_connected,
     describe,
     matrix_from_peers,

@@ -18,18 +18,23 @@ import torch
 import torch.distributed as dist
 
 from lpdt.config import load_config
+from lpdt.decentral.catalog import TOPOLOGIES, TopologySpec
 from lpdt.decentral.peer import TorchGroup, init_process_group
-from lpdt.decentral.topology import TOPOLOGIES
 from lpdt.engine.device import resolve_device
 from lpdt.engine.run import Run
 from lpdt.engine.schedule import lr_at
 
-if "test_irregular" not in TOPOLOGIES:
 
-    @TOPOLOGIES.register("test_irregular")
-    def _irregular(n: int, **_: object) -> list[list[int]]:
-        """Out-degrees 3, 1, 1, ...: W is not row-stochastic, so push-sum weights move."""
-        return [[1, 2, 3], *[[(i + 1) % n] for i in range(1, n)]]
+def _irregular(n: int, **_: object) -> list[list[int]]:
+    """Out-degrees 3, 1, 1, ...: W is not row-stochastic, so push-sum weights move."""
+    return [[1, 2, 3], *[[(i + 1) % n] for i in range(1, n)]]
+
+
+if "test_irregular" not in TOPOLOGIES:
+    TOPOLOGIES.add(
+        "test_irregular",
+        TopologySpec(_irregular, short="irregular", words="irregular graph", directed=True),
+    )
 
 
 def node_state(run: Run) -> dict[str, torch.Tensor]:

@@ -1,10 +1,12 @@
-"""The gossip algorithms and message compressors: the one place that says what each one is.
+"""The gossip algorithms, message compressors and communication graphs: the one place that says
+what each one is.
 
-Configs name an algorithm (``algorithm.name``) and a compressor (``algorithm.compression.name``)
-by string; every other part of lpdt reads what it needs from the entry registered here under
-that name: the config check (is it sparse? may it compress?), the engines (its implementation),
-the cost model (its state buffers), the planner (does it select top-k?), the report (its label in
-tables, figures and coordinates) and the MLflow runs (its words in names and descriptions).
+Configs name an algorithm (``algorithm.name``), a compressor (``algorithm.compression.name``) and
+a graph (``topology.name``) by string; every other part of lpdt reads what it needs from the
+entry registered here under that name: the config check (is it sparse? may it compress?), the
+engines (its implementation), the cost model (its state buffers), the planner (does it select
+top-k?), the report (its label in tables, figures and coordinates; is the graph directed?) and
+the MLflow runs (its words in names and descriptions).
 
 A spec imports no torch, so that light processes (MLflow logging, ``lpdt compare``) read it; the
 implementation is loaded on first use, from an object or a ``"module:attribute"`` string.
@@ -74,8 +76,19 @@ class CompressorSpec(Spec):
         return self.token.format(pct=f"{round(100 * float(ratio), 4):g}")
 
 
+@dataclass(frozen=True)
+class TopologySpec(Spec):
+    """A communication graph: ``impl(n, rows=...)`` gives each node's out-peers
+    (``lpdt.decentral.topology``: the mixing matrix, the checks and Figure 3 follow)."""
+
+    short: str  # run names (MLflow), before the node count: "ring8"
+    words: str  # run descriptions, after "in a": "directed ring"
+    directed: bool  # Figure 3 draws its edges as arrows
+
+
 ALGORITHMS: Registry[AlgorithmSpec] = Registry("algorithm")
 COMPRESSORS: Registry[CompressorSpec] = Registry("compression")
+TOPOLOGIES: Registry[TopologySpec] = Registry("topology")
 
 _GOSSIP = "lpdt.decentral.algorithms"
 # Registration order is the order of table rows (Deep-Squeeze before CHOCO, as the paper's).
@@ -141,3 +154,14 @@ COMPRESSORS.add(
         eight_bit=True,
     ),
 )
+
+_GRAPH = "lpdt.decentral.topology"
+for _name, _short, _words, _directed in (
+    ("directed_ring", "ring", "directed ring", True),  # the paper's ring
+    ("ring", "uring", "undirected ring", False),
+    ("torus", "torus", "torus", False),
+    ("code_grid", "code_grid", "circulant graph C_n(1, 4) of the reference code", False),
+    ("complete", "complete", "complete graph", False),
+    ("exponential", "exponential", "directed exponential graph", True),
+):
+    TOPOLOGIES.add(_name, TopologySpec(f"{_GRAPH}:{_name}", _short, _words, _directed))

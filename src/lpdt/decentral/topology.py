@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from lpdt.registry import Registry
+from lpdt.decentral.catalog import TOPOLOGIES
 
-TOPOLOGIES: Registry[Callable[..., list[list[int]]]] = Registry("topology")
+# The graphs are registered, with their names in runs and whether they are directed, in
+# lpdt.decentral.catalog (TOPOLOGIES).
 
 
 def _check_n(n: int, minimum: int = 1) -> None:
@@ -34,14 +34,12 @@ def _check_n(n: int, minimum: int = 1) -> None:
         raise ValueError(f"number of nodes must be an integer >= {minimum}, got {n!r}")
 
 
-@TOPOLOGIES.register("directed_ring")
 def directed_ring(n: int, **_: object) -> list[list[int]]:
     """Out-peers of each node: i -> i+1."""
     _check_n(n)
     return [[(i + 1) % n] if n > 1 else [] for i in range(n)]
 
 
-@TOPOLOGIES.register("ring")
 def ring(n: int, **_: object) -> list[list[int]]:
     _check_n(n)
     return [sorted({(i + 1) % n, (i - 1) % n} - {i}) for i in range(n)]
@@ -56,7 +54,6 @@ def torus_shape(n: int, rows: int | None = None) -> tuple[int, int]:
     return rows, n // rows
 
 
-@TOPOLOGIES.register("torus")
 def torus(n: int, rows: int | None = None, **_: object) -> list[list[int]]:
     """True 2-D torus: (r, c) talks to (r +- 1, c) and (r, c +- 1), distinct neighbours only."""
     _check_n(n)
@@ -74,20 +71,17 @@ def torus(n: int, rows: int | None = None, **_: object) -> list[list[int]]:
     return out
 
 
-@TOPOLOGIES.register("code_grid")
 def code_grid(n: int, **_: object) -> list[list[int]]:
     """The reference's GridGraph with 4 peers: C_n(1, 4), duplicates kept (a multigraph)."""
     _check_n(n, 2)
     return [[(i + 1) % n, (i - 1) % n, (i + 4) % n, (i - 4) % n] for i in range(n)]
 
 
-@TOPOLOGIES.register("complete")
 def complete(n: int, **_: object) -> list[list[int]]:
     _check_n(n)
     return [[j for j in range(n) if j != i] for i in range(n)]
 
 
-@TOPOLOGIES.register("exponential")
 def exponential(n: int, **_: object) -> list[list[int]]:
     """Directed exponential graph: i -> i + 2^k (mod n) for every 2^k < n."""
     _check_n(n)
@@ -96,7 +90,7 @@ def exponential(n: int, **_: object) -> list[list[int]]:
 
 
 def out_peers(name: str, n: int, rows: int | None = None) -> list[list[int]]:
-    return TOPOLOGIES.get(name)(n, rows=rows)
+    return TOPOLOGIES.get(name).load()(n, rows=rows)
 
 
 def matrix_from_peers(peers: list[list[int]]) -> torch.Tensor:
@@ -159,7 +153,7 @@ def describe(name: str, n: int, rows: int | None = None) -> dict:
         "nodes": n,
         "W": w.tolist(),
         "edges": sorted({(j, i) for j, outs in enumerate(peers) for i in outs}),
-        "directed": name in ("directed_ring", "exponential"),
+        "directed": TOPOLOGIES.get(name).directed,
         "spectral_gap": spectral_gap(w),
         "second_eigenvalue_modulus": 1.0 - spectral_gap(w),
         "out_peers": peers,

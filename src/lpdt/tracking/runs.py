@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lpdt import record
-from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS
+from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS, TOPOLOGIES
 from lpdt.record import RecordError, RunRecord
 from lpdt.tracking.store import (
     DEFAULT_EXPERIMENT,
@@ -123,10 +123,6 @@ def read_record(run_dir: str | Path) -> RunRecord:
         raise TrackingError(str(e)) from None
 
 
-# Short names in run names: the paper's ring is the directed one.
-TOPOLOGY_NAMES = {"directed_ring": "ring", "ring": "uring"}
-
-
 # The normalisation each precision uses in the paper (section 3); another one is named.
 PAPER_NORM = {"fp32": "evonorm", "int8": "rangeen"}
 
@@ -166,7 +162,7 @@ def run_name(rec: RunRecord, with_seed: bool = True) -> str:
         parts.append(_compression_token(c["algorithm"]["compression"]))
         parts.append(c["algorithm"]["name"] + ("+qgm" if c["optim"]["qgm"] else ""))
     parts += [model["name"], norm] if paper_norm else [model["name"]]
-    topology = f"{TOPOLOGY_NAMES.get(topo['name'], topo['name'])}{topo['nodes']}"
+    topology = f"{TOPOLOGIES.get(topo['name']).short}{topo['nodes']}"  # the paper's: "ring"
     parts += ["1node" if single else topology, rec.dataset.name]
     return " ".join(parts)
 
@@ -226,10 +222,6 @@ def cell_name(rec: RunRecord) -> str:
     return f"{run_name(rec, with_seed=False)} #{digest}"
 
 
-# Readable names in run descriptions.
-TOPOLOGY_WORDS = {"directed_ring": "directed ring", "ring": "undirected ring"}
-
-
 def _list(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
@@ -271,7 +263,7 @@ def run_note(
     epochs = c["train"]["epochs"]
     text = (
         f"{rec.model.name} ({rec.model.params:,} parameters, {precision}) trained with {algo}"
-        f" on {topo['nodes']} nodes in a {TOPOLOGY_WORDS.get(topo['name'], topo['name'])}, "
+        f" on {topo['nodes']} nodes in a {TOPOLOGIES.get(topo['name']).words}, "
         f"{sent}, for {epochs} epochs (seed {c['seed']}), on {data}, split over the nodes "
         f"with {split}, by the {rec.engine} engine."
     )
