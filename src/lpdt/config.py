@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import yaml
 
-from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS, TOPOLOGIES
+from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS, OPTIMIZERS, TOPOLOGIES
 from lpdt.errors import LpdtError
 from lpdt.typed import Reader, to_json, type_name
 
@@ -55,6 +55,10 @@ def _algorithm_names() -> list[str]:
 
 def _compression_names() -> list[str]:
     return COMPRESSORS.names()
+
+
+def _optimizer_names() -> list[str]:
+    return OPTIMIZERS.names()
 
 
 def _choices(fn) -> dict[str, Any]:
@@ -135,7 +139,7 @@ class AlgorithmConfig:
 
 @dataclass
 class OptimConfig:
-    name: Literal["sgd", "adam"] = "sgd"
+    name: str = field(default="sgd", metadata=_choices(_optimizer_names))  # lpdt.decentral.catalog
     lr: float = 0.1
     momentum: float = 0.9
     nesterov: bool = True
@@ -523,7 +527,12 @@ def _check_ranges(cfg: RunConfig) -> None:
         need(getattr(cfg.precision, k) in (4, 8, 16, 32), f"precision.{k}", "allowed: 4, 8, 16, 32")
     need(cfg.optim.lr > 0, "optim.lr", "must be > 0")
     need(0 <= cfg.optim.momentum < 1, "optim.momentum", "must be in [0, 1)")
-    need(not (cfg.optim.qgm and cfg.optim.name != "sgd"), "optim.qgm", "requires optim.name: sgd")
+    with_qgm = [n for n in OPTIMIZERS if OPTIMIZERS.get(n).qgm]
+    need(
+        not cfg.optim.qgm or cfg.optim.name in with_qgm,
+        "optim.qgm",
+        f"requires optim.name: {' or '.join(with_qgm)}",
+    )
     need(cfg.train.epochs >= 1, "train.epochs", "must be >= 1")
     need(
         cfg.train.batch_size >= cfg.topology.nodes, "train.batch_size", "must be >= topology.nodes"

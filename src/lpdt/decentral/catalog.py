@@ -1,8 +1,8 @@
-"""The gossip algorithms, message compressors and communication graphs: the one place that says
-what each one is.
+"""The gossip algorithms, message compressors, communication graphs and local optimizers: the one
+place that says what each one is.
 
-Configs name an algorithm (``algorithm.name``), a compressor (``algorithm.compression.name``) and
-a graph (``topology.name``) by string; every other part of lpdt reads what it needs from the
+Configs name an algorithm (``algorithm.name``), a compressor (``algorithm.compression.name``), a
+graph (``topology.name``) and an optimizer (``optim.name``) by string; every other part of lpdt reads what it needs from the
 entry registered here under that name: the config check (is it sparse? may it compress?), the
 engines (its implementation), the cost model (its state buffers), the planner (does it select
 top-k?), the report (its label in tables, figures and coordinates; is the graph directed?) and
@@ -86,9 +86,19 @@ class TopologySpec(Spec):
     directed: bool  # Figure 3 draws its edges as arrows
 
 
+@dataclass(frozen=True)
+class OptimizerSpec(Spec):
+    """A node's local optimizer: ``impl(cfg: OptimConfig, z)`` returns it
+    (``lpdt.decentral.optim.LocalOptimizer``: ``step(z, g, lr)`` and its state)."""
+
+    label: str  # prose: "SGD with Nesterov momentum"
+    qgm: bool = False  # it can run as quasi-global momentum (optim.qgm)
+
+
 ALGORITHMS: Registry[AlgorithmSpec] = Registry("algorithm")
 COMPRESSORS: Registry[CompressorSpec] = Registry("compression")
 TOPOLOGIES: Registry[TopologySpec] = Registry("topology")
+OPTIMIZERS: Registry[OptimizerSpec] = Registry("optimizer")
 
 _GOSSIP = "lpdt.decentral.algorithms"
 # Registration order is the order of table rows (Deep-Squeeze before CHOCO, as the paper's).
@@ -165,3 +175,7 @@ for _name, _short, _words, _directed in (
     ("exponential", "exponential", "directed exponential graph", True),
 ):
     TOPOLOGIES.add(_name, TopologySpec(f"{_GRAPH}:{_name}", _short, _words, _directed))
+
+_OPTIM = "lpdt.decentral.optim"
+OPTIMIZERS.add("sgd", OptimizerSpec(f"{_OPTIM}:sgd", label="SGD with momentum", qgm=True))
+OPTIMIZERS.add("adam", OptimizerSpec(f"{_OPTIM}:adam", label="Adam"))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from lpdt.config import OptimConfig
+from lpdt.decentral.catalog import OPTIMIZERS
 
 
 class LocalOptimizer:
@@ -106,8 +107,17 @@ class Adam(LocalOptimizer):
 
 
 def make_optimizer(cfg: OptimConfig, z: torch.Tensor) -> LocalOptimizer:
-    if cfg.name == "adam":
-        return Adam(z, cfg.betas, cfg.eps, cfg.weight_decay)
+    """The optimizer registered as ``cfg.name`` (``lpdt.decentral.catalog.OPTIMIZERS``)."""
+    return OPTIMIZERS.get(cfg.name).load()(cfg, z)
+
+
+# The built-ins' factories, as the catalog calls them: (cfg, z).
+def sgd(cfg: OptimConfig, z: torch.Tensor) -> LocalOptimizer:
+    """SGD with (Nesterov) momentum, or quasi-global momentum with ``optim.qgm``."""
     if cfg.qgm:
         return QGM(z, cfg.momentum, cfg.weight_decay)
     return SGD(z, cfg.momentum, cfg.nesterov, cfg.weight_decay)
+
+
+def adam(cfg: OptimConfig, z: torch.Tensor) -> LocalOptimizer:
+    return Adam(z, cfg.betas, cfg.eps, cfg.weight_decay)
