@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -21,19 +22,6 @@ from lpdt.decentral.catalog import COMPRESSORS
 from lpdt.grid import Manifest, ManifestRun
 from lpdt.record import RunRecord
 
-# Coordinates that identify a cell of the paper's tables (manifest `coords`, paper_results.csv).
-KEYS = [
-    "dataset",
-    "model",
-    "norm",
-    "topology",
-    "nodes",
-    "compression",
-    "skew",
-    "algorithm",
-    "precision",
-    "qgm",
-]
 # Stand-in models used by the smaller scales for the paper's models (coords keep the paper's name
 # except where a scale overrides the coordinate itself, e.g. quick's `model: minilm`).
 MODEL_STAND_INS = {"minilm": "distilbert", "distilbert_tiny": "distilbert"}
@@ -41,25 +29,56 @@ FINAL = list(record.FINAL_FIELDS)  # acc_node_mean, ..., train_loss (lpdt.record
 METRIC = "acc_node_mean"  # the paper's number (reference §9: node-mean accuracy after final gossip)
 
 
+def _compression(v: object) -> object:
+    try:
+        c = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # a message codec: "int8", "90+int8" (compression_key)
+        return str(v)
+    return int(round(c * 100)) if 0 < c < 1 else int(round(c))
+
+
+def _model(v: object) -> str:
+    return MODEL_STAND_INS.get(str(v), str(v))
+
+
+@dataclass(frozen=True)
+class Coordinate:
+    """A coordinate of the runs: a column of the run table, a key of a cell of the paper's tables
+    (manifest ``coords``, config/paper_results.csv), a key a claim or ``lpdt compare`` varies."""
+
+    name: str
+    # The run-config key that holds it (a run read without a manifest: lpdt compare); None:
+    # derived (compression, from algorithm.compression: compression_key)
+    path: str | None
+    # Its canonical form, in which the manifest's, a config's and the paper's values compare equal
+    canonical: Callable[[object], object]
+
+
+# The one list of coordinates: the studies' schema (workflow/schemas/studies.schema.yaml) and the
+# coordinates of config/studies.yaml agree with it (tests/report/test_coordinates.py).
+COORDINATES: tuple[Coordinate, ...] = (
+    Coordinate("dataset", "data.dataset", str),
+    Coordinate("model", "model.name", _model),
+    Coordinate("norm", "model.norm", str),
+    Coordinate("topology", "topology.name", str),
+    Coordinate("nodes", "topology.nodes", lambda v: int(round(float(v)))),  # type: ignore[arg-type]
+    Coordinate("compression", None, _compression),
+    Coordinate("skew", "partition.skew", lambda v: round(float(v), 2)),  # type: ignore[arg-type]
+    Coordinate("algorithm", "algorithm.name", str),
+    Coordinate("precision", "precision.mode", str),
+    Coordinate("qgm", "optim.qgm", lambda v: str(v).strip().lower() in ("true", "1", "yes")),
+)
+BY_NAME = {c.name: c for c in COORDINATES}
+KEYS = [c.name for c in COORDINATES]
+CONFIG_PATHS = {c.name: c.path for c in COORDINATES if c.path is not None}
+
+
 def norm_key(col: str, v: object) -> object:
-    """Canonical form of a coordinate value so that manifest and paper cells compare equal."""
+    """Canonical form of a coordinate value so that manifest and paper cells compare equal (a
+    column that is no coordinate: its string)."""
     if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
         return None
-    if col == "compression":
-        try:
-            c = float(v)  # type: ignore[arg-type]
-        except (TypeError, ValueError):  # a message codec: "int8", "90+int8" (compression_key)
-            return str(v)
-        return int(round(c * 100)) if 0 < c < 1 else int(round(c))
-    if col == "nodes":
-        return int(round(float(v)))  # type: ignore[arg-type]
-    if col == "skew":
-        return round(float(v), 2)
-    if col == "qgm":
-        return str(v).strip().lower() in ("true", "1", "yes")
-    if col == "model" and str(v) in MODEL_STAND_INS:
-        return MODEL_STAND_INS[str(v)]
-    return str(v)
+    return BY_NAME[col].canonical(v) if col in BY_NAME else str(v)
 
 
 def compression_key(name: str, ratio: float) -> object:

@@ -35,6 +35,7 @@ from lpdt import record
 from lpdt.errors import LpdtError
 from lpdt.report import pairs
 from lpdt.report.aggregate import (
+    CONFIG_PATHS,
     FINAL,
     KEYS,
     METRIC,
@@ -46,9 +47,7 @@ from lpdt.report.aggregate import (
 from lpdt.report.formatting import fixed
 from lpdt.report.stats import DIRECTIONS, METHOD, Threshold
 
-# Coordinate -> run-config key, for runs without a manifest (compression is derived: the top-k
-# ratio in %, 0 when the compression is "none"); the config keys they cover.
-CONFIG_PATHS = pairs.CONFIG_PATHS
+# The config keys the coordinates (CONFIG_PATHS, for runs without a manifest) cover.
 COVERED = pairs.COVERED
 NOTE = "the comparison's"  # whose cells the summary's notes speak of
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import pandas as pd
 
-from lpdt.report.aggregate import KEYS, norm_key
+from lpdt.report.aggregate import CONFIG_PATHS, KEYS, norm_key
 from lpdt.report.formatting import rounded
 from lpdt.report.stats import NO_DATA, Threshold, t_interval, verdict
 
@@ -190,19 +190,6 @@ def select(
 
 # --- a run's identity beyond the coordinates --------------------------------------------------
 
-# Coordinate -> run-config key (the coordinates as a run's config holds them; compression is
-# derived from algorithm.compression).
-CONFIG_PATHS = {
-    "dataset": "data.dataset",
-    "model": "model.name",
-    "norm": "model.norm",
-    "topology": "topology.name",
-    "nodes": "topology.nodes",
-    "skew": "partition.skew",
-    "algorithm": "algorithm.name",
-    "precision": "precision.mode",
-    "qgm": "optim.qgm",
-}
 # Config keys the coordinates and the seed already say: never a run's identity beyond them.
 COVERED = {
     *CONFIG_PATHS.values(),
