@@ -197,6 +197,25 @@ def test_results_are_marked_for_the_report_with_captions():
     assert 'report: "workflow/report/workflow.rst"' in (REPO / "Snakefile").read_text()
 
 
+def test_figure_captions_are_the_ones_artifacts_writes():
+    """Each figure's caption file only shows the caption the report rule passes (its text:
+    lpdt.report.artifacts), rendered as Snakemake renders captions (Jinja2)."""
+    from types import SimpleNamespace
+
+    import jinja2
+
+    captions = {f: artifacts.snakemake_caption(f, "quick") for f in artifacts.FIGURES}
+    fake = SimpleNamespace(params=SimpleNamespace(captions=captions), config={"scale": "quick"})
+    for f in artifacts.FIGURES:
+        text = (REPO / "workflow" / "report" / f"{f}.rst").read_text()
+        assert text == artifacts.CAPTION_TEMPLATE.format(figure=f)
+        rendered = jinja2.Environment().from_string(text).render(snakemake=fake)
+        assert rendered.strip() == captions[f]
+        assert rendered.startswith(f"Figure {f[3:]} of the paper, scale quick: ")
+    assert "illustrative" in captions["fig6"] and "illustrative" not in captions["fig7"]
+    assert "captions=" in (REPO / "workflow" / "rules" / "report.smk").read_text()
+
+
 @pytest.mark.slow
 def test_snakemake_report_shows_figures_tables_and_pdf(tmp_path):
     """`snakemake --report report.zip` after the smoke pipeline holds the figures, tables,
@@ -216,7 +235,7 @@ def test_snakemake_report_shows_figures_tables_and_pdf(tmp_path):
         assert any(n.endswith("/" + f) for n in names), f
     html = zipfile.ZipFile(wd / "report.zip").read("report/report.html").decode()
     for i in artifacts.FIGURE_NUMBERS:  # the captions, rendered (workflow/report/fig*.rst)
-        first = (REPO / "workflow" / "report" / f"fig{i}.rst").read_text().split()[:6]
+        first = artifacts.snakemake_caption(f"fig{i}", "smoke").split()[:6]
         assert " ".join(first) in " ".join(html.split()), i
 
 

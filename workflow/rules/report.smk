@@ -55,6 +55,8 @@ rule report:
         claims_md=in_report(f"{RESULTS}/claims.md", "claims.rst", "Claims"),
         pdf=in_report(REPORT_PDF, "report_pdf.rst", "Report"),
     params:
+        # the Snakemake report's figure captions (workflow/report/figN.rst shows its own)
+        captions={f: artifacts.snakemake_caption(f, SCALE) for f in artifacts.FIGURES},
         analysis=lambda w, input: str(Path(input.analysis[0]).parent),
         tables=lambda w, output: str(Path(output.tables[0]).parent),
         figures=lambda w, output: str(Path(output.figures[0]).parent),
