@@ -87,7 +87,13 @@ ARITHMETIC_METHOD = "none: arithmetic from the paper's constants (cost model); n
 # The paper's claims, as data: src/lpdt/report/claims.yaml (its version and its entries;
 # docs/report.md, "Claims: versions", keeps the dated change log).
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
-KINDS = ("accuracy", "cost", "arithmetic")
+# A claim's kind, and the evaluator that computes it (one each): "paired" (claim_pairs: pairs of
+# runs identical but for ``vary``), "series" (the same, each series' lowest value of ``vary``
+# against its highest), "cost" (cost_claims: the measured wire ratio) and "arithmetic"
+# (cost_claims: a column of the cost model's Table 10, no verdict). FAMILY: what the result's
+# ``kind`` says (claims.json): an accuracy, a cost or an arithmetic claim.
+FAMILY = {"paired": "accuracy", "series": "accuracy", "cost": "cost", "arithmetic": "arithmetic"}
+KINDS = tuple(FAMILY)
 
 
 @dataclass(frozen=True)
@@ -98,9 +104,11 @@ class Claim:
     effect: str  # what the number is (units)
     direction: str  # "<=", ">" or "within" (a range); "none" for arithmetic
     threshold: float | tuple[float, float] | None
-    kind: str = "accuracy"  # accuracy | cost (measured, deterministic) | arithmetic (no verdict)
-    # An accuracy claim's pairs (lpdt.report.pairs): runs of ``studies`` meeting ``where``,
-    # ``vary`` = ``a`` against ``vary`` = ``b``, effect a - b. ``vary`` None: the skew series.
+    kind: str = "paired"  # KINDS: paired | series (accuracy) | cost | arithmetic (no verdict)
+    # A paired claim's pairs (lpdt.report.pairs): runs of ``studies`` meeting ``where``,
+    # ``vary`` = ``a`` against ``vary`` = ``b``, effect a - b. A series claim: per series of
+    # ``studies`` (runs identical but for ``vary``) whose highest ``vary`` meets the condition
+    # ``b`` (">=0.8"), the run at ``vary`` = ``a`` against the one at that highest value.
     vary: str | None = None
     a: object = None
     b: object = None
@@ -109,6 +117,15 @@ class Claim:
     source: str = "paper"  # "paper", or "study <name>": declared in a study (study_claims)
     # Shown for the paper's effect where the paper prints no number for the claim (a figure).
     paper_note: str = ""
+    # An arithmetic claim: the column of Table 10 (ours: the cost model's table10.csv; the
+    # paper's: its metric), over the rows meeting ``rows`` (column -> value, "resnet*" a prefix).
+    column: str | None = None
+    rows: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def family(self) -> str:
+        """What kind of result it is (``ClaimResult.kind``): accuracy, cost or arithmetic."""
+        return FAMILY[self.kind]
 
     @property
     def rule(self) -> str:
@@ -136,6 +153,8 @@ CLAIM_KEYS = {  # key of an entry of claims.yaml -> required
     "where": False,
     "studies": False,
     "paper_note": False,
+    "column": False,
+    "rows": False,
 }
 
 
@@ -166,16 +185,23 @@ def load_claims(path: Path = CLAIMS_FILE) -> tuple[int, list[Claim]]:
         if not isinstance(d, Mapping):
             raise ValueError(f"{at}: expected a mapping")
         _check_keys(at, d, CLAIM_KEYS)
-        kind = d.get("kind", "accuracy")
+        kind = d.get("kind", "paired")
         if kind not in KINDS or d["direction"] not in (*DIRECTIONS, "none"):
             raise ValueError(f"{at}: kind {kind!r} / direction {d['direction']!r} unknown")
+        if kind in ("paired", "series") and not d.get("vary"):
+            raise ValueError(f"{at}: a {kind} claim needs vary, a and b")
+        if kind == "arithmetic" and not d.get("column"):
+            raise ValueError(f"{at}: an arithmetic claim needs the column of Table 10 it reads")
         thr = d["threshold"]
         out.append(
             Claim(
-                **{k: v for k, v in d.items() if k not in ("threshold", "studies", "where")},
+                **{
+                    k: v for k, v in d.items() if k not in ("threshold", "studies", "where", "rows")
+                },
                 threshold=tuple(float(x) for x in thr) if isinstance(thr, list) else thr,
                 studies=tuple(d.get("studies") or ()),
                 where=dict(d.get("where") or {}),
+                rows=dict(d.get("rows") or {}),
             )
         )
     ids = [c.id for c in out]
@@ -198,20 +224,28 @@ def summarize(p: pd.DataFrame, claim: Claim, set_aside: pd.DataFrame | None = No
     return pairs.summarize(p, claim.threshold, claim.direction, set_aside=set_aside)  # type: ignore[arg-type]
 
 
-def _skew_series(cells: pd.DataFrame) -> pd.DataFrame:
-    """Per (series, seed): acc(skew 0) - acc(series' highest skew, >= 0.8)."""
-    c = pairs.with_seed(
-        cells[cells["study"].isin(["table3", "table4", "table6"]) & cells["acc"].notna()]
-    )
+def _paired(cells: pd.DataFrame, claim: Claim) -> pairs.Pairing:
+    """A paired claim: ``lpdt.report.pairs.pairing``."""
+    return pairs.pairing(cells, claim.vary, claim.a, claim.b, claim.studies or None, claim.where)  # type: ignore[arg-type]
+
+
+def _series(cells: pd.DataFrame, claim: Claim) -> pairs.Pairing:
+    """A series claim: per series (runs of the claim's studies identical but for ``vary``) whose
+    highest ``vary`` meets the condition ``b``, and per seed, acc(``vary`` = ``a``) -
+    acc(highest); nothing is set aside (a series without both ends is no series)."""
+    vary = str(claim.vary)
+    (top_ok,) = pairs.conditions({vary: claim.b})
+    c = pairs.with_seed(cells[cells["study"].isin(claim.studies) & cells["acc"].notna()])
     c = c.drop_duplicates([*KEYS, "seed"])
-    keys = pairs.pair_keys("skew")
+    keys = pairs.pair_keys(vary)
+    start = norm_key(vary, claim.a)
     rows = []
     for key, g in c.groupby(keys, dropna=False):
-        top = g["skew"].max()
-        if not ((g["skew"] == 0).any() and top >= 0.8):
+        top = g[vary].max()
+        if not ((g[vary] == start).any() and top_ok.mask(pd.DataFrame({vary: [top]})).iloc[0]):
             continue
         for seed, gs in g.groupby("seed"):
-            lo, hi = gs[gs["skew"] == 0]["acc"], gs[gs["skew"] == top]["acc"]
+            lo, hi = gs[gs[vary] == start]["acc"], gs[gs[vary] == top]["acc"]
             if len(lo) and len(hi):
                 rows.append(
                     {
@@ -220,16 +254,16 @@ def _skew_series(cells: pd.DataFrame) -> pd.DataFrame:
                         "diff": float(lo.mean() - hi.mean()),
                     }
                 )
-    return pd.DataFrame(rows, columns=["_cell", "seed", "diff"])
+    found = pd.DataFrame(rows, columns=["_cell", "seed", "diff"])
+    return pairs.Pairing(found, pd.DataFrame(columns=pairs.SET_ASIDE_COLUMNS), keys)
+
+
+PAIRINGS = {"paired": _paired, "series": _series}  # an accuracy claim's evaluator, by kind
 
 
 def claim_pairs(cells: pd.DataFrame, claim: Claim) -> pairs.Pairing:
-    """The claim's paired differences and what was set aside (``lpdt.report.pairs.pairing``; the
-    skew claim: its series, nothing set aside)."""
-    if claim.vary is None:
-        empty = pd.DataFrame(columns=pairs.SET_ASIDE_COLUMNS)
-        return pairs.Pairing(_skew_series(cells), empty, pairs.pair_keys("skew"))
-    return pairs.pairing(cells, claim.vary, claim.a, claim.b, claim.studies or None, claim.where)
+    """The claim's paired differences and what was set aside, by the evaluator of its kind."""
+    return PAIRINGS[claim.kind](cells, claim)
 
 
 def accuracy_claims(
@@ -244,7 +278,7 @@ def accuracy_claims(
     ours used."""
     out: dict[str, dict] = {}
     for c in claims:
-        if c.kind != "accuracy":
+        if c.family != "accuracy":
             continue
         pr = claim_pairs(cells, c)
         p, aside = pr.pairs, pr.set_aside
@@ -379,10 +413,11 @@ def _missing(path: Path) -> dict:
     }
 
 
-def _comm(d: pd.DataFrame, ratio: pd.Series) -> dict:
-    """comm_4x on wire rows ``d`` with fp32 / 8-bit ratios ``ratio`` (ours or the paper's)."""
+def _comm(d: pd.DataFrame, ratio: pd.Series, claim: Claim) -> dict:
+    """A cost claim (comm_4x) on wire rows ``d`` with fp32 / 8-bit ratios ``ratio`` (ours or the
+    paper's): every ratio over the one its format implies in the claim's range."""
     rel = [float(x) for x in ratio / d["implied_ratio"]]
-    lo, hi = BY_ID["comm_4x"].threshold  # type: ignore[misc]
+    lo, hi = claim.threshold  # type: ignore[misc]
     out = _range_rule(rel, lo, hi)
     for fmt in ("dense", "top-k"):
         sel = [float(x) for x in ratio[d["format"] == fmt]]
@@ -455,46 +490,52 @@ def sent_text(rows: Sequence[Mapping[str, Any]]) -> str:
     return "runs that send 8-bit messages (one seed): " + "; ".join(parts) if parts else ""
 
 
-def cost_claims(cost_dir: Path) -> dict[str, dict]:
-    """comm_4x measured (``wire_bytes.csv``); energy and memory as arithmetic (``table10.csv``)."""
+def _rows(d: pd.DataFrame, claim: Claim) -> pd.DataFrame:
+    """The rows of a table meeting an arithmetic claim's ``rows`` ("resnet*": a prefix)."""
+    keep = pd.Series(True, index=d.index)
+    for col, want in claim.rows.items():
+        values = d[col].astype(str)
+        keep &= values.str.startswith(want[:-1]) if want.endswith("*") else values == want
+    return d[keep]
+
+
+def cost_claims(cost_dir: Path, claims: Sequence[Claim] = CLAIMS) -> dict[str, dict]:
+    """The cost claims measured (``wire_bytes.csv``: the wire ratio) and the arithmetic ones
+    (their column of ``table10.csv``), each by the evaluator of its kind."""
     out = {}
     wire, t10 = cost_dir / "wire_bytes.csv", cost_dir / "table10.csv"
-    if wire.exists():
-        d = pd.read_csv(wire)
-        out["comm_4x"] = _comm(d, d["bytes_fp32"] / d["bytes_int8"])
-    else:
-        out["comm_4x"] = _missing(wire)
-    if t10.exists():
-        d = pd.read_csv(t10)
-        out["energy_20x"] = _arithmetic([float(x) for x in d["energy_efficiency"]])
-        r = d[(d["phase"] == "training") & d["model"].astype(str).str.startswith("resnet")]
-        out["memory_3_5x_resnet"] = _arithmetic([float(x) for x in r["memory_efficiency"]])
-    else:
-        for k in ("energy_20x", "memory_3_5x_resnet"):
-            out[k] = _missing(t10)
+    for c in claims:
+        if c.kind == "cost":
+            d = pd.read_csv(wire) if wire.exists() else None
+            out[c.id] = (
+                _missing(wire) if d is None else _comm(d, d["bytes_fp32"] / d["bytes_int8"], c)
+            )
+        elif c.kind == "arithmetic":
+            if not t10.exists():
+                out[c.id] = _missing(t10)
+                continue
+            rows = _rows(pd.read_csv(t10), c)
+            out[c.id] = _arithmetic([float(x) for x in rows[str(c.column)]])
     return out
 
 
-def paper_cost(paper: pd.DataFrame, cost_dir: Path) -> dict[str, dict]:
+def paper_cost(
+    paper: pd.DataFrame, cost_dir: Path, claims: Sequence[Claim] = CLAIMS
+) -> dict[str, dict]:
     """The cost claims on the paper's own printed numbers: its Table 3 fp32 / 8-bit GB against
-    the ratio its claim implies for each row's message format (same rule); Table 10's
-    efficiencies as arithmetic."""
+    the ratio its claim implies for each row's message format (same rule); its Table 10 (the
+    claim's column, as the paper's metric) as arithmetic."""
     out: dict[str, dict] = {}
     wire = cost_dir / "wire_bytes.csv"
-    if wire.exists():
-        d = pd.read_csv(wire)
-        if "paper_ratio" in d.columns:
-            out["comm_4x"] = _comm(d, pd.to_numeric(d["paper_ratio"], errors="coerce"))
     t10 = paper[paper["table"] == 10]
-    if len(t10):
-        e = t10[t10["metric"] == "energy_efficiency"]["value"]
-        out["energy_20x"] = _arithmetic([float(x) for x in e])
-        m = t10[
-            (t10["metric"] == "memory_efficiency")
-            & (t10["phase"] == "training")
-            & t10["model"].astype(str).str.startswith("resnet")
-        ]["value"]
-        out["memory_3_5x_resnet"] = _arithmetic([float(x) for x in m])
+    for c in claims:
+        if c.kind == "cost" and wire.exists():
+            d = pd.read_csv(wire)
+            if "paper_ratio" in d.columns:
+                out[c.id] = _comm(d, pd.to_numeric(d["paper_ratio"], errors="coerce"), c)
+        elif c.kind == "arithmetic" and len(t10):
+            rows = _rows(t10[t10["metric"] == c.column], c)
+            out[c.id] = _arithmetic([float(x) for x in rows["value"]])
     return out
 
 
@@ -571,7 +612,7 @@ def _cells(r: dict) -> set[tuple[str, ...]]:
 
 def claim_keys(claim: Claim) -> list[str]:
     """The coordinates that name a claim's cells (``_cell``), in order."""
-    return pairs.pair_keys("skew" if claim.vary is None else claim.vary)
+    return pairs.pair_keys(str(claim.vary))
 
 
 def paper_match(
@@ -608,24 +649,26 @@ def check_claims(
     # not pair, their ids, statuses and configs (lpdt.report.pairs.pairing).
     cols = ["study", *KEYS, "acc"] + [k for k in ("seed", "run_id", "status", "config") if k in df]
     ours_acc = accuracy_claims(df[cols], claims=every)
-    ours = ours_acc | cost_claims(cost_dir)
+    ours = ours_acc | cost_claims(cost_dir, every)
     sent = sent_8bit(df)
     if sent and "comm_4x" in ours:
         ours["comm_4x"]["sent_8bit"] = sent
     pc = paper_cells(paper)
     theirs_all = accuracy_claims(pc, claims=every)
-    keys = {c.id: claim_keys(c) for c in every if c.kind == "accuracy"}
+    keys = {c.id: claim_keys(c) for c in every if c.family == "accuracy"}
     matched = {
         k: paper_match(_cells(r), _cells(theirs_all[k]), keys[k]) for k, r in ours_acc.items()
     }
-    theirs = accuracy_claims(pc, restrict=matched, claims=every) | paper_cost(paper, cost_dir)
+    theirs = accuracy_claims(pc, restrict=matched, claims=every) | paper_cost(
+        paper, cost_dir, every
+    )
     stand_in = stand_in_names(df["stand_in"])
     out = []
     for c in every:
         r = ours.get(c.id, {"verdict": NO_DATA, "n": 0})
         t = theirs.get(c.id, {})
         pe = t.get("mean")
-        accuracy = c.kind == "accuracy"
+        accuracy = c.family == "accuracy"
         if accuracy:
             pv = point_verdict(pe, c.threshold, c.direction)  # type: ignore[arg-type]
             method = METHOD
@@ -639,7 +682,7 @@ def check_claims(
                 version=CLAIMS_VERSION if c.source == "paper" else None,
                 statement=c.statement,
                 definition=c.definition,
-                kind=c.kind,
+                kind=c.family,
                 source=c.source,
                 effect=c.effect,
                 direction=c.direction,
