@@ -66,7 +66,6 @@ class CompressorSpec(Spec):
     # The report's compression coordinate: None = the percentage dropped as a number (0, 90, 99);
     # else a string, "{pct}" formatted ("{pct}+int8" -> "90+int8")
     coordinate: str | None = None
-    eight_bit: bool = False  # values travel as 8-bit codes
 
     def coordinate_of(self, ratio: float) -> object:
         pct = int(round(100 * float(ratio)))
@@ -91,7 +90,6 @@ class OptimizerSpec(Spec):
     """A node's local optimizer: ``impl(cfg: OptimConfig, z)`` returns it
     (``lpdt.decentral.optim.LocalOptimizer``: ``step(z, g, lr)`` and its state)."""
 
-    label: str  # prose: "SGD with Nesterov momentum"
     qgm: bool = False  # it can run as quasi-global momentum (optim.qgm)
 
 
@@ -150,7 +148,6 @@ COMPRESSORS.add(
         sparse=False,
         token="dense-msg8",
         coordinate="int8",
-        eight_bit=True,
     ),
 )
 COMPRESSORS.add(
@@ -161,7 +158,6 @@ COMPRESSORS.add(
         sparse=True,
         token="top{pct}-msg8",
         coordinate="{pct}+int8",
-        eight_bit=True,
     ),
 )
 
@@ -177,5 +173,5 @@ for _name, _short, _words, _directed in (
     TOPOLOGIES.add(_name, TopologySpec(f"{_GRAPH}:{_name}", _short, _words, _directed))
 
 _OPTIM = "lpdt.decentral.optim"
-OPTIMIZERS.add("sgd", OptimizerSpec(f"{_OPTIM}:sgd", label="SGD with momentum", qgm=True))
-OPTIMIZERS.add("adam", OptimizerSpec(f"{_OPTIM}:adam", label="Adam"))
+OPTIMIZERS.add("sgd", OptimizerSpec(f"{_OPTIM}:sgd", qgm=True))
+OPTIMIZERS.add("adam", OptimizerSpec(f"{_OPTIM}:adam"))
