@@ -21,8 +21,11 @@ def dig(tree: dict, path: str) -> object:
     return tree
 
 
-def test_the_schema_lists_exactly_the_coordinates() -> None:
-    assert SCHEMA["$defs"]["coordinate"]["enum"] == KEYS
+def test_the_schemas_list_exactly_the_coordinates() -> None:
+    """The claims' schema lists them; the studies' schema refers to it."""
+    claims = yaml.safe_load((REPO / "src" / "lpdt" / "report" / "claims.schema.yaml").read_text())
+    assert claims["$defs"]["coordinate"]["enum"] == KEYS
+    assert SCHEMA["$defs"]["coordinate"]["$ref"].endswith("claims.schema.yaml#/$defs/coordinate")
 
 
 @pytest.mark.parametrize("name", KEYS)

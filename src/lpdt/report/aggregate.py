@@ -54,8 +54,9 @@ class Coordinate:
     canonical: Callable[[object], object]
 
 
-# The one list of coordinates: the studies' schema (workflow/schemas/studies.schema.yaml) and the
-# coordinates of config/studies.yaml agree with it (tests/report/test_coordinates.py).
+# The one list of coordinates: the claims' schema (src/lpdt/report/claims.schema.yaml, which the
+# studies' schema refers to) and the coordinates of config/studies.yaml agree with it
+# (tests/report/test_coordinates.py).
 COORDINATES: tuple[Coordinate, ...] = (
     Coordinate("dataset", "data.dataset", str),
     Coordinate("model", "model.name", _model),

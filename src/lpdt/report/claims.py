@@ -42,7 +42,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -52,7 +52,6 @@ from lpdt.report.aggregate import KEYS, norm_key, stand_in_names
 from lpdt.report.formatting import fixed, rounded, span
 from lpdt.report.paper import TABLE_STUDY
 from lpdt.report.stats import (
-    DIRECTIONS,
     HELD,
     INCONCLUSIVE,
     METHOD,
@@ -139,55 +138,76 @@ class Claim:
         return f"{self.effect} {self.direction} {self.threshold:g}"
 
 
-CLAIM_KEYS = {  # key of an entry of claims.yaml -> required
-    "id": True,
-    "statement": True,
-    "definition": True,
-    "effect": True,
-    "direction": True,
-    "threshold": True,
-    "kind": False,
-    "vary": False,
-    "a": False,
-    "b": False,
-    "where": False,
-    "studies": False,
-    "paper_note": False,
-    "column": False,
-    "rows": False,
-}
+SCHEMA_FILE = Path(__file__).with_name("claims.schema.yaml")  # the claims' one schema
 
 
-def _check_keys(at: str, d: Mapping[str, object], keys: Mapping[str, bool]) -> None:
-    """A claim entry's keys against ``keys`` (key -> required): one ValueError for the first
-    unknown key, else for the missing required ones."""
-    unknown = sorted(set(d) - set(keys))
-    if unknown:
-        raise ValueError(f"{at}: unknown key {unknown[0]!r} (keys: {', '.join(keys)})")
-    missing = [k for k, required in keys.items() if required and k not in d]
+def _schema() -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(SCHEMA_FILE.read_text())
+
+
+def check_schema(at: str, instance: object, definition: str | None = None) -> None:
+    """``instance`` against the claims' schema (``definition``: one of its ``$defs``, else the
+    claims file); a mistake is one ValueError beginning with ``at``: the first unknown key, else
+    every missing one, else the first wrong value."""
+    from jsonschema import Draft202012Validator
+
+    root = _schema()
+    schema = root if definition is None else {**root["$defs"][definition], "$defs": root["$defs"]}
+    errors = list(Draft202012Validator(schema).iter_errors(instance))
+    if not errors:
+        return
+    errors.sort(key=lambda e: (len(e.absolute_path), str(list(e.absolute_path))))
+    for e in errors:
+        if e.validator == "additionalProperties":
+            keys = ", ".join(e.schema.get("properties", {}))
+            extra = sorted(set(e.instance) - set(e.schema.get("properties", {})))
+            raise ValueError(f"{_at(at, e)}: unknown key {extra[0]!r} (keys: {keys})")
+    missing = [e for e in errors if e.validator == "required"]
     if missing:
-        raise ValueError(f"{at}: missing {', '.join(missing)}")
+        e = missing[0]
+        names = [k for k in e.schema["required"] if k not in e.instance]
+        raise ValueError(f"{_at(at, e)}: missing {', '.join(names)}")
+    e = errors[0]
+    where = [str(k) for k in e.absolute_path]
+    key = where[-1] if where else "the entry"
+    if e.validator == "enum" and e.validator_value == root["$defs"]["coordinate"]["enum"]:
+        raise ValueError(
+            f"{_at(at, e)}: unknown coordinate {e.instance!r} "
+            f"(coordinates: {', '.join(e.validator_value)})"
+        )
+    if e.validator == "enum":
+        allowed = ", ".join(str(v) for v in e.validator_value)
+        raise ValueError(f"{_at(at, e)}: {key} {e.instance!r} is not one of {allowed}")
+    if key == "threshold":
+        raise ValueError(
+            f"{_at(at, e)}: threshold must be a number, or [lo, hi] for direction 'within', "
+            f"got {e.instance!r}"
+        )
+    raise ValueError(f"{_at(at, e)}: {key}: {e.message}")
+
+
+def _at(at: str, e: Any) -> str:
+    """``at``, and where in the entry below the key the error is (a claim of the file)."""
+    path = list(e.absolute_path)
+    if path[:1] == ["claims"] and len(path) > 1 and isinstance(path[1], int):
+        return f"{at}, claim {path[1] + 1}"
+    return at
 
 
 def load_claims(path: Path = CLAIMS_FILE) -> tuple[int, list[Claim]]:
     """(version, claims) of a claims file (``claims.yaml``: ``version`` and ``claims``, each
-    entry the fields of ``Claim``); a mistake is one ValueError naming the entry and the key."""
+    entry the fields of ``Claim``), checked against the claims' schema and for what a schema
+    cannot say; a mistake is one ValueError naming the entry and the key."""
     import yaml
 
     doc = yaml.safe_load(path.read_text())
-    if not isinstance(doc, Mapping) or not isinstance(doc.get("version"), int):
-        raise ValueError(f"{path}: expected a mapping with an integer version and claims")
+    check_schema(str(path), doc)
     out: list[Claim] = []
-    for i, d in enumerate(doc.get("claims") or ()):
-        at = f"{path}, claim {i + 1}" + (
-            f" ({d['id']})" if isinstance(d, Mapping) and "id" in d else ""
-        )
-        if not isinstance(d, Mapping):
-            raise ValueError(f"{at}: expected a mapping")
-        _check_keys(at, d, CLAIM_KEYS)
+    for i, d in enumerate(doc["claims"]):
+        at = f"{path}, claim {i + 1} ({d['id']})"
         kind = d.get("kind", "paired")
-        if kind not in KINDS or d["direction"] not in (*DIRECTIONS, "none"):
-            raise ValueError(f"{at}: kind {kind!r} / direction {d['direction']!r} unknown")
         if kind in ("paired", "series") and not d.get("vary"):
             raise ValueError(f"{at}: a {kind} claim needs vary, a and b")
         if kind == "arithmetic" and not d.get("column"):
@@ -291,50 +311,25 @@ def accuracy_claims(
 
 # --- claims declared in a study (config/studies.yaml, `claims:`; carried by the manifest) -------
 
-STUDY_CLAIM_KEYS = {
-    "id": True,
-    "statement": True,
-    "vary": True,
-    "a": True,
-    "b": True,
-    "direction": True,
-    "threshold": True,
-    "where": False,
-    "studies": False,
-}
-
 
 def _study_claim(study: str, i: int, d: object, known: set[str]) -> Claim:
     """One ``claims:`` entry of ``study`` as a Claim; a mistake is a one-line ValueError."""
     at = f"study {study!r}, claim {i + 1}"
-    if not isinstance(d, Mapping):
-        raise ValueError(f"{at}: expected a mapping with {', '.join(STUDY_CLAIM_KEYS)}")
-    at += f" ({d['id']})" if "id" in d else ""
-    _check_keys(at, d, STUDY_CLAIM_KEYS)
+    if isinstance(d, Mapping) and "id" in d:
+        at += f" ({d['id']})"
+    check_schema(at, d, "study_claim")  # keys, types, coordinates, direction
+    d = cast(Mapping[str, Any], d)  # a mapping: the schema says so
     vary, where = str(d["vary"]), d.get("where") or {}
-    if not isinstance(where, Mapping):
-        raise ValueError(f"{at}: where must map a coordinate to a condition, got {where!r}")
-    for k in [vary, *where]:
-        if k not in KEYS:
-            raise ValueError(f"{at}: unknown coordinate {k!r} (coordinates: {', '.join(KEYS)})")
     try:
         conds = pairs.conditions(where)
     except ValueError as e:
         raise ValueError(f"{at}: {e}") from None
     direction, thr = d["direction"], d["threshold"]
-    if direction not in DIRECTIONS:
-        raise ValueError(f"{at}: direction {direction!r} is not one of {', '.join(DIRECTIONS)}")
-    ok_range = (
-        isinstance(thr, list)
-        and len(thr) == 2
-        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in thr)
-        and thr[0] <= thr[1]
-    )
-    if direction == "within" and not ok_range:
-        raise ValueError(f"{at}: direction 'within' needs threshold [lo, hi], got {thr!r}")
-    if direction != "within" and (isinstance(thr, bool) or not isinstance(thr, (int, float))):
+    if (direction == "within") != (isinstance(thr, list) and thr[0] <= thr[1]):
         raise ValueError(
-            f"{at}: threshold must be a number for direction {direction!r}, got {thr!r}"
+            f"{at}: direction {direction!r} needs threshold "
+            + ("[lo, hi] with lo <= hi" if direction == "within" else "a number")
+            + f", got {thr!r}"
         )
     studies = d.get("studies") or [study]
     bad = [x for x in studies if x not in known]
