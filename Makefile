@@ -73,11 +73,14 @@ plateau-check: setup
 	$(BIN)/snakemake --cores all plateau_check
 	$(BIN)/snakemake --cores all --forcerun report
 
-## test: set up, then run the default test suite (slow tests excluded); the 15 slowest tests are
-## listed at the end (--durations), so what makes the suite slow is on record in every CI log
+## test: set up, then the linter, the formatter's check, the type checker (mypy over src/, its
+## settings in pyproject.toml) and the default test suite (slow tests excluded); the 15 slowest
+## tests are listed at the end (--durations), so what makes the suite slow is on record in every
+## CI log
 test: setup
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/ruff format --check src tests benchmarks tools
+	$(BIN)/mypy
 	$(BIN)/pytest -q -n 2 --durations=15
 
 ## test-slow: the slow tests only

@@ -301,7 +301,7 @@ def result_dict(tree: dict[str, Any]) -> dict[str, Any]:
             node.pop(leaf)
     for key in EXECUTION_KEYS:
         *parents, leaf = key.split(".")
-        node: Any = out
+        node = out
         for part in parents:
             node = node.get(part) if isinstance(node, dict) else None
         if isinstance(node, dict):

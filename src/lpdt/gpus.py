@@ -147,8 +147,8 @@ def acquire(
         held: dict[str, list[int]] = {}
         for g in gpu_ids:  # probe: lock every free slot, keep what the choice needs
             name = g.replace("/", "_")
-            fds = [_try_lock(lock_dir / f"gpu-{name}.{j}") for j in range(per_gpu)]
-            held[g] = [fd for fd in fds if fd is not None]
+            tries = [_try_lock(lock_dir / f"gpu-{name}.{j}") for j in range(per_gpu)]
+            held[g] = [fd for fd in tries if fd is not None]
         order = sorted(gpu_ids, key=lambda g: -len(held[g]))  # stable: ties keep list order
         chosen = [g for g in order if len(held[g]) >= units][:count]
         timed_out = time.monotonic() >= deadline

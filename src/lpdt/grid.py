@@ -178,8 +178,8 @@ def scale_chain(scale_path: str | Path) -> list[tuple[Path, dict[str, Any]]]:
             raise GridError(f"{path}: base must be the name of another scale, not {base!r}")
         path = path.parent / f"{base}.yaml"
         if not path.is_file():
-            names = sorted(p.stem for p in path.parent.glob("*.yaml"))
-            raise GridError(f"{chain[-1][0]}: base scale {base!r} not found (scales: {names})")
+            scales = sorted(p.stem for p in path.parent.glob("*.yaml"))
+            raise GridError(f"{chain[-1][0]}: base scale {base!r} not found (scales: {scales})")
 
 
 def read_scale(scale_path: str | Path) -> dict[str, Any]:
@@ -248,8 +248,11 @@ def blocks_of(study: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {"main": {k: study[k] for k in ("fixed", "grid", "config") if k in study}}
 
 
-def run_config(spec: dict[str, Any], coords: dict[str, Any], extra: list[dict]) -> dict:
-    """defaults <- coordinate fragments (in ``coordinates`` order) <- extra fragments."""
+def run_config(
+    spec: dict[str, Any], coords: dict[str, Any], extra: list[dict[str, Any] | None]
+) -> dict:
+    """defaults <- coordinate fragments (in ``coordinates`` order) <- extra fragments (a None
+    one, a study or block without ``config``, adds nothing)."""
     cfg = deep_merge({}, spec.get("defaults") or {}, null_deletes=True)
     coordinates = spec.get("coordinates") or {}
     for name in sorted(

@@ -60,7 +60,7 @@ def no_space(exc: BaseException) -> bool:
     return False
 
 
-def _atomic(path: Path, write: Callable[[IO], None], mode: str) -> None:
+def _atomic(path: Path, write: Callable[[IO[Any]], object], mode: str) -> None:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

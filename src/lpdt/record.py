@@ -53,6 +53,7 @@ METRICS_FILE = "metrics.json"
 HISTORY_FILE = "history.csv"
 
 Status = Literal["ok", "diverged"]
+Engine = Literal["simulated", "distributed"]  # the config's ``engine`` that ran a run
 
 
 class RecordError(LpdtError, ValueError):
@@ -239,7 +240,7 @@ class RunRecord:
     device: str  # the torch device the run used
     provenance: Provenance
     versions: Versions
-    engine: Literal["simulated", "distributed"] = "simulated"  # config ``engine`` that ran it
+    engine: Engine = "simulated"  # config ``engine`` that ran it
     system: SystemMetrics | None = None  # None: a version 1 record
     schema_version: int = SCHEMA_VERSION
 

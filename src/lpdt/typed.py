@@ -136,7 +136,8 @@ class Reader:
         dataclass is built (``build``), anything else goes to ``coerce`` if there is one, else
         to the JSON rules (ints accepted for floats, lists for tuples, objects for dataclasses)."""
         if dataclasses.is_dataclass(tp):
-            return self.build(tp, value, f"{where}.")
+            # ``tp`` is an annotation: a dataclass is there as its class, never an instance.
+            return self.build(typing.cast(type[Any], tp), value, f"{where}.")
         if self.coerce is not None:
             return self.coerce(value, tp, where, field)
         origin, args = typing.get_origin(tp), typing.get_args(tp)
@@ -174,7 +175,8 @@ class Reader:
                     return tuple(items) if origin is tuple else items
         elif origin is dict and isinstance(value, dict):
             if len(args) == 2 and dataclasses.is_dataclass(args[1]):  # named objects: each built
-                return {k: self.build(args[1], v, f"{where}.{k}.") for k, v in value.items()}
+                cls = typing.cast(type[Any], args[1])  # an annotation's argument: a class
+                return {k: self.build(cls, v, f"{where}.{k}.") for k, v in value.items()}
             return value
         shown = json.dumps(value, default=str)
         shown = shown if len(shown) <= 60 else shown[:57] + "..."

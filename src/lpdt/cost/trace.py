@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import nn
@@ -135,12 +136,15 @@ def _record(name: str, kind: str, module: nn.Module, inputs: tuple, output) -> L
     weight_numel = (
         weight.numel() if isinstance(weight, torch.Tensor) and kind in ("conv", "linear") else 0
     )
+    c_in: int
     if kind == "conv":
-        c_in, c_out = module.in_channels, module.out_channels
-        k = _numel(module.kernel_size)
-        groups = module.groups
+        conv = cast(nn.Conv2d, module)  # kind "conv": a convolution (module_kind)
+        c_in, c_out = conv.in_channels, conv.out_channels
+        k = _numel(conv.kernel_size)
+        groups = conv.groups
     elif kind == "linear":
-        c_in, c_out, k, groups = module.in_features, module.out_features, 1, 1
+        linear = cast(nn.Linear, module)  # kind "linear": a Linear (module_kind)
+        c_in, c_out, k, groups = linear.in_features, linear.out_features, 1, 1
     else:
         c_in, c_out, k, groups = int(in_shape[0]), int(out_shape[0]), 1, 1
     if kind == "linear":

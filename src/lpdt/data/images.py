@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import pickle
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -72,7 +73,7 @@ def _subset(x: torch.Tensor, y: torch.Tensor, k: int | None) -> tuple[torch.Tens
 
 # --- CIFAR ---------------------------------------------------------------------------------------
 
-_CIFAR = {
+_CIFAR: dict[str, dict[str, Any]] = {  # name -> its files and statistics
     "cifar10": {
         "folder": "cifar-10-batches-py",
         "train": [f"data_batch_{i}" for i in range(1, 6)],

@@ -359,7 +359,7 @@ class SparseInt8Compressor(LayerwiseCompressor):
         lo, hi = stats[:, :, 0][:, seg], stats[:, :, 1][:, seg]
         return codes.to(torch.float32).mul_((hi - lo) / 255).add_(lo)
 
-    def encode(self, x: torch.Tensor):  # type: ignore[override]
+    def encode(self, x: torch.Tensor):
         out = self._out
         if out is None or out.shape != x.shape or out.device != x.device or out.dtype != x.dtype:
             out = self._out = torch.empty_like(x)

@@ -19,10 +19,11 @@ import torch
 
 from lpdt.decentral.algorithms import Exchange, Mixer
 from lpdt.decentral.compression import Compressor
+from lpdt.record import Engine
 
 
 class NodeGroup(Protocol):
-    engine: str  # "simulated" | "distributed" (recorded in metrics.json)
+    engine: Engine  # "simulated" | "distributed" (recorded in metrics.json)
     nodes: int  # n: all nodes of the run
     ids: list[int]  # the nodes this process holds, in row order
     writer: bool  # this process writes the run directory's files and logs
@@ -62,7 +63,7 @@ class NodeGroup(Protocol):
 class LocalGroup:
     """All n nodes in this process (the simulator)."""
 
-    engine = "simulated"
+    engine: Engine = "simulated"
     writer = True
     checkpoint_name = "checkpoint.pt"
 

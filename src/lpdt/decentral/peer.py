@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 from lpdt.decentral.algorithms import Message
 from lpdt.decentral.compression import Compressor
+from lpdt.record import Engine
 
 FP32 = 4  # bytes
 
@@ -108,6 +109,10 @@ class PeerExchange:
         reqs = [dist.isend(self.send_buf, dst=j) for j in self.out_peers]
         reqs += [dist.irecv(self.recv_bufs[k], src=j) for k, j in enumerate(self.in_peers)]
         for r in reqs:
+            if r is None:  # torch returns no handle only for a rank outside the group
+                raise RuntimeError(
+                    "gossip: a send or receive was not posted (rank outside the group)"
+                )
             r.wait()
         self.bytes_sent += self.codec.nbytes * len(self.out_peers)
         for k in range(len(self.in_peers)):
@@ -146,7 +151,7 @@ def timeout_s() -> float:
 class TorchGroup:
     """Node ``rank`` of a ``torch.distributed`` process group of ``nodes`` processes."""
 
-    engine = "distributed"
+    engine: Engine = "distributed"
 
     def __init__(self, rank: int, nodes: int, device: torch.device) -> None:
         self.rank, self.nodes = rank, nodes

@@ -58,8 +58,9 @@ class NodeStreams:
         saved_cpu = torch.get_rng_state()
         saved_cuda = torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None
         torch.set_rng_state(self.cpu[k])
-        if saved_cuda is not None:
-            torch.cuda.set_rng_state(self.cuda[k], self.device)
+        cuda_k = self.cuda[k]
+        if saved_cuda is not None and cuda_k is not None:  # (both: the run is on a GPU)
+            torch.cuda.set_rng_state(cuda_k, self.device)
         try:
             yield
         finally:

@@ -37,7 +37,8 @@ class Progress:
         self.run, self.epochs, self.log, self.every_s = run, epochs, log, every_s
         self.t0 = self.last_t = time.perf_counter()
         self.it0, self.last_samples = run.iterations, run.samples
-        self.epoch, self.k, self.loss_sum = -1, 0, None
+        self.epoch, self.k = -1, 0
+        self.loss_sum: torch.Tensor | None = None  # this epoch's losses so far (on the device)
         self.started = False
 
     def eta_s(self, done_in_iter: int = 0) -> float | None:
@@ -55,7 +56,8 @@ class Progress:
             self.epoch, self.k, self.loss_sum = r.epoch, 0, None
         self.k += 1
         loss = losses.detach().mean()
-        self.loss_sum = loss if self.loss_sum is None else self.loss_sum + loss
+        loss_sum = loss if self.loss_sum is None else self.loss_sum + loss
+        self.loss_sum = loss_sum
         now = time.perf_counter()
         if not self.started:  # this session's first iteration includes compiling the step
             self.started = True  # (train.compile): rates and the ETA start after it
@@ -69,7 +71,7 @@ class Progress:
         eta = self.eta_s(done_in_iter=1)
         self.log(
             f"  epoch {r.epoch + 1}/{self.epochs} iter {self.k}/{r.iters}  loss "
-            f"{float(self.loss_sum) / self.k:.4f}  {ips:.0f} img/s  ETA "
+            f"{float(loss_sum) / self.k:.4f}  {ips:.0f} img/s  ETA "
             f"{duration(eta) if eta is not None else '?'}"
         )
         self.last_t, self.last_samples = now, r.samples

@@ -39,6 +39,7 @@ from lpdt.record import (
     ModelRecord,
     Provenance,
     RunRecord,
+    Status,
     Timing,
     Versions,
 )
@@ -86,7 +87,7 @@ def train(
         write_text_atomic(out / "config.yaml", dump_config(cfg))
     log(start_line(cfg, run))
 
-    status = "ok"
+    status: Status = "ok"
     t_start = time.perf_counter()
 
     def wall() -> float:
@@ -98,7 +99,7 @@ def train(
         epoch = run.epoch
         lr = lr_at(cfg, epoch)
         loss = run.train_epoch(lr, progress.after_gradients)
-        fields = {"epoch": epoch, "lr": lr, "train_loss": loss}
+        fields: dict[str, float | None] = {"epoch": epoch, "lr": lr, "train_loss": loss}
         if math.isnan(loss):
             status = "diverged"
             run.history.append(HistoryRow.from_dict(fields))
@@ -125,7 +126,9 @@ def train(
     wire_train = group.wire_bytes()  # measured (distributed engine), before the final rounds
     if status == "ok":
         run.final_gossip()
-        final = FinalMetrics(**run.evaluate_all(), train_loss=run.history[-1].train_loss)
+        last_loss = run.history[-1].train_loss
+        assert last_loss is not None  # the last row is an epoch's: it has its training loss
+        final = FinalMetrics(**run.evaluate_all(), train_loss=last_loss)
         run.history.append(
             HistoryRow(
                 epoch="final",
@@ -214,7 +217,7 @@ def _save_checkpoint(
 def _run_record(
     cfg: RunConfig,
     run: Run,
-    status: str,
+    status: Status,
     final: FinalMetrics | None,
     prov: Provenance,
     system: SystemSampler,

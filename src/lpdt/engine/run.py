@@ -316,7 +316,7 @@ class Run:
         torch.set_rng_state(ck.torch_rng)
         if self.device.type == "cuda" and ck.cuda_rng is not None:
             torch.cuda.set_rng_state(ck.cuda_rng, self.device)
-        for k, v in ck.counters.items():
-            setattr(self, k, v)
+        for name, value in ck.counters.items():
+            setattr(self, name, value)
         self.history = list(ck.history)
         self.epoch = ck.epoch

@@ -284,6 +284,9 @@ class RangeBatchNormAct2d(nn.Module):
 
     norm_kind = "rangebn"
 
+    running_mean: torch.Tensor  # buffers (register_buffer), declared for the type checker
+    running_scale: torch.Tensor
+
     def __init__(
         self,
         channels: int,

@@ -12,6 +12,8 @@ stride or width changes. All convs have no bias.
 
 from __future__ import annotations
 
+from typing import cast
+
 from torch import Tensor, nn
 
 from lpdt.layers import Add
@@ -92,15 +94,15 @@ class ResNet(nn.Module):
             if isinstance(block.shortcut, nn.Sequential):
                 norms.append(block.shortcut[1])
         for m in norms:
-            m.weight.fill_(1.0)
-            m.bias.zero_()
+            m.get_parameter("weight").fill_(1.0)
+            m.get_parameter("bias").zero_()
         for block in self.blocks():
-            block.norm2.weight.zero_()
+            block.norm2.get_parameter("weight").zero_()
         nn.init.normal_(self.fc.weight, 0.0, 0.01)
         nn.init.zeros_(self.fc.bias)
 
     def blocks(self) -> list[BasicBlock]:
-        return [b for stage in self.stages for b in stage]
+        return [cast(BasicBlock, b) for stage in self.stages for b in stage.children()]
 
 
 def resnet_cifar(cfg, num_classes: int, input_shape: tuple[int, ...], depth: int) -> ResNet:

@@ -96,7 +96,9 @@ def distilbert(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module
 
     _quiet_transformers()
     if not getattr(cfg, "pretrained", True):
-        net = DistilBertForSequenceClassification(DistilBertConfig(num_labels=num_classes))
+        # num_labels: a PretrainedConfig keyword that DistilBertConfig's annotations leave out
+        config = DistilBertConfig(num_labels=num_classes)  # type: ignore[call-arg]
+        net = DistilBertForSequenceClassification(config)
         return TextClassifier(net)
     folder = _model_root(cfg) / DISTILBERT_DIR
     if (folder / "config.json").exists():
@@ -122,7 +124,7 @@ def distilbert_tiny(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.M
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
 
     length = int(input_shape[0]) if input_shape else 128
-    config = DistilBertConfig(
+    config = DistilBertConfig(  # type: ignore[call-arg]  # num_labels: as above
         vocab_size=BERT_VOCAB,
         dim=64,
         n_layers=2,

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -226,16 +227,18 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
     return df, manifest
 
 
-def _seed(v: object) -> int | None:
+def _seed(v: Any) -> int | None:
+    """``v`` as an int; None where ``int`` refuses it (any value may come, hence ``Any``)."""
     try:
-        return int(v)  # type: ignore[arg-type]
+        return int(v)
     except (TypeError, ValueError):
         return None
 
 
-def _num(v: object) -> float:
+def _num(v: Any) -> float:
+    """``v`` as a finite float; NaN where ``float`` refuses it or it is not finite."""
     try:
-        f = float(v)  # type: ignore[arg-type]
+        f = float(v)
     except (TypeError, ValueError):
         return float("nan")
     return f if math.isfinite(f) else float("nan")

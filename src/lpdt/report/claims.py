@@ -213,12 +213,14 @@ def load_claims(path: Path = CLAIMS_FILE) -> tuple[int, list[Claim]]:
         if kind == "arithmetic" and not d.get("column"):
             raise ValueError(f"{at}: an arithmetic claim needs the column of Table 10 it reads")
         thr = d["threshold"]
+        if isinstance(thr, list):  # [lo, hi]: the schema allows exactly two numbers
+            thr = cast(tuple[float, float], tuple(float(x) for x in thr))
         out.append(
             Claim(
                 **{
                     k: v for k, v in d.items() if k not in ("threshold", "studies", "where", "rows")
                 },
-                threshold=tuple(float(x) for x in thr) if isinstance(thr, list) else thr,
+                threshold=thr,
                 studies=tuple(d.get("studies") or ()),
                 where=dict(d.get("where") or {}),
                 rows=dict(d.get("rows") or {}),
@@ -241,7 +243,7 @@ EQUIV_MARGIN = float(BY_ID["rangeen_equiv_evonorm"].threshold[1])  # type: ignor
 def summarize(p: pd.DataFrame, claim: Claim, set_aside: pd.DataFrame | None = None) -> dict:
     """The claim's record from paired differences (columns ``_cell``, ``seed``, ``diff``) and
     the pairs set aside (``lpdt.report.pairs.Pairing.set_aside``)."""
-    return pairs.summarize(p, claim.threshold, claim.direction, set_aside=set_aside)  # type: ignore[arg-type]
+    return pairs.summarize(p, claim.threshold, claim.direction, set_aside=set_aside)
 
 
 def _paired(cells: pd.DataFrame, claim: Claim) -> pairs.Pairing:

@@ -459,7 +459,7 @@ def summarize(
     used, shared = choose_cells(seed_sets)
     left_out = _left_out(seed_sets, used, shared, aside, of)
     if not len(p):
-        out = {
+        out: dict[str, Any] = {
             "verdict": NO_DATA,
             "mean": None,
             "sd": None,

@@ -333,15 +333,20 @@ def summary_sentences(
             f"studies ({', '.join(c.id for c in declared)}), "
             f"{_n_phrase(verdict_counts(declared))}."
         )
-    both = [c for c in acc if c.mean is not None and c.paper_effect is not None]
+    # (claim, our mean, the paper's effect): the accuracy claims where both numbers are known.
+    both = [
+        (c, c.mean, c.paper_effect)
+        for c in acc
+        if c.mean is not None and c.paper_effect is not None
+    ]
     if both:
-        far = max(both, key=lambda c: abs(c.mean - c.paper_effect))
+        far = max(both, key=lambda t: abs(t[1] - t[2]))[0]
         out.append(
             f'The largest gap to the paper is on "{far.statement}": '
             f"{far.effect} is {effect_text(far)} here against "
             f"{far.paper_effect:.2f} in the paper."
         )
-        same = [c for c in both if (c.mean > 0) == (c.paper_effect > 0)]
+        same = [c for c, mean, paper in both if (mean > 0) == (paper > 0)]
         out.append(
             f"Our mean effect has the paper's sign in {len(same)} of {len(both)} accuracy claims."
         )

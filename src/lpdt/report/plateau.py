@@ -35,7 +35,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -331,7 +331,7 @@ def rescore(check: pd.DataFrame | None, runs: pd.DataFrame) -> Rescoring | None:
     its commit with theirs (``same_commit``: a dirty tree is never the same commit)."""
     from lpdt.report.aggregate import KEYS
     from lpdt.report.claims import BY_ID, accuracy_claims
-    from lpdt.report.stats import holds
+    from lpdt.report.stats import Threshold, holds
 
     m = matching(check, runs)
     m = m[_statuses(m) == OK]
@@ -350,7 +350,8 @@ def rescore(check: pd.DataFrame | None, runs: pd.DataFrame) -> Rescoring | None:
         r2, claim = a2[cid], BY_ID[cid]
         if r1.get("mean") is None or r2.get("mean") is None:
             continue
-        thr = claim.threshold
+        # Not None: only arithmetic claims have no threshold (claims.yaml), and these are accuracy.
+        thr = cast(Threshold, claim.threshold)
         same = holds(r1["mean"], thr, claim.direction) == holds(r2["mean"], thr, claim.direction)
         claims.append(
             ClaimAt2x(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 
@@ -351,7 +352,8 @@ def ops_table(cost_dir: Path, table: int) -> tuple[pd.DataFrame, list[Rendered]]
     for (norm, label), g in c.groupby(["norm", "label"], sort=False):
         by = {p: r for p, r in zip(g["precision"], g.to_dict("records"))}
         fp, lp = by.get("fp32"), by.get("int8")
-        ref = fp or lp
+        # Not None: a group has a row, and every row is fp32 or int8 (lpdt.cost.ops.PRECISIONS).
+        ref = cast(dict[str, Any], fp or lp)
         rows.append(
             [
                 NORM_LABEL.get(norm, norm),

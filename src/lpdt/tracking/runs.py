@@ -41,6 +41,7 @@ import json
 import math
 import shutil
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -466,7 +467,7 @@ def _refresh(client, run, rec: RunRecord, tags: dict[str, str], name: str) -> No
     mid = run.info.run_id
     if run.data.tags.get(METRICS_LAYOUT_TAG) != METRICS_LAYOUT:
         for chunk in _chunks(_series_metrics(rec), 1000):
-            with_retry(lambda chunk=chunk: client.log_batch(mid, metrics=chunk))
+            with_retry(partial(client.log_batch, mid, metrics=chunk))
     stale = [RunTag(k, v) for k, v in tags.items() if run.data.tags.get(k) != v]
     if stale:
         with_retry(lambda: client.log_batch(mid, tags=stale))
@@ -496,7 +497,7 @@ def log_run(
             _refresh(client, r, rec, all_tags, name)
             return r.info.run_id
         # Interrupted while logging earlier: remove the partial record and log again.
-        with_retry(lambda r=r: client.delete_run(r.info.run_id))
+        with_retry(partial(client.delete_run, r.info.run_id))
         local = local_artifact_dir(uri, r.info.artifact_uri)
         if local is not None:
             shutil.rmtree(local, ignore_errors=True)
@@ -512,15 +513,15 @@ def log_run(
     mid = run.info.run_id
     params = [Param(k, v) for k, v in run_params(rec).items()]
     for chunk in _chunks(params, 100):
-        with_retry(lambda chunk=chunk: client.log_batch(mid, params=chunk))
+        with_retry(partial(client.log_batch, mid, params=chunk))
     for chunk in _chunks(_run_metrics(rec), 1000):
-        with_retry(lambda chunk=chunk: client.log_batch(mid, metrics=chunk))
+        with_retry(partial(client.log_batch, mid, metrics=chunk))
     with_retry(lambda: client.log_inputs(mid, datasets=[_dataset_input(rec)]))
     d = Path(run_dir)
     log_files(client, uri, run, [d / f for f in RUN_FILES if (d / f).is_file()])
     tag_list = [RunTag(k, v) for k, v in all_tags.items()]
-    for chunk in _chunks(tag_list, 100):
-        with_retry(lambda chunk=chunk: client.log_batch(mid, tags=chunk))
+    for tag_chunk in _chunks(tag_list, 100):
+        with_retry(partial(client.log_batch, mid, tags=tag_chunk))
     status = "FINISHED" if rec.status == "ok" else "FAILED"
     end = _time_ms(rec.provenance.finished or rec.provenance.started)
     with_retry(lambda: client.set_terminated(mid, status=status, end_time=end))
@@ -556,7 +557,7 @@ def log_report(
     client, train_id = open_experiment(uri, experiment)
     _, exp_id = open_experiment(uri, report_experiment(experiment))
     for old in search_runs(client, train_id, REPORT_TAG, scale):
-        with_retry(lambda old=old: client.delete_run(old.info.run_id))
+        with_retry(partial(client.delete_run, old.info.run_id))
     with store_lock(uri):  # one report run per scale, also with two loggers at once
         runs = search_runs(client, exp_id, REPORT_TAG, scale)
         if runs:

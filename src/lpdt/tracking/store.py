@@ -28,6 +28,7 @@ import shutil
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -200,7 +201,7 @@ def log_files(client, uri: str, run, files: Iterable[Path], subdir: str | None =
     local = local_artifact_dir(uri, run.info.artifact_uri)
     for f in files:
         if local is None:
-            with_retry(lambda f=f: client.log_artifact(run.info.run_id, str(f), subdir))
+            with_retry(partial(client.log_artifact, run.info.run_id, str(f), subdir))
             continue
         dest = local / subdir if subdir else local
         dest.mkdir(parents=True, exist_ok=True)

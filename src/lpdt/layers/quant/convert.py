@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -64,7 +65,7 @@ def _convert_conv(m: nn.Conv2d, spec: QuantSpec) -> QConv2d:
         spec=spec,
     )
     q.weight.copy_(m.weight)
-    if m.bias is not None:
+    if m.bias is not None and q.bias is not None:  # (both or neither: built with m's bias flag)
         q.bias.copy_(m.bias)
     return q.to(m.weight.device)
 
@@ -73,7 +74,7 @@ def _convert_conv(m: nn.Conv2d, spec: QuantSpec) -> QConv2d:
 def _convert_linear(m: nn.Linear, spec: QuantSpec) -> QLinear:
     q = QLinear(m.in_features, m.out_features, m.bias is not None, spec=spec)
     q.weight.copy_(m.weight)
-    if m.bias is not None:
+    if m.bias is not None and q.bias is not None:  # (both or neither: built with m's bias flag)
         q.bias.copy_(m.bias)
     return q.to(m.weight.device)
 
@@ -130,8 +131,15 @@ def number_noise_sites(model: nn.Module) -> None:
     """Give every stochastic-rounding module its index in ``model.modules()`` as ``noise_salt``,
     so that the call sites of one step draw independent noise from the step's one seed."""
     for i, m in enumerate(model.modules()):
-        if hasattr(m, "noise_salt"):
+        if isinstance(m, _NoiseSite):
             m.noise_salt = i
+
+
+@runtime_checkable
+class _NoiseSite(Protocol):
+    """A module that draws rounding noise: it has a ``noise_salt``."""
+
+    noise_salt: int
 
 
 def gossip_buffer_names(model: nn.Module) -> list[str]:

@@ -19,6 +19,8 @@ noise, and eager and compiled steps draw the same (``quantizers``).
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -46,9 +48,16 @@ from lpdt.layers.quant.spec import DEFAULT_SPEC, RANGE_MOMENTUM, QuantSpec
 
 
 def qparam(module: nn.Module, name: str) -> torch.Tensor | None:
-    """Parameter ``name`` of a quantised module, quantised to ``spec.weight_bits`` (own range)."""
+    """Parameter ``name`` of a quantised module, quantised to ``spec.weight_bits`` (own range);
+    None where the module has none (a convolution without bias)."""
     p = getattr(module, name)
-    return None if p is None else ste_minmax(p, module.spec.weight_bits)
+    return None if p is None else qweight(module, name)
+
+
+def qweight(module: nn.Module, name: str) -> torch.Tensor:
+    """Parameter ``name``, which the module always has, quantised as ``qparam`` does."""
+    spec = cast(QuantSpec, module.spec)  # every quantised module holds its QuantSpec
+    return ste_minmax(getattr(module, name), spec.weight_bits)
 
 
 class QuantMeasure(nn.Module):
@@ -59,6 +68,9 @@ class QuantMeasure(nn.Module):
     flat gossip tensor). Eval: the running range. Buffers ``running_min``/``running_max`` (shape
     [1]) are listed in ``gossip_buffers`` when the ranges travel with the model.
     """
+
+    running_min: torch.Tensor  # buffers (register_buffer), declared for the type checker
+    running_max: torch.Tensor
 
     def __init__(self, bits: int = 8, stochastic: bool = True, gossip: bool = True) -> None:
         super().__init__()
@@ -182,9 +194,9 @@ class QRangeEvoNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.quantize_input(x)
-        n = x * F.hardsigmoid(x * qparam(self, "v"))
+        n = x * F.hardsigmoid(x * qweight(self, "v"))
         s = ste_minmax(self.scale(x), self.spec.weight_bits)
-        out = scale_affine(n, s, qparam(self, "weight"), qparam(self, "bias"))
+        out = scale_affine(n, s, qweight(self, "weight"), qweight(self, "bias"))
         return quantize_grad(out, self.spec.grad_bits, self.noise_salt)
 
     def extra_repr(self) -> str:
@@ -202,6 +214,8 @@ class QRangeBatchNormAct2d(nn.Module):
     """
 
     norm_kind = "rangebn"
+    running_mean: torch.Tensor  # buffers (register_buffer), declared for the type checker
+    running_scale: torch.Tensor
 
     def __init__(
         self,
@@ -237,8 +251,8 @@ class QRangeBatchNormAct2d(nn.Module):
                 self.running_scale.lerp_(scale.detach(), self.momentum)
         else:
             mean, scale = self.running_mean, self.running_scale
-        k = ste_minmax(scale, self.spec.weight_bits) * qparam(self, "weight")
-        y = (x - mean[:, None, None]) * k[:, None, None] + qparam(self, "bias")[:, None, None]
+        k = ste_minmax(scale, self.spec.weight_bits) * qweight(self, "weight")
+        y = (x - mean[:, None, None]) * k[:, None, None] + qweight(self, "bias")[:, None, None]
         y = quantize_grad(y, self.spec.grad_bits, self.noise_salt)
         return F.relu(y) if self.act_kind == "relu" else y
 
