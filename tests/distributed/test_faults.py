@@ -165,6 +165,8 @@ def test_rank_killed_between_moving_its_checkpoint_and_saving_resumes_from_the_e
     assert "checkpoint.rank0.prev.pt after epoch 1" in log
 
 
+# slow (24 s on the reference VM): make test-slow runs it
+@pytest.mark.slow
 def test_rank_killed_before_its_first_save_makes_resume_start_from_scratch(tmp_path, full):
     """Rank 2 dies before its first save, the others have saved epoch 1: no epoch is common to
     all ranks, so ``--resume`` starts from scratch (and still reaches the same result)."""
@@ -177,6 +179,8 @@ def test_rank_killed_before_its_first_save_makes_resume_start_from_scratch(tmp_p
     assert "starting from scratch" in log
 
 
+# slow (35 s; the simulator's check is in the default suite on the reference VM): make test-slow runs it
+@pytest.mark.slow
 def test_run_dir_of_another_config_is_refused_and_force_overwrites_it(tmp_path):
     """As with the simulator: another config's run directory or checkpoint is refused with
     exit 2 and one line naming the key; ``--force`` runs over it."""

@@ -435,6 +435,8 @@ print(json.dumps({{"grad": float(net.body.fc.weight.grad.norm()),
 """
 
 
+# slow: 85 s on the reference VM (three processes, two cold compiles); make test-slow runs it
+@pytest.mark.slow
 def test_aot_cache_serves_8bit_graphs_and_a_changed_backward_misses(tmp_path):
     """8-bit graphs hold custom autograd Functions; lpdt lets AOTAutograd's on-disk cache keep
     them. A second process with the same code hits the cache; a process whose Function's

@@ -189,6 +189,8 @@ def test_paper_dry_run_lists_the_full_grid_quickly(tmp_path):
     }
 
 
+# slow: 40 s (the speed probe itself); the default suite keeps the plan without it
+@pytest.mark.slow
 def test_plan_probes_this_machine_only_when_printed_and_not_when_turned_off(tmp_path):
     """The plan's speed probe runs in the `plan` rule (not while the workflow is parsed: a dry
     run prints no probe line), by default; `plan_probe=False` turns it off."""
