@@ -148,6 +148,8 @@ def test_killed_rank_stops_the_run_and_resume_reproduces_it(tmp_path, full):
     assert_resumes_to(full, cut)
 
 
+# slow (23 s; a killed rank's resume is in the default suite): make test-slow runs it
+@pytest.mark.slow
 def test_rank_killed_between_moving_its_checkpoint_and_saving_resumes_from_the_epoch_before(
     tmp_path, full
 ):

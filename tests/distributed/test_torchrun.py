@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from lpdt.engine.launch import free_port
 from lpdt.record import MEASURED_FIELDS
 from tests.conftest import TINY
@@ -49,6 +51,8 @@ def stop(procs: list[subprocess.Popen]) -> None:
         p.wait(timeout=30)
 
 
+# slow (22 s; the local launch's equivalence with the simulator is in the default suite): make test-slow runs it
+@pytest.mark.slow
 def test_two_torchrun_agents_reproduce_the_local_launch(tmp_path):
     # torchrun is torch's console script: an environment with torch has it (no skip)
     torchrun = shutil.which("torchrun", path=Path(sys.executable).parent)

@@ -119,13 +119,13 @@ def test_without_the_kernel_the_probe_says_so(monkeypatch):
 
 def test_copies_run_in_their_own_processes_and_report_their_mean():
     """Two copies at once (spawned processes, started together at a barrier): every kind
-    timed; the 8-bit step costs more than the fp32 one, as on any CPU, and the 8-bit tensor
-    operations more than the kernel."""
+    timed; the 8-bit step costs more than the fp32 one, as on any CPU (about 2x). Whether the
+    8-bit tensor operations cost more than the kernel is not asserted: 1.6x apart on an idle
+    machine, they came out 22.4 against 23.9 ms inside a busy `make test` (2026-11-27)."""
     result = probe.probe_speed(2, window_s=0.2, warmup=1, min_steps=3, max_windows=3)
     assert set(result.ms) == set(probe.KINDS)
     assert all(math.isfinite(ms) and ms > 0 for ms in result.ms.values()), result
     assert result.ms["int8"] > result.ms["fp32"]
-    assert result.ms["int8_ops"] > result.ms["int8"]
 
 
 def test_steal_share_is_the_hypervisors_share_of_all_cpu_time():

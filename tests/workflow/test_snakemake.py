@@ -211,6 +211,8 @@ def test_plan_probes_this_machine_only_when_printed_and_not_when_turned_off(tmp_
     assert "scaled to this machine" not in off.stdout
 
 
+# slow (23 s; plan_check's comparison is tested in tests/plan/test_runtime.py): make test-slow runs it
+@pytest.mark.slow
 def test_a_successful_invocation_compares_finished_jobs_with_the_plan(tmp_path):
     """Snakemake's onsuccess reads the plan's table and the train rule's benchmark files: none
     before any job has run; none for a benchmark file of an earlier invocation (a no-op rerun);
