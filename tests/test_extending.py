@@ -102,3 +102,15 @@ def test_a_registered_compressor_is_a_coordinate_of_the_report_tables(
     assert cli.main([*argv, "--json"]) == 0
     overall = json.loads(capsys.readouterr().out)["overall"]
     assert overall["n"] == 3 and overall["mean"] == pytest.approx(0.5)
+
+
+def test_a_process_that_does_not_know_the_compressor_still_names_and_compares_its_runs() -> None:
+    """The MLflow log process and `lpdt compare` run where a plugin may not be registered: its
+    runs keep their compressor's name (no spec here: the fixture is not used)."""
+    from lpdt.report.aggregate import compression_key
+
+    assert "fp16" not in COMPRESSORS
+    config = {"algorithm": {"compression": {"name": "fp16", "ratio": 0.0}}}
+    rec = fake_record("r0", 80.0, config=config)
+    assert " fp16 " in f" {run_name(rec)} " and "fp16 messages" in run_note(rec)
+    assert compression_key("fp16", 0.0) == "fp16"

@@ -330,7 +330,9 @@ def _skew_panels(
             style = precision_style(str(prec))
             color = series_color(str(algo), str(prec))
             lab = ("LP-" if prec == "int8" else "") + (
-                ALGORITHMS.get(str(algo)).label if algos else "Choco+QGM"
+                (ALGORITHMS.get(str(algo)).label if algo in ALGORITHMS else str(algo))
+                if algos
+                else "Choco+QGM"
             )
             if g["count"].max() > 1:
                 lab += f" (n={int(g['count'].min())}" + (

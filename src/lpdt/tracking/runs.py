@@ -130,8 +130,12 @@ PAPER_NORM = {"fp32": "evonorm", "int8": "rangeen"}
 
 def _compression_token(comp: dict[str, Any]) -> str:
     """``dense``, ``top99``, ``random90``; 8-bit messages ``dense-msg8``, ``top90-msg8``: the
-    registered compressor's token (``lpdt.decentral.catalog``)."""
-    return COMPRESSORS.get(comp["name"]).token_of(comp["ratio"])
+    registered compressor's token (``lpdt.decentral.catalog``). A name this process does not
+    know (a plugin registered only where the run trained) is used as it is, with its ratio."""
+    name, ratio = comp["name"], comp["ratio"]
+    if name not in COMPRESSORS:
+        return f"{name}{round(100 * ratio, 4):g}" if ratio else str(name)
+    return COMPRESSORS.get(name).token_of(ratio)
 
 
 def run_name(rec: RunRecord, with_seed: bool = True) -> str:
@@ -163,7 +167,8 @@ def run_name(rec: RunRecord, with_seed: bool = True) -> str:
         parts.append(_compression_token(c["algorithm"]["compression"]))
         parts.append(c["algorithm"]["name"] + ("+qgm" if c["optim"]["qgm"] else ""))
     parts += [model["name"], norm] if paper_norm else [model["name"]]
-    topology = f"{TOPOLOGIES.get(topo['name']).short}{topo['nodes']}"  # the paper's: "ring"
+    short = TOPOLOGIES.get(topo["name"]).short if topo["name"] in TOPOLOGIES else topo["name"]
+    topology = f"{short}{topo['nodes']}"  # the paper's directed ring: "ring8"
     parts += ["1node" if single else topology, rec.dataset.name]
     return " ".join(parts)
 
@@ -237,12 +242,15 @@ def run_note(
     c = rec.config
     topo, part, comp = c["topology"], c["partition"], c["algorithm"]["compression"]
     precision = "8-bit" if c["precision"]["mode"] == "int8" else c["precision"]["mode"]
-    algo = ALGORITHMS.get(c["algorithm"]["name"]).title
+    # The registered words (lpdt.decentral.catalog); a name this process does not know (a
+    # plugin registered only where the run trained) as it is.
+    name = c["algorithm"]["name"]
+    algo = ALGORITHMS.get(name).title if name in ALGORITHMS else name
     if c["optim"]["qgm"]:
         algo += " with quasi-global momentum"
-    compressor = COMPRESSORS.get(comp["name"])
-    sent = f"{compressor.label} messages"
-    if compressor.sparse:
+    known = comp["name"] in COMPRESSORS
+    sent = f"{COMPRESSORS.get(comp['name']).label if known else comp['name']} messages"
+    if comp["ratio"]:  # only a sparsifier drops entries (the config refuses a ratio otherwise)
         sent += f", dropping {100 * comp['ratio']:g} % of each"
     split = (
         f"Dirichlet alpha {part['alpha']:g}"
@@ -264,7 +272,7 @@ def run_note(
     epochs = c["train"]["epochs"]
     text = (
         f"{rec.model.name} ({rec.model.params:,} parameters, {precision}) trained with {algo}"
-        f" on {topo['nodes']} nodes in a {TOPOLOGIES.get(topo['name']).words}, "
+        f" on {topo['nodes']} nodes in a {TOPOLOGIES.get(topo['name']).words if topo['name'] in TOPOLOGIES else topo['name']}, "
         f"{sent}, for {epochs} epochs (seed {c['seed']}), on {data}, split over the nodes "
         f"with {split}, by the {rec.engine} engine."
     )
