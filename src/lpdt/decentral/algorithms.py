@@ -240,9 +240,6 @@ def make_algorithm(
     matrix ``w``; ``exchange`` defaults to the in-process ``Mixer`` (``z0`` then holds all n
     nodes' rows)."""
     spec = ALGORITHMS.get(name)
-    if not spec.compresses and compressor.compression != "none":
-        compressing = ", ".join(n for n in ALGORITHMS if ALGORITHMS.get(n).compresses)
-        raise ValueError(
-            f"algorithm {name!r} sends full models; use one of {compressing} with compression"
-        )
+    if not spec.compresses and compressor.compression != "none":  # (lpdt.config refuses it too)
+        raise ValueError(f"algorithm {name!r} sends full models: compression must be 'none'")
     return spec.load()(exchange or Mixer(w, z0.device), compressor, eta, z0)

@@ -33,11 +33,8 @@ import torch
 
 from lpdt.decentral.catalog import COMPRESSORS
 
-SPARSIFIERS = (
-    "none",
-    "topk",
-    "randomk",
-)  # LayerwiseCompressor's (and the reference's byte counter)
+# LayerwiseCompressor's compressions (and the names the reference's byte counter knows)
+SPARSIFIERS = ("none", "topk", "randomk")
 QUANTIZERS = ("qsgd", "int8")
 SPARSE_INT8 = "topk_int8"  # top-k with 8-bit values (SparseInt8Compressor)
 INDEX_LIMIT_16 = 2**16  # tensors up to this many entries send uint16 indices, larger int32

@@ -38,6 +38,7 @@ memory are arithmetic from the paper's constants (the cost model): shown, with n
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -141,7 +142,9 @@ class Claim:
 SCHEMA_FILE = Path(__file__).with_name("claims.schema.yaml")  # the claims' one schema
 
 
+@functools.cache
 def _schema() -> dict[str, Any]:
+    """The schema, read once per process (check_schema runs for every study claim)."""
     import yaml
 
     return yaml.safe_load(SCHEMA_FILE.read_text())
@@ -501,17 +504,19 @@ def cost_claims(cost_dir: Path, claims: Sequence[Claim] = CLAIMS) -> dict[str, d
     (their column of ``table10.csv``), each by the evaluator of its kind."""
     out = {}
     wire, t10 = cost_dir / "wire_bytes.csv", cost_dir / "table10.csv"
+    wire_rows = pd.read_csv(wire) if wire.exists() else None  # each file read once
+    t10_rows = pd.read_csv(t10) if t10.exists() else None
     for c in claims:
         if c.kind == "cost":
-            d = pd.read_csv(wire) if wire.exists() else None
+            d = wire_rows
             out[c.id] = (
                 _missing(wire) if d is None else _comm(d, d["bytes_fp32"] / d["bytes_int8"], c)
             )
         elif c.kind == "arithmetic":
-            if not t10.exists():
+            if t10_rows is None:
                 out[c.id] = _missing(t10)
                 continue
-            rows = _rows(pd.read_csv(t10), c)
+            rows = _rows(t10_rows, c)
             out[c.id] = _arithmetic([float(x) for x in rows[str(c.column)]])
     return out
 
@@ -524,10 +529,10 @@ def paper_cost(
     claim's column, as the paper's metric) as arithmetic."""
     out: dict[str, dict] = {}
     wire = cost_dir / "wire_bytes.csv"
+    d = pd.read_csv(wire) if wire.exists() else None  # read once
     t10 = paper[paper["table"] == 10]
     for c in claims:
-        if c.kind == "cost" and wire.exists():
-            d = pd.read_csv(wire)
+        if c.kind == "cost" and d is not None:
             if "paper_ratio" in d.columns:
                 out[c.id] = _comm(d, pd.to_numeric(d["paper_ratio"], errors="coerce"), c)
         elif c.kind == "arithmetic" and len(t10):
