@@ -40,6 +40,10 @@ class Registry(Generic[T]):
                 f"unknown {self.kind} {name!r}; choose one of: {', '.join(sorted(self._items))}"
             ) from None
 
+    def find(self, name: str) -> T | None:
+        """The entry of ``name``, or None where it is not registered (in this process)."""
+        return self._items.get(name)
+
     def names(self) -> list[str]:
         return sorted(self._items)
 

@@ -88,9 +88,8 @@ def compression_key(name: str, ratio: float) -> object:
     compressor's (``lpdt.decentral.catalog``): 0 without one, the top-k / random-k ratio in % (90,
     99), and for 8-bit messages the codec: ``"int8"`` (dense 8-bit codes) or ``"90+int8"`` (top-k
     90 % with 8-bit values); ``qsgd`` is ``"qsgd"``."""
-    if name not in COMPRESSORS:  # a plugin registered only where the run trained: its name
-        return name
-    return COMPRESSORS.get(name).coordinate_of(ratio)
+    spec = COMPRESSORS.find(name)  # None: a plugin registered only where the run trained
+    return name if spec is None else spec.coordinate_of(ratio)
 
 
 def _run_dir(entry: ManifestRun, manifest_path: Path) -> Path:

@@ -329,11 +329,9 @@ def _skew_panels(
             g = g.groupby("skew")["acc"].agg(["mean", "std", "count"]).sort_index()
             style = precision_style(str(prec))
             color = series_color(str(algo), str(prec))
-            lab = ("LP-" if prec == "int8" else "") + (
-                (ALGORITHMS.get(str(algo)).label if algo in ALGORITHMS else str(algo))
-                if algos
-                else "Choco+QGM"
-            )
+            spec = ALGORITHMS.find(str(algo))  # None: a plugin not registered here
+            name = (spec.label if spec else str(algo)) if algos else "Choco+QGM"
+            lab = ("LP-" if prec == "int8" else "") + name
             if g["count"].max() > 1:
                 lab += f" (n={int(g['count'].min())}" + (
                     f"-{int(g['count'].max())})" if g["count"].min() != g["count"].max() else ")"

@@ -32,9 +32,10 @@ PREC = {"fp32": "FP (32-bit)", "int8": "LP (8-bit)"}
 def variant(algorithm: str, precision: str) -> str:
     """A column of one algorithm at one precision, by the algorithm's short name
     (``lpdt.decentral.catalog``): "DS (32-bit)", "LP-Choco (8-bit)"."""
-    if algorithm not in ALGORITHMS or precision not in PREC:
+    spec = ALGORITHMS.find(algorithm)
+    if spec is None or precision not in PREC:
         return f"{algorithm} {precision}"
-    short = ALGORITHMS.get(algorithm).short
+    short = spec.short
     return f"LP-{short} (8-bit)" if precision == "int8" else f"{short} (32-bit)"
 
 

@@ -133,9 +133,10 @@ def _compression_token(comp: dict[str, Any]) -> str:
     registered compressor's token (``lpdt.decentral.catalog``). A name this process does not
     know (a plugin registered only where the run trained) is used as it is, with its ratio."""
     name, ratio = comp["name"], comp["ratio"]
-    if name not in COMPRESSORS:
+    spec = COMPRESSORS.find(name)
+    if spec is None:
         return f"{name}{round(100 * ratio, 4):g}" if ratio else str(name)
-    return COMPRESSORS.get(name).token_of(ratio)
+    return spec.token_of(ratio)
 
 
 def run_name(rec: RunRecord, with_seed: bool = True) -> str:
@@ -167,8 +168,8 @@ def run_name(rec: RunRecord, with_seed: bool = True) -> str:
         parts.append(_compression_token(c["algorithm"]["compression"]))
         parts.append(c["algorithm"]["name"] + ("+qgm" if c["optim"]["qgm"] else ""))
     parts += [model["name"], norm] if paper_norm else [model["name"]]
-    short = TOPOLOGIES.get(topo["name"]).short if topo["name"] in TOPOLOGIES else topo["name"]
-    topology = f"{short}{topo['nodes']}"  # the paper's directed ring: "ring8"
+    graph = TOPOLOGIES.find(topo["name"])
+    topology = f"{graph.short if graph else topo['name']}{topo['nodes']}"  # directed ring: "ring8"
     parts += ["1node" if single else topology, rec.dataset.name]
     return " ".join(parts)
 
@@ -244,12 +245,12 @@ def run_note(
     precision = "8-bit" if c["precision"]["mode"] == "int8" else c["precision"]["mode"]
     # The registered words (lpdt.decentral.catalog); a name this process does not know (a
     # plugin registered only where the run trained) as it is.
-    name = c["algorithm"]["name"]
-    algo = ALGORITHMS.get(name).title if name in ALGORITHMS else name
+    algorithm = ALGORITHMS.find(c["algorithm"]["name"])
+    algo = algorithm.title if algorithm else c["algorithm"]["name"]
     if c["optim"]["qgm"]:
         algo += " with quasi-global momentum"
-    known = comp["name"] in COMPRESSORS
-    sent = f"{COMPRESSORS.get(comp['name']).label if known else comp['name']} messages"
+    compressor = COMPRESSORS.find(comp["name"])
+    sent = f"{compressor.label if compressor else comp['name']} messages"
     if comp["ratio"]:  # only a sparsifier drops entries (the config refuses a ratio otherwise)
         sent += f", dropping {100 * comp['ratio']:g} % of each"
     split = (
@@ -270,9 +271,10 @@ def run_note(
     if d.stand_in:
         data += f" standing in for {d.stand_in_for or 'the paper dataset'}"
     epochs = c["train"]["epochs"]
+    graph = TOPOLOGIES.find(topo["name"])
     text = (
         f"{rec.model.name} ({rec.model.params:,} parameters, {precision}) trained with {algo}"
-        f" on {topo['nodes']} nodes in a {TOPOLOGIES.get(topo['name']).words if topo['name'] in TOPOLOGIES else topo['name']}, "
+        f" on {topo['nodes']} nodes in a {graph.words if graph else topo['name']}, "
         f"{sent}, for {epochs} epochs (seed {c['seed']}), on {data}, split over the nodes "
         f"with {split}, by the {rec.engine} engine."
     )
