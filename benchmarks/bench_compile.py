@@ -37,7 +37,7 @@ from lpdt.config import ModelConfig, PrecisionConfig
 from lpdt.decentral.state import NodeState
 from lpdt.engine.steps import Steps
 from lpdt.layers.quant import convert_to_int8, quantizers
-from lpdt.models import MODELS
+from lpdt.models import MODELS, make_model
 
 
 def build(
@@ -53,7 +53,7 @@ def build(
     ``int8`` precision settings (default: the paper's recipe)."""
     norm = fp32_norm if precision == "fp32" else "rangeen"
     mcfg = ModelConfig(name=model_name, norm=norm, range_chunks=range_chunks)
-    model = MODELS.get(model_name)(mcfg, 10, (3, size, size))
+    model = make_model(model_name, mcfg, 10, (3, size, size))
     if precision == "int8":
         model = convert_to_int8(model, int8 or PrecisionConfig(mode="int8"), mcfg)
     return model.to(device)

@@ -22,7 +22,7 @@ from lpdt.engine.launch import free_port
 from lpdt.engine.run import Run
 from lpdt.engine.steps import CUDA_INT8_ENV, MIN_TORCH_COMPILED_INT8, Steps, torch_version
 from lpdt.layers.quant import convert_to_int8, quantize
-from lpdt.models import MODELS
+from lpdt.models import make_model
 from tests.distributed.test_equivalence import BASE as EQUIVALENCE_BASE
 from tests.distributed.worker import node_state, train_briefly
 from tests.engine.test_loop import BASE as TRAIN_BASE
@@ -81,7 +81,7 @@ def _resnet20(precision: str) -> nn.Module:
     the 8-bit recipe as trained (stochastic activations and gradients)."""
     torch.manual_seed(0)
     mcfg = ModelConfig(name="resnet20", norm="evonorm" if precision == "fp32" else "rangeen")
-    model = MODELS.get("resnet20")(mcfg, 10, (3, 16, 16))
+    model = make_model("resnet20", mcfg, 10, (3, 16, 16))
     if precision == "int8":
         model = convert_to_int8(model, PrecisionConfig(act_rounding="nearest", grad_bits=32), mcfg)
     elif precision == "int8-stochastic":

@@ -1,6 +1,7 @@
-"""A compressor defined only here, registered with its spec, runs through ``lpdt train``, the
-cost model (its bytes on the wire), MLflow's run names and the report's comparison table, with
-nothing in ``src/`` changed: what docs/extending.md promises a newcomer."""
+"""A compressor and a model defined only here, registered with their specs, run through ``lpdt
+train``, the cost model (the compressor's bytes on the wire), MLflow's run names, the planner and
+the GPU slots (the model's), and the report's comparison table and coordinates, with nothing in
+``src/`` changed: what docs/extending.md promises a newcomer."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+from torch import nn
 
-from lpdt import cli
+from lpdt import cli, gpus
 from lpdt.config import ConfigError, load_config
 from lpdt.cost.wire import message_nbytes
 from lpdt.decentral.catalog import COMPRESSORS, CompressorSpec
+from lpdt.models import MODELS, ModelSpec
+from lpdt.plan import runtime
 from lpdt.record import read as read_record
 from lpdt.tracking.runs import run_name, run_note
 from tests.conftest import TINY
@@ -114,3 +118,45 @@ def test_a_process_that_does_not_know_the_compressor_still_names_and_compares_it
     rec = fake_record("r0", 80.0, config=config)
     assert " fp16 " in f" {run_name(rec)} " and "fp16 messages" in run_note(rec)
     assert compression_key("fp16", 0.0) == "fp16"
+
+
+def linear(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
+    """A model in one line: a linear classifier of the flattened image."""
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(int(torch.tensor(input_shape).prod()), num_classes)
+    )
+
+
+@pytest.fixture
+def linear_model() -> Iterator[ModelSpec]:
+    spec = ModelSpec(linear, stands_in_for="resnet20", jobs_per_gpu=4, gossiped=1_000)
+    MODELS.add("linear", spec)
+    yield spec
+    MODELS.remove("linear")
+
+
+def test_a_registered_model_trains_is_planned_and_stands_in_for_its_paper_model(
+    linear_model, tiny_config, tmp_path
+) -> None:
+    from lpdt.report.aggregate import BY_NAME
+
+    out = tmp_path / "run"
+    sets = [*RUN, "model.name=linear"]
+    assert cli.main(["train", *sum((["--set", s] for s in sets), []), "--out", str(out)]) == 0
+    rec = read_record(out)
+    assert rec.status == "ok" and rec.model.name == "linear"
+    assert rec.model.params == rec.model.gossiped  # no 8-bit ranges: the parameters
+    assert " linear " in f" {run_name(rec)} "
+    # The report's model coordinate is the paper's model it stands in for.
+    assert BY_NAME["model"].canonical("linear") == "resnet20"
+    # The GPU slots and the planner read its spec.
+    assert gpus.jobs_per_gpu("auto", "linear") == 4
+    cfg = tiny_config(*RUN[len(TINY) :], "model.name=linear").to_dict()
+    assert runtime.gossip_units(cfg, 4000) > 0
+    MODELS.remove("linear")
+    try:  # the same run without the spec: no gossip term, k = 1, its own name as coordinate
+        assert runtime.gossip_units(cfg, 4000) == 0
+        assert gpus.jobs_per_gpu("auto", "linear") == 1
+        assert BY_NAME["model"].canonical("linear") == "linear"
+    finally:
+        MODELS.add("linear", linear_model)

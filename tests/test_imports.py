@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,7 +33,6 @@ KNOWN_CIRCLES = [
         "lpdt.data.synthetic",
         "lpdt.data.text",
     },
-    {"lpdt.models", "lpdt.models.resnet", "lpdt.models.text", "lpdt.models.vgg"},
 ]
 
 
@@ -294,3 +295,17 @@ def test_the_private_check_finds_imports_and_attributes():
 def test_the_circle_check_finds_a_circle():
     """The checker itself: a circle through a lazy import is found."""
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+
+
+def test_light_modules_import_no_torch():
+    """The specs (``lpdt.decentral.catalog``, ``lpdt.models``), the config, the grid, the GPU
+    slots, MLflow tracking and the planner are read by processes that must stay light (building
+    the workflow's DAG, the MLflow log process): importing them imports no torch."""
+    light = "lpdt.config lpdt.models lpdt.decentral.catalog lpdt.gpus lpdt.grid lpdt.tracking"
+    code = (
+        f"import sys, {', '.join(light.split())}, lpdt.plan.runtime; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[]", r.stdout[:2000]

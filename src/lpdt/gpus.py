@@ -26,21 +26,10 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from lpdt.models import MODELS
+
 NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")  # one entry per GPU the driver sees
 
-# Training jobs that share one GPU, per model (config gpu_jobs_per_gpu: auto); a model not
-# listed gets a GPU to itself (1). ResNet-20: MEASURED (2026-11-27, one H100, Table 3 jobs;
-# lpdt.plan.runtime.H100_SHARE): 8 jobs give 4.7x the images/s of one, 12 only 5.0x. The others
-# are PROVISIONAL, NOT MEASURED: guesses from the models' sizes (ResNet-8 / -54 launch-bound and
-# small like ResNet-20; VGG-11, ResNet-18 at 64 px or larger and MiniLM fill more of a GPU).
-JOBS_PER_GPU: dict[str, int] = {
-    "resnet8": 8,
-    "resnet20": 8,
-    "resnet54": 8,
-    "vgg11": 4,
-    "resnet18": 2,
-    "minilm": 2,
-}
 SLOT_WAIT_S = 3600.0  # how long a job waits for free slots on one GPU (then: least busy GPU)
 
 
@@ -71,10 +60,12 @@ def job_gpus(setting: int | str, device: str, gpus: int, processes: int = 1) -> 
 
 def jobs_per_gpu(setting: int | str, model: str) -> int:
     """k, the training jobs of ``model`` that share one GPU: ``setting`` (config
-    gpu_jobs_per_gpu) when it is a number, else ``JOBS_PER_GPU``'s entry (1 if none)."""
+    gpu_jobs_per_gpu) when it is a number, else the model's ``ModelSpec.jobs_per_gpu`` (1 for a
+    model not registered in this process)."""
     if setting != "auto":
         return max(1, int(setting))
-    return JOBS_PER_GPU.get(model, 1)
+    spec = MODELS.find(model)
+    return spec.jobs_per_gpu if spec else 1
 
 
 def slot_units(ks: Iterable[int]) -> int:

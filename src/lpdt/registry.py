@@ -1,11 +1,29 @@
-"""A tiny name -> object registry so that configs can name models, datasets, algorithms... by string."""
+"""A tiny name -> object registry so that configs can name models, datasets, algorithms... by string,
+and the base of the specs registered in it (``lpdt.decentral.catalog``, ``lpdt.models``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A registered component: what the rest of lpdt reads about it (a subclass's fields) and
+    ``impl``, its implementation, or ``"module:attribute"`` where it is. A string is imported on
+    first use (``load``), so that reading a spec imports no torch."""
+
+    impl: str | Callable[..., Any]
+
+    def load(self) -> Callable[..., Any]:
+        if not isinstance(self.impl, str):
+            return self.impl
+        module, _, attr = self.impl.partition(":")
+        return getattr(import_module(module), attr)
 
 
 class Registry(Generic[T]):

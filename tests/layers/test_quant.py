@@ -23,7 +23,7 @@ from lpdt.layers.quant import (
     gossip_buffer_names,
     quantize,
 )
-from lpdt.models import MODELS
+from lpdt.models import make_model
 
 
 def _t(v: float) -> torch.Tensor:
@@ -216,7 +216,7 @@ def _count(model: nn.Module, types) -> int:
 def test_convert_replaces_everything(name: str, norm: str):
     mcfg = ModelConfig(name=name, norm=norm)
     shape = (3, 64, 64) if name == "resnet18" else (3, 32, 32)
-    fp = MODELS.get(name)(mcfg, 10, shape)
+    fp = make_model(name, mcfg, 10, shape)
     q = convert_to_int8(fp, PrecisionConfig(mode="int8"), mcfg)
     assert _count(q, QConv2d) == _count(fp, nn.Conv2d) > 0
     assert _count(q, QLinear) == _count(fp, nn.Linear) > 0
@@ -249,7 +249,7 @@ def test_convert_linear_only_and_gossip_switch():
 
 def test_convert_passes_range_evonorm_switches():
     mcfg = ModelConfig(name="resnet20", norm="evonorm", range_chunks=4, range_estimator="paper")
-    model = MODELS.get("resnet20")(ModelConfig(name="resnet20", norm="evonorm"), 10, (3, 8, 8))
+    model = make_model("resnet20", ModelConfig(name="resnet20", norm="evonorm"), 10, (3, 8, 8))
     q = convert_to_int8(model, PrecisionConfig(mode="int8"), mcfg)
     norms = [m for m in q.modules() if isinstance(m, QRangeEvoNorm)]
     assert norms and all((m.chunks, m.estimator) == (4, "paper") for m in norms)
@@ -257,7 +257,7 @@ def test_convert_passes_range_evonorm_switches():
 
 def test_deepcopy_and_flat_views_train_and_eval():
     mcfg = ModelConfig(name="resnet20", norm="evonorm")
-    q = convert_to_int8(MODELS.get("resnet20")(mcfg, 10, (3, 32, 32)), PrecisionConfig(), mcfg)
+    q = convert_to_int8(make_model("resnet20", mcfg, 10, (3, 32, 32)), PrecisionConfig(), mcfg)
     q = copy.deepcopy(q)
     names = gossip_buffer_names(q)
     # reference §7.1: 273,258 trainable parameters + 122 range scalars for LP ResNet-20
@@ -287,7 +287,7 @@ def test_deepcopy_and_flat_views_train_and_eval():
 
 def test_lp_init_switch():
     mcfg = ModelConfig(name="resnet20", norm="evonorm")
-    fp = MODELS.get("resnet20")(mcfg, 10, (3, 32, 32))
+    fp = make_model("resnet20", mcfg, 10, (3, 32, 32))
     ref = convert_to_int8(fp, PrecisionConfig(), mcfg)  # reference §7.1: zero gamma, small fc
     kept = convert_to_int8(fp, PrecisionConfig(lp_init=False), mcfg)
     last_norms = [b.norm2.weight for b in ref.blocks()]

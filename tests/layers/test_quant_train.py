@@ -32,7 +32,7 @@ from lpdt.config import ModelConfig, PrecisionConfig, RunConfig
 from lpdt.data.base import DatasetInfo, TensorDataset
 from lpdt.data.images import DEBIAN_FASHION_MNIST, read_fashion_mnist
 from lpdt.layers.quant import convert_to_int8
-from lpdt.models import MODELS
+from lpdt.models import make_model
 
 ROOT = DEBIAN_FASHION_MNIST
 N_TRAIN, N_TEST, SIZE, EPOCHS = 3000, 3000, 16, 8
@@ -85,7 +85,7 @@ def _train_eval(model: torch.nn.Module, data, batch: int = 32) -> float:
 def test_int8_resnet20_single_node_within_a_few_points_of_fp32(data):
     mcfg = ModelConfig(name="resnet20", norm="evonorm")
     torch.manual_seed(0)
-    fp = MODELS.get("resnet20")(mcfg, 10, (1, SIZE, SIZE))
+    fp = make_model("resnet20", mcfg, 10, (1, SIZE, SIZE))
     q = convert_to_int8(fp, PrecisionConfig(mode="int8"), mcfg)
     acc_fp, acc_q = _train_eval(fp, data), _train_eval(q, data)
     print(f"single node: fp32 {acc_fp:.1f}%  int8 {acc_q:.1f}%")

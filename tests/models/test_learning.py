@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from lpdt.config import ModelConfig
 from lpdt.data.images import DEBIAN_FASHION_MNIST, read_fashion_mnist
-from lpdt.models import MODELS
+from lpdt.models import make_model
 
 ROOT = DEBIAN_FASHION_MNIST
 N_TRAIN, N_TEST, EPOCHS, BATCH, LR = 640, 500, 5, 32, 0.01
@@ -39,7 +39,7 @@ def fmnist():
 def _train_and_eval(norm: str, data) -> tuple[float, float]:
     (xtr, ytr), (xte, yte) = data
     torch.manual_seed(0)
-    model = MODELS.get("resnet20")(ModelConfig(norm=norm), 10, (3, 32, 32))
+    model = make_model("resnet20", ModelConfig(norm=norm), 10, (3, 32, 32))
     opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9, nesterov=True)
     g = torch.Generator().manual_seed(0)
     t0 = time.perf_counter()

@@ -12,7 +12,8 @@ from torch import nn
 from lpdt.config import ModelConfig, RunConfig
 from lpdt.layers import Add
 from lpdt.layers.norms import NORM_KINDS, NORM_MODULES, BatchNormAct2d, EvoNormS0
-from lpdt.models import MODELS, build_model, init_lp_
+from lpdt.models import MODELS, build_model, make_model
+from lpdt.models.common import init_lp_
 
 CIFAR = (3, 32, 32)
 
@@ -34,7 +35,7 @@ REFERENCE_PARAMS = [
 
 def _model(name: str, norm: str = "evonorm", shape=CIFAR, classes: int = 10, **kw) -> nn.Module:
     torch.manual_seed(0)
-    return MODELS.get(name)(ModelConfig(name=name, norm=norm, **kw), classes, shape)
+    return make_model(name, ModelConfig(name=name, norm=norm, **kw), classes, shape)
 
 
 def _params(m: nn.Module) -> int:
@@ -73,10 +74,23 @@ def test_paper_parameter_column():
         assert abs(_params(_model(name, shape=shape)) / 1e6 - m_params) < digit
 
 
-def test_registry_names():
+def test_registry_names_and_specs():
+    """Every spec's factory imports and is callable; a stand-in names a registered model that
+    is not itself a stand-in; text models are the ones that read token ids."""
     assert {"resnet8", "resnet20", "resnet54", "resnet18", "vgg11", "tiny_cnn"} <= set(
         MODELS.names()
     )
+    for name in MODELS:
+        spec = MODELS.get(name)
+        assert callable(spec.load()), name
+        assert spec.jobs_per_gpu >= 1, name
+        if spec.stands_in_for is not None:
+            assert MODELS.get(spec.stands_in_for).stands_in_for is None, name
+    assert {n for n in MODELS if MODELS.get(n).inputs == "text"} == {
+        "distilbert",
+        "distilbert_tiny",
+        "minilm",
+    }
 
 
 @pytest.mark.parametrize("norm", NORM_KINDS)

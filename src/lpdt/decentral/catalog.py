@@ -19,25 +19,9 @@ state_buffers=1))``, from the module that defines it; the built-ins are listed b
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import import_module
-from typing import Any
 
-from lpdt.registry import Registry
-
-
-@dataclass(frozen=True)
-class Spec:
-    """``impl``: the implementation, or ``"module:attribute"`` where it is (loaded lazily)."""
-
-    impl: str | Callable[..., Any]
-
-    def load(self) -> Callable[..., Any]:
-        if not isinstance(self.impl, str):
-            return self.impl
-        module, _, attr = self.impl.partition(":")
-        return getattr(import_module(module), attr)
+from lpdt.registry import Registry, Spec
 
 
 @dataclass(frozen=True)

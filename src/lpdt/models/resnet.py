@@ -18,7 +18,6 @@ from torch import Tensor, nn
 
 from lpdt.layers import Add
 from lpdt.layers.norms import norm_layer, post_add_act
-from lpdt.models import MODELS
 from lpdt.models.common import check_image_shape, init_fp_
 
 
@@ -115,27 +114,23 @@ def resnet_cifar(cfg, num_classes: int, input_shape: tuple[int, ...], depth: int
     return ResNet(cfg, stem, 16, (16, 32, 64), (n, n, n), (1, 2, 2), num_classes)
 
 
-@MODELS.register("resnet8")
 def resnet8(cfg, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
     """CIFAR ResNet-8 (1 block per stage; 78,378 parameters with EvoNorm, 10 classes): the
     quick scale's claims model, about 0.4x ResNet-20's CPU time per step (docs/workflow.md)."""
     return resnet_cifar(cfg, num_classes, input_shape, depth=8)
 
 
-@MODELS.register("resnet20")
 def resnet20(cfg, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
     """CIFAR ResNet-20 (3 blocks per stage; 273,258 parameters with EvoNorm, 10 classes)."""
     return resnet_cifar(cfg, num_classes, input_shape, depth=20)
 
 
-@MODELS.register("resnet54")
 def resnet54(cfg, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
     """The reference's "ResNet-54": int((54-2)/6) = 8 blocks per stage (really 50 layers),
     760,458 parameters with EvoNorm, the paper's 0.76 M (reference §7.1, §14.16)."""
     return resnet_cifar(cfg, num_classes, input_shape, depth=54)
 
 
-@MODELS.register("resnet18")
 def resnet18(cfg, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
     """ImageNet-style ResNet-18 for 224 px Imagenette (reference §7.2).
 

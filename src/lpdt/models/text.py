@@ -16,7 +16,6 @@ import torch
 from torch import nn
 
 from lpdt.data.base import DatasetError
-from lpdt.models import MODELS
 
 BERT_VOCAB = 30522  # BERT/DistilBERT uncased WordPiece vocabulary (pad id 0)
 DISTILBERT_DIR = "distilbert-base-uncased"
@@ -71,7 +70,6 @@ def minilm_dir() -> Path:
     return path
 
 
-@MODELS.register("minilm")
 def minilm(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
     """The 6-layer MiniLM (all-MiniLM-L6-v2, BERT uncased vocab) with a fresh classification head."""
     from transformers import BertConfig, BertForSequenceClassification
@@ -89,7 +87,6 @@ def minilm(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
     return TextClassifier(net, pad_id=net.config.pad_token_id or 0)
 
 
-@MODELS.register("distilbert")
 def distilbert(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
     """``distilbert-base-uncased`` from ``<root>/distilbert-base-uncased/`` (Hub only if download)."""
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
@@ -118,7 +115,6 @@ def distilbert(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module
     return TextClassifier(net, pad_id=net.config.pad_token_id or 0)
 
 
-@MODELS.register("distilbert_tiny")
 def distilbert_tiny(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
     """A randomly initialised 2-layer, 64-dim DistilBERT on the BERT vocabulary (tests; no files)."""
     from transformers import DistilBertConfig, DistilBertForSequenceClassification

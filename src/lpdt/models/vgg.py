@@ -13,7 +13,6 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from lpdt.layers.norms import norm_layer
-from lpdt.models import MODELS
 from lpdt.models.common import check_image_shape, init_fp_
 
 VGG11_CFG: tuple[int | str, ...] = (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M")
@@ -60,7 +59,6 @@ class VGG(nn.Module):
         init (gamma = 1) and document the difference."""
 
 
-@MODELS.register("vgg11")
 def vgg11(cfg, num_classes: int, input_shape: tuple[int, ...]) -> VGG:
     """VGG-11 (9,496,522 parameters with EvoNorm, 10 classes); 32 px (CIFAR) or 224 px inputs."""
     c, h, w = check_image_shape("vgg11", input_shape, min_size=32)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from lpdt.decentral.catalog import COMPRESSORS
+from lpdt.models import MODELS
 
 # (model, precision, px) -> (ms per training sample (forward + backward + optimizer, at the
 #                            quick scale's per-node batches), ms per evaluated image (forward)).
@@ -134,17 +135,7 @@ def warm_compile_seconds(cfg: Mapping[str, Any]) -> float:
     return train_s + (eval_s if cfg["train"].get("compile_eval", True) else 0.0)
 
 
-# Entries one node gossips per round (trainable parameters; 8-bit models add their ranges), from
-# `lpdt train` records (`model.gossiped`); a model not listed adds no gossip term.
-GOSSIPED = {
-    "resnet8": 78_378,
-    "resnet20": 273_258,
-    "resnet54": 760_458,
-    "resnet18": 11_186_442,
-    "vgg11": 9_496_522,
-    "minilm": 22_714_756,
-}
-# Nanoseconds per gossiped entry, per node and round: the mixing, the optimizer step and the
+# Nanoseconds per gossiped entry (``ModelSpec.gossiped``: a model without it adds no gossip term), per node and round: the mixing, the optimizer step and the
 # algorithm's buffers (all compressions), plus top-k's selection (sparsifiers). They dominate
 # the many-node runs of large models (VGG-11 on 16 nodes, ResNet-18 on 8, MiniLM on 4), whose
 # compute is small at the quick scale. Fitted with benchmarks/fit_runtime.py (see STEP_MS).
@@ -190,7 +181,8 @@ def full_test_size(dataset: str) -> int:
 def input_px(cfg: Mapping[str, Any]) -> int:
     """Input side in px as the model sees it (text: tokens per example)."""
     data = cfg["data"]
-    if cfg["model"]["name"] in ("minilm", "distilbert", "distilbert_tiny"):
+    spec = MODELS.find(cfg["model"]["name"])
+    if spec is not None and spec.inputs == "text":
         return int(data.get("max_length") or 128)
     return int(data.get("image_size") or 32)
 
@@ -226,7 +218,8 @@ def gossip_units(cfg: Mapping[str, Any], samples: int) -> float:
         return 0.0
     iterations = samples / (per_node_batch(cfg) * n)
     rounds = iterations + int(cfg["train"].get("final_gossip_rounds") or 0)
-    return rounds * n * GOSSIPED.get(cfg["model"]["name"], 0)
+    spec = MODELS.find(cfg["model"]["name"])
+    return rounds * n * ((spec.gossiped or 0) if spec else 0)
 
 
 # One NVIDIA H100 80GB (torch 2.11.0+cu130, compiled steps, one job on the GPU at a time;

@@ -21,11 +21,9 @@ import pandas as pd
 from lpdt import record
 from lpdt.decentral.catalog import COMPRESSORS
 from lpdt.grid import Manifest, ManifestRun
+from lpdt.models import MODELS
 from lpdt.record import RunRecord
 
-# Stand-in models used by the smaller scales for the paper's models (coords keep the paper's name
-# except where a scale overrides the coordinate itself, e.g. quick's `model: minilm`).
-MODEL_STAND_INS = {"minilm": "distilbert", "distilbert_tiny": "distilbert"}
 FINAL = list(record.FINAL_FIELDS)  # acc_node_mean, ..., train_loss (lpdt.record.FinalMetrics)
 METRIC = "acc_node_mean"  # the paper's number (reference §9: node-mean accuracy after final gossip)
 
@@ -39,7 +37,11 @@ def _compression(v: object) -> object:
 
 
 def _model(v: object) -> str:
-    return MODEL_STAND_INS.get(str(v), str(v))
+    """The paper's model a run's model stands in for (``ModelSpec.stands_in_for``: the smaller
+    scales' MiniLM fills DistilBERT's cells), else its own name (a model not registered in this
+    process too). A scale that sets the coordinate itself keeps it (quick's ``model: minilm``)."""
+    spec = MODELS.find(str(v))
+    return (spec.stands_in_for or str(v)) if spec else str(v)
 
 
 @dataclass(frozen=True)
