@@ -1,59 +1,165 @@
 """The report's artifacts, listed once: the paper's figures and tables that ``lpdt report``
-writes, in the formats it writes them, and what each figure shows. The PDF (``lpdt.report.pdf``:
-its captions begin with ``FIGURE_WHAT``), the report command's check that the figures exist
-(``lpdt.report.cli``), the workflow's declared outputs and its Snakemake-report entries and
-captions (``workflow/rules/report.smk``: ``snakemake_caption``; workflow/report/figN.rst only
-names the figure) and the tests read them from here.
+writes, each with its maker (the function that draws or builds it, and the inputs it reads), the
+studies whose runs it shows, and, for a figure, what it shows (the first sentence of both
+reports' captions). The makers (``lpdt.report.figures.write_figures``,
+``lpdt.report.tables.build_tables``), the PDF (``lpdt.report.pdf``), the report command's check
+that the figures exist (``lpdt.report.cli``), the claims' reading of the paper's cells, the
+workflow's declared outputs and its Snakemake-report entries and captions
+(``workflow/rules/report.smk``: ``snakemake_caption``; workflow/report/figN.rst only names the
+figure) and the tests read them from here.
 
-This module imports nothing: the workflow reads it while it builds its DAG.
+This module imports nothing: the workflow reads it while it builds its DAG. A maker is named as
+``"module:function"`` and imported by the report when it draws.
 """
 
 from __future__ import annotations
 
-FIGURE_NUMBERS = (1, 2, 3, 4, 5, 6, 7)  # Figures 1-7 of the paper
-TABLE_NUMBERS = (2, 3, 4, 5, 6, 7, 9, 10)  # its tables (1 is the notation, 8 the setup)
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any
+
+# What a maker may read, passed in the order its ``reads`` names them: "runs" (the run table,
+# lpdt.report.aggregate), "paper" (the paper's values, config/paper_results.csv), "analysis"
+# (``lpdt partition`` / ``lpdt topology`` files), "cost" (``lpdt cost all`` files), "scale"
+# (the grid's scale) and "number" (the artifact's own number).
+INPUTS = ("runs", "paper", "analysis", "cost", "scale", "number")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A figure or table of the paper that the report reproduces."""
+
+    number: int
+    maker: str  # "module:function", called with the inputs ``reads`` names
+    reads: tuple[str, ...]
+    # The studies whose runs it shows, in the order they are looked for (a figure's own study,
+    # then the table study it shares its runs with); () for one drawn from analysis or cost files
+    studies: tuple[str, ...] = ()
+
+    def make(self, inputs: dict[str, Any]) -> Any:
+        module, _, name = self.maker.partition(":")
+        fn: Callable[..., Any] = getattr(import_module(module), name)
+        return fn(*(inputs[r] for r in self.reads))
+
+
+@dataclass(frozen=True)
+class Figure(Artifact):
+    # What it plots: the first sentence of its caption in the PDF (which adds the setup read from
+    # the runs it draws) and in the Snakemake report (which adds ``note``)
+    what: str = ""
+    # What the Snakemake report's caption adds: the study whose runs it draws, or the command
+    # whose files it draws, and what its error bars are
+    note: str = ""
+
+    @property
+    def stem(self) -> str:  # its files under results/figures/: fig4.pdf, fig4.png
+        return f"fig{self.number}"
+
+
+@dataclass(frozen=True)
+class Table(Artifact):
+    @property
+    def stem(self) -> str:  # its files under results/tables/: table3.csv, .md, .tex
+        return f"table{self.number}"
+
+
+_FIG = "lpdt.report.figures"
+FIGURE_LIST: tuple[Figure, ...] = (  # Figures 1-7 of the paper
+    Figure(
+        1,
+        f"{_FIG}:fig1",
+        ("runs",),
+        ("fig1",),
+        what="Validation error per epoch, one curve per normalisation layer (8-bit dashed, "
+        "triangles); each curve's last point is the evaluation after the final gossip rounds; "
+        "with several seeds, the mean over the seeds per epoch.",
+        note="Runs of study ``fig1``. With several seeds per normalisation, each curve is the "
+        "mean over the seeds at each epoch and its band the 95 % Student t-interval of that mean "
+        "(the legend gives n); one seed is drawn without a band.",
+    ),
+    Figure(
+        2,
+        f"{_FIG}:fig2",
+        ("analysis",),
+        what="Class histograms per node (stacked bars) of the skew partitioner, one panel per "
+        "degree of skew.",
+        note="From ``lpdt partition``; the dataset, node count and seed are in the title.",
+    ),
+    Figure(
+        3,
+        f"{_FIG}:fig3",
+        ("analysis",),
+        what="The graphs as drawn from `lpdt topology`.",
+        note="From ``lpdt topology``; each panel's title names the graph, its size and its "
+        "spectral gap.",
+    ),
+    Figure(
+        4,
+        f"{_FIG}:fig4",
+        ("runs", "paper"),
+        ("fig4", "table3"),
+        what="Accuracy against skew, one panel per model / graph / compression, one colour per "
+        "algorithm; FP circles on solid lines, 8-bit triangles on dashed lines in a darker shade, "
+        "each drawn a little to one side of its skew (left FP, right 8-bit); the paper's values "
+        "faint, where our runs used its data.",
+        note="Runs of study ``fig4`` (= ``table3``); error bars (when a point averages several "
+        "seeds) are ±1 standard deviation.",
+    ),
+    Figure(
+        5,
+        f"{_FIG}:fig5",
+        ("runs", "paper"),
+        ("fig5", "table4"),
+        what="Accuracy against skew with quasi-global momentum; FP circles on solid lines, 8-bit "
+        "triangles on dashed lines in a darker shade, each a little to one side of its skew; the "
+        "paper's values faint, where our runs used its data.",
+        note="Runs of study ``fig5`` (= ``table4``).",
+    ),
+    Figure(
+        6,
+        f"{_FIG}:fig6",
+        ("runs", "paper"),
+        ("fig6", "table5"),
+        what="Accuracy per skew and compression: FP red, LP green (black ticks: the paper, where "
+        "our runs used its data).",
+        note="Runs of study ``fig6`` (= ``table5``).",
+    ),
+    Figure(
+        7,
+        f"{_FIG}:fig7",
+        ("cost",),
+        what="Memory and compute (energy by layer type) per node per iteration, FP vs LP, from "
+        "the cost model.",
+        note="From the analytic cost model (``lpdt cost all``); model and batch are in the title.",
+    ),
+)
+
+_TAB = "lpdt.report.tables"
+_ACCURACY = ("number", "runs", "paper", "cost", "scale")
+TABLE_LIST: tuple[Table, ...] = (  # its tables (1 is the notation, 8 the setup)
+    Table(2, f"{_TAB}:accuracy_table", _ACCURACY, ("table2",)),
+    Table(3, f"{_TAB}:accuracy_table", _ACCURACY, ("table3",)),
+    Table(4, f"{_TAB}:accuracy_table", _ACCURACY, ("table4",)),
+    Table(5, f"{_TAB}:accuracy_table", _ACCURACY, ("table5",)),
+    Table(6, f"{_TAB}:accuracy_table", _ACCURACY, ("table6",)),
+    Table(7, f"{_TAB}:ops_table", ("cost", "number")),
+    Table(9, f"{_TAB}:ops_table", ("cost", "number")),
+    Table(10, f"{_TAB}:table10", ("cost", "paper")),
+)
+
 FIGURE_FORMATS = ("pdf", "png")
 TABLE_FORMATS = ("csv", "md", "tex")
-FIGURES = tuple(f"fig{i}" for i in FIGURE_NUMBERS)  # file stems under results/figures/
-TABLES = tuple(f"table{t}" for t in TABLE_NUMBERS)  # file stems under results/tables/
+FIGURE_NUMBERS = tuple(f.number for f in FIGURE_LIST)
+TABLE_NUMBERS = tuple(t.number for t in TABLE_LIST)
+FIGURES = tuple(f.stem for f in FIGURE_LIST)  # file stems under results/figures/
+TABLES = tuple(t.stem for t in TABLE_LIST)  # file stems under results/tables/
+FIGURE_BY_STEM = {f.stem: f for f in FIGURE_LIST}
+TABLE_BY_NUMBER = {t.number: t for t in TABLE_LIST}
+# Paper table -> the study whose runs fill it (the claims read the paper's cells by it).
+TABLE_STUDY = {t.number: t.studies[0] for t in TABLE_LIST if t.studies}
+FIGURES_OF_RUNS = tuple(f.stem for f in FIGURE_LIST if "runs" in f.reads)
 
-# What each figure plots: the first sentence of its caption in the PDF (which adds the setup read
-# from the runs it draws) and in the Snakemake report (which adds SNAKEMAKE_NOTE).
-FIGURE_WHAT: dict[str, str] = {
-    "fig1": "Validation error per epoch, one curve per normalisation layer (8-bit dashed, "
-    "triangles); each curve's last point is the evaluation after the final gossip rounds; with several seeds, "
-    "the mean over the seeds per epoch.",
-    "fig2": "Class histograms per node (stacked bars) of the skew partitioner, one panel per "
-    "degree of skew.",
-    "fig3": "The graphs as drawn from `lpdt topology`.",
-    "fig4": "Accuracy against skew, one panel per model / graph / compression, one colour per "
-    "algorithm; FP circles on solid lines, 8-bit triangles on dashed lines in a darker shade, "
-    "each drawn a little to one side of its skew (left FP, right 8-bit); the paper's values "
-    "faint, where our runs used its data.",
-    "fig5": "Accuracy against skew with quasi-global momentum; FP circles on solid lines, 8-bit "
-    "triangles on dashed lines in a darker shade, each a little to one side of its skew; the "
-    "paper's values faint, where our runs used its data.",
-    "fig6": "Accuracy per skew and compression: FP red, LP green (black ticks: the paper, where "
-    "our runs used its data).",
-    "fig7": "Memory and compute (energy by layer type) per node per iteration, FP vs LP, from the "
-    "cost model.",
-}
-
-# What the Snakemake report's caption adds: the study whose runs a figure draws, or the command
-# whose files it draws, and what its error bars are.
-SNAKEMAKE_NOTE = {
-    "fig1": "Runs of study ``fig1``. With several seeds per normalisation, each curve is the mean "
-    "over the seeds at each epoch and its band the 95 % Student t-interval of that mean (the "
-    "legend gives n); one seed is drawn without a band.",
-    "fig2": "From ``lpdt partition``; the dataset, node count and seed are in the title.",
-    "fig3": "From ``lpdt topology``; each panel's title names the graph, its size and its "
-    "spectral gap.",
-    "fig4": "Runs of study ``fig4`` (= ``table3``); error bars (when a point averages several "
-    "seeds) are ±1 standard deviation.",
-    "fig5": "Runs of study ``fig5`` (= ``table4``).",
-    "fig6": "Runs of study ``fig6`` (= ``table5``).",
-    "fig7": "From the analytic cost model (``lpdt cost all``); model and batch are in the title.",
-}
 # Below the paper scale: the one-seed cells (no claim reads them).
 ILLUSTRATIVE_NOTE = (
     "Below the paper scale a curve or bar of one seed is illustrative, on a short budget, not at "
@@ -61,14 +167,11 @@ ILLUSTRATIVE_NOTE = (
 )
 
 
-FIGURES_OF_RUNS = ("fig1", "fig4", "fig5", "fig6")  # the others draw analysis or cost files
-
-
 def snakemake_caption(figure: str, scale: str) -> str:
     """The caption of ``figure`` (``"fig4"``) in the Snakemake report at ``scale``."""
     number = figure.removeprefix("fig")
-    text = f"Figure {number} of the paper, scale {scale}: {FIGURE_WHAT[figure]} "
-    text += SNAKEMAKE_NOTE[figure]
+    spec = FIGURE_BY_STEM[figure]
+    text = f"Figure {number} of the paper, scale {scale}: {spec.what} {spec.note}"
     if figure in FIGURES_OF_RUNS and scale != "paper":
         text += f" {ILLUSTRATIVE_NOTE}"
     return text

@@ -48,10 +48,9 @@ from typing import Any, cast
 import pandas as pd
 
 from lpdt.grid import Manifest
-from lpdt.report import pairs
+from lpdt.report import artifacts, pairs
 from lpdt.report.aggregate import KEYS, norm_key, stand_in_names
 from lpdt.report.formatting import fixed, rounded, span
-from lpdt.report.paper import TABLE_STUDY
 from lpdt.report.stats import (
     HELD,
     INCONCLUSIVE,
@@ -543,8 +542,8 @@ def paper_cost(
 
 def paper_cells(paper: pd.DataFrame) -> pd.DataFrame:
     """The paper's accuracy cells in the shape of our cells (study, KEYS, seed, acc)."""
-    p = paper[(paper["metric"] == "acc") & paper["table"].isin(list(TABLE_STUDY))].copy()
-    p["study"] = p["table"].map(TABLE_STUDY)
+    p = paper[(paper["metric"] == "acc") & paper["table"].isin(list(artifacts.TABLE_STUDY))].copy()
+    p["study"] = p["table"].map(artifacts.TABLE_STUDY)
     p["acc"] = p["value"]
     p["seed"] = pairs.NO_SEED
     return p[["study", *KEYS, "seed", "acc"]]

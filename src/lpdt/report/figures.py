@@ -64,17 +64,14 @@ def _ok(df: pd.DataFrame, *studies: str) -> pd.DataFrame:
 
 
 def figure_runs(df: pd.DataFrame, name: str) -> pd.DataFrame:
-    """The finished runs a figure plots (fig1, fig4, fig5, fig6; empty for the others)."""
-    if name == "fig1":
-        return _ok(df, "fig1")
-    if name == "fig4":
-        return _ok(df, "fig4", "table3")
-    if name == "fig5":
-        return _ok(df, "fig5", "table4")
-    if name == "fig6":
-        runs = _ok(df, "fig6", "table5")
-        return runs[runs["model"] == FIG6_MODEL]
-    return df.iloc[0:0]
+    """The finished runs a figure plots: those of the first of its studies present
+    (``lpdt.report.artifacts``; Figure 6: its ResNet-18 runs only); empty for a figure drawn from
+    analysis or cost files."""
+    studies = artifacts.FIGURE_BY_STEM[name].studies
+    if not studies:
+        return df.iloc[0:0]
+    runs = _ok(df, *studies)
+    return runs[runs["model"] == FIG6_MODEL] if name == "fig6" else runs
 
 
 def _title(base: str, runs: pd.DataFrame, keys: list[str]) -> str:
@@ -542,22 +539,14 @@ def fig7(cost: Path) -> plt.Figure:
 def write_figures(
     df: pd.DataFrame, paper: pd.DataFrame, cost: Path, analysis: Path, out_dir: Path
 ) -> list[Path]:
-    # The maker of each figure that lpdt.report.artifacts lists (the one list of figures).
-    makers = {
-        "fig1": lambda: fig1(df),
-        "fig2": lambda: fig2(analysis),
-        "fig3": lambda: fig3(analysis),
-        "fig4": lambda: fig4(df, paper),
-        "fig5": lambda: fig5(df, paper),
-        "fig6": lambda: fig6(df, paper),
-        "fig7": lambda: fig7(cost),
-    }
+    """Every figure that lpdt.report.artifacts lists, drawn by its maker into ``out_dir`` (.pdf
+    and .png); a figure whose input is damaged or missing is drawn as a one-line message."""
+    inputs = {"runs": df, "paper": paper, "analysis": analysis, "cost": cost}
     written = []
-    for name in artifacts.FIGURES:
-        make = makers[name]  # a figure listed without a maker: a KeyError (a bug, not bad input)
+    for spec in artifacts.FIGURE_LIST:
         try:
-            fig = make()
+            fig = spec.make(inputs)
         except (KeyError, ValueError, TypeError, json.JSONDecodeError) as e:  # bad input: say so
-            fig = _empty(name, f"could not draw {name}: {e}")
-        written += _save(fig, out_dir, name)
+            fig = _empty(spec.stem, f"could not draw {spec.stem}: {e}")
+        written += _save(fig, out_dir, spec.stem)
     return written

@@ -16,8 +16,6 @@ COLUMNS = [
     "value",
     "note",
 ]
-# Paper table -> the study whose runs fill it.
-TABLE_STUDY = {2: "table2", 3: "table3", 4: "table4", 5: "table5", 6: "table6"}
 
 
 def load_paper(path: str | Path) -> pd.DataFrame:

@@ -109,7 +109,7 @@ def figure_captions(
             runs = figure_runs(df, name)
             spread = fig1_spread_text(runs) if name == "fig1" else spread_text(runs)
             setup = f"Runs: {setup_text(runs)}. {spread} {illustrative_text(runs, scale)}".rstrip()
-        out[name] = f"{artifacts.FIGURE_WHAT[name]} {setup}"
+        out[name] = f"{artifacts.FIGURE_BY_STEM[name].what} {setup}"
     return out
 
 
@@ -399,7 +399,7 @@ def what_ran(
 def differences_story(tables: dict, st: dict) -> list:
     """Plain statements of where our numbers differ from the paper's (all computed)."""
     out = [Paragraph("Where our numbers differ from the paper", st["h1"])]
-    for n in (2, 3, 4, 5, 6):
+    for n in artifacts.TABLE_STUDY:  # the accuracy tables: those filled by a study's runs
         if n not in tables:
             continue
         m = tables[n][0]

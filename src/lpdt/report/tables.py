@@ -17,6 +17,7 @@ from typing import Any, cast
 import pandas as pd
 
 from lpdt.decentral.catalog import ALGORITHMS
+from lpdt.report import artifacts
 from lpdt.report.aggregate import KEYS, stand_in_names
 from lpdt.report.describe import cost_setup, energy_text, illustrative_text, setup_text
 from lpdt.report.formatting import table_cell
@@ -41,20 +42,23 @@ def variant(algorithm: str, precision: str) -> str:
 
 @dataclass
 class Spec:
-    """How a paper table maps to a study: row coordinates, column (variant) coordinates."""
+    """How a paper table maps to its study's runs (``lpdt.report.artifacts``: the study): row
+    coordinates, column (variant) coordinates, the coordinates a cell matches the paper's by."""
 
     table: int
-    study: str
     title: str
     rows: list[str]
     cols: list[str]
     match: list[str]
 
+    @property
+    def study(self) -> str:
+        return artifacts.TABLE_STUDY[self.table]
+
 
 SPECS = {
     2: Spec(
         2,
-        "table2",
         "Table 2: single-node baselines (the paper's setting), test accuracy (%)",
         ["dataset", "model"],
         ["precision"],
@@ -62,7 +66,6 @@ SPECS = {
     ),
     3: Spec(
         3,
-        "table3",
         "Table 3: CIFAR-10, decentralized training (the paper's setting), test accuracy (%)",
         ["model", "topology", "nodes", "compression", "skew"],
         ["algorithm", "precision"],
@@ -70,7 +73,6 @@ SPECS = {
     ),
     4: Spec(
         4,
-        "table4",
         "Table 4: ResNet-20, 8-node directed ring, Choco with QGM (the paper's "
         "setting), test accuracy (%)",
         ["compression", "skew"],
@@ -79,7 +81,6 @@ SPECS = {
     ),
     5: Spec(
         5,
-        "table5",
         "Table 5: Imagenette, Choco (the paper's setting), test accuracy (%)",
         ["model", "topology", "nodes", "compression", "skew"],
         ["precision"],
@@ -87,7 +88,6 @@ SPECS = {
     ),
     6: Spec(
         6,
-        "table6",
         "Table 6: NLP (DistilBERT), directed ring (the paper's setting), test accuracy (%)",
         ["dataset", "compression", "skew"],
         ["algorithm", "precision"],
@@ -604,23 +604,28 @@ def to_tex(parts: list[Rendered]) -> str:
     return "\n".join(out)
 
 
+def accuracy_table(
+    number: int, df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path, scale: str
+) -> tuple[pd.DataFrame, list[Rendered]]:
+    """Accuracy table ``number`` (2 to 6, ``SPECS``): our cells beside the paper's; Table 3 also
+    prints the data sent per iteration (``data_table``)."""
+    spec = SPECS[number]
+    m = compare(df, paper, spec)
+    parts = [render_accuracy(m, spec, scale, df[df["study"] == spec.study])]
+    if number == 3:
+        d = data_table(cost_dir)
+        if d is not None:
+            parts.append(d)
+    return m, parts
+
+
 def build_tables(
     df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path, scale: str
 ) -> dict[int, tuple[pd.DataFrame, list[Rendered]]]:
-    """Every table: number -> (long frame for the CSV, printable parts)."""
-    out: dict[int, tuple[pd.DataFrame, list[Rendered]]] = {}
-    for n, spec in SPECS.items():
-        m = compare(df, paper, spec)
-        parts = [render_accuracy(m, spec, scale, df[df["study"] == spec.study])]
-        if n == 3:
-            d = data_table(cost_dir)
-            if d is not None:
-                parts.append(d)
-        out[n] = (m, parts)
-    out[7] = ops_table(cost_dir, 7)
-    out[9] = ops_table(cost_dir, 9)
-    out[10] = table10(cost_dir, paper)
-    return out
+    """Every table that lpdt.report.artifacts lists, built by its maker: number -> (long frame
+    for the CSV, printable parts)."""
+    inputs = {"runs": df, "paper": paper, "cost": cost_dir, "scale": scale}
+    return {t.number: t.make({**inputs, "number": t.number}) for t in artifacts.TABLE_LIST}
 
 
 def write_tables(

@@ -1,0 +1,45 @@
+"""The report's one list of artifacts (``lpdt.report.artifacts``): every maker imports and takes
+the inputs its entry names, every study it names is a study of config/studies.yaml, and the
+numbers, file stems and the paper tables' studies follow from the list."""
+
+from __future__ import annotations
+
+import inspect
+from importlib import import_module
+from pathlib import Path
+
+import yaml
+
+from lpdt.report import artifacts, tables
+
+STUDIES = Path(__file__).resolve().parents[2] / "config" / "studies.yaml"
+
+
+def _maker(spec: artifacts.Artifact):
+    module, _, name = spec.maker.partition(":")
+    return getattr(import_module(module), name)
+
+
+def test_every_maker_takes_the_inputs_its_entry_reads() -> None:
+    for spec in (*artifacts.FIGURE_LIST, *artifacts.TABLE_LIST):
+        assert set(spec.reads) <= set(artifacts.INPUTS), spec
+        params = inspect.signature(_maker(spec)).parameters
+        assert len(params) == len(spec.reads), (spec.maker, list(params), spec.reads)
+
+
+def test_the_studies_named_exist_and_the_figures_of_runs_name_theirs() -> None:
+    studies = set(yaml.safe_load(STUDIES.read_text())["studies"])
+    for spec in (*artifacts.FIGURE_LIST, *artifacts.TABLE_LIST):
+        assert set(spec.studies) <= studies, spec
+        assert bool(spec.studies) == ("runs" in spec.reads), spec
+    assert artifacts.FIGURES_OF_RUNS == ("fig1", "fig4", "fig5", "fig6")
+
+
+def test_numbers_stems_and_table_studies_follow_from_the_list() -> None:
+    assert artifacts.FIGURE_NUMBERS == (1, 2, 3, 4, 5, 6, 7)
+    assert artifacts.TABLE_NUMBERS == (2, 3, 4, 5, 6, 7, 9, 10)
+    assert len(set(artifacts.FIGURES)) == len(artifacts.FIGURE_LIST)
+    assert {n: f"table{n}" for n in (2, 3, 4, 5, 6)} == artifacts.TABLE_STUDY
+    # The accuracy tables' specs are those of the tables with a study.
+    assert set(tables.SPECS) == set(artifacts.TABLE_STUDY)
+    assert all(tables.SPECS[n].study == artifacts.TABLE_STUDY[n] for n in tables.SPECS)
