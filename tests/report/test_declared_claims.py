@@ -178,7 +178,9 @@ def test_the_paper_claims_file_loads_and_names_only_known_coordinates_and_studie
         ({"treshold": 1.0}, "unknown key 'treshold'"),
         ({"id": None}, None),  # removed below: a missing key
         ({"kind": "vibes"}, "kind 'vibes'"),
-        ({"kind": "series", "vary": None}, "a series claim needs vary"),
+        ({"kind": "series", "vary": None}, "missing vary"),
+        ({"vary": None, "a": None}, "missing vary, a"),  # a paired claim (the default kind)
+        ({"kind": "arithmetic"}, "missing column"),
         ({"vary": "precison"}, "unknown coordinate 'precison'"),
     ],
 )
