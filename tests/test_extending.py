@@ -1,7 +1,8 @@
-"""A compressor and a model defined only here, registered with their specs, run through ``lpdt
-train``, the cost model (the compressor's bytes on the wire), MLflow's run names, the planner and
-the GPU slots (the model's), and the report's comparison table and coordinates, with nothing in
-``src/`` changed: what docs/extending.md promises a newcomer."""
+"""A compressor, a model and a dataset defined only here, registered with their specs, run
+through ``lpdt train``, the cost model (the compressor's bytes on the wire), MLflow's run names,
+the planner and the GPU slots (the model's, the dataset's sizes), and the report's comparison
+table and coordinates, with nothing in ``src/`` changed: what docs/extending.md promises a
+newcomer."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from torch import nn
 from lpdt import cli, gpus
 from lpdt.config import ConfigError, load_config
 from lpdt.cost.wire import message_nbytes
+from lpdt.data import DATASETS, DatasetSpec
+from lpdt.data.base import TensorDataset, dataset_info
 from lpdt.decentral.catalog import COMPRESSORS, CompressorSpec
 from lpdt.models import MODELS, ModelSpec
 from lpdt.plan import runtime
@@ -160,3 +163,35 @@ def test_a_registered_model_trains_is_planned_and_stands_in_for_its_paper_model(
         assert BY_NAME["model"].canonical("linear") == "linear"
     finally:
         MODELS.add("linear", linear_model)
+
+
+def stripes(cfg) -> TensorDataset:
+    """A dataset in a few lines: 8x8 grey images whose class is the one bright row (2 classes),
+    generated; ``dataset_info`` records it as a stand-in when the config says so."""
+    g = torch.Generator().manual_seed(0)
+    n_train, n_test = cfg.train_subset or 64, cfg.test_subset or 32
+
+    def draw(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        y = torch.randint(0, 2, (n,), generator=g)
+        x = torch.zeros(n, 1, 8, 8, dtype=torch.uint8)
+        x[torch.arange(n), 0, 2 + 4 * y] = 255
+        return x, y
+
+    info = dataset_info(cfg, "stripes", "generated (tests)", 2, (1, 8, 8))
+    (xa, ya), (xb, yb) = draw(n_train), draw(n_test)
+    return TensorDataset(info, xa, ya, xb, yb, lambda x, augment, gen: x.float() / 255)
+
+
+def test_a_registered_dataset_trains_and_gives_the_plan_its_size(tmp_path) -> None:
+    DATASETS.add("stripes", DatasetSpec(stripes, train_size=64, test_size=32))
+    try:
+        out = tmp_path / "run"
+        sets = [*RUN, "data.dataset=stripes", "data.stand_in_for=cifar10"]
+        assert cli.main(["train", *sum((["--set", s] for s in sets), []), "--out", str(out)]) == 0
+        rec = read_record(out)
+        assert rec.status == "ok" and rec.dataset.name == "stripes"
+        assert rec.dataset.stand_in_for == "cifar10"  # never a silent substitution
+        assert runtime.full_train_size("stripes") == 64 and runtime.full_test_size("stripes") == 32
+    finally:
+        DATASETS.remove("stripes")
+    assert runtime.full_train_size("stripes") is None  # unknown here: no size, no estimate

@@ -85,9 +85,9 @@ def test_comm_train_size_defaults_to_the_cifar10_size_of_the_runtime_table():
     import argparse
 
     from lpdt.cost.cli import add_arguments
-    from lpdt.plan.runtime import FULL_SIZES
+    from lpdt.data import DATASETS
 
     p = argparse.ArgumentParser()
     add_arguments(p)
     args = p.parse_args(["comm"])
-    assert args.train_size == FULL_SIZES["cifar10"][0] == 50000
+    assert args.train_size == DATASETS.get("cifar10").train_size == 50000

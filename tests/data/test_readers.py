@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from lpdt.config import DataConfig
-from lpdt.data import DatasetError, images, load_dataset
-from lpdt.data.base import balanced_subset, data_root
+from lpdt.data import DATASETS, images, load_dataset
+from lpdt.data.base import DatasetError, balanced_subset, data_root
 from lpdt.data.transforms import random_crop_flip
 
 
@@ -210,7 +210,8 @@ REAL = Path("/usr/share/datasets/fashion-mnist")
 def test_real_debian_fashion_mnist(monkeypatch, tmp_path):
     monkeypatch.setattr(images, "DEBIAN_FASHION_MNIST", REAL)
     ds = load_dataset(DataConfig(dataset="fashion_mnist", root=str(tmp_path), test_subset=1000))
-    assert len(ds) == 60000 and ds.info.source == str(REAL)
+    assert len(ds) == 60000 == DATASETS.get("fashion_mnist").train_size  # the plan's size
+    assert ds.info.source == str(REAL)
     assert np.bincount(ds.labels("train")).tolist() == [6000] * 10
     assert np.bincount(ds.labels("test")).tolist() == [100] * 10
     x, _ = ds.batch("train", torch.arange(60000))
@@ -245,3 +246,13 @@ def test_image_size_out_of_range_is_a_config_error():
 
     with pytest.raises(ConfigError, match="data.image_size"):
         load_config(overrides=["data.image_size=3"])
+
+
+def test_every_spec_names_a_reader_and_the_generated_sizes_are_the_plans() -> None:
+    """Each registered dataset's reader imports; the generated dataset has the split sizes its
+    spec gives the plan (``lpdt.plan.runtime.full_train_size`` / ``full_test_size``)."""
+    for name in DATASETS:
+        assert callable(DATASETS.get(name).load()), name
+    spec = DATASETS.get("synthetic")
+    ds = load_dataset(DataConfig(dataset="synthetic"))
+    assert (len(ds.labels("train")), len(ds.labels("test"))) == (spec.train_size, spec.test_size)

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from lpdt.config import DataConfig
-from lpdt.data import DATASETS, DatasetError, load_dataset
+from lpdt.data import DATASETS, load_dataset
 from lpdt.data import text as text_mod
+from lpdt.data.base import DatasetError
 from lpdt.data.partition import skew_partition
 
 needs_tokenizer = pytest.mark.skipif(

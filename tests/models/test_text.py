@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from lpdt.config import ModelConfig
-from lpdt.data import DatasetError
+from lpdt.data.base import DatasetError
 from lpdt.data.text import minilm_dir
 from lpdt.models import make_model
 from lpdt.models.text import TextClassifier

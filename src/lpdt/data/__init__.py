@@ -1,31 +1,56 @@
-"""Datasets (registry + readers), the skew partitioner and text datasets.
+"""Datasets (the specs of their readers), the skew partitioner and text datasets.
 
-Configs name datasets by string; ``load_dataset(cfg.data)`` returns a ``Dataset``
-(see ``lpdt.data.base``). Readers register themselves on import below.
+Configs name a dataset by string (``data.dataset: cifar10``); ``load_dataset(cfg.data)`` returns
+a ``lpdt.data.base.Dataset`` from the reader its spec names, and the planner reads the split
+sizes from the spec. This module imports no torch (the workflow's DAG reads the specs): a
+reader is named as ``"module:function"`` and imported on first use.
+
+Adding one (docs/extending.md): write the reader ``fn(cfg: DataConfig) -> Dataset`` and register
+its spec from the module that defines it, ``DATASETS.add("mine", DatasetSpec(impl=load_mine))``;
+the built-ins are listed below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from lpdt.data.base import Dataset, DatasetError, DatasetInfo, TensorDataset
-from lpdt.registry import Registry
+from lpdt.registry import Registry, Spec
 
-DatasetFactory = Callable[..., Dataset]  # fn(cfg: DataConfig) -> Dataset
-DATASETS: Registry[DatasetFactory] = Registry("dataset")
-
-
-def load_dataset(cfg) -> Dataset:
-    """Build the dataset named by ``cfg.dataset`` (a ``DataConfig``)."""
-    return DATASETS.get(cfg.dataset)(cfg)
+if TYPE_CHECKING:
+    from lpdt.data.base import Dataset
 
 
-# Readers register themselves on import.
-from lpdt.data import (  # noqa: E402,F401
-    imagenette,
-    images,
-    synthetic,
-    text,
+@dataclass(frozen=True)
+class DatasetSpec(Spec):
+    """A dataset: ``impl(cfg: DataConfig)`` reads it (``lpdt.data.base.Dataset``)."""
+
+    # Its split sizes without a subset, for the plan (``lpdt.plan.runtime``): training samples
+    # (None: not known to the plan, so a run without ``train_subset`` has no estimate) and the
+    # test examples one evaluation reads (None: the plan counts DEFAULT_TEST_SIZE)
+    train_size: int | None = None
+    test_size: int | None = None
+
+
+DATASETS: Registry[DatasetSpec] = Registry("dataset")
+
+SYNTHETIC_SIZES = (512, 256)  # the generated dataset's splits when no subset is set
+_IMAGES, _TEXT = "lpdt.data.images", "lpdt.data.text"
+DATASETS.add("cifar10", DatasetSpec(f"{_IMAGES}:load_cifar10", 50000, 10000))
+DATASETS.add("cifar100", DatasetSpec(f"{_IMAGES}:load_cifar100", 50000, 10000))
+DATASETS.add("fashion_mnist", DatasetSpec(f"{_IMAGES}:load_fashion_mnist", 60000, 10000))
+DATASETS.add("imagenette", DatasetSpec("lpdt.data.imagenette:load_imagenette", 9469, 3925))
+DATASETS.add(  # its reader's sizes when no subset is set
+    "synthetic",
+    DatasetSpec("lpdt.data.synthetic:load_synthetic", SYNTHETIC_SIZES[0], SYNTHETIC_SIZES[1]),
 )
+DATASETS.add("agnews", DatasetSpec(f"{_TEXT}:agnews", 120000))
+DATASETS.add("sentlen", DatasetSpec(f"{_TEXT}:sentlen", 100000))
+# Stand-ins from the installed fortunes files (their readers record what they stand in for)
+DATASETS.add("fortunes4", DatasetSpec(f"{_TEXT}:fortunes4"))
+DATASETS.add("sentlen_fortunes", DatasetSpec(f"{_TEXT}:sentlen_fortunes"))
 
-__all__ = ["DATASETS", "Dataset", "DatasetError", "DatasetInfo", "TensorDataset", "load_dataset"]
+
+def load_dataset(cfg: Any) -> Dataset:
+    """Read the dataset named by ``cfg.dataset`` (a ``DataConfig``) with its spec's reader."""
+    return DATASETS.get(cfg.dataset).load()(cfg)

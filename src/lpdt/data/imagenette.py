@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lpdt.data import DATASETS
 from lpdt.data.base import Dataset, DatasetError, balanced_subset, data_root, dataset_info
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -130,7 +129,6 @@ class ImagenetteDataset(Dataset):
         return (x - mean) / std, self._y[split][idx]
 
 
-@DATASETS.register("imagenette")
 def load_imagenette(cfg) -> ImagenetteDataset:
     root = data_root(cfg)
     folder = _find_root(root)

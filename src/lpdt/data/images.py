@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from lpdt.data import DATASETS
 from lpdt.data.base import (
     DatasetError,
     TensorDataset,
@@ -149,13 +148,11 @@ def load_cifar(cfg, name: str) -> TensorDataset:
     )
 
 
-@DATASETS.register("cifar10")
-def _cifar10(cfg) -> TensorDataset:
+def load_cifar10(cfg) -> TensorDataset:
     return load_cifar(cfg, "cifar10")
 
 
-@DATASETS.register("cifar100")
-def _cifar100(cfg) -> TensorDataset:
+def load_cifar100(cfg) -> TensorDataset:
     return load_cifar(cfg, "cifar100")
 
 
@@ -221,7 +218,6 @@ def read_fashion_mnist(folder: Path, split: str) -> tuple[np.ndarray, np.ndarray
     return images, labels
 
 
-@DATASETS.register("fashion_mnist")
 def load_fashion_mnist(cfg) -> TensorDataset:
     root = data_root(cfg)
     folder = _find_fmnist_dir(root)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from lpdt.data import DATASETS
+from lpdt.data import SYNTHETIC_SIZES
 from lpdt.data.base import DatasetInfo, TensorDataset
 
 
@@ -47,8 +47,7 @@ def make_synthetic(
     return TensorDataset(info, train_x, train_y, test_x, test_y, transform)
 
 
-@DATASETS.register("synthetic")
-def _synthetic(cfg) -> TensorDataset:
-    n_train = cfg.train_subset or 512
-    n_test = cfg.test_subset or 256
+def load_synthetic(cfg) -> TensorDataset:
+    n_train = cfg.train_subset or SYNTHETIC_SIZES[0]
+    n_test = cfg.test_subset or SYNTHETIC_SIZES[1]
     return make_synthetic(n_train=n_train, n_test=n_test)

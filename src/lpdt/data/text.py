@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lpdt.data import DATASETS
 from lpdt.data.base import DatasetError, TensorDataset, balanced_subset, data_root, dataset_info
 
 CACHE_VERSION = 1  # bump when the reading/tokenising rules change, to invalidate old caches
@@ -212,7 +211,6 @@ def read_agnews_parquet(paths: list[Path]) -> tuple[Texts, np.ndarray]:
     return df["text"].astype(str).tolist(), df["label"].to_numpy(np.int64)
 
 
-@DATASETS.register("agnews")
 def agnews(cfg) -> TensorDataset:
     """AG News (4 classes, 120k/7.6k) from ``<root>/ag_news`` (CSV or parquet layout)."""
     root = data_root(cfg)
@@ -255,7 +253,6 @@ def read_sentlen(path: Path) -> Splits:
     return split_text["tr"], ys["tr"], split_text["te"], ys["te"]
 
 
-@DATASETS.register("sentlen")
 def sentlen(cfg) -> TensorDataset:
     """SentEval SentLen (6 length bins) from ``<root>/sentlen/sentence_length.txt``."""
     path = data_root(cfg) / "sentlen" / "sentence_length.txt"
@@ -320,7 +317,6 @@ def _fortunes_missing(folder: Path, names) -> None:
         )
 
 
-@DATASETS.register("fortunes4")
 def fortunes4(cfg) -> TensorDataset:
     """Stand-in for AG News: 4 topic classes from Debian's fortunes (computers/politics/science/work)."""
     folder = fortunes_dir(cfg)
@@ -367,7 +363,6 @@ def sentlen_fortunes_texts(files: list[Path]) -> list[Texts]:
     return groups
 
 
-@DATASETS.register("sentlen_fortunes")
 def sentlen_fortunes(cfg) -> TensorDataset:
     """Stand-in for SentLen: sentences of all fortunes files labelled by SentEval's length bins."""
     folder = fortunes_dir(cfg)

@@ -22,7 +22,8 @@ import numpy as np
 import torch
 
 from lpdt.config import RunConfig
-from lpdt.data import Dataset, load_dataset
+from lpdt.data import load_dataset
+from lpdt.data.base import Dataset
 from lpdt.data.sampler import NodeSampler
 from lpdt.decentral.algorithms import make_algorithm
 from lpdt.decentral.compression import make_compressor

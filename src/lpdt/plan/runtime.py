@@ -38,6 +38,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from lpdt.data import DATASETS
 from lpdt.decentral.catalog import COMPRESSORS
 from lpdt.models import MODELS
 
@@ -152,30 +153,21 @@ START_S = 8.0  # interpreter, imports, data loading, model build, final gossip, 
 BATCHED_START_S = 2.0
 REFERENCE = "2-core x86_64 CPU, torch 2.14.1, 1 thread per job, 2 jobs at once"
 
-# The datasets' split sizes when no subset is set, the one table of them (``lpdt.grid`` reads it
-# for the plan): dataset -> (training samples, test images the evaluation reads); None where the
-# plan has no size (a run without a training size has no estimate; a test split counts
-# DEFAULT_TEST_SIZE).
-FULL_SIZES: dict[str, tuple[int | None, int | None]] = {
-    "cifar10": (50000, 10000),
-    "cifar100": (None, 10000),
-    "fashion_mnist": (60000, 10000),
-    "imagenette": (9469, 3925),
-    "agnews": (120000, None),
-    "sentlen": (100000, None),
-    "synthetic": (None, 1000),
-}
-DEFAULT_TEST_SIZE = 1000
+DEFAULT_TEST_SIZE = 1000  # test examples of a dataset whose spec gives no test size
 
 
 def full_train_size(dataset: str) -> int | None:
-    """Training samples of ``dataset`` without a subset (None: not known to the plan)."""
-    return FULL_SIZES.get(dataset, (None, None))[0]
+    """Training samples of ``dataset`` without a subset (``DatasetSpec.train_size``; None: not
+    known to the plan, or a dataset not registered in this process)."""
+    spec = DATASETS.find(dataset)
+    return spec.train_size if spec else None
 
 
 def full_test_size(dataset: str) -> int:
-    """Test images of ``dataset`` without a subset (DEFAULT_TEST_SIZE when not known)."""
-    return FULL_SIZES.get(dataset, (None, None))[1] or DEFAULT_TEST_SIZE
+    """Test examples of ``dataset`` without a subset (``DatasetSpec.test_size``;
+    DEFAULT_TEST_SIZE when not known)."""
+    spec = DATASETS.find(dataset)
+    return (spec.test_size if spec else None) or DEFAULT_TEST_SIZE
 
 
 def input_px(cfg: Mapping[str, Any]) -> int:
