@@ -36,6 +36,14 @@ def _compression(v: object) -> object:
     return int(round(c * 100)) if 0 < c < 1 else int(round(c))
 
 
+def _compression_label(v: object) -> str:
+    """A ratio in % ("99 %"), or a message codec as it is ("int8", "90+int8")."""
+    try:
+        return f"{int(float(v))} %"  # type: ignore[arg-type]
+    except ValueError:
+        return str(v)
+
+
 def _model(v: object) -> str:
     """The paper's model a run's model stands in for (``ModelSpec.stands_in_for``: the smaller
     scales' MiniLM fills DistilBERT's cells), else its own name (a model not registered in this
@@ -55,6 +63,9 @@ class Coordinate:
     path: str | None
     # Its canonical form, in which the manifest's, a config's and the paper's values compare equal
     canonical: Callable[[object], object]
+    # A canonical value as the report's tables print it ("99 %", "8"); prose adds its words
+    # (lpdt.report.describe: "int8 messages", "QGM on")
+    label: Callable[[object], str] = str
 
 
 # The one list of coordinates: the claims' schema (src/lpdt/report/claims.schema.yaml, which the
@@ -65,8 +76,13 @@ COORDINATES: tuple[Coordinate, ...] = (
     Coordinate("model", "model.name", _model),
     Coordinate("norm", "model.norm", str),
     Coordinate("topology", "topology.name", str),
-    Coordinate("nodes", "topology.nodes", lambda v: int(round(float(v)))),  # type: ignore[arg-type]
-    Coordinate("compression", None, _compression),
+    Coordinate(
+        "nodes",
+        "topology.nodes",
+        lambda v: int(round(float(v))),  # type: ignore[arg-type]
+        lambda v: f"{int(float(v))}",  # type: ignore[arg-type]
+    ),
+    Coordinate("compression", None, _compression, _compression_label),
     Coordinate("skew", "partition.skew", lambda v: round(float(v), 2)),  # type: ignore[arg-type]
     Coordinate("algorithm", "algorithm.name", str),
     Coordinate("precision", "precision.mode", str),

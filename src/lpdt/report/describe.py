@@ -14,20 +14,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from lpdt.report.aggregate import KEYS
+from lpdt.report.aggregate import BY_NAME, KEYS
 
 # The order in which coordinates are named; `dataset` is handled by `dataset_text`.
 SETUP_KEYS = [k for k in KEYS if k != "dataset"]
 
 
 def _fmt(key: str, v: object) -> str:
-    if key == "compression":  # a ratio in %, or a message codec ("int8", "90+int8")
-        return f"{int(v)} %" if isinstance(v, (int, float)) else f"{v} messages"
+    """A coordinate value in prose: its table label (``Coordinate.label``), with words where
+    prose needs them ("int8 messages", QGM "on"), and skews as written (0, 0.4)."""
+    if key == "compression" and not isinstance(v, (int, float)):  # a message codec
+        return f"{v} messages"
     if key == "skew":
         return f"{float(v):g}"  # type: ignore[arg-type]
     if key == "qgm":
         return "on" if v else "off"
-    return str(v)
+    return BY_NAME[key].label(v)
 
 
 def _present(v: object) -> bool:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from lpdt.decentral.catalog import ALGORITHMS
 from lpdt.report import artifacts
-from lpdt.report.aggregate import KEYS, stand_in_names
+from lpdt.report.aggregate import BY_NAME, KEYS, stand_in_names
 from lpdt.report.describe import cost_setup, energy_text, illustrative_text, setup_text
 from lpdt.report.formatting import table_cell
 from lpdt.report.paper import paper_accuracy
@@ -111,16 +111,8 @@ def _s(v: object) -> str:
 
 
 def _label(col: str, v: object) -> str:
-    if _s(v) == "":
-        return ""
-    if col == "compression":  # a ratio in %, or a message codec ("int8", "90+int8")
-        try:
-            return f"{int(float(v))} %"  # type: ignore[arg-type]
-        except ValueError:
-            return str(v)
-    if col == "nodes":
-        return f"{int(float(v))}"  # type: ignore[arg-type]
-    return str(v)
+    """A row's coordinate value as its table cell (``Coordinate.label``; "" where missing)."""
+    return "" if _s(v) == "" else BY_NAME[col].label(v)
 
 
 def stand_in_caption(labels: pd.Series) -> list[str]:
