@@ -4,14 +4,14 @@ Data: 3,000 training and 3,000 test images, downsampled to 16x16 (a third of the
 28 px) so that a budget at which the reference's LP init no longer dominates fits a slow test.
 fp32 is the EvoNorm model with its own init, int8 the 8-bit Range-EvoNorm model with the
 reference's LP init (zero gamma in each block's last norm), as in the paper's comparison. At
-~100 steps that init alone costs ~15 points (measured; docs/int8.md), the quantisation about
+~100 steps that init alone costs ~15 points (measured; docs/notebook/2026-11-23-int8-measurements.md), the quantisation about
 nothing. Single node: 8 epochs at batch 32 (750 steps). 8 nodes: the real engine
 (``lpdt.engine.loop.train``, directed ring, Choco-SGD, no compression), 16 epochs at 16 images per
 node per step (368 steps per node), two seeds. SGD lr 0.05 for both.
 
 3,000 test images, not 1,000: on 1,000 the binomial noise of one accuracy is about 1.1 points,
 which made one seed's 8-node gap 3.6 points (fp32 85.7 % vs int8 82.1 %); the same two runs on
-3,000 images differ by 2.4 (measured; docs/int8.md).
+3,000 images differ by 2.4 (measured; the same notebook entry).
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ from lpdt.models import MODELS
 # the plan said ~60 min for a pipeline that takes ~40 on an idle machine. Entries not in the
 # quick grid (ResNet-20 eager) are older fits. Evaluation costs: ResNet-20 from real `lpdt
 # train` evaluations (27 s / 61 s for 90,000 images fp32 / 8-bit, before the 8-bit eager noise
-# got 2.5x faster: docs/int8.md), the other models scaled by their step-time ratio in
+# got 2.5x faster: docs/notebook/2026-11-23-int8-measurements.md), the other models scaled by their step-time ratio in
 # benchmarks/bench_runtime.py.
 #
 # The eager 8-bit entries (ResNet-20 at 12 px, ResNet-54, ResNet-18, VGG-11, MiniLM) were then
@@ -81,7 +81,7 @@ STEP_MS: dict[tuple[str, str, int], tuple[float, float]] = {
     # jobs) over the compiled / eager 8-bit step-time ratio 0.35 (blocks 0.32-0.37, two runs of
     # `benchmarks/bench_compile.py --cases resnet8:4 --batch 8 --size 12 --threads 1 --iters 10
     # --rounds 5 --range-chunks 2`); on the idle reference machine the same ratio was 3.2 / 8.0
-    # = 0.40 (docs/int8.md), which would give 1.33. Evaluation: fp32's 0.07 x the 8-bit / fp32
+    # = 0.40 (docs/int8.md, Current measured numbers), which would give 1.33. Evaluation: fp32's 0.07 x the 8-bit / fp32
     # evaluation-forward ratio 1.43-1.57 (`benchmarks/bench_runtime.py --cases
     # resnet8:fp32:12,resnet8:int8:12 --jobs 1`, twice). Estimates, not fits.
     ("resnet8", "fp32", 12): (0.71, 0.07),
