@@ -36,6 +36,8 @@ class AlgorithmSpec(Spec):
     # copy and its neighbours' sum): the cost model's memory (lpdt.cost.memory)
     state_buffers: int
     compresses: bool = True  # False: sends whole models, so compression must be "none"
+    # Figures 4 and 5: its colour at fp32 and at 8 bits (its hue, darker at 8 bits); black if None
+    colors: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,12 +100,18 @@ ALGORITHMS.add(
         short="DS",
         title="DeepSqueeze",
         state_buffers=1,
+        colors=("tab:blue", "midnightblue"),
     ),
 )
 ALGORITHMS.add(
     "choco",
     AlgorithmSpec(
-        f"{_GOSSIP}:Choco", label="Choco", short="Choco", title="CHOCO-SGD", state_buffers=2
+        f"{_GOSSIP}:Choco",
+        label="Choco",
+        short="Choco",
+        title="CHOCO-SGD",
+        state_buffers=2,
+        colors=("tab:orange", "firebrick"),
     ),
 )
 

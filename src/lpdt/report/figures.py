@@ -261,13 +261,6 @@ PRECISION = {
     "int8": {"name": "8-bit", "marker": "^", "ls": "--", "dx": 0.012},
 }
 OTHER_PRECISION = {"name": "?", "marker": "s", "ls": ":", "dx": 0.0}
-# One colour per (algorithm, precision): the algorithm's hue, darker at 8 bits.
-SERIES_COLOR = {
-    ("deepsqueeze", "fp32"): "tab:blue",
-    ("deepsqueeze", "int8"): "midnightblue",
-    ("choco", "fp32"): "tab:orange",
-    ("choco", "int8"): "firebrick",
-}
 SKEW_SPAN = (0.0, 0.9)  # the paper's degrees of skew (Figures 4, 5): the x axis always shows it
 SKEW_PAD = 0.05  # x margin on each side, in skew units
 ACC_PAD = 1.0  # least y margin on each side, in accuracy points (else 10 % of the data's range)
@@ -279,7 +272,13 @@ def precision_style(prec: str) -> dict:
 
 
 def series_color(algo: str, prec: str) -> str:
-    return SERIES_COLOR.get((algo, prec), "k")
+    """One colour per (algorithm, precision): its spec's ``colors`` (the algorithm's hue, darker
+    at 8 bits); black for an algorithm without colours, not registered here, or another
+    precision."""
+    spec = ALGORITHMS.find(algo)
+    if spec is None or spec.colors is None or prec not in PRECISION:
+        return "k"
+    return spec.colors[list(PRECISION).index(prec)]
 
 
 def skew_limits(skews: list[float]) -> tuple[float, float]:
@@ -301,7 +300,7 @@ def _skew_panels(
 ) -> plt.Figure:
     """Accuracy vs skew: one panel per panel_keys value; one series per (algorithm, precision),
     each precision with its own marker, line style and colour shade (``PRECISION``,
-    ``SERIES_COLOR``) and a small x offset; the paper's values as open markers of the same
+    ``series_color``) and a small x offset; the paper's values as open markers of the same
     style, faint."""
     keys = sorted({tuple(r) for r in runs[panel_keys].itertuples(index=False)}, key=str)
     if not keys:
