@@ -99,6 +99,12 @@ class ModelConfig:
     pretrained: bool = True  # text models: load pretrained weights
 
 
+# The normalisation each precision uses in the paper (section 3): EvoNorm-S0 at fp32,
+# Range-EvoNorm at 8 bits (config/studies.yaml's precision coordinate sets it; MLflow run names
+# leave it out where a run uses it, and claims pair runs by it where a study names no norm).
+PAPER_NORMS: dict[str, str] = {"fp32": "evonorm", "int8": "rangeen"}
+
+
 @dataclass
 class PrecisionConfig:
     mode: Literal["fp32", "int8"] = "fp32"

@@ -35,6 +35,7 @@ from typing import Any
 
 import pandas as pd
 
+from lpdt.config import PAPER_NORMS
 from lpdt.report.aggregate import CONFIG_PATHS, KEYS, norm_key
 from lpdt.report.formatting import rounded
 from lpdt.report.stats import NO_DATA, Threshold, t_interval, verdict
@@ -225,21 +226,16 @@ def config_extras(configs: Sequence[Mapping[str, Any]]) -> tuple[list[str], list
     return keys, flat
 
 
-# The normalisation each precision brings where a run names none (config/studies.yaml,
-# coordinate ``precision``: an FP model's default EvoNorm-S0, an 8-bit run's Range-EvoNorm).
-PRECISION_NORMS = {"fp32": "evonorm", "int8": "rangeen"}
-
-
 def norm_identity(norm: object, precision: object, vary: str, a: object, b: object) -> str:
     """The norm as pairing compares it: the run's norm (its precision's where it names none);
     when ``precision`` is varied, a run with its own precision's norm counts as
     ``"<a's>|<b's>"`` (``evonorm|rangeen``), so that FP-EvoNorm pairs with 8-bit
     Range-EvoNorm (the paper's FP vs LP) and any other norm (BatchNorm) only with itself."""
     prec = _canon("precision", precision)
-    own = PRECISION_NORMS.get(str(prec)) if prec is not None else None
+    own = PAPER_NORMS.get(str(prec)) if prec is not None else None
     n = _canon("norm", norm) or own
     if vary == "precision" and n is not None and n == own:
-        return "|".join(PRECISION_NORMS.get(str(v), str(v)) for v in (a, b))
+        return "|".join(PAPER_NORMS.get(str(v), str(v)) for v in (a, b))
     return str(n)
 
 

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lpdt import record
+from lpdt.config import PAPER_NORMS
 from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS, TOPOLOGIES
 from lpdt.record import RecordError, RunRecord
 from lpdt.tracking.store import (
@@ -124,10 +125,6 @@ def read_record(run_dir: str | Path) -> RunRecord:
         raise TrackingError(str(e)) from None
 
 
-# The normalisation each precision uses in the paper (section 3); another one is named.
-PAPER_NORM = {"fp32": "evonorm", "int8": "rangeen"}
-
-
 def _compression_token(comp: dict[str, Any]) -> str:
     """``dense``, ``top99``, ``random90``; 8-bit messages ``dense-msg8``, ``top90-msg8``: the
     registered compressor's token (``lpdt.decentral.catalog``). A name this process does not
@@ -156,7 +153,7 @@ def run_name(rec: RunRecord, with_seed: bool = True) -> str:
     c = rec.config
     model, topo, part = c["model"], c["topology"], c["partition"]
     precision, norm = c["precision"]["mode"], model["norm"]
-    paper_norm = norm == PAPER_NORM.get(precision)
+    paper_norm = norm == PAPER_NORMS.get(precision)  # another norm is named
     parts = [precision] if paper_norm else [precision, norm]
     single = topo["nodes"] == 1
     if not single:
