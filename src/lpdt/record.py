@@ -68,7 +68,7 @@ class RecordError(LpdtError, ValueError):
 
 @dataclass(frozen=True)
 class DatasetRecord:
-    """The data a run trained on (``lpdt.data.DatasetInfo`` plus the sizes it used)."""
+    """The data a run trained on (``lpdt.data.base.DatasetInfo`` plus the sizes it used)."""
 
     name: str  # registry name of the dataset actually used, e.g. "fashion_mnist"
     source: str  # where the data came from (path, package, "generated ...")

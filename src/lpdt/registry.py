@@ -1,5 +1,6 @@
 """A tiny name -> object registry so that configs can name models, datasets, algorithms... by string,
-and the base of the specs registered in it (``lpdt.decentral.catalog``, ``lpdt.models``)."""
+and the base of the specs registered in it (``lpdt.decentral.catalog``, ``lpdt.models``,
+``lpdt.data``)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ class Spec:
     impl: str | Callable[..., Any]
 
     def load(self) -> Callable[..., Any]:
+        """The implementation: ``impl`` itself, or the attribute its string names, imported now."""
         if not isinstance(self.impl, str):
             return self.impl
-        module, _, attr = self.impl.partition(":")
+        module, sep, attr = self.impl.partition(":")
+        if not (sep and module and attr):
+            raise ValueError(f"implementation {self.impl!r}: expected 'module:attribute'")
         return getattr(import_module(module), attr)
 
 
@@ -43,6 +47,7 @@ class Registry(Generic[T]):
         return deco
 
     def add(self, name: str, obj: T) -> None:
+        """Register ``obj`` under ``name`` (a name registered twice is a ValueError)."""
         self.register(name)(obj)
 
     def remove(self, name: str) -> None:

@@ -8,6 +8,7 @@ import inspect
 from importlib import import_module
 from pathlib import Path
 
+import pytest
 import yaml
 
 from lpdt.report import artifacts, tables
@@ -22,7 +23,7 @@ def _maker(spec: artifacts.Artifact):
 
 def test_every_maker_takes_the_inputs_its_entry_reads() -> None:
     for spec in (*artifacts.FIGURE_LIST, *artifacts.TABLE_LIST):
-        assert set(spec.reads) <= set(artifacts.INPUTS), spec
+        assert set(spec.reads) <= set(spec.INPUTS), spec
         params = inspect.signature(_maker(spec)).parameters
         assert len(params) == len(spec.reads), (spec.maker, list(params), spec.reads)
 
@@ -41,5 +42,15 @@ def test_numbers_stems_and_table_studies_follow_from_the_list() -> None:
     assert len(set(artifacts.FIGURES)) == len(artifacts.FIGURE_LIST)
     assert {n: f"table{n}" for n in (2, 3, 4, 5, 6)} == artifacts.TABLE_STUDY
     # The accuracy tables' specs are those of the tables with a study.
-    assert set(tables.SPECS) == set(artifacts.TABLE_STUDY)
-    assert all(tables.SPECS[n].study == artifacts.TABLE_STUDY[n] for n in tables.SPECS)
+    assert set(tables.ACCURACY_TABLES) == set(artifacts.TABLE_STUDY)
+    assert all(
+        tables.ACCURACY_TABLES[n].study == artifacts.TABLE_STUDY[n] for n in tables.ACCURACY_TABLES
+    )
+
+
+def test_an_entry_that_reads_what_its_kind_does_not_pass_is_refused_when_listed() -> None:
+    with pytest.raises(ValueError, match="Figure 8: maker 'm:f' .* reads \\['scale'\\]"):
+        artifacts.Figure(8, "m:f", ("scale",))
+    with pytest.raises(ValueError, match="module:function"):
+        artifacts.Table(11, "no_colon", ("cost",))
+    assert artifacts.Table(11, "m:f", ("scale", "number")).stem == "table11"

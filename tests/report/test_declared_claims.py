@@ -202,4 +202,6 @@ def test_a_damaged_claims_file_is_one_line_naming_the_entry(tmp_path, change, me
         claims.load_claims(path)
     text = str(e.value)
     assert "\n" not in text and f"{path}, claim 2" in text
+    if "id" in entry:  # the entry is named by its id too
+        assert f"{path}, claim 2 ({entry['id']})" in text
     assert (message or "missing id") in text

@@ -36,7 +36,7 @@ class AlgorithmSpec(Spec):
     # copy and its neighbours' sum): the cost model's memory (lpdt.cost.memory)
     state_buffers: int
     compresses: bool = True  # False: sends whole models, so compression must be "none"
-    # Figures 4 and 5: its colour at fp32 and at 8 bits (its hue, darker at 8 bits); black if None
+    # Figures 4 and 5: (its fp32 colour, its 8-bit colour), one hue, darker at 8 bits; None: black
     colors: tuple[str, str] | None = None
 
 

@@ -1,7 +1,9 @@
-"""The model zoo: configs name a model by string (``model.name: resnet20``), and every other part
-of lpdt reads what it needs from the spec registered here under that name: the config check (a
-known name), the engines (its factory), the planner (token inputs? entries gossiped per round),
-the GPU slots (jobs that share one GPU) and the report (the paper's model it stands in for).
+"""The model zoo: configs name a model by string (``model.name: resnet20``), and the rest of lpdt
+reads what it needs to know about a model from the spec registered here under that name: the
+config check (a known name), the engines (its factory), the planner (token inputs? entries
+gossiped per round), the GPU slots (jobs that share one GPU) and the report (the paper's model it
+stands in for). Measurements stay with what they measure, keyed by the name: the planner's step
+times (``lpdt.plan.runtime``) and the rows of the cost model's Table 10.
 
 A factory ``impl(cfg: ModelConfig, num_classes, input_shape) -> nn.Module`` returns a
 full-precision model that maps one input tensor to logits; ``build_model`` applies the 8-bit

@@ -53,8 +53,8 @@ from lpdt.models import MODELS
 # the plan said ~60 min for a pipeline that takes ~40 on an idle machine. Entries not in the
 # quick grid (ResNet-20 eager) are older fits. Evaluation costs: ResNet-20 from real `lpdt
 # train` evaluations (27 s / 61 s for 90,000 images fp32 / 8-bit, before the 8-bit eager noise
-# got 2.5x faster: docs/notebook/2026-11-23-int8-measurements.md), the other models scaled by their step-time ratio in
-# benchmarks/bench_runtime.py.
+# got 2.5x faster: docs/notebook/2026-11-23-int8-measurements.md), the other models scaled by
+# their step-time ratio in benchmarks/bench_runtime.py.
 #
 # The eager 8-bit entries (ResNet-20 at 12 px, ResNet-54, ResNet-18, VGG-11, MiniLM) were then
 # scaled when the eager quantiser became one C++ loop (lpdt.layers.quant.kernel, 2026-11-26):
@@ -81,9 +81,9 @@ STEP_MS: dict[tuple[str, str, int], tuple[float, float]] = {
     # jobs) over the compiled / eager 8-bit step-time ratio 0.35 (blocks 0.32-0.37, two runs of
     # `benchmarks/bench_compile.py --cases resnet8:4 --batch 8 --size 12 --threads 1 --iters 10
     # --rounds 5 --range-chunks 2`); on the idle reference machine the same ratio was 3.2 / 8.0
-    # = 0.40 (docs/int8.md, Current measured numbers), which would give 1.33. Evaluation: fp32's 0.07 x the 8-bit / fp32
-    # evaluation-forward ratio 1.43-1.57 (`benchmarks/bench_runtime.py --cases
-    # resnet8:fp32:12,resnet8:int8:12 --jobs 1`, twice). Estimates, not fits.
+    # = 0.40 (docs/int8.md, Current measured numbers), which would give 1.33. Evaluation: fp32's
+    # 0.07 x the 8-bit / fp32 evaluation-forward ratio 1.43-1.57 (`benchmarks/bench_runtime.py
+    # --cases resnet8:fp32:12,resnet8:int8:12 --jobs 1`, twice). Estimates, not fits.
     ("resnet8", "fp32", 12): (0.71, 0.07),
     ("resnet8", "int8", 12): (1.51, 0.10),
     ("resnet54", "fp32", 16): (1.27, 0.67),
@@ -136,10 +136,11 @@ def warm_compile_seconds(cfg: Mapping[str, Any]) -> float:
     return train_s + (eval_s if cfg["train"].get("compile_eval", True) else 0.0)
 
 
-# Nanoseconds per gossiped entry (``ModelSpec.gossiped``: a model without it adds no gossip term), per node and round: the mixing, the optimizer step and the
-# algorithm's buffers (all compressions), plus top-k's selection (sparsifiers). They dominate
-# the many-node runs of large models (VGG-11 on 16 nodes, ResNet-18 on 8, MiniLM on 4), whose
-# compute is small at the quick scale. Fitted with benchmarks/fit_runtime.py (see STEP_MS).
+# Nanoseconds per gossiped entry (``ModelSpec.gossiped``: a model without it adds no gossip
+# term), per node and round: the mixing, the optimizer step and the algorithm's buffers (all
+# compressions), plus top-k's selection (sparsifiers). They dominate the many-node runs of large
+# models (VGG-11 on 16 nodes, ResNet-18 on 8, MiniLM on 4), whose compute is small at the quick
+# scale. Fitted with benchmarks/fit_runtime.py (see STEP_MS).
 GOSSIP_NS = 7.48
 TOPK_NS = 10.09
 START_S = 8.0  # interpreter, imports, data loading, model build, final gossip, writing results

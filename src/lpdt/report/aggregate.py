@@ -45,9 +45,10 @@ def _compression_label(v: object) -> str:
 
 
 def _model(v: object) -> str:
-    """The paper's model a run's model stands in for (``ModelSpec.stands_in_for``: the smaller
-    scales' MiniLM fills DistilBERT's cells), else its own name (a model not registered in this
-    process too). A scale that sets the coordinate itself keeps it (quick's ``model: minilm``)."""
+    """The model coordinate's canonical form: the paper's model a run's model stands in for
+    (``ModelSpec.stands_in_for``), so that the smaller scales' MiniLM runs fill DistilBERT's
+    cells, whether the manifest names the trained model (quick's ``model: minilm``) or the
+    paper's; else the name itself (a model not registered in this process too)."""
     spec = MODELS.find(str(v))
     return (spec.stands_in_for or str(v)) if spec else str(v)
 

@@ -8,27 +8,32 @@ workflow's declared outputs and its Snakemake-report entries and captions
 (``workflow/rules/report.smk``: ``snakemake_caption``; workflow/report/figN.rst only names the
 figure) and the tests read them from here.
 
-This module imports nothing: the workflow reads it while it builds its DAG. A maker is named as
-``"module:function"`` and imported by the report when it draws.
+This module imports only the standard library and ``lpdt.registry`` (no torch, no pandas): the
+workflow reads it while it builds its DAG. A maker is named as ``"module:function"`` and imported when the report draws.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import import_module
-from typing import Any
+from typing import Any, ClassVar
 
-# What a maker may read, passed in the order its ``reads`` names them: "runs" (the run table,
-# lpdt.report.aggregate), "paper" (the paper's values, config/paper_results.csv), "analysis"
-# (``lpdt partition`` / ``lpdt topology`` files), "cost" (``lpdt cost all`` files), "scale"
-# (the grid's scale) and "number" (the artifact's own number).
-INPUTS = ("runs", "paper", "analysis", "cost", "scale", "number")
+from lpdt.registry import Spec
+
+# What a maker may read, passed in the order its entry's ``reads`` names them: "runs" (the run
+# table, lpdt.report.aggregate), "paper" (the paper's values, config/paper_results.csv),
+# "analysis" (``lpdt partition`` / ``lpdt topology`` files), "cost" (``lpdt cost all`` files),
+# "scale" (the grid's scale) and "number" (the artifact's own number). ``write_figures`` and
+# ``build_tables`` pass these (an entry that reads another is an error when the list is built).
+FIGURE_INPUTS = ("runs", "paper", "analysis", "cost", "number")
+TABLE_INPUTS = ("runs", "paper", "cost", "scale", "number")
 
 
 @dataclass(frozen=True)
 class Artifact:
     """A figure or table of the paper that the report reproduces."""
+
+    INPUTS: ClassVar[tuple[str, ...]] = ()  # what its kind's maker loop passes
 
     number: int
     maker: str  # "module:function", called with the inputs ``reads`` names
@@ -37,20 +42,35 @@ class Artifact:
     # then the table study it shares its runs with); () for one drawn from analysis or cost files
     studies: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        unknown = [r for r in self.reads if r not in self.INPUTS]
+        if unknown or ":" not in self.maker:
+            raise ValueError(
+                f"{type(self).__name__} {self.number}: maker {self.maker!r} (module:function) "
+                f"reads {list(self.reads)}; its kind passes {list(self.INPUTS)}"
+            )
+
     def make(self, inputs: dict[str, Any]) -> Any:
-        module, _, name = self.maker.partition(":")
-        fn: Callable[..., Any] = getattr(import_module(module), name)
-        return fn(*(inputs[r] for r in self.reads))
+        """Call the maker with the inputs its entry reads (``inputs`` and its own number)."""
+        fn: Callable[..., Any] = Spec(self.maker).load()
+        given = {**inputs, "number": self.number}
+        return fn(*(given[r] for r in self.reads))
 
 
 @dataclass(frozen=True)
 class Figure(Artifact):
+    """A figure: its maker returns a matplotlib figure (saved as .pdf and .png)."""
+
+    INPUTS: ClassVar[tuple[str, ...]] = FIGURE_INPUTS
+
     # What it plots: the first sentence of its caption in the PDF (which adds the setup read from
     # the runs it draws) and in the Snakemake report (which adds ``note``)
     what: str = ""
     # What the Snakemake report's caption adds: the study whose runs it draws, or the command
     # whose files it draws, and what its error bars are
     note: str = ""
+    # (coordinate, value) pairs its runs must have besides their study (Figure 6: ResNet-18)
+    where: tuple[tuple[str, str], ...] = ()
 
     @property
     def stem(self) -> str:  # its files under results/figures/: fig4.pdf, fig4.png
@@ -59,6 +79,10 @@ class Figure(Artifact):
 
 @dataclass(frozen=True)
 class Table(Artifact):
+    """A table: its maker returns ``(frame for the CSV, printable parts)``."""
+
+    INPUTS: ClassVar[tuple[str, ...]] = TABLE_INPUTS
+
     @property
     def stem(self) -> str:  # its files under results/tables/: table3.csv, .md, .tex
         return f"table{self.number}"
@@ -121,6 +145,7 @@ FIGURE_LIST: tuple[Figure, ...] = (  # Figures 1-7 of the paper
         f"{_FIG}:fig6",
         ("runs", "paper"),
         ("fig6", "table5"),
+        where=(("model", "resnet18"),),  # the paper's Figure 6 shows its ResNet-18 runs of Table 5
         what="Accuracy per skew and compression: FP red, LP green (black ticks: the paper, where "
         "our runs used its data).",
         note="Runs of study ``fig6`` (= ``table5``).",
@@ -155,7 +180,6 @@ TABLE_NUMBERS = tuple(t.number for t in TABLE_LIST)
 FIGURES = tuple(f.stem for f in FIGURE_LIST)  # file stems under results/figures/
 TABLES = tuple(t.stem for t in TABLE_LIST)  # file stems under results/tables/
 FIGURE_BY_STEM = {f.stem: f for f in FIGURE_LIST}
-TABLE_BY_NUMBER = {t.number: t for t in TABLE_LIST}
 # Paper table -> the study whose runs fill it (the claims read the paper's cells by it).
 TABLE_STUDY = {t.number: t.studies[0] for t in TABLE_LIST if t.studies}
 FIGURES_OF_RUNS = tuple(f.stem for f in FIGURE_LIST if "runs" in f.reads)
@@ -170,8 +194,8 @@ ILLUSTRATIVE_NOTE = (
 def snakemake_caption(figure: str, scale: str) -> str:
     """The caption of ``figure`` (``"fig4"``) in the Snakemake report at ``scale``."""
     number = figure.removeprefix("fig")
-    spec = FIGURE_BY_STEM[figure]
-    text = f"Figure {number} of the paper, scale {scale}: {spec.what} {spec.note}"
+    entry = FIGURE_BY_STEM[figure]
+    text = f"Figure {number} of the paper, scale {scale}: {entry.what} {entry.note}"
     if figure in FIGURES_OF_RUNS and scale != "paper":
         text += f" {ILLUSTRATIVE_NOTE}"
     return text

@@ -165,36 +165,39 @@ def check_schema(at: str, instance: object, definition: str | None = None) -> No
         if e.validator == "additionalProperties":
             keys = ", ".join(e.schema.get("properties", {}))
             extra = sorted(set(e.instance) - set(e.schema.get("properties", {})))
-            raise ValueError(f"{_at(at, e)}: unknown key {extra[0]!r} (keys: {keys})")
+            raise ValueError(f"{_at(at, e, instance)}: unknown key {extra[0]!r} (keys: {keys})")
     missing = [e for e in errors if e.validator == "required"]
     if missing:
         e = missing[0]
         names = [k for k in e.schema["required"] if k not in e.instance]
-        raise ValueError(f"{_at(at, e)}: missing {', '.join(names)}")
+        raise ValueError(f"{_at(at, e, instance)}: missing {', '.join(names)}")
     e = errors[0]
     where = [str(k) for k in e.absolute_path]
     key = where[-1] if where else "the entry"
     if e.validator == "enum" and e.validator_value == root["$defs"]["coordinate"]["enum"]:
         raise ValueError(
-            f"{_at(at, e)}: unknown coordinate {e.instance!r} "
+            f"{_at(at, e, instance)}: unknown coordinate {e.instance!r} "
             f"(coordinates: {', '.join(e.validator_value)})"
         )
     if e.validator == "enum":
         allowed = ", ".join(str(v) for v in e.validator_value)
-        raise ValueError(f"{_at(at, e)}: {key} {e.instance!r} is not one of {allowed}")
+        raise ValueError(f"{_at(at, e, instance)}: {key} {e.instance!r} is not one of {allowed}")
     if key == "threshold":
         raise ValueError(
-            f"{_at(at, e)}: threshold must be a number, or [lo, hi] for direction 'within', "
+            f"{_at(at, e, instance)}: threshold must be a number, or [lo, hi] for direction 'within', "
             f"got {e.instance!r}"
         )
-    raise ValueError(f"{_at(at, e)}: {key}: {e.message}")
+    raise ValueError(f"{_at(at, e, instance)}: {key}: {e.message}")
 
 
-def _at(at: str, e: Any) -> str:
-    """``at``, and where in the entry below the key the error is (a claim of the file)."""
+def _at(at: str, e: Any, instance: object) -> str:
+    """``at``, and the claim of the file the error is in: its number, and its id where it has
+    one ("claims.yaml, claim 2 (lp_close_on_torus)")."""
     path = list(e.absolute_path)
     if path[:1] == ["claims"] and len(path) > 1 and isinstance(path[1], int):
-        return f"{at}, claim {path[1] + 1}"
+        entry = instance["claims"][path[1]] if isinstance(instance, dict) else None
+        ident = entry.get("id") if isinstance(entry, dict) else None
+        return f"{at}, claim {path[1] + 1}" + (f" ({ident})" if isinstance(ident, str) else "")
     return at
 
 

@@ -27,7 +27,7 @@ from lpdt.report.describe import fixed_text  # noqa: E402
 from lpdt.report.paper import paper_accuracy  # noqa: E402
 from lpdt.report.stats import LEVEL, t_interval  # noqa: E402
 
-FIG6_MODEL = "resnet18"  # the paper's Figure 6 shows its ResNet-18 runs of Table 5
+FIG6_MODEL = dict(artifacts.FIGURE_BY_STEM["fig6"].where)["model"]  # its ResNet-18 runs
 
 
 def _save(fig: plt.Figure, out_dir: Path, name: str) -> list[Path]:
@@ -64,14 +64,16 @@ def _ok(df: pd.DataFrame, *studies: str) -> pd.DataFrame:
 
 
 def figure_runs(df: pd.DataFrame, name: str) -> pd.DataFrame:
-    """The finished runs a figure plots: those of the first of its studies present
-    (``lpdt.report.artifacts``; Figure 6: its ResNet-18 runs only); empty for a figure drawn from
-    analysis or cost files."""
-    studies = artifacts.FIGURE_BY_STEM[name].studies
-    if not studies:
+    """The finished runs a figure plots: those of the first of its studies present that have
+    its ``where`` values (``lpdt.report.artifacts``; Figure 6: ResNet-18); empty for a figure
+    drawn from analysis or cost files."""
+    figure = artifacts.FIGURE_BY_STEM[name]
+    if not figure.studies:
         return df.iloc[0:0]
-    runs = _ok(df, *studies)
-    return runs[runs["model"] == FIG6_MODEL] if name == "fig6" else runs
+    runs = _ok(df, *figure.studies)
+    for key, value in figure.where:
+        runs = runs[runs[key] == value]
+    return runs
 
 
 def _title(base: str, runs: pd.DataFrame, keys: list[str]) -> str:
@@ -276,9 +278,10 @@ def series_color(algo: str, prec: str) -> str:
     at 8 bits); black for an algorithm without colours, not registered here, or another
     precision."""
     spec = ALGORITHMS.find(algo)
-    if spec is None or spec.colors is None or prec not in PRECISION:
+    if spec is None or spec.colors is None:
         return "k"
-    return spec.colors[list(PRECISION).index(prec)]
+    fp, lp = spec.colors
+    return {"fp32": fp, "int8": lp}.get(prec, "k")
 
 
 def skew_limits(skews: list[float]) -> tuple[float, float]:
@@ -542,10 +545,10 @@ def write_figures(
     and .png); a figure whose input is damaged or missing is drawn as a one-line message."""
     inputs = {"runs": df, "paper": paper, "analysis": analysis, "cost": cost}
     written = []
-    for spec in artifacts.FIGURE_LIST:
+    for figure in artifacts.FIGURE_LIST:
         try:
-            fig = spec.make(inputs)
+            fig = figure.make(inputs)
         except (KeyError, ValueError, TypeError, json.JSONDecodeError) as e:  # bad input: say so
-            fig = _empty(spec.stem, f"could not draw {spec.stem}: {e}")
-        written += _save(fig, out_dir, spec.stem)
+            fig = _empty(figure.stem, f"could not draw {figure.stem}: {e}")
+        written += _save(fig, out_dir, figure.stem)
     return written

@@ -41,7 +41,7 @@ def variant(algorithm: str, precision: str) -> str:
 
 
 @dataclass
-class Spec:
+class AccuracyTable:
     """How a paper table maps to its study's runs (``lpdt.report.artifacts``: the study): row
     coordinates, column (variant) coordinates, the coordinates a cell matches the paper's by."""
 
@@ -56,22 +56,22 @@ class Spec:
         return artifacts.TABLE_STUDY[self.table]
 
 
-SPECS = {
-    2: Spec(
+ACCURACY_TABLES = {
+    2: AccuracyTable(
         2,
         "Table 2: single-node baselines (the paper's setting), test accuracy (%)",
         ["dataset", "model"],
         ["precision"],
         ["dataset", "model", "precision"],
     ),
-    3: Spec(
+    3: AccuracyTable(
         3,
         "Table 3: CIFAR-10, decentralized training (the paper's setting), test accuracy (%)",
         ["model", "topology", "nodes", "compression", "skew"],
         ["algorithm", "precision"],
         CELL_KEYS,
     ),
-    4: Spec(
+    4: AccuracyTable(
         4,
         "Table 4: ResNet-20, 8-node directed ring, Choco with QGM (the paper's "
         "setting), test accuracy (%)",
@@ -79,14 +79,14 @@ SPECS = {
         ["precision"],
         CELL_KEYS,
     ),
-    5: Spec(
+    5: AccuracyTable(
         5,
         "Table 5: Imagenette, Choco (the paper's setting), test accuracy (%)",
         ["model", "topology", "nodes", "compression", "skew"],
         ["precision"],
         CELL_KEYS,
     ),
-    6: Spec(
+    6: AccuracyTable(
         6,
         "Table 6: NLP (DistilBERT), directed ring (the paper's setting), test accuracy (%)",
         ["dataset", "compression", "skew"],
@@ -120,7 +120,7 @@ def stand_in_caption(labels: pd.Series) -> list[str]:
     return [f"STAND-IN: {n}." for n in names]
 
 
-def compare(df: pd.DataFrame, paper: pd.DataFrame, spec: Spec) -> pd.DataFrame:
+def compare(df: pd.DataFrame, paper: pd.DataFrame, spec: AccuracyTable) -> pd.DataFrame:
     """Long frame: one row per cell with ours, paper, diff, status, stand_in, note."""
     ours = df[df["study"] == spec.study].copy()
     keep = [*spec.match, "status", "acc", "acc_avg_model", "stand_in", "run_id", "seed"]
@@ -219,7 +219,7 @@ def cell_text(r: pd.Series) -> str:
 
 
 def render_accuracy(
-    m: pd.DataFrame, spec: Spec, scale: str, runs: pd.DataFrame | None = None
+    m: pd.DataFrame, spec: AccuracyTable, scale: str, runs: pd.DataFrame | None = None
 ) -> Rendered:
     """The paper's layout; ``runs`` (the study's rows of the run table) give the caption's
     description of what we ran."""
@@ -599,9 +599,9 @@ def to_tex(parts: list[Rendered]) -> str:
 def accuracy_table(
     number: int, df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path, scale: str
 ) -> tuple[pd.DataFrame, list[Rendered]]:
-    """Accuracy table ``number`` (2 to 6, ``SPECS``): our cells beside the paper's; Table 3 also
+    """Accuracy table ``number`` (2 to 6, ``ACCURACY_TABLES``): our cells beside the paper's; Table 3 also
     prints the data sent per iteration (``data_table``)."""
-    spec = SPECS[number]
+    spec = ACCURACY_TABLES[number]
     m = compare(df, paper, spec)
     parts = [render_accuracy(m, spec, scale, df[df["study"] == spec.study])]
     if number == 3:
@@ -617,7 +617,7 @@ def build_tables(
     """Every table that lpdt.report.artifacts lists, built by its maker: number -> (long frame
     for the CSV, printable parts)."""
     inputs = {"runs": df, "paper": paper, "cost": cost_dir, "scale": scale}
-    return {t.number: t.make({**inputs, "number": t.number}) for t in artifacts.TABLE_LIST}
+    return {table.number: table.make(inputs) for table in artifacts.TABLE_LIST}
 
 
 def write_tables(

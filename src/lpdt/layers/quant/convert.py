@@ -110,7 +110,7 @@ def convert_to_int8(model: nn.Module, precision_cfg, model_cfg=None, linear_only
     Swaps every ``nn.Conv2d`` -> ``QConv2d``, ``nn.Linear`` -> ``QLinear``, norm slot -> 8-bit
     Range-EvoNorm (or 8-bit Range-BN + ReLU for ``model_cfg.norm == 'rangebn'``) and
     ``lpdt.layers.Add`` -> ``QAdd``; copies the weights; then applies the model's low-precision
-    init (``lpdt.models.init_lp_``: zero gamma in each block's last norm, a small classifier)
+    init (``lpdt.models.common.init_lp_``: zero gamma in each block's last norm, a small classifier)
     unless ``precision_cfg.lp_init`` is false (then the full-precision weights stay as they are).
     ``linear_only=True`` swaps only ``nn.Linear`` (transformers) and keeps the weights (no LP init).
     """

@@ -5,7 +5,7 @@ a pass over the tensor (the step, subtract, divide, the hash's shifts, multiplie
 clamp, round, rescale), and ``quantize_minmax`` adds ``amin`` and ``amax``. This kernel does the
 same float32 arithmetic in the same order in one vectorised loop (and the range first, for
 ``quantize_minmax``), so it gives the same bits (``tests/layers/test_quant_kernel.py``).
-Measured on the 2-core reference CPU, one thread (docs/int8.md, "Current measured numbers"):
+Measured on the 2-core reference CPU, one thread (docs/notebook/2026-11-23-int8-measurements.md):
 eager 8-bit training steps 14-35 % faster (the small tensors of the quick scale gain most), the
 8-bit ResNet-8 evaluation forward at batch 500 about 1.8x faster.
 

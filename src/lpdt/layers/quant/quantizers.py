@@ -146,8 +146,8 @@ def dither(x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0) -> 
     elif seed.device.type == "cpu" and not _vmapped:
         # Eagerly on the CPU, the key in Python integers: reading the seed costs no device
         # synchronisation there, and it saves ten one-element tensor operations per call
-        # (about 4 % of an eager 8-bit ResNet-8 step at the claims' shape; docs/notebook/2026-11-23-
-        # int8-measurements.md).
+        # (about 4 % of an eager 8-bit ResNet-8 step at the claims' shape:
+        # docs/notebook/2026-11-23-int8-measurements.md).
         key = _signed32(_cpu_key(seed, salt))
     else:  # the same 32 bits as a signed int32 (the addition wraps)
         key = _mix_(seed.reshape(()).to(torch.int32) + _signed32(salted), wide)
