@@ -144,7 +144,8 @@ def fig1(df: pd.DataFrame) -> plt.Figure:
         return _empty(title, "no per-epoch validation data at this scale")
     fig, ax = plt.subplots(figsize=(6, 4))
     # Several seeds of one normalisation: the mean per epoch with its 95 % t-interval as a band.
-    for label, g in pd.concat(curves).groupby("label", sort=False):
+    for key, g in pd.concat(curves).groupby("label", sort=False):
+        label = str(key)
         e = g.groupby("epoch")["err"].agg(["mean", "count"]).sort_index()
         style = precision_style("int8" if "8-bit" in label else "fp32")
         ls, marker = style["ls"], style["marker"]
@@ -464,7 +465,7 @@ def fig6(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
                 ax.plot(x + off, pv, "k_", ms=14, mew=2, label=None if paper_drawn else "paper")
                 paper_drawn = True
         ax.set_xticks(x, [f"skew {s:g}\n({c} % comp.)" for s, c in cats], fontsize=8)
-        ax.set_title(f"{topo} ({n} nodes)", fontsize=9)
+        ax.set_title(f"{str(topo)} ({str(n)} nodes)", fontsize=9)
         ax.set_ylabel("test accuracy (%)")
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)

@@ -29,9 +29,9 @@ import contextlib
 import itertools
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -306,11 +306,15 @@ def pairing(
     c["_rest"] = ids
     c = _adopt_identity(c)
     c["_key"] = c["_rest"].map(repr)  # a hashable, sortable form of the identity
+
     # The norm and config keys in which runs of one cell differ join the cell's name.
+    def distinct(i: int) -> Callable[[pd.Series], int]:  # values of the i-th key in a cell
+        return lambda r: len({x[i] for x in r})
+
     split = [
         name
         for i, name in enumerate(["norm", *extra])
-        if (c.groupby("_cell")["_rest"].agg(lambda r, i=i: len({x[i] for x in r})) > 1).any()
+        if (c.groupby("_cell")["_rest"].agg(distinct(i)) > 1).any()
     ]
     idx = [["norm", *extra].index(k) for k in split]
     c["_cell"] = [cell + tuple(str(r[i]) for i in idx) for cell, r in zip(c["_cell"], c["_rest"])]
@@ -449,8 +453,9 @@ def summarize(
     missing, unpaired, duplicate, or ``not shared``: a seed that pairs in that cell but not in
     every cell used); ``cells_left_out``, per cell not used, its paired seeds and why."""
     aside = set_aside if set_aside is not None else pd.DataFrame(columns=SET_ASIDE_COLUMNS)
-    seed_sets = {
-        cell: frozenset(int(x) for x in g) for cell, g in p.groupby("_cell", sort=True)["seed"]
+    seed_sets = {  # a cell is its tuple of coordinate values (cell_key)
+        cast(tuple[str, ...], cell): frozenset(int(x) for x in g)
+        for cell, g in p.groupby("_cell", sort=True)["seed"]
     }
     used, shared = choose_cells(seed_sets)
     left_out = _left_out(seed_sets, used, shared, aside, of)
@@ -570,7 +575,7 @@ def per_cell(
     for cell, g in p.groupby("_cell", sort=True):
         iv = t_interval(g["diff"].to_numpy())
         rec = {
-            "cell": list(cell),
+            "cell": list(cast(tuple[str, ...], cell)),
             "pairs": len(g),
             "seeds": sorted(int(s) for s in g["seed"]),
             "mean": rounded(iv.mean),

@@ -32,7 +32,7 @@ def load_paper(path: str | Path) -> pd.DataFrame:
     df["table"] = df["table"].astype(int)
     df["value"] = pd.to_numeric(df["value"], errors="coerce")
     for k in KEYS:
-        df[k] = [norm_key(k, v) for v in df[k]]
+        df[k] = pd.Series([norm_key(k, v) for v in df[k]], index=df.index)
     df["qgm"] = [bool(v) if v is not None else False for v in df["qgm"]]
     return df
 

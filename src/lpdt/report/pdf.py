@@ -17,6 +17,7 @@ import subprocess
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from reportlab.lib import colors
@@ -198,7 +199,7 @@ def _table_flow(t: Rendered, st: dict, width: float, weights: list[float] | None
     ncol = len(t.header)
     w = weights or [1.0] * ncol
     tbl = Table(data, colWidths=[width * x / sum(w) for x in w], repeatRows=1)
-    style = [
+    style: list[tuple[Any, ...]] = [
         ("GRID", (0, 0), (-1, -1), 0.25, colors.grey),
         ("BACKGROUND", (0, 0), (-1, 0), colors.HexColor("#e8e8e8")),
         ("VALIGN", (0, 0), (-1, -1), "TOP"),

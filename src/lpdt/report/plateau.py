@@ -301,7 +301,7 @@ class Rescoring:
     claims: tuple[ClaimAt2x, ...]  # the accuracy claims with a pair among them
 
 
-def _labels(values: Iterable[object]) -> tuple[str, ...]:
+def _labels(values: Iterable[Any]) -> tuple[str, ...]:
     """Sorted distinct commit labels ("" and NaN: not recorded)."""
     return tuple(sorted({"" if pd.isna(v) else str(v) for v in values}))
 

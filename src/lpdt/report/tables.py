@@ -349,8 +349,8 @@ def ops_table(cost_dir: Path, table: int) -> tuple[pd.DataFrame, list[Rendered]]
         ref = cast(dict[str, Any], fp or lp)
         rows.append(
             [
-                NORM_LABEL.get(norm, norm),
-                label,
+                NORM_LABEL.get(str(norm), str(norm)),
+                str(label),
                 str(ref["layers"]),
                 _num(fp["additions"]) if fp else "-",
                 _num(fp["multiplications"]) if fp else "-",
@@ -447,18 +447,18 @@ def table10(cost_dir: Path, paper: pd.DataFrame) -> tuple[pd.DataFrame, list[Ren
             s = g[(g["metric"] == met) & (g["precision"] == prec)]
             if not len(s):
                 return ""
-            s = s.iloc[0]
+            row = s.iloc[0]
             return (
-                f"{table_cell(s['ours'])} / {table_cell(s['paper'])}"
-                if s["status"] == "ok"
-                else f"missing / {table_cell(s['paper'])}"
+                f"{table_cell(row['ours'])} / {table_cell(row['paper'])}"
+                if row["status"] == "ok"
+                else f"missing / {table_cell(row['paper'])}"
             )
 
         rows.append(
             [
-                ph,
-                mo,
-                NORM_LABEL.get(no, no),
+                str(ph),
+                str(mo),
+                NORM_LABEL.get(str(no), str(no)),
                 cell("memory_mib", "fp32"),
                 cell("memory_mib", "int8"),
                 cell("memory_efficiency"),
