@@ -116,6 +116,7 @@ class Reader:
             where = prefix.rstrip(".") or self.root
             self.fail(self.not_object.format(where=where, kind=type(data).__name__))
         hints = typing.get_type_hints(cls)
+        # cls is a dataclass type (every caller's); the checker sees type[T]
         fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
         if self.strict:
             for key in data:

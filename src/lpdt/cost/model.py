@@ -183,7 +183,7 @@ def build(
     cfg = ModelConfig(name=name)
     if norm is not None:
         check_choice(norm, NORM_KINDS, "norm")
-        cfg.norm = norm  # type: ignore[assignment]
+        cfg.norm = norm  # type: ignore[assignment]  # a NORM_KINDS name, checked above
     model = make_model(name, cfg, num_classes, tuple(input_shape))
     if precision == "int8":
         from lpdt.layers.quant import convert_to_int8

@@ -58,6 +58,7 @@ def message_nbytes(
     buf = torch.empty(codec.nbytes, dtype=torch.uint8)
     codec.pack(Message(dense, payload, accumulate=False), torch.ones(1), buf)
     sparse = COMPRESSORS.get(compression).sparse
+    # A sparse compressor (its spec says so) has total_kept and index_dtype; the type is the union
     kept = comp.total_kept if sparse else x.shape[1]  # type: ignore[union-attr]
     index = comp.index_dtype.itemsize if sparse else 0  # type: ignore[union-attr]
     return int(buf.numel()), int(kept), int(index)

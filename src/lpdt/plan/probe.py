@@ -223,7 +223,7 @@ def probe_step_ms(
                 step()
             missing = kernel.unavailable() if precision == "int8" and kernel_allowed else None
             if barrier is not None:
-                barrier.wait(_TIMEOUT_S)  # type: ignore[attr-defined]
+                barrier.wait(_TIMEOUT_S)  # type: ignore[attr-defined]  # a Manager's Barrier proxy
             ms, settled, _ = time_windows(
                 step,
                 window_s,

@@ -28,18 +28,18 @@ FINAL = list(record.FINAL_FIELDS)  # acc_node_mean, ..., train_loss (lpdt.record
 METRIC = "acc_node_mean"  # the paper's number (reference §9: node-mean accuracy after final gossip)
 
 
-def _compression(v: object) -> object:
+def _compression(v: Any) -> object:
     try:
-        c = float(v)  # type: ignore[arg-type]
+        c = float(v)
     except (TypeError, ValueError):  # a message codec: "int8", "90+int8" (compression_key)
         return str(v)
     return int(round(c * 100)) if 0 < c < 1 else int(round(c))
 
 
-def _compression_label(v: object) -> str:
+def _compression_label(v: Any) -> str:
     """A ratio in % ("99 %"), or a message codec as it is ("int8", "90+int8")."""
     try:
-        return f"{int(float(v))} %"  # type: ignore[arg-type]
+        return f"{int(float(v))} %"
     except ValueError:
         return str(v)
 
@@ -63,10 +63,10 @@ class Coordinate:
     # derived (compression, from algorithm.compression: compression_key)
     path: str | None
     # Its canonical form, in which the manifest's, a config's and the paper's values compare equal
-    canonical: Callable[[object], object]
+    canonical: Callable[[Any], object]
     # A canonical value as the report's tables print it ("99 %", "8"); prose adds its words
     # (lpdt.report.describe: "int8 messages", "QGM on")
-    label: Callable[[object], str] = str
+    label: Callable[[Any], str] = str
 
 
 # The one list of coordinates: the claims' schema (src/lpdt/report/claims.schema.yaml, which the
@@ -80,11 +80,11 @@ COORDINATES: tuple[Coordinate, ...] = (
     Coordinate(
         "nodes",
         "topology.nodes",
-        lambda v: int(round(float(v))),  # type: ignore[arg-type]
-        lambda v: f"{int(float(v))}",  # type: ignore[arg-type]
+        lambda v: int(round(float(v))),
+        lambda v: f"{int(float(v))}",
     ),
     Coordinate("compression", None, _compression, _compression_label),
-    Coordinate("skew", "partition.skew", lambda v: round(float(v), 2)),  # type: ignore[arg-type]
+    Coordinate("skew", "partition.skew", lambda v: round(float(v), 2)),
     Coordinate("algorithm", "algorithm.name", str),
     Coordinate("precision", "precision.mode", str),
     Coordinate("qgm", "optim.qgm", lambda v: str(v).strip().lower() in ("true", "1", "yes")),

@@ -131,7 +131,7 @@ class Claim:
         if self.kind == "arithmetic":
             return f"{self.effect}: arithmetic from the paper's constants, no verdict"
         if self.direction == "within":
-            lo, hi = self.threshold  # type: ignore[misc]
+            lo, hi = self.threshold  # type: ignore[misc]  # 'within': [lo, hi] (the schema)
             if self.kind == "cost":
                 return f"{self.effect} in [{lo:g}, {hi:g}] for every row"
             return f"{lo:g} <= {self.effect} <= {hi:g}"
@@ -237,7 +237,7 @@ BY_ID = {c.id: c for c in CLAIMS}
 # Equivalence margin of rangeen_equiv_evonorm (points): the paper's own tolerance for "the same
 # accuracy" ("8-bit loses less than 1 %", lp_close_to_fp_dense); fixed in version 5 before the
 # quick-scale Figure 1 runs with seeds had been seen.
-EQUIV_MARGIN = float(BY_ID["rangeen_equiv_evonorm"].threshold[1])  # type: ignore[index]
+EQUIV_MARGIN = float(BY_ID["rangeen_equiv_evonorm"].threshold[1])  # type: ignore[index]  # within
 
 
 def summarize(p: pd.DataFrame, claim: Claim, set_aside: pd.DataFrame | None = None) -> dict:
@@ -248,6 +248,7 @@ def summarize(p: pd.DataFrame, claim: Claim, set_aside: pd.DataFrame | None = No
 
 def _paired(cells: pd.DataFrame, claim: Claim) -> pairs.Pairing:
     """A paired claim: ``lpdt.report.pairs.pairing``."""
+    # vary is set for a paired claim (the schema); the type says str | None for the other kinds
     return pairs.pairing(cells, claim.vary, claim.a, claim.b, claim.studies or None, claim.where)  # type: ignore[arg-type]
 
 
@@ -414,7 +415,7 @@ def _comm(d: pd.DataFrame, ratio: pd.Series, claim: Claim) -> dict:
     """A cost claim (comm_4x) on wire rows ``d`` with fp32 / 8-bit ratios ``ratio`` (ours or the
     paper's): every ratio over the one its format implies in the claim's range."""
     rel = [float(x) for x in ratio / d["implied_ratio"]]
-    lo, hi = claim.threshold  # type: ignore[misc]
+    lo, hi = claim.threshold  # type: ignore[misc]  # a cost claim's range [lo, hi] (the schema)
     out = _range_rule(rel, lo, hi)
     for fmt in ("dense", "top-k"):
         sel = [float(x) for x in ratio[d["format"] == fmt]]
@@ -669,6 +670,7 @@ def check_claims(
         pe = t.get("mean")
         accuracy = c.family == "accuracy"
         if accuracy:
+            # an accuracy claim has a threshold (None only for arithmetic claims)
             pv = point_verdict(pe, c.threshold, c.direction)  # type: ignore[arg-type]
             method = METHOD
         else:

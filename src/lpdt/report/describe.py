@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -20,13 +21,13 @@ from lpdt.report.aggregate import BY_NAME, KEYS
 SETUP_KEYS = [k for k in KEYS if k != "dataset"]
 
 
-def _fmt(key: str, v: object) -> str:
+def _fmt(key: str, v: Any) -> str:
     """A coordinate value in prose: its table label (``Coordinate.label``), with words where
     prose needs them ("int8 messages", QGM "on"), and skews as written (0, 0.4)."""
     if key == "compression" and not isinstance(v, (int, float)):  # a message codec
         return f"{v} messages"
     if key == "skew":
-        return f"{float(v):g}"  # type: ignore[arg-type]
+        return f"{float(v):g}"
     if key == "qgm":
         return "on" if v else "off"
     return BY_NAME[key].label(v)

@@ -82,9 +82,9 @@ def _missing(v: object) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
-def _number(v: object) -> float | None:
+def _number(v: Any) -> float | None:
     try:
-        f = float(v)  # type: ignore[arg-type]
+        f = float(v)
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None

@@ -124,6 +124,13 @@ def detectable(
     return q * sd / math.sqrt(n)
 
 
+def _number(threshold: Threshold, direction: str) -> float:
+    """The threshold of a one-sided direction ("<=", ">"): one number."""
+    if isinstance(threshold, tuple):
+        raise ValueError(f"direction {direction!r} needs one number, got {threshold!r}")
+    return float(threshold)
+
+
 def _range(threshold: Threshold) -> tuple[float, float]:
     if isinstance(threshold, (int, float)):
         raise ValueError(f"direction 'within' needs a threshold (lo, hi), got {threshold!r}")
@@ -146,7 +153,7 @@ def verdict(low: float | None, high: float | None, threshold: Threshold, directi
         if lo <= low and high <= hi:
             return HELD
         return NOT_HELD if high < lo or low > hi else INCONCLUSIVE
-    threshold = float(threshold)  # type: ignore[arg-type]
+    threshold = _number(threshold, direction)
     if direction == "<=":
         if high <= threshold:
             return HELD
@@ -168,5 +175,5 @@ def holds(value: float, threshold: Threshold, direction: str) -> bool:
     if direction == "within":
         lo, hi = _range(threshold)
         return lo <= value <= hi
-    t = float(threshold)  # type: ignore[arg-type]
+    t = _number(threshold, direction)
     return value <= t if direction == "<=" else value > t
