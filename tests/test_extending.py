@@ -1,5 +1,5 @@
-"""A compressor, a model and a dataset defined only here, registered with their specs, run
-through ``lpdt train``, the cost model (the compressor's bytes on the wire), MLflow's run names,
+"""An algorithm, a compressor, a model and a dataset defined only here, registered with their
+specs, run through ``lpdt train``, the cost model (the compressor's bytes on the wire), MLflow's run names,
 the planner and the GPU slots (the model's, the dataset's sizes), and the report's comparison
 table and coordinates, with nothing in ``src/`` changed: what docs/extending.md promises a
 newcomer."""
@@ -18,7 +18,8 @@ from lpdt.config import ConfigError, load_config
 from lpdt.cost.wire import message_nbytes
 from lpdt.data import DATASETS, DatasetSpec
 from lpdt.data.base import TensorDataset, dataset_info
-from lpdt.decentral.catalog import COMPRESSORS, CompressorSpec
+from lpdt.decentral.algorithms import Gossip, Message
+from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS, AlgorithmSpec, CompressorSpec
 from lpdt.models import MODELS, ModelSpec
 from lpdt.plan import runtime
 from lpdt.record import read as read_record
@@ -195,3 +196,45 @@ def test_a_registered_dataset_trains_and_gives_the_plan_its_size(tmp_path) -> No
     finally:
         DATASETS.remove("stripes")
     assert runtime.full_train_size("stripes") is None  # unknown here: no size, no estimate
+
+
+class HalfStep(Gossip):
+    """Y = C = comp(Z + E) as Deep-Squeeze, but the error fed back at half weight: an algorithm
+    in a dozen lines (one model-sized buffer)."""
+
+    def __init__(self, exchange, compressor, eta, z0):
+        super().__init__(exchange, compressor, eta, z0)
+        self.error = torch.zeros_like(z0)
+
+    def encode(self, z):
+        v = torch.add(z, self.error, alpha=0.5, out=self.scratch)
+        c, payload = self.compress.encode(v)
+        torch.sub(v, c, out=self.error)
+        return c, Message(c, payload, accumulate=False)
+
+    def buffers(self):
+        return {"error": self.error}
+
+
+def test_a_registered_algorithm_trains_and_is_priced_named_and_tabled(tmp_path) -> None:
+    from lpdt.cost.memory import training_memory
+    from lpdt.report.tables import variant
+
+    spec = AlgorithmSpec(
+        HalfStep, label="Half-Step", short="HS", title="Half-Step SGD", state_buffers=1
+    )
+    ALGORITHMS.add("halfstep", spec)
+    try:
+        out = tmp_path / "run"
+        sets = [*RUN, "algorithm.name=halfstep", "algorithm.compression.name=topk"]
+        sets.append("algorithm.compression.ratio=0.5")
+        assert cli.main(["train", *sum((["--set", s] for s in sets), []), "--out", str(out)]) == 0
+        rec = read_record(out)
+        assert rec.status == "ok" and rec.config["algorithm"]["name"] == "halfstep"
+        assert " halfstep " in f" {run_name(rec)} " and "Half-Step SGD" in run_note(rec)
+        # The cost model's memory: one model-sized buffer, as Deep-Squeeze's
+        mem = training_memory([], 1000, 1, 1, "fp32", algorithm="halfstep")
+        assert mem["algorithm_buffers"] == 4 * 1000
+        assert variant("halfstep", "int8") == "LP-HS (8-bit)"  # its table column
+    finally:
+        ALGORITHMS.remove("halfstep")
