@@ -26,6 +26,12 @@ def test_every_maker_takes_the_inputs_its_entry_reads() -> None:
         assert set(spec.reads) <= set(spec.INPUTS), spec
         params = inspect.signature(_maker(spec)).parameters
         assert len(params) == len(spec.reads), (spec.maker, list(params), spec.reads)
+    for figure in artifacts.FIGURE_LIST:  # a figure of files: its setup reads the same inputs
+        assert (figure.setup is None) == ("runs" in figure.reads), figure.stem
+        if figure.setup is not None:
+            module, _, name = figure.setup.partition(":")
+            params = inspect.signature(getattr(import_module(module), name)).parameters
+            assert len(params) == len(figure.reads), figure.setup
 
 
 def test_the_studies_named_exist_and_the_figures_of_runs_name_theirs() -> None:

@@ -71,6 +71,16 @@ class Figure(Artifact):
     note: str = ""
     # (coordinate, value) pairs its runs must have besides their study (Figure 6: ResNet-18)
     where: tuple[tuple[str, str], ...] = ()
+    # A figure drawn from files: "module:function" of the same inputs that returns its caption's
+    # setup sentence (a figure of runs: None, its setup is read from the runs it plots)
+    setup: str | None = None
+
+    def setup_text(self, inputs: dict[str, Any]) -> str | None:
+        """Its caption's setup sentence from the files it draws (None for a figure of runs)."""
+        if self.setup is None:
+            return None
+        fn: Callable[..., str] = Spec(self.setup).load()
+        return fn(*({**inputs, "number": self.number}[r] for r in self.reads))
 
     @property
     def stem(self) -> str:  # its files under results/figures/: fig4.pdf, fig4.png
@@ -88,7 +98,7 @@ class Table(Artifact):
         return f"table{self.number}"
 
 
-_FIG = "lpdt.report.figures"
+_FIG, _DESCRIBE = "lpdt.report.figures", "lpdt.report.describe"
 FIGURE_LIST: tuple[Figure, ...] = (  # Figures 1-7 of the paper
     Figure(
         1,
@@ -106,6 +116,7 @@ FIGURE_LIST: tuple[Figure, ...] = (  # Figures 1-7 of the paper
         2,
         f"{_FIG}:fig2",
         ("analysis",),
+        setup=f"{_DESCRIBE}:partition_setup",
         what="Class histograms per node (stacked bars) of the skew partitioner, one panel per "
         "degree of skew.",
         note="From ``lpdt partition``; the dataset, node count and seed are in the title.",
@@ -114,6 +125,7 @@ FIGURE_LIST: tuple[Figure, ...] = (  # Figures 1-7 of the paper
         3,
         f"{_FIG}:fig3",
         ("analysis",),
+        setup=f"{_DESCRIBE}:graphs_setup",
         what="The graphs as drawn from `lpdt topology`.",
         note="From ``lpdt topology``; each panel's title names the graph, its size and its "
         "spectral gap.",
@@ -154,6 +166,7 @@ FIGURE_LIST: tuple[Figure, ...] = (  # Figures 1-7 of the paper
         7,
         f"{_FIG}:fig7",
         ("cost",),
+        setup=f"{_DESCRIBE}:memory_setup",
         what="Memory and compute (energy by layer type) per node per iteration, FP vs LP, from "
         "the cost model.",
         note="From the analytic cost model (``lpdt cost all``); model and batch are in the title.",

@@ -217,6 +217,22 @@ def cost_setup_text(cost: Path, csv_name: str) -> str:
     return "; ".join(f"{k} {', '.join(v)}" for k, v in s.items() if v)
 
 
+# The setup sentences of the figures drawn from files (their entries' ``setup`` in
+# lpdt.report.artifacts; a figure of runs gets its setup from the runs it plots).
+
+
+def partition_setup(analysis: Path) -> str:
+    return f"Partition of {partition_text(analysis)}."
+
+
+def graphs_setup(analysis: Path) -> str:
+    return f"Graphs: {topology_text(analysis)}."
+
+
+def memory_setup(cost: Path) -> str:
+    return f"Cost model: {cost_setup_text(cost, 'fig7_memory.csv')}."
+
+
 def energy_text(cost: Path) -> str:
     """The energy per operation the cost model used (its summary.json)."""
     d = _read_json(Path(cost) / "summary.json") or {}

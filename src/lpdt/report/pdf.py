@@ -55,12 +55,9 @@ from lpdt.report.claims import (
     verdict_counts,
 )
 from lpdt.report.describe import (
-    cost_setup_text,
     illustrative_text,
-    partition_text,
     setup_text,
     spread_text,
-    topology_text,
 )
 from lpdt.report.figures import fig1_spread_text, figure_runs
 from lpdt.report.plateau import (
@@ -75,7 +72,6 @@ from lpdt.report.plateau import (
 from lpdt.report.stats import HELD, INCONCLUSIVE, LEVEL, NO_DATA, NOT_HELD, POWER
 from lpdt.report.tables import NOT_RUN, Rendered, ratio_ranges
 
-FIGURES = list(artifacts.FIGURES)
 MARGINS = {"left": 1.5 * cm, "right": 1.5 * cm, "top": 1.0 * cm, "bottom": 1.2 * cm}
 DIFF_POINTS = 1.0  # "cells differ by more than this many points" in the differences section
 VERDICT_COLOR = {HELD: "#1a7f37", NOT_HELD: "#b00020", INCONCLUSIVE: "#9a6700", NO_DATA: "#555555"}
@@ -99,18 +95,14 @@ def figure_captions(
     analysis / cost files it draws), then what its error bars are, and (below the paper scale)
     which of its cells are one-seed illustrations (``illustrative_text``)."""
     out = {}
-    for name in FIGURES:
-        if name == "fig2":
-            setup = f"Partition of {partition_text(analysis)}."
-        elif name == "fig3":
-            setup = f"Graphs: {topology_text(analysis)}."
-        elif name == "fig7":
-            setup = f"Cost model: {cost_setup_text(cost, 'fig7_memory.csv')}."
-        else:
-            runs = figure_runs(df, name)
-            spread = fig1_spread_text(runs) if name == "fig1" else spread_text(runs)
+    inputs = {"runs": df, "analysis": analysis, "cost": cost}
+    for figure in artifacts.FIGURE_LIST:
+        setup = figure.setup_text(inputs)  # a figure of files: its entry's setup sentence
+        if setup is None:
+            runs = figure_runs(df, figure.stem)
+            spread = fig1_spread_text(runs) if figure.number == 1 else spread_text(runs)
             setup = f"Runs: {setup_text(runs)}. {spread} {illustrative_text(runs, scale)}".rstrip()
-        out[name] = f"{artifacts.FIGURE_BY_STEM[name].what} {setup}"
+        out[figure.stem] = f"{figure.what} {setup}"
     return out
 
 
