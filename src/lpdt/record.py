@@ -184,27 +184,43 @@ class Versions:
     python: str
 
 
+def _column(evaluation: bool = False, measured: bool = False, system: bool = False) -> Any:
+    """A history column (default None) and what it is (``HistoryRow``'s docstring)."""
+    kinds = {"evaluation": evaluation, "measured": measured, "system": system}
+    return dataclasses.field(default=None, metadata={k: True for k, on in kinds.items() if on})
+
+
 @dataclass(frozen=True)
 class HistoryRow:
     """One epoch (``epoch`` counts from 0), or the row ``epoch = "final"`` after the final gossip
     rounds. Metrics an epoch does not have (no evaluation that epoch) are None: left out of the
-    JSON row, empty in ``history.csv``."""
+    JSON row, empty in ``history.csv``.
+
+    A column says what it is in its field's metadata (``_column``), and the rest reads it from
+    there: ``evaluation`` (the final row evaluates it after the final gossip rounds: the last
+    point of its MLflow curve), ``measured`` (it measures the process, not the result: two runs
+    of one config differ in it) and ``system`` (a host measurement: MLflow's system metrics)."""
 
     epoch: int | Literal["final"]
     lr: float | None = None
     train_loss: float | None = None
-    acc_node_mean: float | None = None
-    acc_node_min: float | None = None
-    acc_node_max: float | None = None
-    acc_avg_model: float | None = None
-    consensus_distance: float | None = None
+    acc_node_mean: float | None = _column(evaluation=True)
+    acc_node_min: float | None = _column(evaluation=True)
+    acc_node_max: float | None = _column(evaluation=True)
+    acc_avg_model: float | None = _column(evaluation=True)
+    consensus_distance: float | None = _column(evaluation=True)
     bytes_per_node: float | None = None  # cumulative, training and final rounds so far
-    wall_s: float | None = None  # wall time of the run when the row was written (across resumes)
+    # wall time of the run when the row was written (across resumes)
+    wall_s: float | None = _column(measured=True)
     # System metrics of the epoch (``lpdt.engine.sysmetrics``; the writing process; None in version 1):
-    cpu_share: float | None = None  # % of the host's CPU capacity (all cores) used in the epoch
-    peak_rss_mb: float | None = None  # peak resident memory of the process so far, MiB
-    threads: int | None = None  # OS threads of the process at the end of the epoch
-    images_per_s: float | None = None  # training images (all nodes) per second of training
+    # % of the host's CPU capacity (all cores) used in the epoch
+    cpu_share: float | None = _column(measured=True, system=True)
+    # peak resident memory of the process so far, MiB
+    peak_rss_mb: float | None = _column(measured=True, system=True)
+    # OS threads of the process at the end of the epoch
+    threads: int | None = _column(measured=True, system=True)
+    # training images (all nodes) per second of training
+    images_per_s: float | None = _column(measured=True, system=True)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in to_json(self).items() if v is not None}
@@ -215,9 +231,17 @@ class HistoryRow:
 
 
 HISTORY_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(HistoryRow))
+
+
+def _columns(kind: str) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(HistoryRow) if f.metadata.get(kind))
+
+
 # The columns that measure the process rather than the result: two runs of one config that
 # compute the same numbers still differ in these.
-MEASURED_FIELDS: tuple[str, ...] = ("wall_s", "cpu_share", "peak_rss_mb", "threads", "images_per_s")
+MEASURED_FIELDS = _columns("measured")
+SYSTEM_FIELDS = _columns("system")  # host measurements (MLflow: system/)
+EVALUATION_FIELDS = _columns("evaluation")  # evaluated again in the final row
 FINAL_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(FinalMetrics))
 
 

@@ -355,17 +355,12 @@ def run_tags(
 # and come after the curves, in "Model metrics".
 EPOCH_PREFIX = "epoch/"
 SYSTEM_PREFIX = "system/"
-# History columns that measure the host, not the training (``record.HistoryRow``): under system/.
-SYSTEM_FIELDS = ("cpu_share", "peak_rss_mb", "threads", "images_per_s")
+# History columns that measure the host, not the training (``record.HistoryRow``, its fields'
+# metadata): under system/.
+SYSTEM_FIELDS = record.SYSTEM_FIELDS
 # The evaluation of the final row (after the final gossip rounds), logged as the last point of
 # the accuracy curves: runs that evaluate only at the end still have them.
-FINAL_EVAL_FIELDS = (
-    "acc_node_mean",
-    "acc_node_min",
-    "acc_node_max",
-    "acc_avg_model",
-    "consensus_distance",
-)
+FINAL_EVAL_FIELDS = record.EVALUATION_FIELDS
 # The layout of the logged metrics; a run logged with another one gets the current series added
 # when it is logged again (``log_run``; MLflow cannot delete a metric, so old keys stay).
 METRICS_LAYOUT = "2"
