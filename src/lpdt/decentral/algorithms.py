@@ -30,7 +30,7 @@ and computes ``eta (W Y - Y)`` and the mixed push-sum weights:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -134,7 +134,14 @@ class Mixer:
     def load_state_dict(self, d: dict[str, torch.Tensor]) -> None:
         pass
 
-    def _sparse(self, y, diag, coefs, eta, out):
+    def _sparse(
+        self,
+        y: torch.Tensor,
+        diag: torch.Tensor,
+        coefs: list[torch.Tensor],
+        eta: float,
+        out: torch.Tensor,
+    ) -> torch.Tensor:
         shape = (-1,) + (1,) * (y.dim() - 1)
         torch.mul(y, (diag * eta).view(shape), out=out)
         for src, coef in zip(self.src, coefs):
@@ -173,10 +180,10 @@ class Gossip:
         """The algorithm's own state (Deep-Squeeze's error, CHOCO's public copies)."""
         return {}
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, object]:
         return {**self.buffers(), "exchange": self.exchange.state_dict()}
 
-    def load_state_dict(self, d: dict) -> None:
+    def load_state_dict(self, d: dict[str, Any]) -> None:
         for k, v in d.items():
             if k == "exchange":
                 self.exchange.load_state_dict(v)
@@ -191,40 +198,44 @@ class Gossip:
 class SGP(Gossip):
     """Y = Z, sent whole."""
 
-    def encode(self, z):
+    def encode(self, z: torch.Tensor) -> tuple[torch.Tensor, Message]:
         return z, Message(z, None, accumulate=False)
 
 
 class DeepSqueeze(Gossip):
     """V = Z + E; Y = C = comp(V), sent compressed; E = V - C."""
 
-    def __init__(self, exchange, compressor, eta, z0):
+    def __init__(
+        self, exchange: Exchange, compressor: Compressor, eta: float, z0: torch.Tensor
+    ) -> None:
         super().__init__(exchange, compressor, eta, z0)
         self.error = torch.zeros_like(z0)
 
-    def encode(self, z):
+    def encode(self, z: torch.Tensor) -> tuple[torch.Tensor, Message]:
         v = torch.add(z, self.error, out=self.scratch)
         c, payload = self.compress.encode(v)
         torch.sub(v, c, out=self.error)
         return c, Message(c, payload, accumulate=False)
 
-    def buffers(self):
+    def buffers(self) -> dict[str, torch.Tensor]:
         return {"error": self.error}
 
 
 class Choco(Gossip):
     """Q = comp(Z - X^), sent compressed; X^ += Q everywhere; Y = X^."""
 
-    def __init__(self, exchange, compressor, eta, z0):
+    def __init__(
+        self, exchange: Exchange, compressor: Compressor, eta: float, z0: torch.Tensor
+    ) -> None:
         super().__init__(exchange, compressor, eta, z0)
         self.xhat = torch.zeros_like(z0)  # public copies start at 0 (reference §3.3)
 
-    def encode(self, z):
+    def encode(self, z: torch.Tensor) -> tuple[torch.Tensor, Message]:
         q, payload = self.compress.encode(torch.sub(z, self.xhat, out=self.scratch))
         self.xhat.add_(q)
         return self.xhat, Message(q, payload, accumulate=True)
 
-    def buffers(self):
+    def buffers(self) -> dict[str, torch.Tensor]:
         return {"xhat": self.xhat}
 
 
