@@ -17,6 +17,7 @@ import json
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -61,7 +62,7 @@ def _optimizer_names() -> list[str]:
     return OPTIMIZERS.names()
 
 
-def _choices(fn) -> dict[str, Any]:
+def _choices(fn: Callable[[], list[str]]) -> dict[str, Any]:
     return {"choices": fn}
 
 

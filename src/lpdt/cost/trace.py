@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -128,7 +128,7 @@ def _numel(shape: Sequence[int]) -> int:
     return n
 
 
-def _record(name: str, kind: str, module: nn.Module, inputs: tuple, output) -> LayerRecord:
+def _record(name: str, kind: str, module: nn.Module, inputs: tuple, output: Any) -> LayerRecord:
     x = inputs[0]
     in_shape = tuple(x.shape[1:])
     out_shape = tuple(output.shape[1:])

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -94,7 +95,7 @@ class TensorDataset(Dataset):
 
 
 def dataset_info(
-    cfg,
+    cfg: Any,
     name: str,
     source: str,
     num_classes: int,
@@ -123,7 +124,7 @@ def dataset_info(
     )
 
 
-def data_root(cfg) -> Path:
+def data_root(cfg: Any) -> Path:
     """The data root: ``cfg.root``, else ``$LPDT_DATA_ROOT``, else ``./data``."""
     root = getattr(cfg, "root", None) or os.environ.get("LPDT_DATA_ROOT") or "./data"
     return Path(root).expanduser()

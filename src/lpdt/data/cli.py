@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", default=None, help="write the histograms to this JSON file")
 
 
-def _labels(args) -> tuple[str, np.ndarray]:
+def _labels(args: argparse.Namespace) -> tuple[str, np.ndarray]:
     if args.class_sizes:
         sizes = PAPER_CLASS_SIZES[args.class_sizes]
         return args.class_sizes, np.repeat(np.arange(len(sizes)), sizes)
@@ -61,7 +61,7 @@ def _table(hist: np.ndarray) -> str:
     return "\n".join([head, *rows])
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     from lpdt.data.base import DatasetError
 
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -65,7 +66,7 @@ def _rrc_params(h: int, w: int, gen: torch.Generator | None) -> tuple[int, int, 
 
 
 class ImagenetteDataset(Dataset):
-    def __init__(self, cfg, folder: Path, cache_size: int = 256) -> None:
+    def __init__(self, cfg: Any, folder: Path, cache_size: int = 256) -> None:
         classes = sorted(p.name for p in (folder / "train").iterdir() if p.is_dir())
         if not classes:
             raise DatasetError(f"imagenette: no class folders in {folder / 'train'}")
@@ -129,7 +130,7 @@ class ImagenetteDataset(Dataset):
         return (x - mean) / std, self._y[split][idx]
 
 
-def load_imagenette(cfg) -> ImagenetteDataset:
+def load_imagenette(cfg: Any) -> ImagenetteDataset:
     root = data_root(cfg)
     folder = _find_root(root)
     if folder is None and cfg.download:

@@ -113,7 +113,7 @@ def _find_cifar_dir(root: Path, spec: dict) -> Path | None:
     return None
 
 
-def load_cifar(cfg, name: str) -> TensorDataset:
+def load_cifar(cfg: Any, name: str) -> TensorDataset:
     spec = _CIFAR[name]
     root = data_root(cfg)
     folder = _find_cifar_dir(root, spec)
@@ -148,11 +148,11 @@ def load_cifar(cfg, name: str) -> TensorDataset:
     )
 
 
-def load_cifar10(cfg) -> TensorDataset:
+def load_cifar10(cfg: Any) -> TensorDataset:
     return load_cifar(cfg, "cifar10")
 
 
-def load_cifar100(cfg) -> TensorDataset:
+def load_cifar100(cfg: Any) -> TensorDataset:
     return load_cifar(cfg, "cifar100")
 
 
@@ -218,7 +218,7 @@ def read_fashion_mnist(folder: Path, split: str) -> tuple[np.ndarray, np.ndarray
     return images, labels
 
 
-def load_fashion_mnist(cfg) -> TensorDataset:
+def load_fashion_mnist(cfg: Any) -> TensorDataset:
     root = data_root(cfg)
     folder = _find_fmnist_dir(root)
     if folder is None and cfg.download:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import numpy.typing as npt
 
 
-def _check_labels(labels) -> np.ndarray:
+def _check_labels(labels: npt.ArrayLike) -> np.ndarray:
     arr = np.asarray(labels)
     if arr.ndim != 1:
         raise ValueError(f"labels must be a 1-D array, got shape {arr.shape}")
@@ -38,7 +39,7 @@ def _check_nodes(nodes: int, n_samples: int) -> None:
 
 
 def skew_partition(
-    labels,
+    labels: npt.ArrayLike,
     nodes: int,
     skew: float,
     seed: int = 1234,
@@ -94,7 +95,9 @@ def skew_partition(
     return parts
 
 
-def dirichlet_partition(labels, nodes: int, alpha: float, seed: int = 1234) -> list[np.ndarray]:
+def dirichlet_partition(
+    labels: npt.ArrayLike, nodes: int, alpha: float, seed: int = 1234
+) -> list[np.ndarray]:
     """Per class, split its samples across nodes in Dirichlet(alpha) proportions.
 
     Small alpha concentrates each class on few nodes (strong skew); large alpha approaches IID.
@@ -122,7 +125,9 @@ def dirichlet_partition(labels, nodes: int, alpha: float, seed: int = 1234) -> l
     return [p.astype(np.int64) for p in parts]
 
 
-def class_histograms(labels, parts: list[np.ndarray], num_classes: int) -> np.ndarray:
+def class_histograms(
+    labels: npt.ArrayLike, parts: list[np.ndarray], num_classes: int
+) -> np.ndarray:
     """Per-node class counts, shape [nodes, num_classes] (what the paper's Figure 2 plots)."""
     y = _check_labels(labels)
     out = np.zeros((len(parts), num_classes), dtype=np.int64)

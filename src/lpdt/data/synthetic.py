@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from lpdt.data import SYNTHETIC_SIZES
@@ -47,7 +49,7 @@ def make_synthetic(
     return TensorDataset(info, train_x, train_y, test_x, test_y, transform)
 
 
-def load_synthetic(cfg) -> TensorDataset:
+def load_synthetic(cfg: Any) -> TensorDataset:
     n_train = cfg.train_subset or SYNTHETIC_SIZES[0]
     n_test = cfg.test_subset or SYNTHETIC_SIZES[1]
     return make_synthetic(n_train=n_train, n_test=n_test)

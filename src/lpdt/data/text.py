@@ -19,8 +19,9 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -69,14 +70,14 @@ def resolve_tokenizer(root: Path) -> tuple[str, Path]:
     )
 
 
-def load_tokenizer(path: Path):
+def load_tokenizer(path: Path) -> Any:
     """A fast tokenizer from a local folder (never touches the network)."""
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
 
 
-def tokenize(tokenizer, texts: Texts, max_length: int) -> torch.Tensor:
+def tokenize(tokenizer: Any, texts: Texts, max_length: int) -> torch.Tensor:
     """int64 ids ``[N, max_length]``: truncated, padded with the pad id (0 for BERT uncased)."""
     if not texts:
         return torch.zeros((0, max_length), dtype=torch.int64)
@@ -97,7 +98,7 @@ def tokenize(tokenizer, texts: Texts, max_length: int) -> torch.Tensor:
 # --- cache -------------------------------------------------------------------------------------
 
 
-def cache_key(name: str, files: list[Path], tokenizer_name: str, cfg) -> str:
+def cache_key(name: str, files: list[Path], tokenizer_name: str, cfg: Any) -> str:
     """Hash of what determines the token ids: files (path, size, mtime), tokenizer, length, subsets."""
     stats = []
     for f in sorted(files):
@@ -130,7 +131,7 @@ def _save_atomic(obj: dict, path: Path) -> None:
 
 
 def build_text_dataset(
-    cfg,
+    cfg: Any,
     name: str,
     files: list[Path],
     read: Callable[[], Splits],
@@ -211,7 +212,7 @@ def read_agnews_parquet(paths: list[Path]) -> tuple[Texts, np.ndarray]:
     return df["text"].astype(str).tolist(), df["label"].to_numpy(np.int64)
 
 
-def agnews(cfg) -> TensorDataset:
+def agnews(cfg: Any) -> TensorDataset:
     """AG News (4 classes, 120k/7.6k) from ``<root>/ag_news`` (CSV or parquet layout)."""
     root = data_root(cfg)
     kind, train, test = agnews_files(root)
@@ -253,7 +254,7 @@ def read_sentlen(path: Path) -> Splits:
     return split_text["tr"], ys["tr"], split_text["te"], ys["te"]
 
 
-def sentlen(cfg) -> TensorDataset:
+def sentlen(cfg: Any) -> TensorDataset:
     """SentEval SentLen (6 length bins) from ``<root>/sentlen/sentence_length.txt``."""
     path = data_root(cfg) / "sentlen" / "sentence_length.txt"
     if not path.exists():
@@ -266,7 +267,7 @@ def sentlen(cfg) -> TensorDataset:
 # --- offline stand-ins from Debian's fortunes --------------------------------------------------
 
 
-def fortunes_dir(cfg) -> Path:
+def fortunes_dir(cfg: Any) -> Path:
     """``<root>/fortunes`` when present, else Debian's ``/usr/share/games/fortunes``."""
     local = data_root(cfg) / "fortunes"
     return local if local.is_dir() else FORTUNES_DIR
@@ -308,7 +309,7 @@ def fortunes4_texts(folder: Path) -> list[Texts]:
     return [read_fortunes(folder / c) for c in FORTUNES4_CLASSES]
 
 
-def _fortunes_missing(folder: Path, names) -> None:
+def _fortunes_missing(folder: Path, names: Iterable[str]) -> None:
     missing = [str(folder / n) for n in names if not (folder / n).exists()]
     if missing:
         raise DatasetError(
@@ -317,7 +318,7 @@ def _fortunes_missing(folder: Path, names) -> None:
         )
 
 
-def fortunes4(cfg) -> TensorDataset:
+def fortunes4(cfg: Any) -> TensorDataset:
     """Stand-in for AG News: 4 topic classes from Debian's fortunes (computers/politics/science/work)."""
     folder = fortunes_dir(cfg)
     _fortunes_missing(folder, FORTUNES4_CLASSES)
@@ -363,7 +364,7 @@ def sentlen_fortunes_texts(files: list[Path]) -> list[Texts]:
     return groups
 
 
-def sentlen_fortunes(cfg) -> TensorDataset:
+def sentlen_fortunes(cfg: Any) -> TensorDataset:
     """Stand-in for SentLen: sentences of all fortunes files labelled by SentEval's length bins."""
     folder = fortunes_dir(cfg)
     files = fortune_files(folder) if folder.is_dir() else []

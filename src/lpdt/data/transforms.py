@@ -7,6 +7,8 @@ step and a run is reproducible from its seeds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -38,7 +40,7 @@ def normalize(x: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ...]) 
 
 def cifar_transform(
     mean: tuple[float, ...], std: tuple[float, ...], channels: int = 3, padding: int = 4
-):
+) -> Callable[[torch.Tensor, bool, torch.Generator | None], torch.Tensor]:
     """The reference's CIFAR pipeline (crop with ``padding``, flip, normalise) as a batch
     transform; grey inputs are repeated to 3 channels."""
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -187,7 +188,7 @@ class LayerwiseCompressor:
             return [(torch.float32, sum(self.numels))]
         return [(torch.float32, self.total_kept), (self.index_dtype, self.total_kept)]
 
-    def wire_pack(self, dense: torch.Tensor, payload, out: list[torch.Tensor]) -> None:
+    def wire_pack(self, dense: torch.Tensor, payload: Any, out: list[torch.Tensor]) -> None:
         """Write row 0 of a message (``encode``'s result) into the field views ``out``."""
         if payload is None:
             out[0].copy_(dense[0])
@@ -299,7 +300,7 @@ class QuantizingCompressor:
     def wire_fields(self) -> WireFields:
         return [(torch.float32, self.stats * self.tensors), (self.code_dtype, self.p_total)]
 
-    def wire_pack(self, dense: torch.Tensor, payload, out: list[torch.Tensor]) -> None:
+    def wire_pack(self, dense: torch.Tensor, payload: Any, out: list[torch.Tensor]) -> None:
         stats, codes = payload
         out[0].copy_(stats[0].reshape(-1))
         out[1].copy_(codes[0])
@@ -356,7 +357,7 @@ class SparseInt8Compressor(LayerwiseCompressor):
         lo, hi = stats[:, :, 0][:, seg], stats[:, :, 1][:, seg]
         return codes.to(torch.float32).mul_((hi - lo) / 255).add_(lo)
 
-    def encode(self, x: torch.Tensor):
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, Any]:
         out = self._out
         if out is None or out.shape != x.shape or out.device != x.device or out.dtype != x.dtype:
             out = self._out = torch.empty_like(x)
@@ -378,7 +379,7 @@ class SparseInt8Compressor(LayerwiseCompressor):
             (self.index_dtype, self.total_kept),
         ]
 
-    def wire_pack(self, dense: torch.Tensor, payload, out: list[torch.Tensor]) -> None:
+    def wire_pack(self, dense: torch.Tensor, payload: Any, out: list[torch.Tensor]) -> None:
         cols, stats, codes = payload
         out[0].copy_(stats[0].reshape(-1))
         out[1].copy_(codes[0])
@@ -398,6 +399,7 @@ Compressor = LayerwiseCompressor | QuantizingCompressor
 
 
 Generators = torch.Generator | Sequence[torch.Generator] | None
+Segments = Sequence[tuple[int, int]]  # (offset, size) of each tensor in the flat vector
 
 
 def make_compressor(
@@ -413,25 +415,25 @@ def make_compressor(
 
 
 # The built-ins' factories, as the catalog calls them: (segments, ratio, levels, generator).
-def dense(segments, ratio: float, levels: int, generator: Generators) -> Compressor:
+def dense(segments: Segments, ratio: float, levels: int, generator: Generators) -> Compressor:
     return LayerwiseCompressor(segments, "none", ratio, generator)
 
 
-def topk(segments, ratio: float, levels: int, generator: Generators) -> Compressor:
+def topk(segments: Segments, ratio: float, levels: int, generator: Generators) -> Compressor:
     return LayerwiseCompressor(segments, "topk", ratio, generator)
 
 
-def randomk(segments, ratio: float, levels: int, generator: Generators) -> Compressor:
+def randomk(segments: Segments, ratio: float, levels: int, generator: Generators) -> Compressor:
     return LayerwiseCompressor(segments, "randomk", ratio, generator)
 
 
-def qsgd(segments, ratio: float, levels: int, generator: Generators) -> Compressor:
+def qsgd(segments: Segments, ratio: float, levels: int, generator: Generators) -> Compressor:
     return QuantizingCompressor(segments, "qsgd", levels, generator)
 
 
-def int8(segments, ratio: float, levels: int, generator: Generators) -> Compressor:
+def int8(segments: Segments, ratio: float, levels: int, generator: Generators) -> Compressor:
     return QuantizingCompressor(segments, "int8", levels, generator)
 
 
-def topk_int8(segments, ratio: float, levels: int, generator: Generators) -> Compressor:
+def topk_int8(segments: Segments, ratio: float, levels: int, generator: Generators) -> Compressor:
     return SparseInt8Compressor(segments, ratio, generator)

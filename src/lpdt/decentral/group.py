@@ -71,7 +71,9 @@ class LocalGroup:
         self.nodes = nodes
         self.ids = list(range(nodes))
 
-    def exchange(self, w_matrix, compressor, p_total, device) -> Exchange:
+    def exchange(
+        self, w_matrix: torch.Tensor, compressor: Compressor, p_total: int, device: torch.device
+    ) -> Exchange:
         return Mixer(w_matrix, device)
 
     def mean(self, rows: torch.Tensor) -> torch.Tensor:

@@ -87,7 +87,9 @@ class QGM(LocalOptimizer):
 
 
 class Adam(LocalOptimizer):
-    def __init__(self, z, betas: tuple[float, float], eps: float, weight_decay: float):
+    def __init__(
+        self, z: torch.Tensor, betas: tuple[float, float], eps: float, weight_decay: float
+    ) -> None:
         self.b1, self.b2 = betas
         self.eps, self.wd = eps, weight_decay
         self.m = torch.zeros_like(z)

@@ -162,7 +162,9 @@ class TorchGroup:
         self.wire_device = torch.device("cpu") if dist.get_backend() == "gloo" else device
         self._exchange: PeerExchange | None = None
 
-    def exchange(self, w_matrix, compressor, p_total, device) -> PeerExchange:
+    def exchange(
+        self, w_matrix: torch.Tensor, compressor: Compressor, p_total: int, device: torch.device
+    ) -> PeerExchange:
         self._exchange = PeerExchange(
             self.rank, w_matrix, WireCodec(compressor, p_total), device, self.wire_device
         )

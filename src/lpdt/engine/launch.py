@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -48,7 +49,11 @@ class DistributedError(LpdtError, RuntimeError):
 
 
 def train_distributed(
-    cfg: RunConfig, out_dir: str | Path, resume: bool = False, force: bool = False, log=print
+    cfg: RunConfig,
+    out_dir: str | Path,
+    resume: bool = False,
+    force: bool = False,
+    log: Callable[[str], None] = print,
 ) -> RunRecord:
     """Run ``cfg`` with one process per node (see the module docstring)."""
     env = env_rank()
@@ -76,7 +81,11 @@ def _describe(code: int) -> str:
 
 
 def launch_local(
-    cfg: RunConfig, out_dir: str | Path, resume: bool = False, force: bool = False, log=print
+    cfg: RunConfig,
+    out_dir: str | Path,
+    resume: bool = False,
+    force: bool = False,
+    log: Callable[[str], None] = print,
 ) -> RunRecord:
     """Start one worker per node on this machine, wait for all, return the run's record."""
     out = Path(out_dir)

@@ -45,7 +45,7 @@ import contextlib
 import importlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 import torch._dynamo.config
@@ -236,7 +236,7 @@ class Steps:
         return self._compiled[what], first
 
     @contextlib.contextmanager
-    def _timed(self, what: str, first: bool):
+    def _timed(self, what: str, first: bool) -> Iterator[None]:
         """Log the first (compiling) call of a compiled function and how long it took."""
         if not first:
             yield

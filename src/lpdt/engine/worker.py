@@ -19,6 +19,7 @@ import dataclasses
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -42,7 +43,13 @@ def env_rank() -> tuple[int, int] | None:
 
 
 def run_worker(
-    cfg: RunConfig, out_dir: str | Path, rank: int, world: int, resume: bool, force: bool, log
+    cfg: RunConfig,
+    out_dir: str | Path,
+    rank: int,
+    world: int,
+    resume: bool,
+    force: bool,
+    log: Callable[[str], None],
 ) -> RunRecord:
     """Train node ``rank`` of ``cfg`` in this process; every rank returns the run's record."""
     import torch.distributed as dist

@@ -18,6 +18,7 @@ norms keep running statistics as buffers, which stay local to each node (not gos
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -330,7 +331,7 @@ class RangeBatchNormAct2d(nn.Module):
         return f"{self.channels}, act={self.act_kind}, momentum={self.momentum}, eps={self.eps}"
 
 
-def norm_layer(cfg, channels: int, act: bool = True) -> nn.Module:
+def norm_layer(cfg: Any, channels: int, act: bool = True) -> nn.Module:
     """The norm slot for ``channels`` channels as chosen by ``cfg`` (a ``ModelConfig``).
 
     ``act``: whether a BN-style network applies a ReLU right after this norm (BN, GN, Range-BN).

@@ -12,7 +12,7 @@ stride or width changes. All convs have no bias.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from torch import Tensor, nn
 
@@ -24,7 +24,7 @@ from lpdt.models.common import check_image_shape, init_fp_
 class BasicBlock(nn.Module):
     """The two-conv residual block. Registration order = the reference's parameter order."""
 
-    def __init__(self, cfg, in_planes: int, planes: int, stride: int) -> None:
+    def __init__(self, cfg: Any, in_planes: int, planes: int, stride: int) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(in_planes, planes, 3, stride=stride, padding=1, bias=False)
         self.norm1 = norm_layer(cfg, planes, act=True)
@@ -54,7 +54,7 @@ class ResNet(nn.Module):
 
     def __init__(
         self,
-        cfg,
+        cfg: Any,
         stem: nn.Sequential,
         stem_planes: int,
         planes: tuple[int, ...],
@@ -104,7 +104,7 @@ class ResNet(nn.Module):
         return [cast(BasicBlock, b) for stage in self.stages for b in stage.children()]
 
 
-def resnet_cifar(cfg, num_classes: int, input_shape: tuple[int, ...], depth: int) -> ResNet:
+def resnet_cifar(cfg: Any, num_classes: int, input_shape: tuple[int, ...], depth: int) -> ResNet:
     """The reference's ``ResNet_cifar10``: n = (depth - 2) // 6 blocks per stage, widths 16/32/64."""
     c, _, _ = check_image_shape(f"resnet{depth}", input_shape, min_size=8)
     n = (depth - 2) // 6
@@ -114,24 +114,24 @@ def resnet_cifar(cfg, num_classes: int, input_shape: tuple[int, ...], depth: int
     return ResNet(cfg, stem, 16, (16, 32, 64), (n, n, n), (1, 2, 2), num_classes)
 
 
-def resnet8(cfg, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
+def resnet8(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
     """CIFAR ResNet-8 (1 block per stage; 78,378 parameters with EvoNorm, 10 classes): the
     quick scale's claims model, about 0.4x ResNet-20's CPU time per step (docs/workflow.md)."""
     return resnet_cifar(cfg, num_classes, input_shape, depth=8)
 
 
-def resnet20(cfg, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
+def resnet20(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
     """CIFAR ResNet-20 (3 blocks per stage; 273,258 parameters with EvoNorm, 10 classes)."""
     return resnet_cifar(cfg, num_classes, input_shape, depth=20)
 
 
-def resnet54(cfg, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
+def resnet54(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
     """The reference's "ResNet-54": int((54-2)/6) = 8 blocks per stage (really 50 layers),
     760,458 parameters with EvoNorm, the paper's 0.76 M (reference §7.1, §14.16)."""
     return resnet_cifar(cfg, num_classes, input_shape, depth=54)
 
 
-def resnet18(cfg, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
+def resnet18(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
     """ImageNet-style ResNet-18 for 224 px Imagenette (reference §7.2).
 
     Stem conv7x7 s2 -> norm [+ReLU] -> MaxPool 3x3 s2; stages 64/128/256/512 with 2 blocks each.

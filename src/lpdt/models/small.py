@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import nn
 
 
-def tiny_cnn(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
+def tiny_cnn(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
     """Two convolutions and a linear layer; any image size of at least 2 px."""
     c = input_shape[0]
     return nn.Sequential(

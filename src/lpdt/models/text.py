@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -36,13 +37,13 @@ class TextClassifier(nn.Module):
         return self.net(input_ids=ids, attention_mask=mask).logits
 
 
-def _model_root(cfg) -> Path:
+def _model_root(cfg: Any) -> Path:
     """Data root for model files: the run's ``data.root``, else $LPDT_DATA_ROOT, else ./data."""
     root = getattr(cfg, "root", None) or os.environ.get("LPDT_DATA_ROOT") or "./data"
     return Path(root).expanduser()
 
 
-def _download_allowed(cfg) -> bool:
+def _download_allowed(cfg: Any) -> bool:
     """The run's ``data.download``, or the environment variable ``LPDT_DOWNLOAD`` (1/true/yes)."""
     if getattr(cfg, "download", False):
         return True
@@ -70,7 +71,7 @@ def minilm_dir() -> Path:
     return path
 
 
-def minilm(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
+def minilm(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
     """The 6-layer MiniLM (all-MiniLM-L6-v2, BERT uncased vocab) with a fresh classification head."""
     from transformers import BertConfig, BertForSequenceClassification
 
@@ -87,7 +88,7 @@ def minilm(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
     return TextClassifier(net, pad_id=net.config.pad_token_id or 0)
 
 
-def distilbert(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
+def distilbert(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
     """``distilbert-base-uncased`` from ``<root>/distilbert-base-uncased/`` (Hub only if download)."""
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
 
@@ -115,7 +116,7 @@ def distilbert(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module
     return TextClassifier(net, pad_id=net.config.pad_token_id or 0)
 
 
-def distilbert_tiny(cfg, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
+def distilbert_tiny(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
     """A randomly initialised 2-layer, 64-dim DistilBERT on the BERT vocabulary (tests; no files)."""
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
 

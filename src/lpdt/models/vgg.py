@@ -10,6 +10,8 @@ average (AvgPool2d(7) there; ``AdaptiveAvgPool2d(1)`` here, which also fits othe
 
 from __future__ import annotations
 
+from typing import Any
+
 from torch import Tensor, nn
 
 from lpdt.layers.norms import norm_layer
@@ -23,7 +25,7 @@ class VGG(nn.Module):
 
     def __init__(
         self,
-        cfg,
+        cfg: Any,
         layers: tuple[int | str, ...],
         in_channels: int,
         num_classes: int,
@@ -59,7 +61,7 @@ class VGG(nn.Module):
         init (gamma = 1) and document the difference."""
 
 
-def vgg11(cfg, num_classes: int, input_shape: tuple[int, ...]) -> VGG:
+def vgg11(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> VGG:
     """VGG-11 (9,496,522 parameters with EvoNorm, 10 classes); 32 px (CIFAR) or 224 px inputs."""
     c, h, w = check_image_shape("vgg11", input_shape, min_size=32)
     pools = VGG11_CFG.count("M")

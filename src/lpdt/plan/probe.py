@@ -54,6 +54,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from queue import Empty
+from typing import Any
 
 PROBE_MODEL = "resnet8"
 PROBE_BATCH = 8
@@ -250,7 +251,9 @@ def _probe_here(
     }
 
 
-def _copy(window_s: float, warmup: int, min_steps: int, max_windows: int, barrier, queue) -> None:
+def _copy(
+    window_s: float, warmup: int, min_steps: int, max_windows: int, barrier: Any, queue: Any
+) -> None:
     """One probe copy in its own process: puts {kind: KindTiming}, or the error's text."""
     try:
         queue.put(_probe_here(window_s, warmup, min_steps, max_windows, barrier))

@@ -811,7 +811,7 @@ def build_pdf(
         title="lpdt reproduction report",
     )
 
-    def footer(canvas, doc_) -> None:  # noqa: ANN001
+    def footer(canvas: Any, doc_: Any) -> None:  # noqa: ANN001
         canvas.setFont("Helvetica", 7)
         canvas.drawString(
             1.5 * cm,

@@ -372,7 +372,7 @@ def series_key(field: str) -> str:
     return (SYSTEM_PREFIX if field in SYSTEM_FIELDS else EPOCH_PREFIX) + field
 
 
-def _series_metrics(rec: RunRecord):
+def _series_metrics(rec: RunRecord) -> list[Any]:
     """Per-epoch metrics (``series_key``) at step = epoch, stamped with the time each row was
     written; the final evaluation (``FINAL_EVAL_FIELDS``, after the final gossip rounds) at the
     step after the last epoch (the summary's step), stamped with the time of the final row: the
@@ -397,7 +397,7 @@ def _series_metrics(rec: RunRecord):
     return out
 
 
-def _summary_metrics(rec: RunRecord):
+def _summary_metrics(rec: RunRecord) -> list[Any]:
     """The summary (final metrics, communication, timing, sizes, system), one value each under
     the record's names (``final.acc_node_mean``), at the step after the last epoch, stamped with
     the finish time."""
@@ -422,12 +422,12 @@ def _summary_metrics(rec: RunRecord):
     return out
 
 
-def _run_metrics(rec: RunRecord):
+def _run_metrics(rec: RunRecord) -> list[Any]:
     """Every metric of a run: the per-epoch series, then the summary."""
     return _series_metrics(rec) + _summary_metrics(rec)
 
 
-def _dataset_input(rec: RunRecord):
+def _dataset_input(rec: RunRecord) -> Any:
     """The record's dataset as an MLflow dataset input (context "train"): name, and as its
     source the dataset's source and stand-in status; sizes as its profile."""
     from mlflow.entities import Dataset, DatasetInput, InputTag
@@ -461,7 +461,7 @@ def run_params(rec: RunRecord) -> dict[str, str]:
     }
 
 
-def _refresh(client, run, rec: RunRecord, tags: dict[str, str], name: str) -> None:
+def _refresh(client: Any, run: Any, rec: RunRecord, tags: dict[str, str], name: str) -> None:
     """Bring a completely logged run up to date: the per-epoch series of the current metric
     layout if it was logged with another one, its tags, its name. Its MLflow run id stays."""
     from mlflow.entities import RunTag

@@ -110,7 +110,7 @@ def store_lock(uri: str, timeout_s: float | None = None) -> Iterator[None]:
         os.close(fd)
 
 
-def open_client(uri: str):
+def open_client(uri: str) -> Any:
     """An MLflow client whose store is open. For a SQLite store, opening it (creating the schema
     of a new file, checking it, creating the default experiment) happens under ``store_lock``:
     concurrent schema creation on one fresh file corrupts it."""
@@ -135,7 +135,7 @@ def open_experiment(uri: str, experiment: str) -> tuple[Any, str]:
         return client, _experiment_id(client, uri, experiment)
 
 
-def _experiment_id(client, uri: str, experiment: str) -> str:
+def _experiment_id(client: Any, uri: str, experiment: str) -> str:
     """The experiment's id, creating it (as a training experiment) if needed; an experiment
     without a kind (created by an earlier version) is marked as one."""
     exp = with_retry(lambda: client.get_experiment_by_name(experiment))
@@ -162,7 +162,7 @@ def _experiment_id(client, uri: str, experiment: str) -> str:
     return exp.experiment_id
 
 
-def search_runs(client, exp_id: str, tag: str, value: str) -> list:
+def search_runs(client: Any, exp_id: str, tag: str, value: str) -> list:
     """The runs of experiment ``exp_id`` whose tag ``tag`` is ``value``."""
     flt = f"tags.{tag} = '{value}'"
     return list(with_retry(lambda: client.search_runs([exp_id], filter_string=flt)))
@@ -196,7 +196,9 @@ def local_artifact_dir(uri: str, artifact_uri: str) -> Path | None:
     return root / urllib.parse.unquote(parsed.path).lstrip("/")
 
 
-def log_files(client, uri: str, run, files: Iterable[Path], subdir: str | None = None) -> None:
+def log_files(
+    client: Any, uri: str, run: Any, files: Iterable[Path], subdir: str | None = None
+) -> None:
     """Copy files into the run's artifacts (replacing earlier copies of the same name)."""
     local = local_artifact_dir(uri, run.info.artifact_uri)
     for f in files:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -34,7 +34,7 @@ def _copy_affine(src: nn.Module, dst: nn.Module) -> None:
             b.copy_(a.reshape(b.shape))
 
 
-def _convert_norm(m: nn.Module, spec: QuantSpec, model_cfg) -> nn.Module:
+def _convert_norm(m: nn.Module, spec: QuantSpec, model_cfg: Any) -> nn.Module:
     c = _channels(m)
     if model_cfg.norm == "rangebn":
         act = getattr(m, "act_kind", "relu") != "none"
@@ -79,7 +79,7 @@ def _convert_linear(m: nn.Linear, spec: QuantSpec) -> QLinear:
     return q.to(m.weight.device)
 
 
-def _swap(module: nn.Module, spec: QuantSpec, model_cfg, linear_only: bool) -> None:
+def _swap(module: nn.Module, spec: QuantSpec, model_cfg: Any, linear_only: bool) -> None:
     gated = model_cfg is not None and model_cfg.norm != "rangebn"
     for name, child in list(module.named_children()):
         new: nn.Module | None = None
@@ -104,7 +104,9 @@ def _swap(module: nn.Module, spec: QuantSpec, model_cfg, linear_only: bool) -> N
         module.act = nn.Identity()
 
 
-def convert_to_int8(model: nn.Module, precision_cfg, model_cfg=None, linear_only: bool = False):
+def convert_to_int8(
+    model: nn.Module, precision_cfg: Any, model_cfg: Any = None, linear_only: bool = False
+) -> nn.Module:
     """The 8-bit (simulated) version of a full-precision model; the input model is not modified.
 
     Swaps every ``nn.Conv2d`` -> ``QConv2d``, ``nn.Linear`` -> ``QLinear``, norm slot -> 8-bit

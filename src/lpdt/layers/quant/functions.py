@@ -16,6 +16,8 @@ At 32 bits every function is the identity / the plain layer (no autograd node ad
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch.nn.grad import conv2d_input, conv2d_weight
@@ -48,7 +50,7 @@ class _QuantGrad(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(x, bits: int, seed, salt: int):  # noqa: D102
+    def forward(x: torch.Tensor, bits: int, seed: torch.Tensor, salt: int) -> torch.Tensor:  # noqa: D102
         return x.view_as(x)
 
     @staticmethod
@@ -160,7 +162,17 @@ class _BiprecLinear(torch.autograd.Function):
         return gx, gw, gb, None, None, None
 
 
-def biprec_conv2d(xq, wq, bias, stride, padding, dilation, groups, grad_bits: int, salt: int = 0):
+def biprec_conv2d(
+    xq: torch.Tensor,
+    wq: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    groups: int,
+    grad_bits: int,
+    salt: int = 0,
+) -> torch.Tensor:
     """``F.conv2d`` with gradient bifurcation (plain conv at 32 gradient bits)."""
     if grad_bits >= 32:
         return F.conv2d(xq, wq, bias, stride, padding, dilation, groups)
@@ -169,7 +181,9 @@ def biprec_conv2d(xq, wq, bias, stride, padding, dilation, groups, grad_bits: in
     )
 
 
-def biprec_linear(xq, wq, bias, grad_bits: int, salt: int = 0):
+def biprec_linear(
+    xq: torch.Tensor, wq: torch.Tensor, bias: torch.Tensor | None, grad_bits: int, salt: int = 0
+) -> torch.Tensor:
     """``F.linear`` with gradient bifurcation (plain linear at 32 gradient bits)."""
     if grad_bits >= 32:
         return F.linear(xq, wq, bias)

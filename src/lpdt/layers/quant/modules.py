@@ -19,7 +19,7 @@ noise, and eager and compiled steps draw the same (``quantizers``).
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -99,7 +99,7 @@ class QuantMeasure(nn.Module):
 class QConv2d(nn.Conv2d):
     """Conv2d with quantised input and weights and gradient bifurcation (reference ``QConv2d``)."""
 
-    def __init__(self, *args, spec: QuantSpec = DEFAULT_SPEC, **kwargs) -> None:
+    def __init__(self, *args: Any, spec: QuantSpec = DEFAULT_SPEC, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.padding_mode != "zeros" or isinstance(self.padding, str):
             raise ValueError("QConv2d supports numeric zero padding only")
@@ -109,7 +109,7 @@ class QConv2d(nn.Conv2d):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return biprec_conv2d(
             self.quantize_input(x),
-            qparam(self, "weight"),
+            qweight(self, "weight"),
             qparam(self, "bias"),
             self.stride,
             self.padding,
@@ -123,7 +123,7 @@ class QConv2d(nn.Conv2d):
 class QLinear(nn.Linear):
     """Linear with quantised input and weights and gradient bifurcation (reference ``QLinear``)."""
 
-    def __init__(self, *args, spec: QuantSpec = DEFAULT_SPEC, **kwargs) -> None:
+    def __init__(self, *args: Any, spec: QuantSpec = DEFAULT_SPEC, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.spec, self.noise_salt = spec, 0
         self.quantize_input = QuantMeasure(spec.act_bits, spec.act_stochastic, spec.gossip_ranges)
@@ -131,7 +131,7 @@ class QLinear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return biprec_linear(
             self.quantize_input(x),
-            qparam(self, "weight"),
+            qweight(self, "weight"),
             qparam(self, "bias"),
             self.spec.grad_bits,
             self.noise_salt,

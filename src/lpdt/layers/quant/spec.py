@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 ALLOWED_BITS = (4, 8, 16, 32)  # 32 means "not quantised"
 MIN_STEP = 1e-8  # the reference's lower bound on the quantisation step
@@ -20,7 +21,7 @@ class QuantSpec:
     gossip_ranges: bool = True
 
     @classmethod
-    def from_config(cls, cfg) -> QuantSpec:
+    def from_config(cls, cfg: Any) -> QuantSpec:
         for key in ("weight_bits", "act_bits", "grad_bits"):
             bits = getattr(cfg, key)
             if bits not in ALLOWED_BITS:
