@@ -207,7 +207,9 @@ def trace_model(model: nn.Module, input_shape: Sequence[int]) -> list[LayerRecor
     handles = []
     for name, kind, module in priced_modules(model):
 
-        def hook(mod, inputs, output, name=name, kind=kind):
+        def hook(
+            mod: nn.Module, inputs: tuple, output: Any, name: str = name, kind: str = kind
+        ) -> None:
             i = calls.get(name, 0)
             calls[name] = i + 1
             records.append(_record(name if i == 0 else f"{name}#{i}", kind, mod, inputs, output))

@@ -84,7 +84,13 @@ class TensorDataset(Dataset):
     def labels(self, split: str) -> np.ndarray:
         return self._y[split].numpy()
 
-    def batch(self, split, idx, augment=False, generator=None):
+    def batch(
+        self,
+        split: str,
+        idx: torch.Tensor,
+        augment: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         x = self._x[split][idx]
         if self._transform is not None:
             x = self._transform(x, augment and split == "train", generator)

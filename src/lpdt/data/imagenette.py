@@ -109,7 +109,13 @@ class ImagenetteDataset(Dataset):
             self._cache.popitem(last=False)
         return img
 
-    def batch(self, split, idx, augment=False, generator=None):
+    def batch(
+        self,
+        split: str,
+        idx: torch.Tensor,
+        augment: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         import torchvision.transforms.v2.functional as TF
 
         idx = torch.as_tensor(idx, dtype=torch.long)

@@ -53,7 +53,15 @@ def resize_images(x: torch.Tensor, size: int | None) -> torch.Tensor:
     return torch.cat(out)
 
 
-def _image_tensors(cfg, splits, name, source, classes, mean, std):
+def _image_tensors(
+    cfg: Any,
+    splits: dict[str, tuple[torch.Tensor, torch.Tensor]],
+    name: str,
+    source: str,
+    classes: int,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+) -> TensorDataset:
     """Subset, resize and wrap ``splits`` ({split: (uint8 x [N,C,32,32], y)}) as a dataset."""
     size = cfg.image_size
     train_x, train_y = _subset(*splits["train"], cfg.train_subset)

@@ -48,12 +48,14 @@ class LocalOptimizer:
 
 
 class SGD(LocalOptimizer):
-    def __init__(self, z: torch.Tensor, momentum: float, nesterov: bool, weight_decay: float):
+    def __init__(
+        self, z: torch.Tensor, momentum: float, nesterov: bool, weight_decay: float
+    ) -> None:
         self.mu, self.nesterov, self.wd = momentum, nesterov, weight_decay
         self.buf = torch.zeros_like(z)
         self.steps = 0
 
-    def step(self, z, g, lr):
+    def step(self, z: torch.Tensor, g: torch.Tensor, lr: float) -> None:
         d = g.add_(z, alpha=self.wd) if self.wd else g
         if self.mu:
             if self.steps == 0:
@@ -68,17 +70,17 @@ class SGD(LocalOptimizer):
 class QGM(LocalOptimizer):
     folds_gossip = True
 
-    def __init__(self, z: torch.Tensor, momentum: float, weight_decay: float):
+    def __init__(self, z: torch.Tensor, momentum: float, weight_decay: float) -> None:
         self.mu, self.wd = momentum, weight_decay
         self.m = torch.zeros_like(z)
 
-    def step(self, z, g, lr):
+    def step(self, z: torch.Tensor, g: torch.Tensor, lr: float) -> None:
         # g~ = g + wd z; b = mu m + g~; d = g~ + mu b = (1 + mu) g~ + mu^2 m  (Nesterov form)
         d = g.add_(z, alpha=self.wd).mul_(1 + self.mu).add_(self.m, alpha=self.mu * self.mu)
         self.m.mul_(self.mu).add_(d, alpha=1 - self.mu)
         z.add_(d, alpha=-lr)
 
-    def after_gossip(self, debiased_delta, lr):
+    def after_gossip(self, debiased_delta: torch.Tensor, lr: float) -> None:
         # m <- m + (mu - 1) * (delta / w) / lr: the gossip displacement joins the momentum. Where
         # w = 1 exactly (every registered topology but `complete` on 10+ nodes), this is bit for
         # bit the former ((mu - 1) * delta) / (lr * w).
@@ -96,7 +98,7 @@ class Adam(LocalOptimizer):
         self.v = torch.zeros_like(z)
         self.steps = 0
 
-    def step(self, z, g, lr):
+    def step(self, z: torch.Tensor, g: torch.Tensor, lr: float) -> None:
         self.steps += 1
         if self.wd:
             g.add_(z, alpha=self.wd)

@@ -54,12 +54,12 @@ class _QuantGrad(torch.autograd.Function):
         return x.view_as(x)
 
     @staticmethod
-    def setup_context(ctx, inputs, output):  # noqa: D102
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:  # noqa: D102
         _, ctx.bits, seed, ctx.salt = inputs
         ctx.save_for_backward(seed)
 
     @staticmethod
-    def backward(ctx, g):  # noqa: D102
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # noqa: D102
         (seed,) = ctx.saved_tensors
         return quantize_minmax(g, ctx.bits, True, seed, ctx.salt), None, None, None
 
@@ -111,17 +111,28 @@ class _BiprecConv(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(xq, wq, bias, stride, padding, dilation, groups, grad_bits, seed, salt):  # noqa: D102
+    def forward(  # noqa: D102
+        xq: torch.Tensor,
+        wq: torch.Tensor,
+        bias: torch.Tensor | None,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        groups: int,
+        grad_bits: int,
+        seed: torch.Tensor,
+        salt: int,
+    ) -> torch.Tensor:
         return F.conv2d(xq, wq, bias, stride, padding, dilation, groups)
 
     @staticmethod
-    def setup_context(ctx, inputs, output):  # noqa: D102
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:  # noqa: D102
         xq, wq, bias, stride, padding, dilation, groups, grad_bits, seed, salt = inputs
         ctx.save_for_backward(xq, wq, seed)
         ctx.conf = (stride, padding, dilation, groups, grad_bits, bias is not None, salt)
 
     @staticmethod
-    def backward(ctx, g):  # noqa: D102
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # noqa: D102
         xq, wq, seed = ctx.saved_tensors
         stride, padding, dilation, groups, grad_bits, has_bias, salt = ctx.conf
         gx = gw = gb = None
@@ -139,17 +150,24 @@ class _BiprecLinear(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(xq, wq, bias, grad_bits, seed, salt):  # noqa: D102
+    def forward(  # noqa: D102
+        xq: torch.Tensor,
+        wq: torch.Tensor,
+        bias: torch.Tensor | None,
+        grad_bits: int,
+        seed: torch.Tensor,
+        salt: int,
+    ) -> torch.Tensor:
         return F.linear(xq, wq, bias)
 
     @staticmethod
-    def setup_context(ctx, inputs, output):  # noqa: D102
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:  # noqa: D102
         xq, wq, bias, grad_bits, seed, salt = inputs
         ctx.save_for_backward(xq, wq, seed)
         ctx.grad_bits, ctx.has_bias, ctx.salt = grad_bits, bias is not None, salt
 
     @staticmethod
-    def backward(ctx, g):  # noqa: D102
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # noqa: D102
         xq, wq, seed = ctx.saved_tensors
         gx = gw = gb = None
         if ctx.needs_input_grad[0]:
