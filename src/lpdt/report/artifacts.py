@@ -52,7 +52,11 @@ class Artifact:
 
     def make(self, inputs: dict[str, Any]) -> Any:
         """Call the maker with the inputs its entry reads (``inputs`` and its own number)."""
-        fn: Callable[..., Any] = Spec(self.maker).load()
+        return self._call(self.maker, inputs)
+
+    def _call(self, impl: str, inputs: dict[str, Any]) -> Any:
+        """``impl`` ("module:function") called with the inputs ``reads`` names, in order."""
+        fn: Callable[..., Any] = Spec(impl).load()
         given = {**inputs, "number": self.number}
         return fn(*(given[r] for r in self.reads))
 
@@ -77,10 +81,7 @@ class Figure(Artifact):
 
     def setup_text(self, inputs: dict[str, Any]) -> str | None:
         """Its caption's setup sentence from the files it draws (None for a figure of runs)."""
-        if self.setup is None:
-            return None
-        fn: Callable[..., str] = Spec(self.setup).load()
-        return fn(*({**inputs, "number": self.number}[r] for r in self.reads))
+        return None if self.setup is None else str(self._call(self.setup, inputs))
 
     @property
     def stem(self) -> str:  # its files under results/figures/: fig4.pdf, fig4.png

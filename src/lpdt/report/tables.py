@@ -599,8 +599,8 @@ def to_tex(parts: list[Rendered]) -> str:
 def accuracy_table(
     number: int, df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path, scale: str
 ) -> tuple[pd.DataFrame, list[Rendered]]:
-    """Accuracy table ``number`` (2 to 6, ``ACCURACY_TABLES``): our cells beside the paper's; Table 3 also
-    prints the data sent per iteration (``data_table``)."""
+    """Accuracy table ``number`` (2 to 6, ``ACCURACY_TABLES``): our cells beside the paper's;
+    Table 3 also prints the data sent per iteration (``data_table``)."""
     spec = ACCURACY_TABLES[number]
     m = compare(df, paper, spec)
     parts = [render_accuracy(m, spec, scale, df[df["study"] == spec.study])]
