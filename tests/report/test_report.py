@@ -446,7 +446,10 @@ def test_claims_file(report_out: Path) -> None:
     assert ids["comm_4x"]["paper_verdict"] == NOT_HELD  # the paper's top-k 8-bit GB is fp32 / 4
     # energy and memory: shown, no verdict, not counted
     assert {ids[k]["verdict"] for k in ("energy_20x", "memory_3_5x_resnet")} == {ARITHMETIC}
-    assert sum(d["counts"].values()) == len(d["claims"]) - 2
+    # counts: the 9 accuracy claims (interval against a threshold); the measured cost claim
+    # (comm_4x, held above) apart in cost_counts; energy and memory in neither
+    assert d["counts"] == {"held": 0, "not held": 0, "inconclusive": 0, "not enough data": 9}
+    assert d["cost_counts"] == {"held": 1, "not held": 0, "inconclusive": 0, "not enough data": 0}
     assert d["version"] == CLAIMS_VERSION and {c["version"] for c in d["claims"]} == {
         CLAIMS_VERSION
     }

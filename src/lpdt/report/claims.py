@@ -39,6 +39,7 @@ memory are arithmetic from the paper's constants (the cost model): shown, with n
 from __future__ import annotations
 
 import functools
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,9 +49,10 @@ from typing import Any, cast
 import pandas as pd
 
 from lpdt.grid import Manifest
-from lpdt.report import artifacts, pairs
-from lpdt.report.aggregate import KEYS, norm_key, stand_in_names
+from lpdt.report import artifacts, pairs, summary
+from lpdt.report.aggregate import KEYS, stand_in_names
 from lpdt.report.formatting import fixed, rounded, span
+from lpdt.report.messages import sent_8bit, sent_text
 from lpdt.report.stats import (
     HELD,
     INCONCLUSIVE,
@@ -76,6 +78,9 @@ __all__ = [
     "check_claims",
     "write_claims",
     "effect_text",
+    "definitions_hash",
+    "sent_8bit",
+    "sent_text",
 ]
 
 ARITHMETIC = "arithmetic, no verdict"  # energy / memory: the paper's constants, not tested
@@ -232,6 +237,35 @@ def load_claims(path: Path = CLAIMS_FILE) -> tuple[int, list[Claim]]:
     return doc["version"], out
 
 
+def definitions_hash(
+    studies: Mapping[str, Sequence[Any]] | None = None, path: Path = CLAIMS_FILE
+) -> str:
+    """The fingerprint of the definitions a claims version covers: the first 12 hex digits of
+    the SHA-256 of the canonical JSON (keys sorted, no spaces) of ``path``'s claims (the file's
+    ``claims``: its version number, comments and layout left out) and of ``studies``' claims
+    (study -> its ``claims:`` entries; the studies without claims left out). docs/report.md's
+    change log gives each version's fingerprint, and tests/report/test_claims_version.py fails
+    when the definitions change without a new version row."""
+    import hashlib
+
+    import yaml
+
+    doc = yaml.safe_load(path.read_text())
+    declared = {k: list(v) for k, v in sorted((studies or {}).items()) if v}
+    text = json.dumps(
+        {"claims": doc["claims"], "study_claims": declared},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def study_entries(manifest: Manifest) -> dict[str, list[Any]]:
+    """study -> its ``claims:`` entries as written (the studies that declare some)."""
+    return {n: list(s.claims) for n, s in manifest.studies.items() if s.claims}
+
+
 CLAIMS_VERSION, CLAIMS = load_claims()
 BY_ID = {c.id: c for c in CLAIMS}
 # Equivalence margin of rangeen_equiv_evonorm (points): the paper's own tolerance for "the same
@@ -242,43 +276,73 @@ EQUIV_MARGIN = float(BY_ID["rangeen_equiv_evonorm"].threshold[1])  # type: ignor
 
 def summarize(p: pd.DataFrame, claim: Claim, set_aside: pd.DataFrame | None = None) -> dict:
     """The claim's record from paired differences (columns ``_cell``, ``seed``, ``diff``) and
-    the pairs set aside (``lpdt.report.pairs.Pairing.set_aside``)."""
-    return pairs.summarize(p, claim.threshold, claim.direction, set_aside=set_aside)
+    the pairs set aside (``lpdt.report.pairs.Pairing.set_aside``): ``lpdt.report.summary``."""
+    return summary.summarize(p, claim.threshold, claim.direction, set_aside=set_aside)
 
 
 def _paired(cells: pd.DataFrame, claim: Claim) -> pairs.Pairing:
-    """A paired claim: ``lpdt.report.pairs.pairing``."""
+    """A paired claim: ``lpdt.report.pairs.pairing``, a diverged run on a side whose loss
+    contradicts the claim counted as a loss (``pairs.loss_sides``)."""
     # vary is set for a paired claim (the schema); the type says str | None for the other kinds
-    return pairs.pairing(cells, claim.vary, claim.a, claim.b, claim.studies or None, claim.where)  # type: ignore[arg-type]
+    return pairs.pairing(
+        cells,
+        claim.vary,  # type: ignore[arg-type]
+        claim.a,
+        claim.b,
+        claim.studies or None,
+        claim.where,
+        lost=pairs.loss_sides(claim.direction),
+    )
 
 
 def _series(cells: pd.DataFrame, claim: Claim) -> pairs.Pairing:
-    """A series claim: per series (runs of the claim's studies identical but for ``vary``) whose
-    highest ``vary`` meets the condition ``b``, and per seed, acc(``vary`` = ``a``) -
-    acc(highest); nothing is set aside (a series without both ends is no series)."""
+    """A series claim: the runs of the claim's studies meeting ``where``, in series (runs of one
+    cell: the same coordinates but ``vary``); per series whose highest ``vary`` among its listed
+    runs, whatever their status, meets the condition ``b``, the pairs of ``vary`` = ``a``
+    against that highest value, by ``pairs.pairing`` (the norm and config values compared, a
+    duplicate named, a diverged run on the side whose loss contradicts the claim counted as a
+    loss, every other run that does not pair set aside with its reason). So a diverged or
+    missing run at the highest value is named, and never makes the next value the highest."""
     vary = str(claim.vary)
     (top_ok,) = pairs.conditions({vary: claim.b})
-    c = pairs.with_seed(cells[cells["study"].isin(claim.studies) & cells["acc"].notna()])
-    c = c.drop_duplicates([*KEYS, "seed"])
+    c = pairs.select(cells, claim.studies or None, claim.where)
     keys = pairs.pair_keys(vary)
-    start = norm_key(vary, claim.a)
-    rows = []
-    for key, g in c.groupby(keys, dropna=False):
-        top = g[vary].max()
-        if not ((g[vary] == start).any() and top_ok.mask(pd.DataFrame({vary: [top]})).iloc[0]):
-            continue
-        for seed, gs in g.groupby("seed"):
-            lo, hi = gs[gs[vary] == start]["acc"], gs[gs[vary] == top]["acc"]
-            if len(lo) and len(hi):
-                rows.append(
-                    {
-                        "_cell": pairs.cell_key(keys, key if isinstance(key, tuple) else (key,)),
-                        "seed": seed,
-                        "diff": float(lo.mean() - hi.mean()),
-                    }
-                )
-    found = pd.DataFrame(rows, columns=["_cell", "seed", "diff"])
-    return pairs.Pairing(found, pd.DataFrame(columns=pairs.SET_ASIDE_COLUMNS), keys)
+    start = pairs.parse_value(vary, claim.a)
+    series = [pairs.cell_key(keys, r) for r in c[keys].itertuples(index=False)]
+    values = [pairs.parse_value(vary, v) for v in c[vary]]
+    seen: dict[tuple[str, ...], set[Any]] = {}
+    for key, v in zip(series, values, strict=True):
+        if v is not None:
+            seen.setdefault(key, set()).add(v)
+    top_of = {}
+    for key, vs in seen.items():
+        top = max(vs)
+        if top != start and bool(top_ok.mask(pd.DataFrame({vary: [top]})).iloc[0]):
+            top_of[key] = top
+    found = [
+        pairs.pairing(
+            c[[top_of.get(key) == top for key in series]],
+            vary,
+            start,
+            top,
+            lost=pairs.loss_sides(claim.direction),
+        )
+        for top in sorted(set(top_of.values()))
+    ]
+    return pairs.Pairing(
+        _concat([f.pairs for f in found], [*keys, "seed", "_a", "_b", "_norm", "_lost", "diff"]),
+        _concat([f.set_aside for f in found], pairs.SET_ASIDE_COLUMNS),
+        keys,
+    )
+
+
+def _concat(frames: Sequence[pd.DataFrame], columns: Sequence[str]) -> pd.DataFrame:
+    """The non-empty ``frames`` one after another; an empty frame of ``columns`` (and
+    ``_cell``) without one."""
+    full = [f for f in frames if len(f)]
+    if not full:
+        return pd.DataFrame(columns=list(dict.fromkeys([*columns, "_cell"])))
+    return pd.concat(full, ignore_index=True)
 
 
 PAIRINGS = {"paired": _paired, "series": _series}  # an accuracy claim's evaluator, by kind
@@ -426,68 +490,6 @@ def _comm(d: pd.DataFrame, ratio: pd.Series, claim: Claim) -> dict:
     return out
 
 
-MESSAGES_STUDY = "messages"  # runs that send 8-bit messages (config/studies.yaml), one seed
-
-
-def _fp32_messages(compression: object) -> object:
-    """The compression coordinate of the same cell sending fp32 messages: ``"int8"`` -> 0,
-    ``"90+int8"`` -> 90 (``lpdt.report.aggregate.compression_key``)."""
-    text = str(compression)
-    return 0 if text == "int8" else norm_key("compression", text.removesuffix("+int8"))
-
-
-def sent_8bit(df: pd.DataFrame) -> list[dict]:
-    """The runs of study ``messages`` (they really send 8-bit messages) beside the run of the same
-    cell and seed that sends fp32 messages (any study): the bytes each sent per node (training
-    and final gossip) and its accuracy. Illustrative (one seed): no verdict reads it."""
-    if "study" not in df or "gb_per_node" not in df:
-        return []
-    runs = pairs.with_seed(df[df["status"] == "ok"]).drop_duplicates("run_id")
-    out = []
-    mine = pairs.with_seed(df[df["study"] == MESSAGES_STUDY]).drop_duplicates("run_id")
-    for _, r in mine.iterrows():
-        same = runs["seed"] == r["seed"]
-        for k in KEYS:
-            want = _fp32_messages(r[k]) if k == "compression" else norm_key(k, r[k])
-            same &= runs[k].map(lambda v, k=k, want=want: norm_key(k, v) == want)
-        base = runs[same]
-        row = {
-            "compression": str(r["compression"]),
-            "run_id": r["run_id"],
-            "status": r["status"],
-            "acc": rounded(r["acc"]) if r["status"] == "ok" else None,
-            "gb_per_node": rounded(r["gb_per_node"], 6),
-        }
-        if len(base):
-            b = base.iloc[0]
-            row |= {
-                "fp32_run_id": b["run_id"],
-                "fp32_acc": rounded(b["acc"]),
-                "fp32_gb_per_node": rounded(b["gb_per_node"], 6),
-            }
-        out.append(row)
-    return out
-
-
-def sent_text(rows: Sequence[Mapping[str, Any]]) -> str:
-    """'runs sending 8-bit messages (1 seed): int8: 0.148 GB/node against 0.589 with fp32
-    messages (3.98x), accuracy 83.78 % against 84.61 %; ...'."""
-    parts = []
-    for r in rows:
-        if r["acc"] is None:
-            parts.append(f"{r['compression']}: {r['status']}")
-            continue
-        t = f"{r['compression']}: {r['gb_per_node']:.3g} GB/node, accuracy {r['acc']:.2f} %"
-        if r.get("fp32_gb_per_node"):
-            ratio = r["fp32_gb_per_node"] / r["gb_per_node"]
-            t += (
-                f" (fp32 messages: {r['fp32_gb_per_node']:.3g} GB/node, {ratio:.2f}x, "
-                f"{r['fp32_acc']:.2f} %)"
-            )
-        parts.append(t)
-    return "runs that send 8-bit messages (one seed): " + "; ".join(parts) if parts else ""
-
-
 def _rows(d: pd.DataFrame, claim: Claim) -> pd.DataFrame:
     """The rows of a table meeting an arithmetic claim's ``rows`` ("resnet*": a prefix)."""
     keep = pd.Series(True, index=d.index)
@@ -586,7 +588,7 @@ class ClaimResult:
     paper_effect_all_cells: float | None  # (accuracy) the paper's effect over all its cells
     paper_cells_all: int | None  # (accuracy) their number
     stand_in_data: bool
-    numbers: Mapping[str, Any]  # details (pairs.summarize's, or the cost rule's): cells, ...
+    numbers: Mapping[str, Any]  # details (summary.summarize's, or the cost rule's): cells, ...
     paper_numbers: Mapping[str, Any]  # the same details for the paper
 
     def __post_init__(self) -> None:
@@ -738,10 +740,14 @@ def effect_text(c: ClaimResult) -> str:
 
 
 def set_aside_text(c: ClaimResult) -> str:
-    """What pairing left out of an accuracy claim (``lpdt.report.pairs.summarize``): '2 pairs
-    set aside (diverged, not shared); 1 cell left out (one seed)'; '' when nothing was."""
+    """What pairing counted as a loss and left out of an accuracy claim
+    (``lpdt.report.summary.summarize``): '1 diverged run counted as a loss; 2 pairs set aside
+    (missing, not shared); 1 cell left out (one seed)'; '' when nothing was."""
     nums = c.numbers
     parts = []
+    lost = nums.get("counted_as_loss", [])
+    if lost:
+        parts.append(f"{len(lost)} diverged run{'s' if len(lost) != 1 else ''} counted as a loss")
     aside = nums.get("set_aside", [])
     if aside:
         whys = ", ".join(sorted({d["why"] for d in aside}))
@@ -799,7 +805,9 @@ def _md_table(claims: Sequence[ClaimResult]) -> list[str]:
 
 def _aside_note(c: ClaimResult) -> str:
     t = set_aside_text(c)
-    return f"; {t} (claims.json: `set_aside`, `cells_left_out`)" if t else ""
+    keys = ("counted_as_loss", "set_aside", "cells_left_out")
+    named = ", ".join(f"`{k}`" for k in keys if c.numbers.get(k))
+    return f"; {t} (claims.json: {named})" if t else ""
 
 
 def claims_md(claims: Sequence[ClaimResult]) -> str:
@@ -826,9 +834,14 @@ def write_claims(
     claims: Sequence[ClaimResult],
     path: Path,
     plateau_rescoring: Mapping[str, Any] | None = None,
+    definitions: str | None = None,
 ) -> list[Path]:
-    """``claims.json``: every claim; ``counts`` are the paper's claims' verdicts, and
+    """``claims.json``: every claim; ``counts`` are the verdicts of the paper's accuracy claims
+    (an interval against a threshold), ``cost_counts`` those of its cost claims (measured,
+    deterministic: ``comm_4x`` fails only if per-tensor range overhead exceeds 12.5 %), and
     ``declared_counts`` (present when a study declares claims) those of the declared ones;
+    ``definitions_hash``: the fingerprint of the definitions checked (``definitions_hash`` of
+    the manifest's study claims, ``definitions``; default: claims.yaml's alone);
     ``plateau_rescoring``: the claims re-scored at 2x epochs on the plateau check's pairs
     (``lpdt.report.plateau.rescoring_json``: which commit's pairs, whether the check's 1x
     accuracies are these runs'), null without one."""
@@ -836,8 +849,10 @@ def write_claims(
 
     doc = {
         "version": CLAIMS_VERSION,
+        "definitions_hash": definitions or definitions_hash(),
         "claims": [c.to_dict() for c in claims],
-        "counts": verdict_counts(paper_claims(claims)),
+        "counts": verdict_counts(paper_claims(claims), "accuracy"),
+        "cost_counts": verdict_counts(paper_claims(claims), "cost"),
         "interval_method": METHOD,
     }
     if declared_claims(claims):

@@ -50,7 +50,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lpdt.report.aggregate import aggregate, run_counts
-    from lpdt.report.claims import check_claims, study_claims, write_claims
+    from lpdt.report.claims import (
+        check_claims,
+        definitions_hash,
+        study_claims,
+        study_entries,
+        write_claims,
+    )
     from lpdt.report.figures import write_figures
     from lpdt.report.paper import load_paper
     from lpdt.report.pdf import build_pdf
@@ -83,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
         for path in write_figures(df, paper, cost, analysis, figures_dir):
             print(f"wrote {path}")
     if "claims" in want:
-        for path in write_claims(claims, Path(args.claims), rescoring_json(plateau, df)):
+        rescoring = rescoring_json(plateau, df)
+        definitions = definitions_hash(study_entries(manifest))
+        for path in write_claims(claims, Path(args.claims), rescoring, definitions):
             print(f"wrote {path}")
     if "pdf" in want:
         out = build_pdf(

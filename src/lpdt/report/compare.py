@@ -12,9 +12,14 @@ never pair. An MLflow experiment is not a source: the records are the source of 
 store is a view of them.
 
 The pairing, the per-seed mean over cells, the interval and the verdict are the claims' own
-(``lpdt.report.pairs``): on a claim's studies, ``where`` and pair of values, ``lpdt compare``
-prints the claim's mean and interval. It pairs what pairs and names what it set aside (diverged,
-missing, unpaired, not shared; per cell and overall). It refuses, as one line each (exit 2), only
+(``lpdt.report.pairs``, ``lpdt.report.summary``): on a claim's studies, ``where``, pair of values
+and threshold, ``lpdt compare`` prints the claim's mean and interval (with ``--threshold`` and
+``--direction``, a diverged run on the side whose loss contradicts the claim counts as a loss, as
+in the claims; without, every diverged run is set aside). Varying precision, runs that name one
+norm at both precisions pair on it (the norm held fixed); a cell without such a norm pairs each
+precision's paper norm (FP-EvoNorm against 8-bit Range-EvoNorm), and the ``norm:`` line says
+which. It pairs what pairs and names what it set aside (diverged, missing, unpaired, not shared,
+below the claim's minimum of seeds; per cell and overall). It refuses, as one line each (exit 2), only
 where no answer can be given: an unknown key, value or study; a side without runs; nothing that
 pairs (with the keys in which the a-runs and b-runs differ, or what was set aside); two finished
 runs on one side of a pair (both named).
@@ -33,7 +38,7 @@ import pandas as pd
 
 from lpdt import record
 from lpdt.errors import LpdtError
-from lpdt.report import pairs
+from lpdt.report import pairs, summary
 from lpdt.report.aggregate import (
     CONFIG_PATHS,
     FINAL,
@@ -174,6 +179,16 @@ def _refuse(
         va, vb = {_v(k, x) for x in left[k]}, {_v(k, x) for x in right[k]}
         if va != vb:
             differ.append(f"{k} (a: {', '.join(sorted(va))}; b: {', '.join(sorted(vb))})")
+    na, nb = _norms(left), _norms(right)
+    pa, pb = pairs.paper_norm_label(a, b).split("|")
+    by_paper = vary == "precision" and pa in na and pb in nb
+    if vary != "norm" and na and nb and not na & nb and not by_paper:
+        differ.append(
+            f"norm (a: {', '.join(sorted(na))}; b: {', '.join(sorted(nb))}; two runs pair on "
+            "a norm they share"
+            + (", or on each precision's paper norm" if vary == "precision" else "")
+            + ")"
+        )
     whys = pr.set_aside["why"].value_counts()
     why = (
         "they differ in " + "; ".join(differ)
@@ -186,6 +201,32 @@ def _refuse(
         f"nothing pairs: no run with {vary}={_v(vary, a)} has a finished run with "
         f"{vary}={_v(vary, b)}, the same seed and the same other coordinates; {why}"
     )
+
+
+def norm_pairing(p: pd.DataFrame, vary: str, a: object, b: object) -> str | None:
+    """What the pairs' norm is, when ``precision`` is varied: "held fixed: rangeen" (both runs
+    of each pair train with one norm), "each precision's paper norm (fp32 evonorm, int8
+    rangeen)" (``pairs.norm_identities``: what the paper compares, where a cell has no norm at
+    both precisions), or both; None otherwise."""
+    if vary != "precision" or "_norm" not in p or not len(p):
+        return None
+    joined = pairs.paper_norm_label(a, b)
+    norms = sorted({str(n) for n in p["_norm"]})
+    parts = []
+    fixed_norms = [n for n in norms if n != joined]
+    if fixed_norms:
+        parts.append(f"held fixed: {', '.join(fixed_norms)}")
+    if joined in norms:
+        pa, pb = joined.split("|")
+        parts.append(f"each precision's paper norm ({_v(vary, a)} {pa}, {_v(vary, b)} {pb})")
+    return "; ".join(parts)
+
+
+def _norms(s: pd.DataFrame) -> set[str]:
+    """The norms the runs train with (``pairs.effective_norm``)."""
+    if "norm" not in s or "precision" not in s:
+        return set()
+    return {str(pairs.effective_norm(n, p)) for n, p in zip(s["norm"], s["precision"], strict=True)}
 
 
 def _cell_label(keys: Sequence[str], cell: Sequence[str]) -> str:
@@ -213,18 +254,20 @@ def compare(
         raise CompareError(f"--a and --b are the same value ({vary}={_v(vary, va)})")
     pk = pairs.pair_keys(vary, keys)
     sel = pairs.select(frame, studies, where)
-    pr = pairs.pairing(frame, vary, va, vb, studies, where, keys)
+    lost = pairs.loss_sides(direction) if threshold is not None else ()
+    pr = pairs.pairing(frame, vary, va, vb, studies, where, keys, lost=lost)
     _refuse(sel, vary, va, vb, pk, pr)
     p = pr.pairs
     ck = pr.cell_keys
-    cells = pairs.per_cell(p, threshold, direction, pr.set_aside)
+    cells = summary.per_cell(p, threshold, direction, pr.set_aside)
     shown = [k for i, k in enumerate(ck) if len({c["cell"][i] for c in cells}) > 1]
     fixed = {k: cells[0]["cell"][i] for i, k in enumerate(ck) if k not in shown} if cells else {}
     for c in cells:
         c["cell"] = dict(zip(ck, c["cell"], strict=True))
-    overall = pairs.summarize(p, threshold, direction, of=NOTE, set_aside=pr.set_aside)
-    for rec in overall.get("set_aside", []) + overall.get("cells_left_out", []):
-        rec["cell"] = dict(zip(ck, rec["cell"], strict=True))
+    overall = summary.summarize(p, threshold, direction, of=NOTE, set_aside=pr.set_aside)
+    for key in ("counted_as_loss", "set_aside", "cells_left_out"):
+        for rec in overall.get(key, []):
+            rec["cell"] = dict(zip(ck, rec["cell"], strict=True))
     thr = list(threshold) if isinstance(threshold, tuple) else threshold
     # Stand-in data or models of the compared runs, named as the report names them.
     stand_ins = stand_in_names(sel[sel[vary].isin([va, vb])].get("stand_in", []))
@@ -240,6 +283,7 @@ def compare(
         "fixed": fixed,
         "stand_ins": stand_ins,
         "shown": shown,
+        "norm": norm_pairing(p, vary, va, vb),
         "cells": cells,
         "overall": overall,
         "interval_method": METHOD,
@@ -335,6 +379,8 @@ def text(res: dict, source: str) -> str:
         + (f"; studies {', '.join(res['studies'])}" if res["studies"] else ""),
         "fixed: " + (" ".join(f"{k}={v}" for k, v in res["fixed"].items()) or "-"),
     ]
+    if res.get("norm"):
+        head.append(f"norm: {res['norm']}")
     if res["stand_ins"]:
         head.append("stand-ins: " + "; ".join(res["stand_ins"]))
     aside = any("set_aside" in c for c in res["cells"])
@@ -365,6 +411,11 @@ def text(res: dict, source: str) -> str:
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(x.ljust(w[i]) for i, x in enumerate(r)).rstrip() for r in rows]
     notes = [f"note: {o[k]}" for k in ("why",) if k in o]
+    for d in o.get("counted_as_loss", []):
+        notes.append(
+            f"counted as a loss: {_where(d['cell'], res['fixed'])} seed {_seeds([d['seed']])}: "
+            f"{d['detail']}"
+        )
     for d in o.get("set_aside", []):
         notes.append(
             f"set aside: {_where(d['cell'], res['fixed'])} seed {_seeds([d['seed']])}: {d['detail']}"

@@ -3,19 +3,17 @@ claims (``lpdt.report.claims``), the claims a study declares, and ``lpdt compare
 
 A **pair** is two finished runs with the same identity except the varied key and the **same
 seed** (the seed sets the partition shuffle, the initialisation and the data order). The
-identity is the cell's coordinates (``pair_keys``), the norm as the run's precision brings it
-(``norm_identity``: an 8-bit run brings Range-EvoNorm through ``precision``, so varying precision
-FP-EvoNorm meets 8-bit Range-EvoNorm, and any other norm only its like) and the result-affecting
-config values beyond the coordinates in which the runs differ (``config_extras``). Its
-difference is ``acc(a) - acc(b)``. ``pairing`` filters first and then sets aside, with the
-reason, every (cell, seed) that does not pair: diverged, missing, unpaired, or a duplicate (two
-finished runs of one side, identity and seed, both named; never resolved by order).
-``summarize`` turns the pairs into the claims' number: per seed, the mean over the cells of that
-seed's paired difference; over the seeds, the mean with its 95 % t-interval
-(``lpdt.report.stats``), its half-width and the design's minimum detectable effect
-(``stats.detectable``), and the verdict for a threshold. Every seed averages over the same cells,
-chosen for coverage (``choose_cells``: the most cells sharing at least two seeds, over the seeds
-they all share); the seeds and cells left out are named (``set_aside``, ``cells_left_out``).
+identity is the cell's coordinates (``pair_keys``), the norm (``norm_identities``: two runs of
+one norm pair on it; varying precision, where a cell has no norm at both precisions, FP-EvoNorm
+meets 8-bit Range-EvoNorm, each precision's paper norm, and the pair says so) and the
+result-affecting config values beyond the coordinates in which the runs differ
+(``config_extras``). Its difference is ``acc(a) - acc(b)``. ``pairing`` filters first and then
+sets aside, with the reason, every (cell, seed) that does not pair: diverged, missing, unpaired,
+or a duplicate (two finished runs of one side, identity and seed, both named; never resolved by
+order); except that a diverged run on a side whose loss contradicts the claim (``loss_sides``)
+counts as a loss (``DIVERGED_ACC``), not as missing data. ``lpdt.report.summary`` turns the
+pairs into the claims' number (per seed, the mean over the cells; over the seeds, the mean and
+its 95 % t-interval; the cells chosen at the claim's minimum of seeds; what was left out named).
 
 Selections are data, so that a claim written in YAML and one written here are the same thing:
 ``where`` maps a coordinate to a condition (``0``, ``[90, 99]``, ``">0"``, ``">=0.8"``,
@@ -26,23 +24,20 @@ Selections are data, so that a claim written in YAML and one written here are th
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import pandas as pd
 
 from lpdt.config import PAPER_NORMS
 from lpdt.report.aggregate import CONFIG_PATHS, KEYS, norm_key
-from lpdt.report.formatting import rounded
-from lpdt.report.stats import NO_DATA, Threshold, t_interval, verdict
 
 NO_SEED = -1  # the seed of a run whose record names none (e.g. the paper's numbers)
 # Coordinates left out of a cell's name: the norm is compared by ``pairing`` itself
-# (``norm_identity``), as the run's precision brings it.
+# (``norm_identities``).
 IGNORED = ("norm",)
 OPS = (">=", "<=", "!=", ">", "<", "==", "=")  # longest first: ">=" before ">"
 
@@ -161,7 +156,7 @@ def with_seed(cells: pd.DataFrame) -> pd.DataFrame:
 
 def pair_keys(vary: str, keys: Sequence[str] = KEYS) -> list[str]:
     """The coordinates that name a pair's cell: all but the varied one and ``norm`` (which
-    ``pairing`` compares itself, ``norm_identity``)."""
+    ``pairing`` compares itself, ``norm_identities``)."""
     return [k for k in keys if k != vary and k not in IGNORED]
 
 
@@ -226,32 +221,83 @@ def config_extras(configs: Sequence[Mapping[str, Any]]) -> tuple[list[str], list
     return keys, flat
 
 
-def norm_identity(norm: object, precision: object, vary: str, a: object, b: object) -> str:
-    """The norm as pairing compares it: the run's norm (its precision's where it names none);
-    when ``precision`` is varied, a run with its own precision's norm counts as
-    ``"<a's>|<b's>"`` (``evonorm|rangeen``), so that FP-EvoNorm pairs with 8-bit
-    Range-EvoNorm (the paper's FP vs LP) and any other norm (BatchNorm) only with itself."""
+def effective_norm(norm: object, precision: object) -> str | None:
+    """The norm a run trains with: the one it names, else its precision's paper norm
+    (``lpdt.config.PAPER_NORMS``: EvoNorm-S0 at fp32, Range-EvoNorm at 8 bits); None where
+    neither is known."""
     prec = _canon("precision", precision)
-    own = PAPER_NORMS.get(str(prec)) if prec is not None else None
-    n = _canon("norm", norm) or own
-    if vary == "precision" and n is not None and n == own:
-        return "|".join(PAPER_NORMS.get(str(v), str(v)) for v in (a, b))
-    return str(n)
+    n = _canon("norm", norm) or (PAPER_NORMS.get(str(prec)) if prec is not None else None)
+    return None if n is None else str(n)
+
+
+def paper_norm_label(a: object, b: object) -> str:
+    """``"evonorm|rangeen"``: the norm of a pair joined by its precisions' paper norms."""
+    return "|".join(PAPER_NORMS.get(str(v), str(v)) for v in (a, b))
+
+
+def norm_identities(
+    cells: Sequence[tuple[str, ...]],
+    sides: Sequence[str],
+    norms: Sequence[str | None],
+    vary: str,
+    a: object,
+    b: object,
+) -> list[str]:
+    """The norm as pairing compares it, per run (``cells``, ``sides`` "a" / "b" and
+    ``effective_norm`` given row by row). Two runs pair on the norm they share: identical
+    except the varied key. Only where ``precision`` is varied and a cell has no norm at both
+    precisions that is a precision's paper norm on one side and not on the other, its runs with
+    their own precision's paper norm pair with each other (``paper_norm_label``,
+    ``evonorm|rangeen``: the paper's FP-EvoNorm against 8-bit Range-EvoNorm); so an FP and an
+    8-bit run that both name Range-EvoNorm pair on it (the norm held fixed), and an FP BatchNorm
+    run pairs only with an 8-bit BatchNorm run."""
+    out = [str(n) for n in norms]
+    if vary != "precision":
+        return out
+    pa, pb = PAPER_NORMS.get(str(a)), PAPER_NORMS.get(str(b))
+    if pa is None or pb is None:
+        return out
+    have: dict[tuple[str, ...], dict[str, set[str]]] = {}
+    for cell, side, n in zip(cells, sides, out, strict=True):
+        have.setdefault(cell, {"a": set(), "b": set()})[side].add(n)
+    joined = paper_norm_label(a, b)
+    for i, (cell, side, n) in enumerate(zip(cells, sides, out, strict=True)):
+        h = have[cell]
+        by_paper = pa in h["a"] - h["b"] and pb in h["b"] - h["a"]
+        if by_paper and n == (pa if side == "a" else pb):
+            out[i] = joined
+    return out
 
 
 # --- pairing ---------------------------------------------------------------------------------
 
 DIVERGED, MISSING, UNPAIRED, DUPLICATE = "diverged", "missing", "unpaired", "duplicate"
-SET_ASIDE_COLUMNS = ["_cell", "seed", "why", "detail", "run_a", "run_b"]
+# ``both``: the (cell, seed) has a listed run on each side (whatever their status): a seed the
+# design planned for that cell, which ``summarize`` counts for the claim's minimum of seeds.
+SET_ASIDE_COLUMNS = ["_cell", "seed", "why", "detail", "run_a", "run_b", "both"]
+# The accuracy a diverged run counts as where it counts as a loss (``loss_sides``): the lowest a
+# run can score, so that divergence can only count against the claim.
+DIVERGED_ACC = 0.0
+SIDES = ("a", "b")
+
+
+def loss_sides(direction: str | None) -> tuple[str, ...]:
+    """The sides of a pair whose divergence contradicts a claim "effect (a - b) <direction>
+    threshold": a's for ``>`` (a loss of a lowers the effect), b's for ``<=`` (a loss of b raises
+    it), both for ``within`` (either loss takes the effect out of a range of a few points); none
+    without a direction (``lpdt compare`` without a threshold sets every diverged run aside)."""
+    return {">": ("a",), "<=": ("b",), "within": SIDES}.get(direction or "", ())
 
 
 @dataclass(frozen=True)
 class Pairing:
-    """``pairs``: one row per pair (``pairs``' columns); ``set_aside``: one row per (cell, seed)
-    with a run on either side that did not pair (``SET_ASIDE_COLUMNS``; ``why`` one of
-    diverged, missing, unpaired, duplicate; ``detail`` a sentence naming the runs);
-    ``cell_keys``: the names of ``_cell``'s values (the pair keys, then ``norm`` and config keys
-    where runs of one cell differ in them)."""
+    """``pairs``: one row per pair (``pairs``' columns; ``_norm``, the norm the two runs were
+    paired on, ``evonorm|rangeen`` where it is each precision's paper norm; ``_lost``, the side
+    whose diverged run counts as a loss, else ""); ``set_aside``: one row per (cell, seed) with
+    a run on either side that did not pair (``SET_ASIDE_COLUMNS``; ``why`` one of diverged,
+    missing, unpaired, duplicate; ``detail`` a sentence naming the runs); ``cell_keys``: the
+    names of ``_cell``'s values (the pair keys, then ``norm`` and config keys where runs of one
+    cell differ in them)."""
 
     pairs: pd.DataFrame
     set_aside: pd.DataFrame
@@ -274,15 +320,19 @@ def pairing(
     studies: Sequence[str] | None = None,
     where: Mapping[str, object] | None = None,
     keys: Sequence[str] = KEYS,
+    lost: Sequence[str] = (),
 ) -> Pairing:
     """The pairs of ``vary == a`` against ``vary == b`` among the selected runs, and what was
     set aside. Two runs pair when they are ``ok``, have the same seed and the same identity
-    except ``vary``: the pair keys, the norm (``norm_identity``) and the result-affecting config
-    values beyond the coordinates (``config_extras``, from a ``config`` column of run configs).
-    A (cell, seed) with a run on one side and no usable run on the other is set aside as
-    diverged, missing (listed without a record) or unpaired (no run); two usable runs of one
-    side, cell and seed are set aside as a duplicate naming both (``lpdt compare`` refuses them).
-    A frame without ``run_id`` (the paper's numbers) keeps the first row of a duplicate."""
+    except ``vary``: the pair keys, the norm (``norm_identities``) and the result-affecting
+    config values beyond the coordinates (``config_extras``, from a ``config`` column of run
+    configs). A (cell, seed) whose run on a side of ``lost`` (``loss_sides``) diverged while
+    the other side finished is a pair all the same, the diverged run counted as
+    ``DIVERGED_ACC``: a loss, not missing data. Any other (cell, seed) with a run on one side
+    and no usable run on the other is set aside as diverged, missing (listed without a record)
+    or unpaired (no run); two usable runs of one side, cell and seed are set aside as a
+    duplicate naming both (``lpdt compare`` refuses them). A frame without ``run_id`` (the
+    paper's numbers) keeps the first row of a duplicate."""
     va, vb = parse_value(vary, a), parse_value(vary, b)
     c = select(cells, studies, where)
     c = c[c[vary].map(lambda v: _canon(vary, v)).isin([va, vb])]
@@ -292,10 +342,17 @@ def pairing(
     c["_status"] = _status(c)
     pk = pair_keys(vary, keys)
     c["_cell"] = [cell_key(pk, r) for r in c[pk].itertuples(index=False)]
-    has_norm = "norm" in c and vary != "norm"
+    has_norm = "norm" in c and vary != "norm" and "precision" in c
     c["_norm"] = (
-        [norm_identity(n, p, vary, va, vb) for n, p in zip(c["norm"], c["precision"], strict=True)]
-        if has_norm and "precision" in c
+        norm_identities(
+            list(c["_cell"]),
+            list(c["_side"]),
+            [effective_norm(n, p) for n, p in zip(c["norm"], c["precision"], strict=True)],
+            vary,
+            va,
+            vb,
+        )
+        if has_norm
         else ""
     )
     configs = list(c["config"]) if "config" in c else [{}] * len(c)
@@ -323,27 +380,39 @@ def pairing(
     # Plain records grouped by (cell, identity, seed): a per-group frame costs too much for
     # lpdt.report.readers, which checks every claim once per run.
     groups: dict[tuple, list[dict]] = {}
-    for r in c[[*pk, "seed", "acc", "_side", "_status", "_cell", "_key", "_run"]].to_dict(
-        "records"
-    ):
+    cols = [*pk, "seed", "acc", "_side", "_status", "_cell", "_key", "_run", "_norm"]
+    for r in c[cols].to_dict("records"):
         groups.setdefault((r["_cell"], r["_key"], r["seed"]), []).append(r)
     pair_rows, aside = [], []
     names = {"a": _show(va), "b": _show(vb)}
     for (cell, _, seed), g in sorted(groups.items(), key=lambda kv: kv[0]):
-        side = {s: [r for r in g if r["_side"] == s] for s in ("a", "b")}
-        ok = {s: [r for r in side[s] if r["_status"] == "ok"] for s in ("a", "b")}
+        side = {s: [r for r in g if r["_side"] == s] for s in SIDES}
+        ok = {s: [r for r in side[s] if r["_status"] == "ok"] for s in SIDES}
         if not has_ids:  # the paper's numbers: one value per cell
             ok = {s: v[:1] for s, v in ok.items()}
-        dup = [s for s in ("a", "b") if len(ok[s]) > 1]
-        if not dup and ok["a"] and ok["b"]:
-            ra, rb = ok["a"][0], ok["b"][0]
+        dup = [s for s in SIDES if len(ok[s]) > 1]
+        loss = [
+            s
+            for s in lost
+            if not dup
+            and not ok[s]
+            and ok["b" if s == "a" else "a"]
+            and any(r["_status"] == DIVERGED for r in side[s])
+        ]
+        if not dup and ((ok["a"] and ok["b"]) or loss):
+            run = {s: ok[s][0] if ok[s] else {**side[s][0], "acc": DIVERGED_ACC} for s in SIDES}
+            ra, rb = run["a"], run["b"]
             row = {k: ra[k] for k in pk} | {"seed": seed, "_a": ra["acc"], "_b": rb["acc"]}
             if has_ids:
-                row |= {"run_a": ra["_run"], "run_b": rb["_run"]}
-            pair_rows.append(row | {"_cell": cell})
+                row |= {
+                    s_: ", ".join(r["_run"] for r in (ok[s] or side[s]))
+                    for s, s_ in (("a", "run_a"), ("b", "run_b"))
+                }
+            lost_side = f"{loss[0]} ({vary}={names[loss[0]]})" if loss else ""
+            pair_rows.append(row | {"_norm": ra["_norm"], "_lost": lost_side, "_cell": cell})
             continue
         parts, whys = [], []
-        for s in ("a", "b"):
+        for s in SIDES:
             runs = ", ".join(r["_run"] for r in side[s])
             who = f"{s} ({vary}={names[s]})"
             if s in dup:
@@ -360,10 +429,12 @@ def pairing(
             else:
                 whys.append(UNPAIRED)
                 parts.append(f"{who}: no run")
-        side_run = {s: ", ".join(r["_run"] for r in side[s]) for s in ("a", "b")}
+        side_run = {s: ", ".join(r["_run"] for r in side[s]) for s in SIDES}
         why = next(w for w in (DUPLICATE, DIVERGED, MISSING, UNPAIRED) if w in whys)
-        aside.append([cell, seed, why, "; ".join(parts), side_run["a"], side_run["b"]])
-    cols = [*pk, "seed", "_a", "_b"] + (["run_a", "run_b"] if has_ids else []) + ["_cell"]
+        both = bool(side["a"]) and bool(side["b"])
+        aside.append([cell, seed, why, "; ".join(parts), side_run["a"], side_run["b"], both])
+    cols = [*pk, "seed", "_a", "_b"] + (["run_a", "run_b"] if has_ids else [])
+    cols += ["_norm", "_lost", "_cell"]
     p = pd.DataFrame(pair_rows, columns=cols)
     p["diff"] = p["_a"] - p["_b"]
     p = p[[*cols[:-1], "diff", "_cell"]]
@@ -401,196 +472,6 @@ def pairs(
     where: Mapping[str, object] | None = None,
     keys: Sequence[str] = KEYS,
 ) -> pd.DataFrame:
-    """Rows (pair keys, seed, ``_a``, ``_b``, ``diff`` = a - b, ``_cell``; ``run_a``, ``run_b``
-    when the frame has run ids): ``pairing``'s pairs."""
+    """Rows (pair keys, seed, ``_a``, ``_b``, ``_norm``, ``_lost``, ``diff`` = a - b, ``_cell``;
+    ``run_a``, ``run_b`` when the frame has run ids): ``pairing``'s pairs."""
     return pairing(cells, vary, a, b, studies, where, keys).pairs
-
-
-def choose_cells(seed_sets: Mapping[tuple[str, ...], frozenset[int]]) -> tuple[list, frozenset]:
-    """(cells, seeds): the cells a summary uses and the seeds they all share. Coverage first:
-    the most cells that share at least two seeds (one, where no cell has two), then the most
-    seeds they share; so a cell with an extra seed, or one that lost a seed, does not make the
-    summary read fewer cells, while a cell run once (a study kept at one seed) is left out rather
-    than cut every other cell down to its one seed. Ties: the lowest seeds."""
-    every = sorted(set().union(*seed_sets.values())) if seed_sets else []
-    m = 2 if any(len(v) >= 2 for v in seed_sets.values()) else 1
-    best: tuple[tuple[int, int], list, frozenset] | None = None
-    for t in itertools.combinations(every, m):
-        cover = [c for c, v in seed_sets.items() if set(t) <= v]
-        if not cover:
-            continue
-        shared = frozenset.intersection(*(seed_sets[c] for c in cover))
-        score = (len(cover), len(shared))
-        if best is None or score > best[0]:
-            best = (score, sorted(cover), shared)
-    return ([], frozenset()) if best is None else (best[1], best[2])
-
-
-def _seed_text(seeds: Iterable[int]) -> str:
-    return ", ".join("none" if s == NO_SEED else str(s) for s in sorted(seeds))
-
-
-def _aside_records(set_aside: pd.DataFrame) -> list[dict]:
-    return [
-        {"cell": list(r["_cell"]), "seed": int(r["seed"]), "why": r["why"], "detail": r["detail"]}
-        for r in set_aside.sort_values(["_cell", "seed"]).to_dict("records")
-    ]
-
-
-def summarize(
-    p: pd.DataFrame,
-    threshold: Threshold | None,
-    direction: str | None,
-    of: str = "the claim's",
-    set_aside: pd.DataFrame | None = None,
-) -> dict:
-    """The claim's record from paired differences (columns ``_cell``, ``seed``, ``diff``) and
-    what pairing set aside (``Pairing.set_aside``); no verdict (``None``) without a threshold.
-    ``of`` names whose cells and studies the notes speak of ("the claim's").
-
-    Beside the numbers: ``seeds_of``, the seeds with a run in the cells used (n of them pair in
-    every one); ``set_aside``, per cell used and seed, the pairs left out and why (diverged,
-    missing, unpaired, duplicate, or ``not shared``: a seed that pairs in that cell but not in
-    every cell used); ``cells_left_out``, per cell not used, its paired seeds and why."""
-    aside = set_aside if set_aside is not None else pd.DataFrame(columns=SET_ASIDE_COLUMNS)
-    seed_sets = {  # a cell is its tuple of coordinate values (cell_key)
-        cast(tuple[str, ...], cell): frozenset(int(x) for x in g)
-        for cell, g in p.groupby("_cell", sort=True)["seed"]
-    }
-    used, shared = choose_cells(seed_sets)
-    left_out = _left_out(seed_sets, used, shared, aside, of)
-    if not len(p):
-        out: dict[str, Any] = {
-            "verdict": NO_DATA,
-            "mean": None,
-            "sd": None,
-            "ci": None,
-            "n": 0,
-            "half_width": None,
-            "detectable": None,
-            "cells": 0,
-            "pairs": 0,
-            "why": "no pair of finished runs",
-        }
-        if left_out:
-            out["cells_left_out"] = left_out
-        return out
-    # Pair by seed over one set of cells (``choose_cells``): a cell run with fewer seeds (e.g. an
-    # expensive study kept at one seed) would otherwise enter some seeds' means and not others'.
-    excluded = len(seed_sets) - len(used)
-    unshared = p[p["_cell"].isin(set(used)) & ~p["seed"].isin(shared)]
-    p = p[p["_cell"].isin(set(used)) & p["seed"].isin(shared)]
-    per_seed = p.groupby("seed")["diff"].mean().sort_index()
-    iv = t_interval(per_seed.to_numpy())
-    in_used = aside[aside["_cell"].isin(set(used))]
-    seeds_of = set(p["seed"]) | set(unshared["seed"]) | {int(x) for x in in_used["seed"]}
-    out = {
-        "verdict": (
-            None
-            if threshold is None or direction is None
-            else verdict(iv.low, iv.high, threshold, direction)
-        ),
-        "mean": rounded(iv.mean),
-        "sd": rounded(iv.sd),
-        "ci": None if iv.ci is None else [rounded(iv.low), rounded(iv.high)],
-        "n": iv.n,
-        "half_width": rounded(iv.half_width),
-        "detectable": rounded(iv.detectable),
-        "cells": int(p["_cell"].nunique()),
-        "pairs": len(p),
-        "per_seed": {("none" if s == NO_SEED else str(s)): rounded(v) for s, v in per_seed.items()},
-        "min": rounded(float(p["diff"].min())),
-        "max": rounded(float(p["diff"].max())),
-        "cells_used": [list(c) for c in sorted(used)],
-        "seeds_of": len(seeds_of),
-    }
-    if iv.n < 2:
-        out["why"] = f"one seed: no interval can be formed (run {of} studies with seeds >= 2)"
-    if excluded:
-        out["cells_excluded"] = excluded
-        out["cells_excluded_why"] = f"run with other seeds than {of} {len(shared)}-seed cells"
-    notes = _aside_records(in_used) + [
-        {
-            "cell": list(r["_cell"]),
-            "seed": int(r["seed"]),
-            "why": NOT_SHARED,
-            "detail": "it pairs in this cell but not in every cell used "
-            f"(they share seeds {_seed_text(shared)})",
-        }
-        for r in unshared.to_dict("records")
-    ]
-    if notes:
-        out["set_aside"] = sorted(notes, key=lambda d: (d["cell"], d["seed"]))
-    if left_out:
-        out["cells_left_out"] = left_out
-    return out
-
-
-NOT_SHARED = "not shared"
-
-
-def _left_out(
-    seed_sets: Mapping[tuple[str, ...], frozenset[int]],
-    used: Sequence[tuple[str, ...]],
-    shared: frozenset[int],
-    aside: pd.DataFrame,
-    of: str,
-) -> list[dict]:
-    """Per cell not used (one with pairs on other seeds, or one with runs and no pair): its
-    paired seeds and why, with the pairs set aside in it."""
-    out = []
-    cells = sorted(set(seed_sets) | set(aside["_cell"]))
-    for cell in cells:
-        if cell in set(used):
-            continue
-        seeds = seed_sets.get(cell, frozenset())
-        mine = aside[aside["_cell"] == cell]
-        if not seeds:
-            whys = sorted(set(mine["why"]))
-            why = f"no pair ({', '.join(whys)})"
-        elif len(seeds) == 1 and len(shared) > 1:
-            why = f"one seed ({_seed_text(seeds)}): {of} other cells share {len(shared)}"
-        else:
-            why = f"seeds {_seed_text(seeds)} do not cover {of} shared seeds {_seed_text(shared)}"
-        rec = {"cell": list(cell), "seeds": sorted(seeds), "why": why}
-        if len(mine):
-            rec["set_aside"] = [
-                {k: d[k] for k in ("seed", "why", "detail")} for d in _aside_records(mine)
-            ]
-        out.append(rec)
-    return out
-
-
-def per_cell(
-    p: pd.DataFrame,
-    threshold: Threshold | None,
-    direction: str | None,
-    set_aside: pd.DataFrame | None = None,
-) -> list[dict]:
-    """One record per cell with a pair: its pairs (one per seed), mean difference, t-interval
-    over its seeds, the verdict (None without a threshold), and the pairs set aside in it
-    (``set_aside``, as in ``summarize``; absent when none)."""
-    aside = set_aside if set_aside is not None else pd.DataFrame(columns=SET_ASIDE_COLUMNS)
-    out = []
-    for cell, g in p.groupby("_cell", sort=True):
-        iv = t_interval(g["diff"].to_numpy())
-        rec = {
-            "cell": list(cast(tuple[str, ...], cell)),
-            "pairs": len(g),
-            "seeds": sorted(int(s) for s in g["seed"]),
-            "mean": rounded(iv.mean),
-            "sd": rounded(iv.sd),
-            "ci": None if iv.ci is None else [rounded(iv.low), rounded(iv.high)],
-            "verdict": (
-                None
-                if threshold is None or direction is None
-                else verdict(iv.low, iv.high, threshold, direction)
-            ),
-        }
-        mine = aside[aside["_cell"] == cell]
-        if len(mine):
-            rec["set_aside"] = [
-                {k: d[k] for k in ("seed", "why", "detail")} for d in _aside_records(mine)
-            ]
-        out.append(rec)
-    return out

@@ -662,6 +662,10 @@ def _claims_detail(claims: list[ClaimResult], st: dict, width: float) -> list:
         if c.sd is not None:
             parts[:0] = [f"sd {c.sd:.2f}", f"± / detectable {precision_text(c)}"]
         aside = [
+            f"counted as a loss, seed {d['seed']}: {d['detail']}"
+            for d in nums.get("counted_as_loss", [])
+        ]
+        aside += [
             f"set aside: {d['why']}, seed {d['seed']}: {d['detail']}"
             for d in nums.get("set_aside", [])
         ]
