@@ -1,5 +1,6 @@
-"""`lpdt ui`'s advice on the run pages' view rests on facts of the installed MLflow UI's
-JavaScript (lpdt.tracking.cli's docstring): if a release changes them, these tests say so."""
+"""`lpdt ui`'s training view rests on facts of the installed MLflow UI's JavaScript
+(lpdt.tracking.cli's and lpdt.tracking.webapp's docstrings): if a release changes them, these
+tests say so; and `python -m lpdt.tracking`'s errors."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from pathlib import Path
 import mlflow
 import pytest
 
-from lpdt import tracking
 from lpdt.tracking import cli
 
 
@@ -41,12 +41,6 @@ def test_run_pages_follow_the_url_or_the_stored_switch_not_the_experiment_tag():
         text,
     )
     assert 'key:"mlflow.workflowType",version:1,initialValue:' in text
-
-
-def test_the_hint_names_the_page_without_the_parameter_and_the_button():
-    hint = tracking.switch_hint("127.0.0.1", 5000, "3")
-    assert "http://127.0.0.1:5000/#/experiments/3 " in hint and "workflowType" not in hint
-    assert '"Model training"' in hint and "Model training" in _bundle()
 
 
 def test_a_full_disk_under_the_store_is_one_line_naming_it(tmp_path, monkeypatch, capsys):

@@ -693,21 +693,29 @@ def test_sync_tags_the_claims_that_read_each_run(store, tmp_path):
 
 
 def test_lpdt_ui_prints_the_training_runs_address(store, monkeypatch, capsys):
-    """`lpdt ui` prints the experiment's run table in the Model training view, the click that
-    makes run pages follow, the report runs' address; then execs one server process without a
-    job runner (replaced here by a stub that records the command and its environment)."""
+    """`lpdt ui` prints the experiment's run table in the Model training view and the report
+    runs' address; then execs one server process of lpdt's MLflow app (its pages in the
+    training view: no click to ask for) without a job runner (replaced here by a stub that
+    records the command and its environment)."""
     exp_id = tracking.init_store(store, "lpdt")
     seen = []
     monkeypatch.setattr(tracking.os, "execve", lambda exe, cmd, env: seen.append((cmd, env)))
     tracking.ui(store, "127.0.0.1", 5123, "lpdt")
     out = capsys.readouterr().out.splitlines()
     url = f"http://127.0.0.1:5123/#/experiments/{exp_id}/runs?workflowType=machine_learning"
-    assert url in out[1]
-    assert f"open http://127.0.0.1:5123/#/experiments/{exp_id} (no parameter)" in out[2]
-    assert '"Model training"' in out[2]
-    assert not any("report" in line for line in out)  # no report experiment yet
+    assert url in out[1] and out[2] == "(Ctrl-C to stop)"
+    assert not any("click" in line or "report" in line for line in out)  # nor a report run yet
     cmd, env = seen[0]
-    assert cmd[-6:] == ["--workers", "1", "--host", "127.0.0.1", "--port", "5123"]
+    assert cmd[-8:] == [
+        "--app-name",
+        "lpdt",
+        "--workers",
+        "1",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "5123",
+    ]
     assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
     tracking.init_store(store, tracking.report_experiment("lpdt"))
     tracking.ui(store, "127.0.0.1", 5123, "lpdt")

@@ -11,7 +11,9 @@ layers, each importing only those before it:
   of its own (``log_report``, ``report_experiment``),
   every run of a workflow manifest (``sync_manifest``);
 - ``lpdt.tracking.cli``: ``lpdt ui`` (``ui``) and ``python -m lpdt.tracking
-  init|log|sync|report`` (``main``), the command the workflow runs.
+  init|log|sync|report`` (``main``), the command the workflow runs;
+- ``lpdt.tracking.webapp``: the MLflow app ``lpdt ui`` serves (MLflow's, its pages in the Model
+  training view), an MLflow app plugin.
 
 The public names of the three are importable from ``lpdt.tracking`` itself.
 """
@@ -23,9 +25,9 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # before any import o
 from lpdt.tracking.cli import (  # noqa: E402
     WORKFLOW_PARAM,
     add_arguments,
+    app_registered,
     main,
     run,
-    switch_hint,
     ui,
     ui_command,
     ui_env,
@@ -101,6 +103,7 @@ __all__ = [
     "TrackingError",
     "WORKFLOW_PARAM",
     "add_arguments",
+    "app_registered",
     "artifacts_root",
     "cell_name",
     "find_run",
@@ -125,7 +128,6 @@ __all__ = [
     "series_key",
     "sqlite_path",
     "store_lock",
-    "switch_hint",
     "sync_manifest",
     "ui",
     "ui_command",

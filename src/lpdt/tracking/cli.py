@@ -5,15 +5,14 @@
 which only GenAI features use), and serves a SQLite store's artifacts from the folder next to
 the database (``mlflow ui`` without ``--artifacts-destination`` looks in ``./mlartifacts``).
 
-The UI's GenAI / Model training switch (sidebar, and the run page's breadcrumb "Runs" or
-"Evaluations") does not follow the experiment's kind tag in MLflow 3.17.2 and 3.18.0 (the
-newest release): it follows the URL parameter ``workflowType``, else the browser's
-``localStorage`` (``mlflow.workflowType``, default GenAI; MLflow issue 24498). The runs table
-links its runs without that parameter, and the sidebar switch stores a choice only when it
-changes the view. So ``lpdt ui`` prints the runs table's address with the parameter
-(``ui_url``) and, for the run pages, the one click that stores "Model training" in the browser
-(``switch_hint``): on the experiment's page without the parameter (GenAI, the default).
-tests/tracking/test_ui.py checks these facts in the installed bundle.
+The server is MLflow's own, run as lpdt's MLflow app (``--app-name lpdt``,
+``lpdt.tracking.webapp``): MLflow 3.17.2 and 3.18.0 open an experiment's pages, run pages
+clicked in the runs table included, in the GenAI view unless the URL or the browser's stored
+choice says "Model training" (they do not read the experiment's kind tag; MLflow issue 24498),
+and the app stores that choice in a browser that has stored none, before the UI starts. So a
+fresh browser needs no click. ``lpdt ui`` prints the address of the experiment's runs table
+(``ui_url``; with the ``workflowType`` parameter as well, so that the address shows the
+training view from any MLflow server).
 
 ``python -m lpdt.tracking init|log|sync|report ...`` (``main``) is what the workflow runs.
 """
@@ -39,6 +38,7 @@ from lpdt.tracking.store import (
     sqlite_path,
     with_retry,
 )
+from lpdt.tracking.webapp import APP_NAME
 
 _DESCRIPTION = "Run records in MLflow, for browsing and comparing runs (``lpdt ui``)."
 
@@ -47,15 +47,25 @@ _DESCRIPTION = "Run records in MLflow, for browsing and comparing runs (``lpdt u
 WORKFLOW_PARAM = "workflowType=machine_learning"
 
 
+def app_registered() -> bool:
+    """Whether lpdt's MLflow app (``lpdt.tracking.webapp``) is installed as an MLflow app plugin:
+    the entry point ``lpdt`` of the group ``mlflow.app`` that ``pyproject.toml`` declares (an
+    environment installed from an older checkout lacks it until it is installed again)."""
+    import importlib.metadata
+
+    return any(e.name == APP_NAME for e in importlib.metadata.entry_points(group="mlflow.app"))
+
+
 def ui_command(uri: str = DEFAULT_URI, host: str = "127.0.0.1", port: int = 5000) -> list[str]:
-    """The ``mlflow ui`` command line for a store: one worker process (MLflow starts four by
+    """The ``mlflow ui`` command line for a store: lpdt's MLflow app (``--app-name lpdt``: pages
+    in the training view, ``lpdt.tracking.webapp``), one worker process (MLflow starts four by
     default; one serves a local browser), and for a SQLite store the artifacts from the folder
     next to the database (``artifacts_root``)."""
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri]
     root = artifacts_root(uri)
     if root is not None:
         cmd += ["--artifacts-destination", str(root.resolve())]
-    return cmd + ["--workers", "1", "--host", host, "--port", str(port)]
+    return cmd + ["--app-name", APP_NAME, "--workers", "1", "--host", host, "--port", str(port)]
 
 
 def ui_env() -> dict[str, str]:
@@ -73,16 +83,6 @@ def ui_url(host: str, port: int, experiment_id: str | None = None) -> str:
     return f"{base}/#/experiments/{experiment_id}/runs?{WORKFLOW_PARAM}"
 
 
-def switch_hint(host: str, port: int, experiment_id: str) -> str:
-    """What to click once per browser so that run pages opened from the table show the Model
-    training view ("lpdt > Runs"), not GenAI's "Evaluations" (module docstring)."""
-    page = f"http://{host}:{port}/#/experiments/{experiment_id}"
-    return (
-        f"Run pages open in this view once the browser has stored it: open {page} (no "
-        'parameter) and click "Model training" at the top of the sidebar, once.'
-    )
-
-
 def ui(
     uri: str = DEFAULT_URI,
     host: str = "127.0.0.1",
@@ -90,8 +90,13 @@ def ui(
     experiment: str = DEFAULT_EXPERIMENT,
 ) -> int:
     """Serve the MLflow UI for ``uri`` (blocks until interrupted); prints the address of
-    ``experiment``'s training runs (``ui_url``), the click that makes run pages follow
-    (``switch_hint``) and the address of its report runs (``report_experiment``)."""
+    ``experiment``'s training runs (``ui_url``) and of its report runs (``report_experiment``)."""
+    if not app_registered():
+        raise TrackingError(
+            "lpdt's MLflow app is not installed in this environment (the entry point "
+            f"{APP_NAME!r} of the group mlflow.app, pyproject.toml): run `make setup`, or "
+            "`pip install --no-deps -e .` in the checkout"
+        )
     path = sqlite_path(uri)
     if path is not None and not path.is_file():
         raise TrackingError(
@@ -117,7 +122,6 @@ def ui(
         lines = [
             f"MLflow UI for {uri}; the training runs of {experiment!r}:",
             f"  {ui_url(host, port, exp.experiment_id)}",
-            switch_hint(host, port, exp.experiment_id),
         ]
         if reports is not None:
             lines.append(f"The report of each scale: {ui_url(host, port, reports.experiment_id)}")
