@@ -174,6 +174,11 @@ class TrainConfig:
     batch_size: int = 256  # total over nodes; per node = batch_size // nodes (reference)
     final_gossip_rounds: int = 51
     eval_every: int = 1  # evaluate every k epochs (the last epoch always)
+    # The accuracy curve: after every epoch, each node on its share of this many images of the
+    # test split (a fixed, class-balanced subset; history column acc_subset_node_mean, MLflow
+    # epoch/acc_subset_node_mean). It changes nothing of the run (lpdt.engine.run.Run.
+    # evaluate_curve), hence an execution key; 0: no curve.
+    curve_images: int = 500
     # Save the resume checkpoint every k epochs (never after the last: the record follows). A
     # short run's checkpoints can cost more than a kill would (a 4-node MiniLM: 3.9 s a save,
     # against 19 s of training); a rerun resumes from the last one saved. An execution key.
@@ -284,6 +289,8 @@ EXECUTION_KEYS: tuple[str, ...] = (
     "train.compile_mode",
     "train.compile_eval",
     "train.checkpoint_every",  # when the resume checkpoint is saved
+    "train.curve_images",  # the per-epoch accuracy curve on a test subset: draws from a stream
+    # of its own and restores the nodes' rows (tests/engine/test_evaluation.py)
     "train.batch_nodes",  # one vmapped step for all nodes: the same arithmetic up to float
     # rounding (tests/engine/test_batched.py)
 )
@@ -546,6 +553,7 @@ def _check_ranges(cfg: RunConfig) -> None:
     )
     need(cfg.train.final_gossip_rounds >= 0, "train.final_gossip_rounds", "must be >= 0")
     need(cfg.train.eval_every >= 1, "train.eval_every", "must be >= 1")
+    need(cfg.train.curve_images >= 0, "train.curve_images", "must be >= 0 (0: no curve)")
     need(cfg.train.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
     need(cfg.model.groups >= 1, "model.groups", "must be >= 1")
     need(

@@ -209,6 +209,9 @@ class HistoryRow:
     acc_node_max: float | None = _column(evaluation=True)
     acc_avg_model: float | None = _column(evaluation=True)
     consensus_distance: float | None = _column(evaluation=True)
+    # The accuracy curve (train.curve_images): mean node accuracy on a fixed subset of the test
+    # split, every epoch; the run's result is the full split's (acc_node_mean, final row)
+    acc_subset_node_mean: float | None = None
     bytes_per_node: float | None = None  # cumulative, training and final rounds so far
     # wall time of the run when the row was written (across resumes)
     wall_s: float | None = _column(measured=True)

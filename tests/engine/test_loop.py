@@ -356,15 +356,19 @@ def test_one_process_train_refuses_the_distributed_engine_without_a_group(tmp_pa
 
 def test_plan_counts_the_evaluations_a_run_makes(tmp_path):
     """lpdt.plan.runtime.evaluated_images (the plan's estimate) counts the evaluations this loop
-    really makes: every eval_every epochs but the last, then the final one."""
+    really makes: every eval_every epochs but the last, then the final one; and the accuracy
+    curve's subset (train.curve_images) after every epoch."""
     from lpdt.plan import runtime
 
     c = cfg("train.epochs=3", "train.eval_every=1", "data.train_subset=320", "data.test_subset=50")
     m = train(c, tmp_path / "r", log=lambda s: None)
     evaluations = [r for r in m.history if r.acc_node_mean is not None]
+    curve = [r for r in m.history if r.acc_subset_node_mean is not None]
     per_eval = (c.topology.nodes + 1) * 50 if c.train.node_eval == "full" else 2 * 50
     assert len(evaluations) == 3  # after epochs 1 and 2, and the final one
-    assert runtime.evaluated_images(c.to_dict()) == len(evaluations) * per_eval
+    assert len(curve) == 3 and c.train.curve_images > 50  # every epoch, the whole (small) split
+    assert runtime.full_eval_images(c.to_dict()) == len(evaluations) * per_eval
+    assert runtime.evaluated_images(c.to_dict()) == len(evaluations) * per_eval + 3 * 50
 
 
 def _history_numbers(path: Path) -> list[dict[str, str]]:

@@ -99,5 +99,7 @@ def epoch_line(row: HistoryRow, epochs: int, eta_s: float | None = None) -> str:
             f"{row.acc_node_max:.2f})  avg-model {row.acc_avg_model:.2f} %  "
             f"consensus {row.consensus_distance:.3g}"
         )
+    if row.acc_subset_node_mean is not None:  # the curve (train.curve_images)
+        s += f"  subset acc {row.acc_subset_node_mean:.2f} %"
     eta = f", ETA {duration(eta_s)}" if eta_s is not None else ""
     return s + f"  [{row.wall_s:.1f} s{eta}]"

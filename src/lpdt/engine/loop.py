@@ -108,6 +108,8 @@ def train(
             log(f"epoch {epoch}: training diverged (non-finite loss or weights); stopping")
             break
         last = epoch == cfg.train.epochs - 1
+        if cfg.train.curve_images:  # the accuracy curve, every epoch (changes nothing)
+            fields.update(run.evaluate_curve(epoch))
         if (epoch + 1) % cfg.train.eval_every == 0 and not last:
             fields.update(run.evaluate_all())
         wall_s = wall()

@@ -13,6 +13,7 @@ node's model, plus the exact average model, is evaluated on the test set.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
@@ -23,7 +24,6 @@ import torch
 
 from lpdt.config import RunConfig
 from lpdt.data import load_dataset
-from lpdt.data.base import Dataset
 from lpdt.data.sampler import NodeSampler
 from lpdt.decentral.algorithms import make_algorithm
 from lpdt.decentral.compression import make_compressor
@@ -35,6 +35,14 @@ from lpdt.decentral.topology import mixing_matrix, out_peers
 from lpdt.engine.batched import BatchedSteps, use_batched
 from lpdt.engine.checkpoint import Checkpoint
 from lpdt.engine.device import Log, print_line, resolve_device
+from lpdt.engine.evaluation import (
+    CURVE_STREAM,
+    StackedNodes,
+    curve_rows,
+    evaluate,
+    evaluate_nodes,
+    private_rng,
+)
 from lpdt.engine.steps import Steps
 from lpdt.models import build_model
 from lpdt.record import (
@@ -49,29 +57,6 @@ def partition_indices(labels: np.ndarray, cfg: RunConfig) -> list[np.ndarray]:
     if p.kind == "dirichlet":
         return dirichlet_partition(labels, n, p.alpha, seed=p.seed)
     return skew_partition(labels, n, p.skew, seed=p.seed)
-
-
-@torch.no_grad()
-def evaluate(
-    model: torch.nn.Module,
-    data: Dataset,
-    device: torch.device,
-    batch: int,
-    steps: Steps,
-    rows: torch.Tensor | None = None,
-) -> float:
-    """Top-1 accuracy (%) of one model on the test split (or on its ``rows`` only)."""
-    model.eval()
-    labels = data.labels("test")
-    rows = torch.arange(len(labels)) if rows is None else rows
-    correct = torch.zeros((), dtype=torch.int64, device=device)
-    for start in range(0, len(rows), batch):
-        x, y = data.batch("test", rows[start : start + batch])
-        correct += (steps.predict(model, x.to(device)) == y.to(device)).sum()
-    return 100.0 * int(correct) / len(rows)
-
-
-# ----------------------------------------------------------------------------------------------
 
 
 class Run:
@@ -130,6 +115,7 @@ class Run:
             if batched
             else None
         )
+        self.curve_steps = Steps(model)  # the accuracy curve's forwards, eager (evaluate_curve)
 
         # Communication: graph, compressor, gossip algorithm, local optimizer.
         self.peers = out_peers(cfg.topology.name, n, cfg.topology.rows)
@@ -243,19 +229,34 @@ class Run:
             self.gossip(lr=1.0)  # lr only scales QGM's buffer, which is no longer used
             self.bytes_final += self.msg_bytes * self.msgs_per_round
 
+    def _stacked(self) -> StackedNodes | None:
+        """The held nodes as stacked tensors for one batched evaluation forward, where the run
+        trains them batched (``train.batch_nodes``); None: evaluate node by node."""
+        b = self.batched
+        if b is None:
+            return None
+        return StackedNodes(self.state.models[0], b.params, b.buffers, b.quantized)
+
     def evaluate_all(self) -> dict[str, float]:
         """Accuracy of every node's model and of the exact average model, and consensus distance
-        (on every process of the run; the average model is evaluated by the writer only)."""
+        (on every process of the run; the average model is evaluated by the writer only). The
+        held nodes are evaluated together where they train batched (``evaluate_nodes``)."""
         st, bs, g = self.state, self.cfg.train.eval_batch_size, self.group
         n, n_test = g.nodes, len(self.data.labels("test"))
         shards: list[torch.Tensor | None] = [None] * st.nodes
         if self.cfg.train.node_eval == "sharded":
             shards = [torch.arange(i, n_test, n) for i in g.ids]
-        mine = []
         with st.debiased():
-            for k, (m, rows) in enumerate(zip(st.models, shards, strict=True)):
-                with self.streams.node(k):
-                    mine.append(evaluate(m, self.data, self.device, bs, self.steps, rows))
+            mine = evaluate_nodes(
+                st.models,
+                self.data,
+                self.device,
+                bs,
+                self.steps,
+                shards,
+                self.streams.node,
+                self._stacked(),
+            )
         accs = g.gather(torch.tensor(mine, dtype=torch.float64)).tolist()
         with torch.no_grad():
             z = st.debiased_rows()
@@ -272,6 +273,40 @@ class Run:
             "acc_avg_model": avg,
             "consensus_distance": consensus,
         }
+
+    def evaluate_curve(self, epoch: int) -> dict[str, float]:
+        """The accuracy curve's point after ``epoch`` (``train.curve_images``): each node's
+        accuracy on its share of a fixed subset of the test split (node i: the subset's images
+        i, i + n, ...), their mean as ``acc_subset_node_mean``.
+
+        It changes nothing of the run: the forwards run eagerly (``curve_steps``: a compiled
+        evaluation forward keeps the batch size of its first call), under a random stream of
+        their own (``CURVE_STREAM``, seeded from the run's seed, the node and the epoch: the
+        8-bit rounding noise), and the nodes' rows are restored bit for bit after the
+        de-biasing (``x / w * w`` may differ from ``x`` in the last bit)."""
+        st, g, cfg = self.state, self.group, self.cfg
+        subset = curve_rows(self.data.labels("test"), cfg.train.curve_images, g.nodes)
+        shards: list[torch.Tensor | None] = [subset[i :: g.nodes] for i in g.ids]
+        saved = st.x.clone()
+
+        def rng(k: int) -> contextlib.AbstractContextManager:
+            return private_rng((cfg.seed, g.ids[k], CURVE_STREAM, epoch), self.device)
+
+        with st.debiased():
+            mine = evaluate_nodes(
+                st.models,
+                self.data,
+                self.device,
+                cfg.train.eval_batch_size,
+                self.curve_steps,
+                shards,
+                rng,
+                self._stacked(),
+            )
+        with torch.no_grad():
+            st.x.copy_(saved)
+        accs = g.gather(torch.tensor(mine, dtype=torch.float64)).tolist()
+        return {"acc_subset_node_mean": float(np.mean(accs))}
 
     # -- checkpoints -----------------------------------------------------------------------
     def checkpoint(self) -> Checkpoint:

@@ -181,8 +181,15 @@ def input_px(cfg: Mapping[str, Any]) -> int:
 
 
 def evaluated_images(cfg: Mapping[str, Any]) -> int:
-    """Test images one run evaluates, over all its evaluations (every ``eval_every`` epochs but
-    the last, and the final one; ``sharded``: each image once over the nodes, plus the average model)."""
+    """Test images one run evaluates, over all its evaluations: ``full_eval_images`` (the test
+    split) and ``curve_images`` (the accuracy curve's subset)."""
+    return full_eval_images(cfg) + curve_images(cfg)
+
+
+def full_eval_images(cfg: Mapping[str, Any]) -> int:
+    """Test images of a run's evaluations on the test split (every ``eval_every`` epochs but the
+    last, and the final one; ``sharded``: each image once over the nodes, plus the average
+    model)."""
     tr, data = cfg["train"], cfg["data"]
     n = int(cfg["topology"]["nodes"])
     test = int(data.get("test_subset") or full_test_size(data["dataset"]))
@@ -191,6 +198,18 @@ def evaluated_images(cfg: Mapping[str, Any]) -> int:
     # final one (after the last gossip rounds)
     evals = (int(tr["epochs"]) - 1) // int(tr.get("eval_every") or 1)
     return per_eval * (evals + 1)
+
+
+def curve_images(cfg: Mapping[str, Any]) -> int:
+    """Test images of a run's accuracy curve (``train.curve_images``, every epoch: the subset
+    once over the nodes, at least one image a node, at most the split;
+    ``lpdt.engine.evaluation.curve_rows``)."""
+    tr, data = cfg["train"], cfg["data"]
+    size = int(tr.get("curve_images") or 0)
+    if not size:
+        return 0
+    test = int(data.get("test_subset") or full_test_size(data["dataset"]))
+    return int(tr["epochs"]) * min(test, max(size, int(cfg["topology"]["nodes"])))
 
 
 def sparse(cfg: Mapping[str, Any]) -> bool:
