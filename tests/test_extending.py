@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -57,8 +58,11 @@ class HalfPrecision:
         copy.add_(values) if accumulate else copy.copy_(values)
 
 
+# Its report coordinate ("half" + the percentage dropped) differs from its name, so that a test
+# can tell a run read through the spec ("half0") from one read by a process that does not know
+# it (the name, "fp16": compression_key's fallback).
 SPEC = CompressorSpec(
-    HalfPrecision, label="16-bit", sparse=False, token="dense-msg16", coordinate="fp16"
+    HalfPrecision, label="16-bit", sparse=False, token="dense-msg16", coordinate="half{pct}"
 )
 
 
@@ -92,24 +96,40 @@ def test_a_registered_compressor_trains_and_is_counted_named_and_described(fp16,
     assert message_nbytes(segments, torch.randn(1, params), "fp16") == (4 + 2 * params, params, 0)
 
 
-def test_a_registered_compressor_is_a_coordinate_of_the_report_tables(
-    fp16, tmp_path, capsys
-) -> None:
-    """``lpdt compare`` pairs runs by seed across the compressors; its table names the new one by
-    the coordinate its spec gives (``coordinate="fp16"``)."""
+def _half_precision_runs(root: Path) -> None:
+    """Seeds 1-3 of uncompressed runs (80 + seed) and 16-bit-message runs (79.5 + seed)."""
     for seed in (1, 2, 3):
         for name, acc in (("none", 80.0 + seed), ("fp16", 79.5 + seed)):
             config = {"seed": seed, "partition": {"seed": seed}}
             config["algorithm"] = {"compression": {"name": name, "ratio": 0.0}}
-            fake_record(f"{name}{seed}", acc, config=config).write(
-                tmp_path / "runs" / f"{name}{seed}"
-            )
-    argv = ["compare", str(tmp_path), "--vary", "compression", "--a", "0", "--b", "fp16"]
+            fake_record(f"{name}{seed}", acc, config=config).write(root / "runs" / f"{name}{seed}")
+
+
+def test_a_registered_compressor_is_a_coordinate_of_the_report_tables(
+    fp16, tmp_path, capsys
+) -> None:
+    """``lpdt compare`` pairs runs by seed across the compressors and names the new one by the
+    coordinate its spec gives (``coordinate="half{pct}"``: "half0"), which only the registration
+    can produce: without it the runs read as "fp16" (the next test)."""
+    _half_precision_runs(tmp_path)
+    argv = ["compare", str(tmp_path), "--vary", "compression", "--a", "0", "--b", "half0"]
     assert cli.main(argv) == 0
-    assert "fp16" in capsys.readouterr().out
+    assert "compression 0 - half0" in capsys.readouterr().out
     assert cli.main([*argv, "--json"]) == 0
-    overall = json.loads(capsys.readouterr().out)["overall"]
-    assert overall["n"] == 3 and overall["mean"] == pytest.approx(0.5)
+    res = json.loads(capsys.readouterr().out)
+    assert res["b"] == "half0" and res["effect"] == "0 - half0"
+    assert res["overall"]["n"] == 3 and res["overall"]["mean"] == pytest.approx(0.5)
+
+
+def test_without_the_registration_the_runs_read_by_their_name(tmp_path, capsys) -> None:
+    """The same runs where the compressor is not registered: compression "fp16", not "half0"."""
+    assert "fp16" not in COMPRESSORS
+    _half_precision_runs(tmp_path)
+    argv = ["compare", str(tmp_path), "--vary", "compression", "--a", "0"]
+    assert cli.main([*argv, "--b", "half0"]) == 2
+    assert "no run has compression=half0" in capsys.readouterr().err
+    assert cli.main([*argv, "--b", "fp16", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["overall"]["mean"] == pytest.approx(0.5)
 
 
 def test_a_process_that_does_not_know_the_compressor_still_names_and_compares_its_runs() -> None:

@@ -152,14 +152,32 @@ def test_varying_a_config_key_that_is_no_coordinate(tmp_path: Path) -> None:
     assert res["overall"]["mean"] == pytest.approx(2.2)  # 2 + 0.1 * mean(1, 2, 3)
 
 
-@pytest.mark.parametrize(
-    "cid", ["lp_close_to_fp_dense", "lp_loss_compressed", "choco_beats_ds", "qgm_helps_high_skew"]
-)
-def test_reproduces_the_claims_mean_and_interval(
+# The seeded fake tree (tests/report/conftest.py): FP accuracy 80 + 1 (Choco) - 5 * skew -
+# compression / 99; the 8-bit run of a cell 0.5 lower, moved by -0.2, 0, +0.2 for seeds 1-3. So
+# FP - LP is 0.7, 0.5, 0.3 in every cell (mean 0.5, sd 0.2); Choco - DS is 1 at both precisions;
+# Table 4's QGM FP run (77.5) against Table 3's Choco FP run at skew 0.8 (81 - 4 = 77) is 0.5 for
+# every seed. (mean, sd, cells, verdict) of each claim, with its studies, conditions and values:
+HALF = T2 * 0.2 / math.sqrt(3)
+BY_HAND = {
+    # table3, 0 %: skew 0 / 0.8 x DS / Choco
+    "lp_close_to_fp_dense": (0.5, 0.2, 4, "held"),  # [0.003, 0.997] <= 1
+    # table3, 99 %: the same four cells
+    "lp_loss_compressed": (0.5, 0.2, 4, "held"),  # inside [0, 2]
+    # table3, 99 %: skew 0 / 0.8 x FP / LP
+    "choco_beats_ds": (1.0, 0.0, 4, "held"),
+    # skew 0.8, 0 %, FP: one cell
+    "qgm_helps_high_skew": (0.5, 0.0, 1, "held"),
+}
+
+
+@pytest.mark.parametrize("cid", sorted(BY_HAND))
+def test_a_claims_comparison_gives_the_answer_computed_by_hand(
     seeded_tree: dict, capsys: pytest.CaptureFixture, cid: str
 ) -> None:
-    """The command, given a claim's studies, conditions and values, prints the claim's numbers
-    as check_claims computes them on the same tree."""
+    """The command, given a claim's studies, conditions, values and threshold, and the claim as
+    check_claims computes it on the same tree: each against the numbers above."""
+    mean, sd, cells, verdict = BY_HAND[cid]
+    half = T2 * sd / math.sqrt(3)
     df, _ = aggregate(seeded_tree["manifest"])
     claim = {c.id: c for c in check_claims(df, load_paper(PAPER_CSV), seeded_tree["cost"])}[cid]
     spec = BY_ID[cid]
@@ -186,25 +204,20 @@ def test_reproduces_the_claims_mean_and_interval(
     ]
     assert lpdt(*argv) == 0
     o = json.loads(capsys.readouterr().out)["overall"]
-    assert claim.n >= 2 and claim.ci is not None  # a real interval to reproduce
-    assert (o["mean"], tuple(o["ci"]), o["n"], o["verdict"]) == (
-        claim.mean,
-        claim.ci,
-        claim.n,
-        claim.verdict,
-    )
-    assert o["cells_used"] == claim.numbers["cells_used"]
+    for n, m, ci, cells_used, v in (
+        (o["n"], o["mean"], o["ci"], o["cells"], o["verdict"]),
+        (claim.n, claim.mean, claim.ci, claim.numbers["cells"], claim.verdict),
+    ):
+        assert (n, cells_used, v) == (3, cells, verdict)
+        assert m == pytest.approx(mean, abs=1e-4)
+        assert list(ci) == pytest.approx([mean - half, mean + half], abs=1e-4)
 
 
-def test_the_readme_example_reproduces_lp_close_to_fp_dense(
+def test_the_readme_example_on_the_seeded_tree(
     seeded_tree: dict, capsys: pytest.CaptureFixture
 ) -> None:
-    df, _ = aggregate(seeded_tree["manifest"])
-    claim = next(
-        c
-        for c in check_claims(df, load_paper(PAPER_CSV), seeded_tree["cost"])
-        if c.id == "lp_close_to_fp_dense"
-    )
+    """The README's command on the seeded tree: FP - LP 0.7, 0.5, 0.3 in table3's four 0 %
+    cells (table4's QGM cell has no 8-bit run): 0.5 [0.003, 0.997], held."""
     assert (
         lpdt(
             str(seeded_tree["manifest"].parent),
@@ -230,8 +243,10 @@ def test_the_readme_example_reproduces_lp_close_to_fp_dense(
     )
     res = json.loads(capsys.readouterr().out)
     o = res["overall"]
-    assert claim.mean == pytest.approx(0.5) and claim.ci and claim.ci[0] < 0.5 < claim.ci[1]
-    assert (o["mean"], tuple(o["ci"]), o["verdict"]) == (claim.mean, claim.ci, claim.verdict)
+    assert (o["n"], o["cells"], o["verdict"]) == (3, 4, "held")
+    assert o["mean"] == pytest.approx(0.5, abs=1e-4)
+    assert o["ci"] == pytest.approx([0.5 - HALF, 0.5 + HALF], abs=1e-4)
+    assert res["norm"] == "each precision's paper norm (fp32 evonorm, int8 rangeen)"
     # the compared runs trained on a stand-in dataset: named, as the report names it
     assert res["stand_ins"] == ["fashion_mnist standing in for cifar10"]
     argv = [str(seeded_tree["manifest"].parent), "--vary", "precision", "--a", "fp32"]
@@ -239,6 +254,69 @@ def test_the_readme_example_reproduces_lp_close_to_fp_dense(
     assert (
         "stand-ins: fashion_mnist standing in for cifar10" in capsys.readouterr().out.splitlines()
     )
+
+
+def test_runs_identical_but_for_the_precision_pair_with_the_norm_held_fixed(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Issue 52's case: two seeds of a run trained fp32 and 8-bit, both with model.norm=rangeen,
+    identical except precision.mode. They pair on Range-EvoNorm (FP - LP = 0.3 and 0.5), also
+    with --where norm=rangeen, and the output says the norm was held fixed."""
+    rangeen = {"model": {"norm": "rangeen"}}
+    runs: list[tuple[dict, int, float | str]] = [
+        (fp(0.0, **rangeen), 1, 80.3),
+        (lp(0.0), 1, 80.0),
+        (fp(0.0, **rangeen), 2, 81.5),
+        (lp(0.0), 2, 81.0),
+    ]
+    root = str(write_runs(tmp_path, runs))
+    for where in ([], ["--where", "norm=rangeen"]):
+        assert lpdt(root, *ARGS, *where, "--json") == 0
+        res = json.loads(capsys.readouterr().out)
+        assert res["overall"]["per_seed"] == pytest.approx({"1": 0.3, "2": 0.5})
+        assert res["overall"]["mean"] == pytest.approx(0.4) and res["norm"] == "held fixed: rangeen"
+    assert lpdt(root, *ARGS) == 0
+    assert "norm: held fixed: rangeen" in capsys.readouterr().out.splitlines()
+
+
+def test_a_norm_at_one_precision_only_says_why_nothing_pairs(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """FP BatchNorm against 8-bit Range-EvoNorm: no shared norm, and neither is FP's paper norm;
+    the refusal names the norms."""
+    runs: list[tuple[dict, int, float | str]] = [
+        (fp(0.0, model={"norm": "batchnorm"}), 1, 80.0),
+        (lp(0.0), 1, 79.0),
+    ]
+    err = _error(capsys, str(write_runs(tmp_path, runs)), *ARGS)
+    assert (
+        "they differ in norm (a: batchnorm; b: rangeen; two runs pair on a norm they share" in err
+    )
+
+
+def test_a_diverged_run_counts_as_a_loss_with_a_direction(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """With --threshold 1 --direction '<=' (8-bit loses less than a point) the diverged 8-bit
+    run of seed 3 at skew 0 counts as 0 %: FP - LP = 80 + 3 - 0 = 83 in that cell; seed 3's mean
+    over the two cells (83 + 2) / 2 = 42.5. Without a direction it is set aside."""
+    runs = [r for r in known_runs() if not (r[0] == lp(0.0) and r[1] == 3)]
+    runs.append((lp(0.0), 3, "diverged"))
+    root = str(write_runs(tmp_path, runs))
+    assert lpdt(root, *ARGS, "--threshold", "1", "--direction", "<=", "--json") == 0
+    o = json.loads(capsys.readouterr().out)["overall"]
+    assert o["per_seed"] == {"1": 0.5, "2": 1.5, "3": 42.5} and o["n"] == 3
+    assert o["counted_as_loss"][0]["seed"] == 3
+    assert lpdt(root, *ARGS, "--threshold", "1", "--direction", "<=") == 0
+    assert "counted as a loss: skew=0.0 seed 3: b (precision=int8) run" in capsys.readouterr().out
+    assert lpdt(root, *ARGS, "--json") == 0
+    o = json.loads(capsys.readouterr().out)["overall"]
+    # seed 3 set aside in the skew-0 cell, which then pairs 2 of its 3 seeds: below the minimum
+    # of 3, so it is left out and the skew-0.8 cell read alone (LOSS: 0, 1, 2)
+    assert "counted_as_loss" not in o and (o["n"], o["cells"]) == (3, 1)
+    assert o["per_seed"] == {"1": 0.0, "2": 1.0, "3": 2.0}
+    (left,) = o["cells_left_out"]
+    assert left["cell"]["skew"] == "0.0" and left["why"].startswith("below the minimum")
 
 
 def test_conditions_compare_canonical_values() -> None:

@@ -22,7 +22,11 @@ the results of docs/workflow.md. Version 5 added the normalisation claims of Fig
 quick-scale results had been seen. Version 6 records the paper-cell matching by the nearest node
 count (in use since 2026-11-25 without a version bump, counted as made after a result) and the
 pairing audit (a run's whole identity, set-aside pairs named, the seeds shared by all cells),
-which moves no number of a run tree without diverged, duplicated or partly seeded cells.
+which moves no number of a run tree without diverged, duplicated or partly seeded cells. Version 7
+(issue 52) pairs the series claim like the others, counts a diverged run on the side whose loss
+contradicts a claim as a loss (``pairs.loss_sides``), leaves out a cell that would take a claim
+below its minimum of seeds (``lpdt.report.summary``), and records the fingerprint of the
+definitions (``definitions_hash``; docs/report.md gives each version's).
 
 The paper's own effect is computed with the same code from ``config/paper_results.csv`` (one
 number per cell, i.e. one "seed": a point, compared with the threshold as a point), over the

@@ -405,7 +405,7 @@ def pairing(
             row = {k: ra[k] for k in pk} | {"seed": seed, "_a": ra["acc"], "_b": rb["acc"]}
             if has_ids:
                 row |= {
-                    s_: ", ".join(r["_run"] for r in (ok[s] or side[s]))
+                    s_: ", ".join(sorted(r["_run"] for r in (ok[s] or side[s])))
                     for s, s_ in (("a", "run_a"), ("b", "run_b"))
                 }
             lost_side = f"{loss[0]} ({vary}={names[loss[0]]})" if loss else ""
@@ -413,11 +413,12 @@ def pairing(
             continue
         parts, whys = [], []
         for s in SIDES:
-            runs = ", ".join(r["_run"] for r in side[s])
+            runs = ", ".join(sorted(r["_run"] for r in side[s]))
             who = f"{s} ({vary}={names[s]})"
             if s in dup:
                 whys.append(DUPLICATE)
-                parts.append(f"{who} has several runs ({', '.join(r['_run'] for r in ok[s])})")
+                several = ", ".join(sorted(r["_run"] for r in ok[s]))
+                parts.append(f"{who} has several runs ({several})")
             elif ok[s]:
                 continue
             elif any(r["_status"] == DIVERGED for r in side[s]):
@@ -429,7 +430,7 @@ def pairing(
             else:
                 whys.append(UNPAIRED)
                 parts.append(f"{who}: no run")
-        side_run = {s: ", ".join(r["_run"] for r in side[s]) for s in SIDES}
+        side_run = {s: ", ".join(sorted(r["_run"] for r in side[s])) for s in SIDES}
         why = next(w for w in (DUPLICATE, DIVERGED, MISSING, UNPAIRED) if w in whys)
         both = bool(side["a"]) and bool(side["b"])
         aside.append([cell, seed, why, "; ".join(parts), side_run["a"], side_run["b"], both])
