@@ -44,13 +44,15 @@ def _batched(state: NodeState, streams: NodeStreams, x, y, compile: bool = False
     return losses
 
 
-def _pair(precision: str, deterministic: bool) -> tuple[NodeState, NodeState]:
-    return tuple(_state(tiny_model(precision, deterministic)) for _ in range(2))  # type: ignore[return-value]
+def _pair(
+    precision: str, deterministic: bool, dtype: torch.dtype = torch.float32
+) -> tuple[NodeState, NodeState]:
+    return tuple(_state(tiny_model(precision, deterministic).to(dtype)) for _ in range(2))  # type: ignore[return-value]
 
 
-def _data(seed: int = 0):
+def _data(seed: int = 0, dtype: torch.dtype = torch.float32):
     gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(NODES, BATCH, 3, PX, PX, generator=gen)
+    x = torch.randn(NODES, BATCH, 3, PX, PX, generator=gen, dtype=dtype)
     return x, torch.randint(0, 10, (NODES, BATCH), generator=gen)
 
 
@@ -59,25 +61,46 @@ def _assert_same(seq: NodeState, bat: NodeState, l_s, l_b, grad_tol: float) -> N
     (tests/engine/test_steps.py): a value within float error of a rounding boundary may land one
     level apart (a grouped convolution sums in another order), so the loss to rtol 1e-4 and the
     gradients in norm."""
-    torch.testing.assert_close(l_b, l_s, rtol=1e-4 if grad_tol > 1e-5 else 1e-5, atol=1e-6)
+    loss_tol = 1e-4 if grad_tol > 1e-5 else max(grad_tol, 1e-12)
+    torch.testing.assert_close(l_b, l_s, rtol=loss_tol, atol=loss_tol / 100)
     for k in range(NODES):  # every node's gradient, in norm (8 bits: a level may flip)
         diff = (bat.grad[k] - seq.grad[k]).norm()
         assert diff <= grad_tol * seq.grad[k].norm(), f"node {k}: {diff / seq.grad[k].norm():.2e}"
-    torch.testing.assert_close(bat.x, seq.x, rtol=grad_tol, atol=1e-6)  # the 8-bit running ranges
-    torch.testing.assert_close(bat.local_float_buffers(), seq.local_float_buffers())
+    atol = 1e-6 if grad_tol > 1e-9 else 1e-14
+    torch.testing.assert_close(bat.x, seq.x, rtol=grad_tol, atol=atol)  # the 8-bit running ranges
+    torch.testing.assert_close(
+        bat.local_float_buffers(), seq.local_float_buffers(), rtol=max(grad_tol, 1e-7), atol=atol
+    )
 
 
 @pytest.mark.parametrize(
-    ("precision", "deterministic", "grad_tol"),
-    [("fp32", True, 1e-5), ("int8", True, 1e-3), ("int8", False, 1e-3)],
+    ("precision", "deterministic", "grad_tol", "dtype"),
+    [
+        ("fp32", True, 1e-5, torch.float32),
+        ("int8", True, 1e-3, torch.float32),
+        ("int8", False, 1e-3, torch.float32),  # the paper's recipe: 8-bit gradients
+        # In float64 a sum in another order moves no value across a rounding boundary, so the
+        # batched 8-bit step equals the sequential one to float64 rounding: the float32
+        # differences above are whole quantisation levels flipped by float32 rounding.
+        ("int8", False, 1e-12, torch.float64),
+    ],
 )
-def test_batched_step_equals_the_sequential_steps(precision, deterministic, grad_tol):
+def test_batched_step_equals_the_sequential_steps(precision, deterministic, grad_tol, dtype):
     """Each node's loss, gradient, running ranges and local statistics, after two steps. 8-bit
     with the paper's stochastic rounding too: each node draws its seed in its own stream."""
-    seq, bat = _pair(precision, deterministic)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # the engine's flat tensors too
+    try:
+        _two_steps_equal(precision, deterministic, grad_tol, dtype)
+    finally:
+        torch.set_default_dtype(default)
+
+
+def _two_steps_equal(precision: str, deterministic: bool, grad_tol: float, dtype) -> None:
+    seq, bat = _pair(precision, deterministic, dtype)
     s_streams, b_streams = (NodeStreams(7, list(range(NODES)), torch.device("cpu")) for _ in "ab")
     for step in range(2):
-        x, y = _data(step)
+        x, y = _data(step, dtype)
         l_s = _sequential(seq, s_streams, x, y)
         l_b = _batched(bat, b_streams, x, y)
         _assert_same(seq, bat, l_s, l_b, grad_tol)
@@ -134,14 +157,15 @@ def test_a_model_with_dropout_is_refused_in_one_line():
 
 
 @pytest.mark.parametrize(
-    "precision",
-    ["fp32", pytest.param("int8", marks=pytest.mark.slow)],  # 8-bit: a 90 s compile
+    ("precision", "deterministic"),
+    [("fp32", True), ("int8", False)],  # int8: the paper's recipe, 8-bit gradients
 )
-def test_compiled_batched_step_equals_the_sequential_steps(precision):
+def test_compiled_batched_step_equals_the_sequential_steps(precision, deterministic):
     """The compiled batched step (one graph for all nodes, what CUDA graphs replay) computes what
-    the sequential steps compute. It caught the 8-bit weights' gradients coming out all zeros
-    when ``straight_through`` trusted ``requires_grad`` while dynamo traced ``torch.func.grad``."""
-    seq, bat = _pair(precision, True)
+    the sequential steps compute, and really compiled (``_batched`` checks it did not fall back).
+    It caught the 8-bit weights' gradients coming out all zeros when ``straight_through``
+    trusted ``requires_grad`` while dynamo traced ``torch.func.grad``."""
+    seq, bat = _pair(precision, deterministic)
     streams = [NodeStreams(7, list(range(NODES)), torch.device("cpu")) for _ in "ab"]
     x, y = _data()
     l_s = _sequential(seq, streams[0], x, y)
@@ -179,42 +203,61 @@ def test_auto_batches_on_cuda_only_and_models_without_dropout():
 
 
 def test_a_step_that_does_not_compile_runs_eagerly_and_says_so(monkeypatch):
-    """torch 2.11's dynamo refused the 8-bit batched step (on an H100): the run goes on eagerly,
-    with the same numbers, and one line says why."""
+    """A torch that cannot trace or compile the batched step (a ``TorchDynamoException``, as
+    torch 2.11's dynamo refused the 8-bit step's autograd Functions on an H100) runs it eagerly,
+    with the same numbers, and one line says why. The failure here comes after the forward has
+    updated the 8-bit running ranges (as a backward that fails to lower would): they are put
+    back first, so the eager step starts from the same state."""
+    from torch._dynamo.exc import TorchDynamoException
+
+    from lpdt.engine.batched import batched_losses
 
     def refusing_compile(fn, **kw):
         def compiled(*args):
-            raise RuntimeError("You tried to vmap over ApplyTemplate\nmore")
+            batched_losses(*args)  # updates the running ranges, as a compiled forward would
+            raise TorchDynamoException("You tried to vmap over ApplyTemplate\nmore")
 
         return compiled
 
     monkeypatch.setattr(torch, "compile", refusing_compile)
-    seq, bat = _pair("fp32", True)
+    seq, bat = _pair("int8", False)
     streams = [NodeStreams(7, list(range(NODES)), torch.device("cpu")) for _ in "ab"]
     x, y = _data()
     lines: list[str] = []
     steps = BatchedSteps(bat, compile=True, log=lines.append)
     l_b = steps.train_step(x, y, steps.seeds(streams[1].node))
-    _assert_same(seq, bat, _sequential(seq, streams[0], x, y), l_b, 1e-5)
+    _assert_same(seq, bat, _sequential(seq, streams[0], x, y), l_b, 1e-3)
     assert not steps.compiled
     assert len(lines) == 2 and "did not compile" in lines[1] and "ApplyTemplate" in lines[1]
     assert "more" not in lines[1]  # one line
+
+
+def test_an_error_while_the_compiled_step_runs_is_an_error(monkeypatch):
+    """Only tracing and compile errors fall back to eager: any other error of the first call
+    (a kernel failing, a shape mismatch) propagates, and the step is not marked eager."""
+
+    def failing_compile(fn, **kw):
+        def compiled(*args):
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+        return compiled
+
+    monkeypatch.setattr(torch, "compile", failing_compile)
+    _, bat = _pair("fp32", True)
+    streams = NodeStreams(7, list(range(NODES)), torch.device("cpu"))
+    steps = BatchedSteps(bat, compile=True, log=lambda m: None)
+    x, y = _data()
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        steps.train_step(x, y, steps.seeds(streams.node))
+    assert steps.compiled
 
 
 @pytest.mark.parametrize(
     ("precision", "deterministic"),
     [
         ("fp32", True),
-        ("int8", True),  # nearest rounding, fp32 gradients: no custom autograd Function
-        pytest.param(
-            "int8",
-            False,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="dynamo (torch 2.11 on an H100, and 2.14.1) refuses vmap over the 8-bit "
-                "layers' autograd Functions: the 8-bit batched step runs eagerly",
-            ),
-        ),
+        ("int8", True),  # nearest rounding, fp32 gradients
+        ("int8", False),  # the paper's recipe: stochastic rounding, 8-bit gradients
     ],
 )
 def test_steps_trace_to_one_graph_without_breaks(precision, deterministic):
@@ -224,7 +267,7 @@ def test_steps_trace_to_one_graph_without_breaks(precision, deterministic):
     a tensor."""
     import torch.nn.functional as F
 
-    from lpdt.engine.batched import batched_step
+    from lpdt.engine.batched import batched_losses
     from lpdt.layers.quant.quantizers import noise_seed
 
     state = _state(tiny_model(precision, deterministic))
@@ -238,8 +281,8 @@ def test_steps_trace_to_one_graph_without_breaks(precision, deterministic):
     assert node.graph_break_count == 0 and node.graph_count == 1, node.break_reasons
     steps = BatchedSteps(state, compile=False)
     seeds = steps.seeds(NodeStreams(7, list(range(NODES)), torch.device("cpu")).node)
-    batched = torch._dynamo.explain(batched_step)(
-        state.models[0], steps.params, steps.buffers, steps.grads, x, y, seeds
+    batched = torch._dynamo.explain(batched_losses)(
+        state.models[0], steps.params, steps.buffers, x, y, seeds
     )
     assert batched.graph_break_count == 0 and batched.graph_count == 1, batched.break_reasons
 

@@ -9,9 +9,10 @@ operation over ``[n, ...]``.
 
 Nothing is copied per step and no layer's arithmetic is written twice:
 
-- the parameters are views of the rows of the engine's ``state.x``; ``torch.func.grad`` inside
-  the vmap gives each node's gradient, which the step writes into the node's row of
-  ``state.grad`` (inside the compiled graph, so inductor writes it there directly);
+- the parameters are leaves of autograd sharing the storage of the rows of the engine's
+  ``state.x``; the losses come from one vmapped forward and their gradient from ordinary
+  autograd outside the vmap (node k's loss depends on row k only), written into the node's row
+  of ``state.grad`` with one ``_foreach_copy_``;
 - the gossiped buffers (the 8-bit activation ranges) are views of ``state.x`` too, and the local
   ones (normalisation statistics) become rows of one stacked tensor per buffer, which each
   replica then holds as a view (``NodeState.stack_local_buffers``), so evaluation, averaging and
@@ -19,10 +20,13 @@ Nothing is copied per step and no layer's arithmetic is written twice:
 - the layers are the models' own modules: vmap runs their code once per node, with each node's
   batch, buffers and rounding-noise seed (a per-node int64 tensor, drawn in the node's random
   stream as the sequential step draws it); under vmap the 8-bit quantisers use their tensor
-  operations (``quantizers.vmapped``) and every per-tensor range is per node.
+  operations (``quantizers.vmapped``) and every per-tensor range is per node, and the gradient
+  side of the 8-bit layers (gradient quantiser, bifurcated conv / linear) runs as custom
+  operators with vmap rules (``lpdt.layers.quant.vmap_ops``), so the 8-bit step compiles too.
 
 So a batched step computes what the n sequential steps compute, node by node (each node's loss
-and gradient within float rounding: ``tests/engine/test_batched.py``, fp32 and 8-bit).
+and gradient within float rounding, and in float64 exactly: ``tests/engine/test_batched.py``,
+fp32 and 8-bit with 8-bit gradients).
 
 Models with random operations (VGG-11's dropout) run node by node (``train.batch_nodes: auto``)
 or are refused (``true``): under vmap they would draw from one generator for all nodes instead of
@@ -33,11 +37,13 @@ sequential (``Steps.predict``).
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch._dynamo.exc import TorchDynamoException
 
 from lpdt.decentral.state import NodeState
 from lpdt.engine.device import Log
@@ -64,31 +70,25 @@ def _node_loss(
     return F.cross_entropy(out, y)
 
 
-def batched_step(
+def batched_losses(
     model: nn.Module,
     params: dict[str, torch.Tensor],
     buffers: dict[str, torch.Tensor],
-    grads: dict[str, torch.Tensor],
     x: torch.Tensor,
     y: torch.Tensor,
     seeds: torch.Tensor | None,
 ) -> torch.Tensor:
-    """The n nodes' losses ``[n]``, one computation (x ``[n, B, ...]``, y ``[n, B]``); each
-    node's gradient is written into ``grads`` (views of the rows of ``state.grad``).
+    """The n nodes' losses ``[n]``, one vmapped forward (x ``[n, B, ...]``, y ``[n, B]``).
 
-    The gradient is taken by ``torch.func.grad`` inside the vmap: the 8-bit layers' autograd
-    Functions have vmap rules for that, not for a backward from outside the vmap."""
+    The gradient is taken from outside the vmap, by ordinary autograd on the stacked
+    parameters (``BatchedSteps.train_step``): node k's loss depends on row k only, so the
+    gradient of their sum is each node's own gradient. (``torch.func.grad`` inside the vmap
+    cannot run the 8-bit layers' custom operators' autograd formulas, and dynamo cannot vmap
+    over an autograd.Function: ``lpdt.layers.quant.vmap_ops``.)"""
     seed_dim = None if seeds is None else 0
-    node = torch.func.vmap(
-        torch.func.grad_and_value(_node_loss),
-        in_dims=(0, None, 0, 0, 0, seed_dim),
-        randomness="error",
-    )
+    node = torch.func.vmap(_node_loss, in_dims=(0, None, 0, 0, 0, seed_dim), randomness="error")
     with vmapped():
-        g, losses = node(params, model, buffers, x, y, seeds)
-    for name, view in grads.items():
-        view.copy_(g[name])
-    return losses
+        return node(params, model, buffers, x, y, seeds)
 
 
 def not_batchable(model: nn.Module) -> str | None:
@@ -126,15 +126,24 @@ class BatchedSteps:
         self.state, self.log = state, log
         self.quantized = is_quantized(model)
         n = state.nodes
-        self.params: dict[str, torch.Tensor] = {}  # views of x's rows
-        self.buffers: dict[str, torch.Tensor] = {}
+        # The parameters as leaves of autograd that share the storage of x's rows (the
+        # optimiser's in-place updates of x are theirs), and where their gradients go. The
+        # gossiped buffers (8-bit running ranges, rows of x too) are updated in place by the
+        # forward: it updates private copies, copied in before and back after each step,
+        # because AOTAutograd refuses an input mutated in place that shares storage with
+        # inputs that require a gradient.
+        self.params: dict[str, torch.Tensor] = {}
         self.grads: dict[str, torch.Tensor] = {}  # views of state.grad's rows
+        self._gossiped: dict[str, torch.Tensor] = {}  # views of x's rows
         for seg in state.segments:
             view = state.x[:, seg.offset : seg.offset + seg.numel].view(n, *seg.shape)
-            (self.params if seg.trainable else self.buffers)[seg.name] = view
             if seg.trainable:
+                self.params[seg.name] = view.detach().requires_grad_()
                 rows = state.grad[:, seg.offset : seg.offset + seg.numel]
                 self.grads[seg.name] = rows.view(n, *seg.shape)
+            else:
+                self._gossiped[seg.name] = view
+        self.buffers = {name: view.clone() for name, view in self._gossiped.items()}
         self.buffers.update(state.stack_local_buffers())
         self._compiled: Callable[..., torch.Tensor] | None = None
         self._size: int | None = None  # the batch size the compiled step is specialised to
@@ -146,7 +155,7 @@ class BatchedSteps:
                 # The same tensors every step: CUDA graphs read them in place, no copies.
                 for t in (*self.params.values(), *self.buffers.values(), *self.grads.values()):
                     torch._dynamo.mark_static_address(t)
-            self._compiled = torch.compile(batched_step, dynamic=False, **kw)
+            self._compiled = torch.compile(batched_losses, dynamic=False, **kw)
 
     @property
     def compiled(self) -> bool:
@@ -174,34 +183,56 @@ class BatchedSteps:
 
         A compiled step is specialised to the first call's batch size; other sizes (an epoch's
         short last batch) run the same function eagerly, as ``Steps`` does."""
-        args = (self.state.models[0], self.params, self.buffers, self.grads, x, y, seeds)
+        args = (self.state.models[0], self.params, self.buffers, x, y, seeds)
+        gossiped = list(self._gossiped.values())
+        private = [self.buffers[name] for name in self._gossiped]
+        if gossiped:
+            torch._foreach_copy_(private, gossiped)
         if self._graphs:
             torch.compiler.cudagraph_mark_step_begin()
         if self._compiled is None:
-            losses = batched_step(*args)
+            losses, grads = self._run(batched_losses, args)
         elif self._size is None:
             self._size = x.shape[1]
-            losses = self._first_compiled_call(args)
+            losses, grads = self._first_compiled_call(args)
         elif x.shape[1] == self._size:
-            losses = self._compiled(*args)
+            losses, grads = self._run(self._compiled, args)
         else:
-            losses = batched_step(*args)
+            losses, grads = self._run(batched_losses, args)
+        torch._foreach_copy_(list(self.grads.values()), grads)
+        if gossiped:
+            torch._foreach_copy_(gossiped, private)
         # A CUDA graph's outputs are overwritten by its next replay: keep a copy.
         return losses.detach().clone() if self._graphs else losses.detach()
 
-    def _first_compiled_call(self, args: tuple) -> torch.Tensor:
-        """The first call of the compiled step, which traces and compiles it. A torch that cannot
-        compile it (dynamo refuses the 8-bit layers' autograd Functions under vmap: torch 2.11 on
-        an H100, and 2.14.1) fails while tracing, on fake tensors, before any state changed: the
-        step then runs eagerly, the same arithmetic, and says so in one line."""
+    def _run(
+        self, fn: Callable[..., torch.Tensor], args: tuple
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """The losses of ``fn`` and their gradients with respect to the stacked parameters."""
+        losses = fn(*args)
+        grads = torch.autograd.grad(losses.sum(), tuple(self.params.values()))
+        return losses, grads
+
+    def _first_compiled_call(self, args: tuple) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """The first call of the compiled step, which traces and compiles its forward (and, at
+        the first backward, lowers its backward). Where torch cannot trace or compile it (a
+        ``TorchDynamoException``: dynamo refused an operation, or inductor failed), the step
+        runs eagerly, the same arithmetic, and says so in one line; the buffers the forward may
+        have updated (the running ranges, when the backward failed to compile) are put back
+        first, so the eager step starts from the same state. Any other error is an error."""
         assert self._compiled is not None
         self.log("compiling the batched training step (torch.compile)")
+        saved = [b.clone() for b in self.buffers.values()]
+        t0 = time.perf_counter()
         try:
-            return self._compiled(*args)
-        except Exception as e:  # any tracing or compile failure: the eager step is the same
+            out = self._run(self._compiled, args)
+        except TorchDynamoException as e:
             self.log(
                 f"train.batch_nodes: the batched step did not compile on torch {torch.__version__} "
                 f"({type(e).__name__}: {str(e).splitlines()[0][:160]}); it runs eagerly"
             )
             self._compiled, self._graphs = None, False
-            return batched_step(*args)
+            torch._foreach_copy_(list(self.buffers.values()), saved)
+            return self._run(batched_losses, args)
+        self.log(f"  compiled the batched training step in {time.perf_counter() - t0:.1f} s")
+        return out

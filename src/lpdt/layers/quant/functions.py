@@ -20,9 +20,17 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.nn.grad import conv2d_input, conv2d_weight
 
-from lpdt.layers.quant.quantizers import is_vmapped, quantize, quantize_minmax, step_seed
+from lpdt.layers.quant import vmap_ops
+from lpdt.layers.quant.nodes import conv2d_nodes_backward, linear_nodes_backward
+from lpdt.layers.quant.quantizers import (
+    draw_seed,
+    is_vmapped,
+    quantize,
+    quantize_minmax,
+    quantize_minmax_nodes,
+    step_seed,
+)
 
 
 def straight_through(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
@@ -35,33 +43,15 @@ def straight_through(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     speculating a forward and a backward per call (docs/engine.md, "Compiled steps").
     """
     # Eagerly, a tensor without a gradient skips the two operations. Inside a compiled graph
-    # ``x.requires_grad`` is not to be trusted: under ``torch.func.grad`` (the batched step) dynamo
-    # traces it as False, and the weights' gradients came out all zeros; there the arithmetic
-    # is always written (inductor fuses it; the value is ``q`` either way).
-    if not torch.is_grad_enabled() or (not torch.compiler.is_compiling() and not x.requires_grad):
+    # ``x.requires_grad`` is not to be trusted (under ``torch.func.grad`` dynamo traced it as
+    # False, and the weights' gradients came out all zeros), nor under vmap (a node's view of a
+    # stacked tensor reports no gradient; autograd tracks the stacked one outside the vmap):
+    # there the arithmetic is always written (inductor fuses it; the value is ``q`` either way).
+    if not torch.is_grad_enabled():
+        return q
+    if not (torch.compiler.is_compiling() or is_vmapped() or x.requires_grad):
         return q
     return (x - x.detach()) + q
-
-
-# The Functions below keep ``forward`` apart from ``setup_context`` and let torch generate their
-# vmap rule, so that the held nodes' step can run them under ``torch.func.vmap`` (batched nodes,
-# ``lpdt.engine.batched``): each node's backward then quantises with its own range and seed.
-class _QuantGrad(torch.autograd.Function):
-    generate_vmap_rule = True
-
-    @staticmethod
-    def forward(x: torch.Tensor, bits: int, seed: torch.Tensor, salt: int) -> torch.Tensor:  # noqa: D102
-        return x.view_as(x)
-
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:  # noqa: D102
-        _, ctx.bits, seed, ctx.salt = inputs
-        ctx.save_for_backward(seed)
-
-    @staticmethod
-    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # noqa: D102
-        (seed,) = ctx.saved_tensors
-        return quantize_minmax(g, ctx.bits, True, seed, ctx.salt), None, None, None
 
 
 def stored(q: torch.Tensor) -> torch.Tensor:
@@ -104,12 +94,78 @@ def ste_minmax(x: torch.Tensor, bits: int) -> torch.Tensor:
 
 def quantize_grad(x: torch.Tensor, bits: int, salt: int = 0) -> torch.Tensor:
     """Identity whose backward quantises the incoming gradient (stochastic, per tensor)."""
-    return x if bits >= 32 else _QuantGrad.apply(x, bits, step_seed(), salt)
+    if bits >= 32 or not torch.is_grad_enabled():
+        return x
+    if is_vmapped():
+        return vmap_ops.quant_grad(x, bits, _seed(x), salt)
+    return _QuantGrad.apply(x, bits, step_seed(), salt)
+
+
+def biprec_conv2d(
+    xq: torch.Tensor,
+    wq: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    groups: int,
+    grad_bits: int,
+    salt: int = 0,
+) -> torch.Tensor:
+    """``F.conv2d`` with gradient bifurcation (the plain conv at 32 gradient bits, and without
+    a gradient: the forward is the same)."""
+    if grad_bits >= 32 or not torch.is_grad_enabled():
+        return F.conv2d(xq, wq, bias, stride, padding, dilation, groups)
+    if is_vmapped():
+        return vmap_ops.biprec_conv2d(
+            xq, wq, bias, stride, padding, dilation, groups, grad_bits, _seed(xq), salt
+        )
+    return _BiprecConv.apply(
+        xq, wq, bias, stride, padding, dilation, groups, grad_bits, step_seed(), salt
+    )
+
+
+def biprec_linear(
+    xq: torch.Tensor, wq: torch.Tensor, bias: torch.Tensor | None, grad_bits: int, salt: int = 0
+) -> torch.Tensor:
+    """``F.linear`` with gradient bifurcation (the plain linear at 32 gradient bits, and without
+    a gradient)."""
+    if grad_bits >= 32 or not torch.is_grad_enabled():
+        return F.linear(xq, wq, bias)
+    if is_vmapped():
+        return vmap_ops.biprec_linear(xq, wq, bias, grad_bits, _seed(xq), salt)
+    return _BiprecLinear.apply(xq, wq, bias, grad_bits, step_seed(), salt)
+
+
+def _seed(x: torch.Tensor) -> torch.Tensor:
+    """The step's noise seed (``quantizers.step_seed``; the batched step always sets one), or
+    a fresh one: the operators under vmap take a tensor. (The Functions take None for a fresh
+    draw in the backward, as ``quantize_minmax`` makes it.)"""
+    seed = step_seed()
+    return draw_seed(x.device) if seed is None else seed
+
+
+# The node-by-node step's gradient side: autograd Functions over the node-stacked arithmetic of
+# ``nodes`` with one node (under vmap the layers call ``vmap_ops``' operators instead: dynamo
+# cannot vmap over an autograd.Function). ``forward`` is kept apart from ``setup_context``, the
+# form torch.func asks of a Function.
+class _QuantGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(x: torch.Tensor, bits: int, seed: torch.Tensor, salt: int) -> torch.Tensor:  # noqa: D102
+        return x.view_as(x)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:  # noqa: D102
+        _, ctx.bits, seed, ctx.salt = inputs
+        ctx.save_for_backward(seed)
+
+    @staticmethod
+    def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # noqa: D102
+        (seed,) = ctx.saved_tensors
+        return quantize_minmax_nodes(g[None], ctx.bits, seed, ctx.salt)[0], None, None, None
 
 
 class _BiprecConv(torch.autograd.Function):
-    generate_vmap_rule = True
-
     @staticmethod
     def forward(  # noqa: D102
         xq: torch.Tensor,
@@ -129,26 +185,32 @@ class _BiprecConv(torch.autograd.Function):
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:  # noqa: D102
         xq, wq, bias, stride, padding, dilation, groups, grad_bits, seed, salt = inputs
         ctx.save_for_backward(xq, wq, seed)
-        ctx.conf = (stride, padding, dilation, groups, grad_bits, bias is not None, salt)
+        ctx.conf = (stride, padding, dilation, groups, grad_bits, salt)
+        ctx.has_bias = bias is not None
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # noqa: D102
         xq, wq, seed = ctx.saved_tensors
-        stride, padding, dilation, groups, grad_bits, has_bias, salt = ctx.conf
-        gx = gw = gb = None
-        if ctx.needs_input_grad[0]:
-            gq = quantize_minmax(g, grad_bits, True, seed, salt)
-            gx = conv2d_input(xq.shape, wq, gq, stride, padding, dilation, groups)
-        if ctx.needs_input_grad[1]:
-            gw = conv2d_weight(xq, wq.shape, g, stride, padding, dilation, groups)
-        if has_bias and ctx.needs_input_grad[2]:
-            gb = g.sum((0, 2, 3))
+        stride, padding, dilation, groups, grad_bits, salt = ctx.conf
+        need = ctx.needs_input_grad
+        grads = conv2d_nodes_backward(
+            xq[None],
+            wq[None],
+            g[None],
+            (need[0], need[1], ctx.has_bias and need[2]),
+            stride,
+            padding,
+            dilation,
+            groups,
+            grad_bits,
+            seed,
+            salt,
+        )
+        gx, gw, gb = (None if t is None else t[0] for t in grads)
         return gx, gw, gb, None, None, None, None, None, None, None
 
 
 class _BiprecLinear(torch.autograd.Function):
-    generate_vmap_rule = True
-
     @staticmethod
     def forward(  # noqa: D102
         xq: torch.Tensor,
@@ -162,47 +224,22 @@ class _BiprecLinear(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:  # noqa: D102
-        xq, wq, bias, grad_bits, seed, salt = inputs
+        xq, wq, bias, ctx.grad_bits, seed, ctx.salt = inputs
         ctx.save_for_backward(xq, wq, seed)
-        ctx.grad_bits, ctx.has_bias, ctx.salt = grad_bits, bias is not None, salt
+        ctx.has_bias = bias is not None
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # noqa: D102
         xq, wq, seed = ctx.saved_tensors
-        gx = gw = gb = None
-        if ctx.needs_input_grad[0]:
-            gx = quantize_minmax(g, ctx.grad_bits, True, seed, ctx.salt) @ wq
-        g2 = g.reshape(-1, g.shape[-1])
-        if ctx.needs_input_grad[1]:
-            gw = g2.t() @ xq.reshape(-1, xq.shape[-1])
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            gb = g2.sum(0)
+        need = ctx.needs_input_grad
+        grads = linear_nodes_backward(
+            xq[None],
+            wq[None],
+            g[None],
+            (need[0], need[1], ctx.has_bias and need[2]),
+            ctx.grad_bits,
+            seed,
+            ctx.salt,
+        )
+        gx, gw, gb = (None if t is None else t[0] for t in grads)
         return gx, gw, gb, None, None, None
-
-
-def biprec_conv2d(
-    xq: torch.Tensor,
-    wq: torch.Tensor,
-    bias: torch.Tensor | None,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    groups: int,
-    grad_bits: int,
-    salt: int = 0,
-) -> torch.Tensor:
-    """``F.conv2d`` with gradient bifurcation (plain conv at 32 gradient bits)."""
-    if grad_bits >= 32:
-        return F.conv2d(xq, wq, bias, stride, padding, dilation, groups)
-    return _BiprecConv.apply(
-        xq, wq, bias, stride, padding, dilation, groups, grad_bits, step_seed(), salt
-    )
-
-
-def biprec_linear(
-    xq: torch.Tensor, wq: torch.Tensor, bias: torch.Tensor | None, grad_bits: int, salt: int = 0
-) -> torch.Tensor:
-    """``F.linear`` with gradient bifurcation (plain linear at 32 gradient bits)."""
-    if grad_bits >= 32:
-        return F.linear(xq, wq, bias)
-    return _BiprecLinear.apply(xq, wq, bias, grad_bits, step_seed(), salt)

@@ -43,7 +43,7 @@ from lpdt.layers.quant.functions import (
     ste,
     ste_minmax,
 )
-from lpdt.layers.quant.quantizers import batch_range
+from lpdt.layers.quant.quantizers import batch_range, is_vmapped
 from lpdt.layers.quant.spec import DEFAULT_SPEC, RANGE_MOMENTUM, QuantSpec
 
 
@@ -58,6 +58,18 @@ def qweight(module: nn.Module, name: str) -> torch.Tensor:
     """Parameter ``name``, which the module always has, quantised as ``qparam`` does."""
     spec = cast(QuantSpec, module.spec)  # every quantised module holds its QuantSpec
     return ste_minmax(getattr(module, name), spec.weight_bits)
+
+
+def update_running(
+    running: torch.Tensor, batch: torch.Tensor, momentum: float = RANGE_MOMENTUM
+) -> None:
+    """``running <- lerp(running, batch, momentum)`` in place (the buffer may be a view of the
+    engine's flat tensor). Under vmap (the batched step) out of place and copied back: vmap has no
+    batching rule for an in-place lerp (it would loop over the nodes); the same values."""
+    if is_vmapped():
+        running.copy_(torch.lerp(running, batch, momentum))
+    else:
+        running.lerp_(batch, momentum)
 
 
 class QuantMeasure(nn.Module):
@@ -86,8 +98,8 @@ class QuantMeasure(nn.Module):
         if self.training:
             lo, hi = batch_range(x)
             with torch.no_grad():
-                self.running_min.lerp_(lo, RANGE_MOMENTUM)
-                self.running_max.lerp_(hi, RANGE_MOMENTUM)
+                update_running(self.running_min, lo)
+                update_running(self.running_max, hi)
         else:
             lo, hi = self.running_min, self.running_max
         return ste(x, lo, hi, self.bits, self.stochastic, self.noise_salt)
@@ -247,8 +259,8 @@ class QRangeBatchNormAct2d(nn.Module):
             rng, s = chunked_mean_range(xc, self.chunks)
             mean, scale = xc.mean(-1), 1.0 / (rng * range_constant_chunked(s) + self.eps)
             with torch.no_grad():
-                self.running_mean.lerp_(mean.detach(), self.momentum)
-                self.running_scale.lerp_(scale.detach(), self.momentum)
+                update_running(self.running_mean, mean.detach(), self.momentum)
+                update_running(self.running_scale, scale.detach(), self.momentum)
         else:
             mean, scale = self.running_mean, self.running_scale
         k = ste_minmax(scale, self.spec.weight_bits) * qweight(self, "weight")

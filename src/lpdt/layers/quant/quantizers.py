@@ -108,6 +108,13 @@ def _mix_int(h: int) -> int:
     return h ^ (h >> 15)
 
 
+def _cpu_fast_path(seed: torch.Tensor) -> bool:
+    """Whether ``dither`` may read its seed as a Python integer: a seed on the CPU (no device
+    synchronisation there), not under vmap, and the CPU fast paths on (``LPDT_QUANT_KERNEL``
+    unset or not ``0``; ``0`` runs the tensor operations a GPU runs, the same bits)."""
+    return seed.device.type == "cpu" and not _vmapped and kernel.enabled()
+
+
 def _cpu_key(seed: torch.Tensor, salt: int) -> int:
     """The dither's 32-bit key of (seed, salt) in Python integers, for a seed on the CPU."""
     return _mix_int((int(seed.reshape(())) + salt * _SALT) & _MASK32)
@@ -123,9 +130,15 @@ def _low32_(h: torch.Tensor, wide: bool) -> torch.Tensor:
     return h.bitwise_and_(_MASK32) if wide else h
 
 
-def dither(x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0) -> torch.Tensor:
+def dither(
+    x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0, rows: bool = False
+) -> torch.Tensor:
     """U(-1/2, 1/2) noise on 2^16 levels shaped like ``x``: the top 16 bits of a 32-bit hash of
     the element index, keyed by (seed, salt). ``seed=None``: a fresh seed from torch's generator.
+
+    ``rows``: ``x`` is ``[n, ...]`` and ``seed`` ``[n]`` (or ``[n, 1]``): row k's noise is
+    ``dither(x[k], seed[k], salt)``, its elements counted from 0 (the node-stacked gradients of
+    the batched step, ``quantize_minmax_nodes``).
 
     Unbiased to within 2^-17 of a quantisation step (as fine as fp32 itself near 255).
 
@@ -134,28 +147,31 @@ def dither(x: torch.Tensor, seed: torch.Tensor | None = None, salt: int = 0) -> 
     vectorised CPU code for wrapping int32 products corrupted the heap in a fused backward
     kernel. ``tests/layers/test_quant.py`` checks both against the hash in Python integers.
     """
-    if x.numel() >= 2**31:
-        raise ValueError(f"dither: {x.numel()} elements; the 32-bit counter holds at most 2^31")
+    count = x[0].numel() if rows else x.numel()  # elements counted per key
+    if count >= 2**31:
+        raise ValueError(f"dither: {count} elements; the 32-bit counter holds at most 2^31")
     if seed is None:
         seed = draw_seed(x.device)
     wide = torch.compiler.is_compiling()
     salted = (salt * _SALT) & _MASK32
+    seed = seed.reshape(-1, 1) if rows else seed.reshape(())
     key: torch.Tensor | int
     if wide:
-        key = _mix_(_low32_(seed.reshape(()).to(torch.int64) + salted, wide), wide)
-    elif seed.device.type == "cpu" and not _vmapped:
+        key = _mix_(_low32_(seed.to(torch.int64) + salted, wide), wide)
+    elif not rows and _cpu_fast_path(seed):
         # Eagerly on the CPU, the key in Python integers: reading the seed costs no device
         # synchronisation there, and it saves ten one-element tensor operations per call
         # (about 4 % of an eager 8-bit ResNet-8 step at the claims' shape:
         # docs/notebook/2026-11-23-int8-measurements.md).
         key = _signed32(_cpu_key(seed, salt))
     else:  # the same 32 bits as a signed int32 (the addition wraps)
-        key = _mix_(seed.reshape(()).to(torch.int32) + _signed32(salted), wide)
+        key = _mix_(seed.to(torch.int32) + _signed32(salted), wide)
     # The key is added before the multiply: a constant times the index alone is folded by
     # inductor into the kernel's index arithmetic, int32 on a GPU, where Triton refuses products
     # of 2^31 or more (a per-sample view made it 8192 x _GOLDEN). Key-plus-index is a value.
-    h = torch.arange(x.numel(), device=x.device, dtype=torch.int64 if wide else torch.int32)
-    h = h + key if _vmapped else h.add_(key)  # under vmap the key is per node, h is not
+    h = torch.arange(count, device=x.device, dtype=torch.int64 if wide else torch.int32)
+    # Under vmap the key is per node and h is not; with rows, the key is a column: a new tensor.
+    h = h + key if _vmapped or rows else h.add_(key)
     h = _low32_(_low32_(h, wide).mul_(_GOLDEN), wide)
     h = _mix_(h, wide).bitwise_right_shift_(16)
     u = (h if wide else h.bitwise_and_(0xFFFF)).to(x.dtype)
@@ -170,6 +186,7 @@ def quantize(
     stochastic: bool,
     seed: torch.Tensor | None = None,
     salt: int = 0,
+    rows: bool = False,
 ) -> torch.Tensor:
     """Uniform asymmetric quantisation of ``x`` to ``bits`` bits over ``[lo, hi]``.
 
@@ -177,12 +194,12 @@ def quantize(
     step = max((hi - lo)/(2^b - 1), 1e-8); xi = ``dither(x, seed, salt)`` when ``stochastic``
     (unbiased inside the range), else 0. ``lo``/``hi`` are tensors (no host synchronisation).
     32 bits: a copy. Eagerly on the CPU (float32, scalar range, no gradient), one pass of the
-    C++ kernel gives the same bits.
+    C++ kernel gives the same bits. ``rows``: one seed per row of ``x`` (``dither``'s rows).
     """
     if bits >= 32:
         return x.clone()
     levels = float(2**bits - 1)
-    k = _eager_kernel(x, lo, hi)
+    k = None if rows else _eager_kernel(x, lo, hi)
     if k is not None:  # the same bits in one pass (lpdt.layers.quant.kernel)
         key = _kernel_key(x, stochastic, seed, salt)
         shape = torch.broadcast_shapes(x.shape, lo.shape, hi.shape)
@@ -190,8 +207,10 @@ def quantize(
     step = ((hi - lo) / levels).clamp_min(MIN_STEP)
     q = (x - lo).div_(step)  # in place on fresh tensors: fewer allocations eager, same graph
     if stochastic:
-        q.add_(dither(q, seed, salt))
-    return q.clamp_(0.0, levels).round_().mul_(step).add_(lo)
+        q.add_(dither(q, seed, salt, rows))
+    # Under vmap out of place: vmap has no batching rule for an in-place clamp (it would loop).
+    q = q.clamp(0.0, levels) if _vmapped else q.clamp_(0.0, levels)
+    return q.round_().mul_(step).add_(lo)
 
 
 def _eager_kernel(x: torch.Tensor, *ranges: torch.Tensor) -> ModuleType | None:
@@ -235,6 +254,31 @@ def quantize_minmax(
         key = _kernel_key(x, stochastic, seed, salt)
         return k.quantize_minmax(x, float(2**bits - 1), MIN_STEP, stochastic, key)
     return quantize(x, x.amin(), x.amax(), bits, stochastic, seed, salt)
+
+
+def quantize_minmax_nodes(
+    x: torch.Tensor, bits: int, seeds: torch.Tensor | None, salt: int = 0
+) -> torch.Tensor:
+    """``quantize_minmax`` (stochastic) of each node's ``x[k]`` with its own range and
+    ``seeds[k]``, for node-stacked ``x`` ``[n, ...]``: the same bits as n separate calls
+    (``seeds=None``: one node, a fresh seed, as ``quantize_minmax`` draws it).
+
+    One node, or eagerly on the CPU: node by node (``quantize_minmax``, the C++ kernel where it
+    runs); otherwise one pass over all nodes (per-node ranges, per-node noise keys)."""
+    if bits >= 32:
+        return x
+    x = x.detach()
+    n = x.shape[0]
+    if n == 1 or seeds is None:
+        if n != 1:
+            raise ValueError(f"quantize_minmax_nodes: {n} nodes need {n} seeds, not None")
+        return quantize_minmax(x[0], bits, True, seeds, salt).unsqueeze(0)
+    seeds = seeds.reshape(n, 1)
+    if _eager_kernel(x) is not None:
+        return torch.stack([quantize_minmax(x[k], bits, True, seeds[k], salt) for k in range(n)])
+    flat = x.reshape(n, -1)
+    lo, hi = flat.amin(1, keepdim=True), flat.amax(1, keepdim=True)
+    return quantize(flat, lo, hi, bits, True, seeds, salt, rows=True).view(x.shape)
 
 
 def batch_range(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

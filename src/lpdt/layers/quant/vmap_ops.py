@@ -1,0 +1,332 @@
+"""The 8-bit layers' gradient side as custom operators, for the batched step (``torch.func.vmap``).
+
+Why operators and not ``autograd.Function``: dynamo refuses vmap over an autograd.Function
+("You tried to vmap over ApplyTemplate, but it does not have vmap support": the generated vmap
+rule is lost when dynamo wraps the Function, pytorch#129845), so the batched 8-bit step could
+not compile. A ``torch.library.custom_op`` with a vmap rule compiles (``fullgraph=True``, on
+torch 2.11 and 2.14.1).
+
+Two operators per layer:
+
+- the *per-node* operator (``lpdt::quant_grad``, ``lpdt::biprec_conv2d``, ``lpdt::biprec_linear``)
+  is what a layer calls under vmap; it has only a vmap rule, which stacks its operands on a
+  leading node axis and calls
+- the *node-stacked* operator (``..._nodes``), which holds the autograd formula: the backward of
+  the bifurcated conv / linear (``nodes``) and of the gradient quantiser, each node with its own
+  range and noise seed.
+
+So the batched step takes its gradient with ordinary autograd from outside the vmap
+(``lpdt.engine.batched``): ``torch.func.grad`` inside a vmap cannot run a custom operator's
+autograd formula (it asks for an autograd.Function), and an autograd.Function cannot be called
+inside a vmap rule (no kernel for the vmap mode). Outside vmap the layers call the sequential
+autograd Functions of ``functions``, which run the same ``nodes`` arithmetic with n = 1.
+
+The operators' forward is opaque to inductor: for the convolution and the linear layer it is the
+extern kernel they run anyway; the gradient quantiser's forward is a copy (an operator's output
+may not alias its input).
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from lpdt.layers.quant.nodes import (
+    conv2d_nodes,
+    conv2d_nodes_backward,
+    linear_nodes,
+    linear_nodes_backward,
+)
+from lpdt.layers.quant.quantizers import quantize_minmax_nodes
+
+
+def _stacked(t: torch.Tensor, dim: int | None, n: int) -> torch.Tensor:
+    """An operand of a vmap rule with its node axis first (an unbatched one repeated n times)."""
+    return t.expand(n, *t.shape) if dim is None else t.movedim(dim, 0)
+
+
+def _outside_vmap(name: str) -> None:
+    raise RuntimeError(
+        f"lpdt::{name} runs under torch.func.vmap only (the 8-bit layers call it there; "
+        "elsewhere they call lpdt.layers.quant.functions)"
+    )
+
+
+# -- the gradient quantiser: identity forward, quantised gradient backward -----------------------
+
+
+@torch.library.custom_op("lpdt::quant_grad_nodes", mutates_args=())
+def quant_grad_nodes(x: torch.Tensor, bits: int, seeds: torch.Tensor, salt: int) -> torch.Tensor:
+    """``x`` (a copy: an operator's output may not alias its input); the backward quantises
+    each node's gradient ``g[k]`` with ``seeds[k]``."""
+    return x.clone()
+
+
+@quant_grad_nodes.register_fake
+def _quant_grad_nodes_fake(x: torch.Tensor, bits: int, seeds: torch.Tensor, salt: int) -> Any:
+    return torch.empty_like(x)
+
+
+def _quant_grad_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    _, ctx.bits, seeds, ctx.salt = inputs
+    ctx.save_for_backward(seeds)
+
+
+def _quant_grad_backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    (seeds,) = ctx.saved_tensors
+    return quantize_minmax_nodes(g, ctx.bits, seeds, ctx.salt), None, None, None
+
+
+quant_grad_nodes.register_autograd(_quant_grad_backward, setup_context=_quant_grad_setup)
+
+
+@torch.library.custom_op("lpdt::quant_grad", mutates_args=())
+def quant_grad(x: torch.Tensor, bits: int, seed: torch.Tensor, salt: int) -> torch.Tensor:
+    """One node's gradient quantiser under vmap (its rule calls ``quant_grad_nodes``)."""
+    _outside_vmap("quant_grad")
+    return x
+
+
+@quant_grad.register_fake
+def _quant_grad_fake(x: torch.Tensor, bits: int, seed: torch.Tensor, salt: int) -> Any:
+    return torch.empty_like(x)
+
+
+def _quant_grad_vmap(
+    info: Any, in_dims: tuple[Any, ...], x: torch.Tensor, bits: int, seed: torch.Tensor, salt: int
+) -> tuple[torch.Tensor, int]:
+    n = info.batch_size
+    out = quant_grad_nodes(_stacked(x, in_dims[0], n), bits, _stacked(seed, in_dims[2], n), salt)
+    return out, 0
+
+
+quant_grad.register_vmap(_quant_grad_vmap)
+
+
+# -- the convolution with gradient bifurcation --------------------------------------------------
+
+
+@torch.library.custom_op("lpdt::biprec_conv2d_nodes", mutates_args=())
+def biprec_conv2d_nodes(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    grad_bits: int,
+    seeds: torch.Tensor,
+    salt: int,
+) -> torch.Tensor:
+    """Each node's convolution (``nodes.conv2d_nodes``); the backward bifurcates."""
+    return conv2d_nodes(x, w, bias, stride, padding, dilation, groups)
+
+
+@biprec_conv2d_nodes.register_fake
+def _biprec_conv2d_nodes_fake(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    grad_bits: int,
+    seeds: torch.Tensor,
+    salt: int,
+) -> Any:
+    return conv2d_nodes(x, w, bias, stride, padding, dilation, groups)
+
+
+def _conv_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    x, w, bias, stride, padding, dilation, groups, grad_bits, seeds, salt = inputs
+    ctx.save_for_backward(x, w, seeds)
+    ctx.conf = (stride, padding, dilation, groups, grad_bits, salt)
+    ctx.has_bias = bias is not None
+
+
+def _conv_backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    x, w, seeds = ctx.saved_tensors
+    stride, padding, dilation, groups, grad_bits, salt = ctx.conf
+    needs = (
+        ctx.needs_input_grad[0],
+        ctx.needs_input_grad[1],
+        ctx.has_bias and ctx.needs_input_grad[2],
+    )
+    gx, gw, gb = conv2d_nodes_backward(
+        x, w, g, needs, stride, padding, dilation, groups, grad_bits, seeds, salt
+    )
+    return gx, gw, gb, None, None, None, None, None, None, None
+
+
+biprec_conv2d_nodes.register_autograd(_conv_backward, setup_context=_conv_setup)
+
+
+@torch.library.custom_op("lpdt::biprec_conv2d", mutates_args=())
+def biprec_conv2d(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    grad_bits: int,
+    seed: torch.Tensor,
+    salt: int,
+) -> torch.Tensor:
+    """One node's bifurcated convolution under vmap (its rule calls ``biprec_conv2d_nodes``)."""
+    _outside_vmap("biprec_conv2d")
+    return x
+
+
+@biprec_conv2d.register_fake
+def _biprec_conv2d_fake(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    grad_bits: int,
+    seed: torch.Tensor,
+    salt: int,
+) -> Any:
+    return F.conv2d(x, w, bias, stride, padding, dilation, groups)
+
+
+def _biprec_conv2d_vmap(
+    info: Any,
+    in_dims: tuple[Any, ...],
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    groups: int,
+    grad_bits: int,
+    seed: torch.Tensor,
+    salt: int,
+) -> tuple[torch.Tensor, int]:
+    n = info.batch_size
+    b = None if bias is None else _stacked(bias, in_dims[2], n)
+    out = biprec_conv2d_nodes(
+        _stacked(x, in_dims[0], n),
+        _stacked(w, in_dims[1], n),
+        b,
+        stride,
+        padding,
+        dilation,
+        groups,
+        grad_bits,
+        _stacked(seed, in_dims[8], n),
+        salt,
+    )
+    return out, 0
+
+
+biprec_conv2d.register_vmap(_biprec_conv2d_vmap)
+
+
+# -- the linear layer with gradient bifurcation -------------------------------------------------
+
+
+@torch.library.custom_op("lpdt::biprec_linear_nodes", mutates_args=())
+def biprec_linear_nodes(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    grad_bits: int,
+    seeds: torch.Tensor,
+    salt: int,
+) -> torch.Tensor:
+    """Each node's linear layer (``nodes.linear_nodes``); the backward bifurcates."""
+    return linear_nodes(x, w, bias)
+
+
+@biprec_linear_nodes.register_fake
+def _biprec_linear_nodes_fake(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    grad_bits: int,
+    seeds: torch.Tensor,
+    salt: int,
+) -> Any:
+    return linear_nodes(x, w, bias)
+
+
+def _linear_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    x, w, bias, ctx.grad_bits, seeds, ctx.salt = inputs
+    ctx.save_for_backward(x, w, seeds)
+    ctx.has_bias = bias is not None
+
+
+def _linear_backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+    x, w, seeds = ctx.saved_tensors
+    needs = (
+        ctx.needs_input_grad[0],
+        ctx.needs_input_grad[1],
+        ctx.has_bias and ctx.needs_input_grad[2],
+    )
+    gx, gw, gb = linear_nodes_backward(x, w, g, needs, ctx.grad_bits, seeds, ctx.salt)
+    return gx, gw, gb, None, None, None
+
+
+biprec_linear_nodes.register_autograd(_linear_backward, setup_context=_linear_setup)
+
+
+@torch.library.custom_op("lpdt::biprec_linear", mutates_args=())
+def biprec_linear(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    grad_bits: int,
+    seed: torch.Tensor,
+    salt: int,
+) -> torch.Tensor:
+    """One node's bifurcated linear layer under vmap (its rule calls ``biprec_linear_nodes``)."""
+    _outside_vmap("biprec_linear")
+    return x
+
+
+@biprec_linear.register_fake
+def _biprec_linear_fake(
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    grad_bits: int,
+    seed: torch.Tensor,
+    salt: int,
+) -> Any:
+    return F.linear(x, w, bias)
+
+
+def _biprec_linear_vmap(
+    info: Any,
+    in_dims: tuple[Any, ...],
+    x: torch.Tensor,
+    w: torch.Tensor,
+    bias: torch.Tensor | None,
+    grad_bits: int,
+    seed: torch.Tensor,
+    salt: int,
+) -> tuple[torch.Tensor, int]:
+    n = info.batch_size
+    b = None if bias is None else _stacked(bias, in_dims[2], n)
+    out = biprec_linear_nodes(
+        _stacked(x, in_dims[0], n),
+        _stacked(w, in_dims[1], n),
+        b,
+        grad_bits,
+        _stacked(seed, in_dims[4], n),
+        salt,
+    )
+    return out, 0
+
+
+biprec_linear.register_vmap(_biprec_linear_vmap)

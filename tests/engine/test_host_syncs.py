@@ -1,0 +1,83 @@
+"""No host synchronisation inside a training step on a GPU's path (``lpdt.engine.opcount``).
+
+A read of a tensor's value on the host (``.item()``, ``int(t)``, a Python branch on a tensor)
+makes a GPU's host wait for everything queued before it. On the CPU the same reads are counted
+as ``aten._local_scalar_dense`` with the CPU-only fast paths switched off
+(``LPDT_QUANT_KERNEL=0``: the 8-bit quantisers then run the tensor operations a GPU runs, and
+the noise seed is not read on the host): zero per step, fp32 and 8-bit (the paper's recipe),
+node by node and batched, eager and compiled.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lpdt.decentral.streams import NodeStreams
+from lpdt.engine.batched import BatchedSteps
+from lpdt.engine.opcount import OpCounter, count_ops
+from lpdt.engine.steps import Steps
+from lpdt.layers.quant import kernel
+from tests.engine.test_batched import NODES, _data, _pair
+
+
+@pytest.fixture
+def gpu_path(monkeypatch):
+    """The quantisers' tensor path, as on a GPU (no C++ kernel, no seed read on the host)."""
+    monkeypatch.setenv(kernel.ENV, "0")
+
+
+def _node_step(steps: Steps, state, x, y) -> None:
+    streams = NodeStreams(7, list(range(NODES)), torch.device("cpu"))
+    for k, model in enumerate(state.models):
+        with streams.node(k):
+            steps.train_step(model, x[k], y[k])
+
+
+def _batched_step(steps: BatchedSteps, x, y) -> None:
+    steps.train_step(
+        x, y, steps.seeds(NodeStreams(7, list(range(NODES)), torch.device("cpu")).node)
+    )
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+@pytest.mark.parametrize("batched", [False, True], ids=["node-by-node", "batched"])
+@pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])
+def test_a_training_step_reads_nothing_on_the_host(gpu_path, precision, batched, compile):
+    if compile and not batched and precision == "int8":
+        pytest.skip("covered by the batched case and tests/engine/test_steps.py (a 60 s compile)")
+    _, state = _pair(precision, deterministic=False)  # int8: stochastic rounding, 8-bit gradients
+    x, y = _data()
+    if batched:
+        steps = BatchedSteps(state, compile=compile, log=lambda m: None)
+        _batched_step(steps, x, y)  # the first call compiles (reads shapes, not values)
+        assert steps.compiled == compile
+        _, counted = count_ops(_batched_step, steps, x, y)
+    else:
+        node_steps = Steps(state.models[0], compile=compile, log=lambda m: None)
+        _node_step(node_steps, state, x, y)
+        _, counted = count_ops(_node_step, node_steps, state, x, y)
+    assert counted.total > 0  # the counter saw the step
+    assert counted.host_syncs == 0, counted.counts
+
+
+def test_the_counter_sees_a_host_read():
+    """It can fail: ``.item()`` and a Python branch on a tensor each count one."""
+    t = torch.ones(3)
+    with OpCounter() as counted:
+        t.sum().item()
+        if t.sum() > 0:
+            pass
+    assert counted.host_syncs == 2
+
+
+def test_the_cpu_fast_path_reads_the_seed_on_the_host(monkeypatch):
+    """What ``LPDT_QUANT_KERNEL=0`` switches off: eagerly on the CPU the 8-bit step reads its
+    noise seed on the host (free there), so the count above is of the GPU's path."""
+    if kernel.unavailable() is not None:
+        pytest.skip(f"the quantiser kernel is not available here: {kernel.unavailable()}")
+    _, state = _pair("int8", deterministic=False)
+    x, y = _data()
+    steps = Steps(state.models[0], log=lambda m: None)
+    _, counted = count_ops(_node_step, steps, state, x, y)
+    assert counted.host_syncs > 0
