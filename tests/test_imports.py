@@ -160,11 +160,17 @@ def test_the_engine_imports_one_way():
 
 
 def test_the_tracking_layers_import_one_way():
-    """lpdt.tracking: cli -> runs -> store, nothing upwards; the package re-exports them all."""
+    """lpdt.tracking: cli -> runs -> names, store, nothing upwards; the package re-exports them
+    all."""
     import lpdt.tracking
 
     graph = _graph()
-    order = ["lpdt.tracking.cli", "lpdt.tracking.runs", "lpdt.tracking.store"]
+    order = [
+        "lpdt.tracking.cli",
+        "lpdt.tracking.runs",
+        "lpdt.tracking.names",
+        "lpdt.tracking.store",
+    ]
     for i, m in enumerate(order):
         above = set(order[:i]) | {"lpdt.tracking"}
         assert not graph[m] & above, f"{m} imports {sorted(graph[m] & above)}"

@@ -14,6 +14,8 @@ from lpdt import record, tracking
 from tests.fake_records import fake_record
 from tests.tracking.conftest import write_run
 
+REPO = Path(__file__).resolve().parents[2]
+
 # The run-name column shows about this many characters at its default width (the issue saw
 # "resnet8 ring4 choco den…").
 VISIBLE = 23
@@ -70,6 +72,45 @@ def test_curves_come_before_the_one_value_summaries(store, tmp_path):
     )
 
 
+def _steps(store: str, mid: str) -> dict[str, list[int]]:
+    """Each logged key of a run and the steps of its points, in order."""
+    c = tracking.open_client(store)
+    return {
+        k: sorted(m.step for m in c.get_metric_history(mid, k)) for k in c.get_run(mid).data.metrics
+    }
+
+
+def test_metric_keys_and_steps_chart_no_value_twice(store, tmp_path):
+    """Issue 53 item 3: the one-value charts are the summaries users sort and filter by, each
+    once, at the step after the last epoch; everything else is a series of two points at least
+    (step = epoch, a curve of evaluations ending at the final one); one CPU share."""
+    end = _evaluated_at_the_end_only(fake_record("r8", 61.0, epochs=5))  # a claim run
+    end.write(tmp_path / "end")
+    every = write_run(tmp_path / "every", "r9", {}, epochs=3)  # a Figure 1 run
+    for d, epochs in ((tmp_path / "end", 5), (every, 3)):
+        steps = _steps(store, tracking.log_run(d, store, "lpdt"))
+        dots = {k for k, s in steps.items() if len(s) == 1}
+        assert dots == set(tracking.SUMMARY_METRICS), sorted(dots ^ set(tracking.SUMMARY_METRICS))
+        assert all(steps[k] == [epochs] for k in dots)
+        for k, s in steps.items():
+            if k in dots:
+                continue
+            assert k.startswith(("epoch/", "system/")), k
+            assert s == sorted(set(s)) and s[0] == 0 and s[-1] <= epochs, (k, s)
+            assert len(s) >= tracking.SERIES_POINTS, (k, s)
+        assert [k for k in steps if "cpu_share" in k] == ["system/cpu_share"]
+        assert "final.train_loss" not in steps  # the last point of epoch/train_loss
+    # the claim run: its accuracy is the summary's only (it was evaluated once), and a curve of
+    # every epoch's loss; the Figure 1 run: accuracy curves ending at the final evaluation
+    assert "epoch/acc_node_mean" not in _steps(store, tracking.find_run(store, "lpdt", "r8"))
+    assert _steps(store, tracking.find_run(store, "lpdt", "r9"))["epoch/acc_node_mean"] == [
+        0,
+        1,
+        2,
+        3,
+    ]
+
+
 def test_system_metrics_are_logged_per_epoch_under_system(store, tmp_path):
     d = write_run(tmp_path / "run", "r2", {}, epochs=3)
     mid = tracking.log_run(d, store, "lpdt")
@@ -89,7 +130,8 @@ def test_system_metrics_are_logged_per_epoch_under_system(store, tmp_path):
         "system/threads",
         "system/images_per_s",
     }
-    assert c.get_run(mid).data.metrics["system.cpu_share"] == rec.system.cpu_share  # summary
+    # the run's own CPU share (over the whole process) stays in metrics.json: one CPU share
+    assert "system.cpu_share" not in keys and rec.system.cpu_share is not None
 
 
 def _evaluated_at_the_end_only(rec: record.RunRecord) -> record.RunRecord:
@@ -99,13 +141,14 @@ def _evaluated_at_the_end_only(rec: record.RunRecord) -> record.RunRecord:
     return dataclasses.replace(rec, history=tuple(rows))
 
 
-def test_every_run_has_its_evaluations_as_an_accuracy_curve(store, tmp_path):
+def test_every_run_has_its_final_accuracy_and_its_evaluations_as_a_curve(store, tmp_path):
     c = tracking.open_client(store)
-    # a claim run: evaluated after the final gossip rounds only
+    # a claim run: evaluated after the final gossip rounds only: one value, the summary's
     end = _evaluated_at_the_end_only(fake_record("r3", 61.0, epochs=5))
     end.write(tmp_path / "end")
     mid = tracking.log_run(tmp_path / "end", store, "lpdt")
-    (point,) = c.get_metric_history(mid, "epoch/acc_avg_model")
+    assert c.get_metric_history(mid, "epoch/acc_avg_model") == []
+    (point,) = c.get_metric_history(mid, "final.acc_avg_model")
     assert (point.step, point.value) == (5, end.final.acc_avg_model)
     # a Figure 1 run: every evaluated epoch, then the final evaluation after the last epoch
     every = write_run(tmp_path / "every", "r4", {}, epochs=3)
@@ -152,9 +195,51 @@ def test_names_tell_the_runs_of_a_study_apart_where_the_table_cuts_them():
             _name(partition={"kind": "dirichlet", "alpha": 0.1}),
             _name(partition={"kind": "dirichlet", "alpha": 1.0}),
         ),
+        "compressions": (
+            _name(algorithm={"name": "choco", "compression": {"name": "topk", "ratio": 0.9}}),
+            _name(algorithm={"name": "choco", "compression": {"name": "none", "ratio": 0.0}}),
+        ),
+        "algorithms": (
+            _name(algorithm={"name": "choco", "compression": {"name": "topk", "ratio": 0.99}}),
+            _name(
+                algorithm={"name": "deepsqueeze", "compression": {"name": "topk", "ratio": 0.99}}
+            ),
+        ),
     }
     for what, (a, b) in pairs.items():
         assert a != b and a[:VISIBLE] != b[:VISIBLE], (what, a, b)
+
+
+def test_the_quick_scales_names_all_differ_where_the_table_cuts_them():
+    """Issue 53 item 4: the 89 runs of the quick scale have 89 different first 22 characters
+    (the issue counted 50 with the earlier names)."""
+    from lpdt import grid
+
+    spec = grid.load(REPO / "config" / "studies.yaml", REPO / "config" / "scales" / "quick.yaml")
+    runs = grid.expand(spec)
+    names = []
+    for rid, run in runs.items():
+        rec = fake_record(rid, config=run.config)
+        used = dataclasses.replace(rec.dataset, name=run.config["data"]["dataset"])
+        names.append(tracking.run_name(dataclasses.replace(rec, dataset=used)))
+    assert len(runs) == 89 and len(set(names)) == 89
+    seen: dict[str, str] = {}
+    for n in names:
+        assert n[:22] not in seen, (n, seen.get(n[:22]))
+        seen[n[:22]] = n
+
+
+def test_names_read_the_paper_words():
+    fp = tracking.run_name(fake_record(config={"partition": {"skew": 0.9}, "seed": 1235}))
+    assert fp.startswith("fp sk0.9 s1235 ") and " evonorm " in fp
+    lp = _name(partition__skew=0.9)
+    assert lp.startswith("lp sk0.9 s1234 top99 deepsqueeze rn54 rangeen ring16 ")
+    bn = tracking.run_name(fake_record(config={"model": {"norm": "batchnorm"}, "seed": 1}))
+    assert bn.startswith("fp-bn ") and " batchnorm " in bn  # not the paper's fp32 norm
+    single = tracking.run_name(
+        fake_record(config={"topology": {"name": "directed_ring", "nodes": 1}, "seed": 3})
+    )
+    assert single.startswith("fp s3 ") and single.endswith(" evonorm 1node")
 
 
 def test_figure1_runs_differ_where_visible_and_the_8bit_one_says_rangeen_and_its_seed():
@@ -169,6 +254,13 @@ def test_figure1_runs_differ_where_visible_and_the_8bit_one_says_rangeen_and_its
     assert "rangeen" in lp.split() and "s1234" in lp.split()
     visible = {n[:VISIBLE] for n in [*names, lp]}
     assert len(visible) == 5, [*names, lp]
+
+
+def test_tags_say_what_does_not_apply_in_words():
+    """Issue 53 item 4: no tag value reads like missing data where nothing is missing."""
+    fp = tracking.run_tags(fake_record(config={"seed": 1}))
+    assert fp["recipe_version"] == "none for fp32"
+    assert tracking.NO_CLAIM == "no claim reads it"
 
 
 def test_the_report_run_stays_out_of_the_training_runs(store, tmp_path):

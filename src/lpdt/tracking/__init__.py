@@ -1,11 +1,13 @@
 """Run records in MLflow, for browsing and comparing runs (``lpdt ui``).
 
-The run record (``lpdt.record``) stays the source of truth; MLflow is a view of it. Three
-layers, each importing only those before it:
+The run record (``lpdt.record``) stays the source of truth; MLflow is a view of it. Four
+layers, each importing only those before it (store, names, runs, cli), and the app:
 
 - ``lpdt.tracking.store``: the store itself: opening a SQLite store from many processes at once
   (``store_lock``, ``with_retry``), experiments (``init_store``), where artifacts go
   (``local_artifact_dir``), ``TrackingError``;
+- ``lpdt.tracking.names``: what a run is called and described as (``run_name``, ``cell_name``,
+  ``recipe_version``, ``run_note``);
 - ``lpdt.tracking.runs``: what lpdt logs: one finished run from its record (``log_run``: name,
   params, metrics, dataset, tags, description, files), the report of a scale in an experiment
   of its own (``log_report``, ``report_experiment``),
@@ -15,7 +17,7 @@ layers, each importing only those before it:
 - ``lpdt.tracking.webapp``: the MLflow app ``lpdt ui`` serves (MLflow's, its pages in the Model
   training view), an MLflow app plugin.
 
-The public names of the three are importable from ``lpdt.tracking`` itself.
+The public names of the four layers are importable from ``lpdt.tracking`` itself.
 """
 
 import os
@@ -33,6 +35,18 @@ from lpdt.tracking.cli import (  # noqa: E402
     ui_env,
     ui_url,
 )
+from lpdt.tracking.names import (  # noqa: E402
+    NO_CLAIM,
+    NO_RECIPE,
+    NORM_TOKENS,
+    PRECISION_TOKENS,
+    UNKNOWN,
+    cell_name,
+    recipe_tag,
+    recipe_version,
+    run_name,
+    run_note,
+)
 from lpdt.tracking.runs import (  # noqa: E402
     CELL_TAG,
     COMPLETE_TAG,
@@ -44,18 +58,16 @@ from lpdt.tracking.runs import (  # noqa: E402
     REPORT_TAG,
     RUN_FILES,
     RUN_ID_TAG,
+    SERIES_POINTS,
+    SUMMARY_METRICS,
     SYSTEM_FIELDS,
     SYSTEM_PREFIX,
-    cell_name,
     find_run,
     flatten,
     log_report,
     log_run,
     read_record,
-    recipe_version,
     report_experiment,
-    run_name,
-    run_note,
     run_params,
     run_tags,
     series_key,
@@ -88,19 +100,26 @@ __all__ = [
     "DEFAULT_EXPERIMENT",
     "DEFAULT_URI",
     "EPOCH_PREFIX",
-    "FINAL_EVAL_FIELDS",
     "EXPERIMENT_KIND",
     "EXPERIMENT_KIND_TAG",
+    "FINAL_EVAL_FIELDS",
     "LOCK_TIMEOUT_S",
     "METRICS_LAYOUT",
     "METRICS_LAYOUT_TAG",
+    "NORM_TOKENS",
     "NOTE_TAG",
+    "NO_CLAIM",
+    "NO_RECIPE",
+    "PRECISION_TOKENS",
     "REPORT_TAG",
     "RUN_FILES",
     "RUN_ID_TAG",
+    "SERIES_POINTS",
+    "SUMMARY_METRICS",
     "SYSTEM_FIELDS",
     "SYSTEM_PREFIX",
     "TrackingError",
+    "UNKNOWN",
     "WORKFLOW_PARAM",
     "add_arguments",
     "app_registered",
@@ -117,6 +136,7 @@ __all__ = [
     "open_client",
     "open_experiment",
     "read_record",
+    "recipe_tag",
     "recipe_version",
     "report_experiment",
     "run",

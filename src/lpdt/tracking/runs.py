@@ -3,24 +3,27 @@
 The run record (``lpdt.record``: ``metrics.json`` and ``history.csv``) stays the source of
 truth; MLflow is a view of it, and everything logged is derived from the record:
 
-- the run's name from its grid coordinates, those that vary within the studies first
-  (``run_name``: ``int8 skew0.8 s1235 top99 choco resnet20 rangeen ring8 cifar10``), its start
-  and end times from the training times in its provenance, its status from the record's status;
+- the run's name from its grid coordinates, short, what tells the runs of the studies apart
+  first (``run_name``: ``lp sk0.8 s1235 top99 choco rn20 rangeen ring8 cifar10``;
+  ``lpdt.tracking.names``), its start and end times from the training times in its provenance,
+  its status from the record's status;
 - the config without its ``tracking`` section as params (``run_params``); each history row as
   step metrics stamped with the wall-clock time the row was written (``RunRecord.row_times``):
-  the curves under ``epoch/`` (the final evaluation as their last point), the host's CPU share,
-  memory, threads and images/s under ``system/`` (the run page's "System metrics" tab); the
-  final metrics, communication, timing and system summary as one-value metrics at the last
-  step under the record's names (``final.acc_node_mean``), charted after the curves
-  (``series_key``, ``EPOCH_PREFIX``);
+  the curves under ``epoch/`` (a curve of evaluations ends at the final one), the host's CPU
+  share, memory, threads and images/s under ``system/`` (the run page's "System metrics" tab),
+  each with two points at least (``SERIES_POINTS``); the summaries users sort and filter by
+  (``SUMMARY_METRICS``: the final evaluation, GB per node, wall time) as one-value metrics at
+  the last step under the record's names (``final.acc_node_mean``), charted after the curves
+  (``series_key``, ``EPOCH_PREFIX``), the rest of the summary in ``metrics.json`` only;
 - the dataset (name, source, stand-in) as an MLflow dataset input;
 - tags: the lpdt run id, dataset, model, status, the provenance captured at training time (git
   commit and dirty flag, host, lpdt version, device) and the host's CPU model and cores from the
   record's system metrics, never the state of the machine that logs, so logging a run again
   (``mlflow_sync``) does not change them; ``cell`` (``cell_name``: the coordinates without the
   seed, and the 8-bit recipe version, so that the UI's "Group by" aggregates a cell's seeds and
-  only those) and ``recipe_version`` (``recipe_version``); from the workflow the studies and the
-  claims that read the run (``sync_manifest``);
+  only those) and ``recipe_version`` (``recipe_tag``: ``none for fp32`` where no recipe
+  applies); from the workflow the studies and the claims that read the run (``sync_manifest``:
+  ``no claim reads it`` where none does);
 - the run's description (``mlflow.note.content``, ``run_note``): one paragraph saying what was
   trained on which data standing in for which, who reads it, its final accuracy, its files;
 - ``metrics.json``, ``history.csv`` and ``config.yaml`` as artifacts.
@@ -46,9 +49,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lpdt import record
-from lpdt.config import PAPER_NORMS
-from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS, TOPOLOGIES
 from lpdt.record import RecordError, RunRecord
+from lpdt.tracking.names import NO_CLAIM, cell_name, recipe_tag, run_name, run_note
 from lpdt.tracking.store import (
     DEFAULT_EXPERIMENT,
     DEFAULT_URI,
@@ -125,183 +127,6 @@ def read_record(run_dir: str | Path) -> RunRecord:
         raise TrackingError(str(e)) from None
 
 
-def _compression_token(comp: dict[str, Any]) -> str:
-    """``dense``, ``top99``, ``random90``; 8-bit messages ``dense-msg8``, ``top90-msg8``: the
-    registered compressor's token (``lpdt.decentral.catalog``). A name this process does not
-    know (a plugin registered only where the run trained) is used as it is, with its ratio."""
-    name, ratio = comp["name"], comp["ratio"]
-    spec = COMPRESSORS.find(name)
-    if spec is None:
-        return f"{name}{round(100 * ratio, 4):g}" if ratio else str(name)
-    return spec.token_of(ratio)
-
-
-def run_name(rec: RunRecord, with_seed: bool = True) -> str:
-    """A run's name from its grid coordinates, what varies within the studies first, e.g.
-    ``int8 skew0.8 s1235 top99 choco resnet20 rangeen ring8 cifar10``: precision, data skew
-    (or Dirichlet ``dir0.1``), seed (``s1235``; left out when not ``with_seed``), compression
-    (``_compression_token``), algorithm (``+qgm``), model, normalisation, topology and nodes,
-    dataset used.
-
-    The UI's run-name column shows about 23 characters, so the coordinates that tell the runs
-    of a study apart (precision, skew, seed: the tables' columns and the seeds of a cell) come
-    first. The normalisation is always named: after the model where it is the paper's for the
-    precision (EvoNorm-S0 for fp32, Range-EvoNorm for int8), else right after the precision,
-    where Figure 1's variants differ (``fp32 batchnorm skew0.8 ...``). A single-node run has no
-    gossip: its name leaves out the skew, compression, algorithm and topology (``fp32 s1234
-    resnet20 evonorm 1node cifar10``)."""
-    c = rec.config
-    model, topo, part = c["model"], c["topology"], c["partition"]
-    precision, norm = c["precision"]["mode"], model["norm"]
-    paper_norm = norm == PAPER_NORMS.get(precision)  # another norm is named
-    parts = [precision] if paper_norm else [precision, norm]
-    single = topo["nodes"] == 1
-    if not single:
-        dirichlet = part["kind"] == "dirichlet"
-        parts.append(f"dir{part['alpha']:g}" if dirichlet else f"skew{part['skew']:g}")
-    if with_seed:
-        parts.append(f"s{c['seed']}")
-    if not single:
-        parts.append(_compression_token(c["algorithm"]["compression"]))
-        parts.append(c["algorithm"]["name"] + ("+qgm" if c["optim"]["qgm"] else ""))
-    parts += [model["name"], norm] if paper_norm else [model["name"]]
-    graph = TOPOLOGIES.find(topo["name"])
-    topology = f"{graph.short if graph else topo['name']}{topo['nodes']}"  # directed ring: "ring8"
-    parts += ["1node" if single else topology, rec.dataset.name]
-    return " ".join(parts)
-
-
-def _config_hash(tree: dict[str, Any]) -> str:
-    """``RunConfig.run_id``'s hash of a result tree (``lpdt.config``; a test checks they agree)."""
-    return hashlib.sha1(json.dumps(tree, sort_keys=True, default=str).encode()).hexdigest()[:12]
-
-
-def recipe_version(rec: RunRecord) -> int | None:
-    """The recipe version of the record's precision (``lpdt.config.RECIPE_VERSIONS``) that
-    trained it, read back from its run id: the record keeps the config but not the recipe, and
-    ``RunConfig.run_id`` hashes the config with the recipe version of its day (version 1: before
-    the precision had an entry, hashed without one). None for a precision without recipe
-    versions (fp32), and for a run id that no version reproduces (a record whose config this
-    lpdt hashes differently)."""
-    from lpdt.config import RECIPE_VERSIONS, result_dict
-
-    current = RECIPE_VERSIONS.get(str(rec.config["precision"]["mode"]))
-    if current is None:
-        return None
-    tree = result_dict(rec.config)
-    if _config_hash(tree) == rec.run_id:
-        return 1
-    for version in range(current, 1, -1):
-        if _config_hash({**tree, "recipe_version": version}) == rec.run_id:
-            return version
-    return None
-
-
-def _recipe_tag(rec: RunRecord) -> str:
-    """``recipe_version``'s tag: the version, "none" for a precision without recipe versions,
-    "unknown" where the run id does not tell it."""
-    from lpdt.config import RECIPE_VERSIONS
-
-    if str(rec.config["precision"]["mode"]) not in RECIPE_VERSIONS:
-        return "none"
-    return _tag(recipe_version(rec))
-
-
-def cell_name(rec: RunRecord) -> str:
-    """The run's cell: its name without the seed (``run_name``) and ``#`` six hex digits of its
-    result-affecting config without ``seed`` and ``partition.seed``, and, for a precision with
-    recipe versions (8-bit), of the recipe version that trained it (``recipe_version``), so that
-    runs differing in a setting the name leaves out (epochs, learning rate, the 8-bit recipe,
-    ...) are not one cell. The runs of one cell differ in their seed only. A precision without
-    recipe versions (fp32) hashes as before recipe versions existed."""
-    from lpdt.config import RECIPE_VERSIONS, result_dict
-
-    tree = result_dict(rec.config)
-    tree.pop("seed", None)
-    if isinstance(tree.get("partition"), dict):
-        tree["partition"].pop("seed", None)
-    if str(rec.config["precision"]["mode"]) in RECIPE_VERSIONS:
-        tree["recipe_version"] = _recipe_tag(rec)  # "unknown": one cell of the unknown recipe
-    digest = hashlib.sha1(json.dumps(tree, sort_keys=True).encode()).hexdigest()[:6]
-    return f"{run_name(rec, with_seed=False)} #{digest}"
-
-
-def _list(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def run_note(
-    rec: RunRecord, run_dir: str | Path | None = None, studies: str = "", claims: str = ""
-) -> str:
-    """The run's description (MLflow note): one paragraph saying what was trained (model,
-    precision, nodes, topology, algorithm, compression, data split, epochs, seed), on which data
-    standing in for which, which studies and claims read it (``studies``, ``claims``: the
-    comma-separated tags), its final accuracy, and where its files are."""
-    c = rec.config
-    topo, part, comp = c["topology"], c["partition"], c["algorithm"]["compression"]
-    precision = "8-bit" if c["precision"]["mode"] == "int8" else c["precision"]["mode"]
-    # The registered words (lpdt.decentral.catalog); a name this process does not know (a
-    # plugin registered only where the run trained) as it is.
-    algorithm = ALGORITHMS.find(c["algorithm"]["name"])
-    algo = algorithm.title if algorithm else c["algorithm"]["name"]
-    if c["optim"]["qgm"]:
-        algo += " with quasi-global momentum"
-    compressor = COMPRESSORS.find(comp["name"])
-    sent = f"{compressor.label if compressor else comp['name']} messages"
-    if comp["ratio"]:  # only a sparsifier drops entries (the config refuses a ratio otherwise)
-        sent += f", dropping {100 * comp['ratio']:g} % of each"
-    split = (
-        f"Dirichlet alpha {part['alpha']:g}"
-        if part["kind"] == "dirichlet"
-        else f"skew {part['skew']:g}"
-    )
-    d = rec.dataset
-    data = f"{d.name} ({d.train_samples:,} training and {d.test_samples:,} test samples"
-    data += f", {d.num_classes} classes)"
-    subset = c.get("data", {}).get("train_subset")
-    unused = subset - d.train_samples if isinstance(subset, int) else 0
-    if 0 < unused < 2 * topo["nodes"]:  # at most one sample per node from each of its two pools
-        data += (
-            f" (of the {subset:,} that data.train_subset keeps, {unused:,} unused: the "
-            "partitioner truncates each node's share to whole samples, as the reference code does)"
-        )
-    if d.stand_in:
-        data += f" standing in for {d.stand_in_for or 'the paper dataset'}"
-    epochs = c["train"]["epochs"]
-    graph = TOPOLOGIES.find(topo["name"])
-    text = (
-        f"{rec.model.name} ({rec.model.params:,} parameters, {precision}) trained with {algo}"
-        f" on {topo['nodes']} nodes in a {graph.words if graph else topo['name']}, "
-        f"{sent}, for {epochs} epochs (seed {c['seed']}), on {data}, split over the nodes "
-        f"with {split}, by the {rec.engine} engine."
-    )
-    study_list = [x for x in studies.split(",") if x]
-    claim_list = [x for x in claims.split(",") if x and x != "none"]
-    if study_list:
-        text += f" It is a run of the {'study' if len(study_list) == 1 else 'studies'} "
-        text += _list(study_list)
-        text += (
-            f"; the claims {_list(claim_list)} read it."
-            if claim_list
-            else "; no claim of the paper reads it."
-        )
-    if rec.final is not None:
-        f = rec.final
-        text += (
-            f" Final accuracy (mean over nodes after the final gossip rounds): "
-            f"{f.acc_node_mean:.2f} % (nodes {f.acc_node_min:.2f} to {f.acc_node_max:.2f} %,"
-            f" average model {f.acc_avg_model:.2f} %)."
-        )
-    else:
-        text += f" It diverged after {rec.epochs_completed} of {epochs} epochs: no final accuracy."
-    if run_dir is not None:
-        text += (
-            f" Its files are in {Path(run_dir).resolve()} (metrics.json, the run record; "
-            "history.csv; config.yaml), copied to this run's artifacts."
-        )
-    return text
-
-
 def _tag(v: Any) -> str:
     if v is None:
         return "unknown"
@@ -312,7 +137,7 @@ def run_tags(
     rec: RunRecord, tags: dict[str, Any] | None = None, run_dir: str | Path | None = None
 ) -> dict[str, str]:
     """The tags of an MLflow run: lpdt run id, cell (``cell_name``), the precision's recipe
-    version (``recipe_version``; "none" for fp32, "unknown" where the run id does not tell it), dataset (and whether it is a
+    version (``recipe_tag``; "none for fp32", "unknown" where the run id does not tell it), dataset (and whether it is a
     stand-in), model, status, the provenance recorded at training time (git commit and dirty
     flag, host, lpdt version, device; "unknown" where the record has none), the host's CPU model
     and logical cores (system metrics; "unknown" in a record without them), plus the caller's
@@ -323,7 +148,7 @@ def run_tags(
     out = {
         RUN_ID_TAG: rec.run_id,
         CELL_TAG: cell_name(rec),
-        "recipe_version": _recipe_tag(rec),
+        "recipe_version": recipe_tag(rec),
         "dataset": rec.dataset.name,
         "stand_in": _tag(rec.dataset.stand_in),
         "stand_in_for": rec.dataset.stand_in_for or "",
@@ -359,8 +184,24 @@ SYSTEM_PREFIX = "system/"
 # metadata): under system/.
 SYSTEM_FIELDS = record.SYSTEM_FIELDS
 # The evaluation of the final row (after the final gossip rounds), logged as the last point of
-# the accuracy curves: runs that evaluate only at the end still have them.
+# the curves of the evaluations made during training (Figure 1's runs evaluate every epoch).
 FINAL_EVAL_FIELDS = record.EVALUATION_FIELDS
+# A series needs this many points: a column with fewer (a run evaluated on the whole test split
+# only at its end: one point, the final evaluation) is no curve, and the one value is the
+# summary's (``final.*``), so that no number is charted twice as a dot.
+SERIES_POINTS = 2
+# The one-value summaries logged as metrics, what users sort and filter the runs table by: the
+# final evaluation (the paper's number, its spread over the nodes, the average model, the
+# consensus distance), the GB each node sent, the run's wall time. MLflow charts every metric,
+# one dot each, so the rest of the record's summary (model size, the other communication and
+# timing counts, the host's CPU share, memory and threads over the run, which the system/
+# series show per epoch) is left to metrics.json, an artifact of the run; its final training
+# loss is the last point of epoch/train_loss.
+SUMMARY_METRICS = (
+    *(f"final.{f}" for f in FINAL_EVAL_FIELDS if f in record.FINAL_FIELDS),
+    "communication.gb_per_node",
+    "time.total_s",
+)
 # The layout of the logged metrics; a run logged with another one gets the current series added
 # when it is logged again (``log_run``; MLflow cannot delete a metric, so old keys stay).
 METRICS_LAYOUT = "2"
@@ -375,12 +216,12 @@ def series_key(field: str) -> str:
 def _series_metrics(rec: RunRecord) -> list[Any]:
     """Per-epoch metrics (``series_key``) at step = epoch, stamped with the time each row was
     written; the final evaluation (``FINAL_EVAL_FIELDS``, after the final gossip rounds) at the
-    step after the last epoch (the summary's step), stamped with the time of the final row: the
-    accuracy curve of a run ends at its final accuracy, and a run evaluated only at the end has
-    that one point."""
+    step after the last epoch (the summary's step), stamped with the time of the final row, so
+    that a curve of evaluations ends at the final accuracy. A column with fewer than
+    ``SERIES_POINTS`` points is left out (its one value, if an evaluation, is the summary's)."""
     from mlflow.entities import Metric
 
-    out: list[Metric] = []
+    series: dict[str, list[Metric]] = {}
     last_epoch = 0
     for row, when in zip(rec.history, rec.row_times(), strict=True):
         values = row.to_dict()
@@ -393,30 +234,28 @@ def _series_metrics(rec: RunRecord) -> list[Any]:
         for k in fields:
             x = _finite(values.get(k))
             if x is not None:
-                out.append(Metric(series_key(k), x, _ms(when), step))
-    return out
+                key = series_key(k)
+                series.setdefault(key, []).append(Metric(key, x, _ms(when), step))
+    return [m for points in series.values() if len(points) >= SERIES_POINTS for m in points]
 
 
 def _summary_metrics(rec: RunRecord) -> list[Any]:
-    """The summary (final metrics, communication, timing, sizes, system), one value each under
-    the record's names (``final.acc_node_mean``), at the step after the last epoch, stamped with
-    the finish time."""
+    """The summary's ``SUMMARY_METRICS``, one value each under the record's names
+    (``final.acc_node_mean``), at the step after the last epoch, stamped with the finish time
+    (a diverged run has no final evaluation: its GB and time only)."""
     from mlflow.entities import Metric
 
     epochs = [row.epoch for row in rec.history if isinstance(row.epoch, int)]
     last_step = max(epochs) + 1 if epochs else 0
-    summary: dict[str, Any] = {
-        "epochs_completed": rec.epochs_completed,
-        "iters_per_epoch": rec.iters_per_epoch,
-    }
-    for section in ("final", "communication", "time", "model", "system"):
+    summary: dict[str, Any] = {}
+    for section in ("final", "communication", "time"):
         obj = getattr(rec, section)
         if obj is not None:
             summary.update({f"{section}.{k}": v for k, v in dataclasses.asdict(obj).items()})
     finished = _time_ms(rec.provenance.finished or rec.provenance.started)
     out: list[Metric] = []
-    for k, v in summary.items():
-        x = _finite(v)
+    for k in SUMMARY_METRICS:
+        x = _finite(summary.get(k))
         if x is not None:
             out.append(Metric(k, x, finished, last_step))
     return out
@@ -588,7 +427,8 @@ def sync_manifest(
 ) -> dict[str, str]:
     """Log every run of a workflow manifest (``results/manifest.json``) that is not logged yet and
     refresh the ``studies`` and ``claims`` tags of the others (``claims``: the paper's accuracy
-    claims that read the run, ``lpdt.report.readers``, "none" if no claim does); returns
+    claims that read the run, ``lpdt.report.readers``; ``NO_CLAIM``, "no claim reads it", if
+    none does); returns
     {lpdt run id: MLflow run id}."""
     from lpdt.report.aggregate import aggregate
     from lpdt.report.readers import claims_by_run
@@ -608,7 +448,7 @@ def sync_manifest(
         t = {
             "studies": ",".join(sorted(set(studies[rid]))),
             "scale": m.scale,
-            "claims": ",".join(claims.get(rid, [])) or "none",
+            "claims": ",".join(claims.get(rid, [])) or NO_CLAIM,
         }
         out[rid] = log_run(d, uri, experiment, {**t, **(tags or {})})
     return out
