@@ -81,3 +81,17 @@ def test_the_cpu_fast_path_reads_the_seed_on_the_host(monkeypatch):
     steps = Steps(state.models[0], log=lambda m: None)
     _, counted = count_ops(_node_step, steps, state, x, y)
     assert counted.host_syncs > 0
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_an_iteration_reads_the_host_once(gpu_path, precision):
+    """Around the step, a whole iteration (the steps, the optimiser, compression and gossip)
+    reads the host once: the divergence check on the mean loss (``Run.iteration``)."""
+    from lpdt.engine.run import Run
+    from tests.engine.test_loop import cfg
+
+    run = Run(cfg(f"precision.mode={precision}"), log=lambda s: None)
+    run.state.train()
+    run.iteration(0.1)
+    _, counted = count_ops(run.iteration, 0.1)
+    assert counted.host_syncs == 1, counted.counts
