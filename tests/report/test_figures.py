@@ -82,15 +82,44 @@ def assert_apart(a: dict, b: dict) -> None:
     assert not np.intersect1d(a["x"], b["x"]).size  # offset: never on top of each other
 
 
+def texts(ax: plt.Axes) -> list[str]:
+    return [t.get_text() for t in ax.texts]
+
+
 def assert_shows(ax: plt.Axes, xs: list[float], ys: list[float]) -> None:
-    """The axis limits hold every point with a margin: the skew axis spans the paper's 0-0.9 and
-    0.05 more each side; the accuracy axis at least 1 point more each side, and not so wide that
-    the points are squashed (their range, or 2 points, fills at least 1/3 of it)."""
+    """The axis limits hold every point with a margin and no empty side (issue 53 item 8): the
+    skew axis spans the skews drawn and 0.05 more each side (0.15 each side of a single skew,
+    which the panel's note names); the accuracy axis at least 1 point more each side, and not
+    so wide that the points are squashed (their range, or 2 points, fills at least 1/3 of it)."""
     x0, x1 = ax.get_xlim()
     y0, y1 = ax.get_ylim()
-    assert x0 <= min(min(xs), 0.0) - 0.05 + 1e-9 and x1 >= max(max(xs), 0.9) + 0.05 - 1e-9
+    lo, hi = min(xs), max(xs)
+    pad = 0.15 if hi - lo < 1e-9 else 0.05
+    # the offsets (+-0.012) sit inside the margin
+    assert abs(x0 - (lo - pad)) < 1e-9 and abs(x1 - (hi + pad)) < 1e-9, (x0, x1, xs)
+    one_skew = [t for t in texts(ax) if t.startswith("only skew")]
+    assert bool(one_skew) == (hi - lo < 1e-9), texts(ax)
     assert y0 <= min(ys) - 1.0 + 1e-9 and y1 >= max(ys) + 1.0 - 1e-9
     assert (y1 - y0) <= 3 * max(max(ys) - min(ys), 2.0)
+
+
+def assert_covers(fig: plt.Figure) -> None:
+    """Every drawn point of every panel lies inside its axes, and the points fill the skew axis
+    but for its margins (or the panel says why it has one skew): no half-empty panel."""
+    for ax in fig.axes:
+        s = series(ax)
+        if not s:
+            continue
+        x0, x1 = ax.get_xlim()
+        y0, y1 = ax.get_ylim()
+        xs = np.concatenate([v["x"] for v in s.values()])
+        ys = np.concatenate([v["y"] for v in s.values()])
+        assert (xs >= x0).all() and (xs <= x1).all() and (ys >= y0).all() and (ys <= y1).all()
+        spread = (xs.max() - xs.min()) / (x1 - x0)
+        assert spread >= 0.8 or any(t.startswith("only skew") for t in texts(ax)), (
+            spread,
+            texts(ax),
+        )
 
 
 def test_fig4_fp_and_8bit_are_distinct_on_axes_that_show_them() -> None:
@@ -114,6 +143,7 @@ def test_fig4_fp_and_8bit_are_distinct_on_axes_that_show_them() -> None:
     assert s["LP-Choco"]["y"].tolist() == [84.9]
     assert abs(s["LP-Choco"]["x"][0]) < 0.05 and abs(s["Choco"]["x"][0]) < 0.05
     assert_shows(ax, [0.0], [p[3] for p in pts])
+    assert_covers(fig)
     assert sorted(legend_labels(ax)) == sorted(s)  # the legend lists what is drawn, once each
     plt.close(fig)
 
@@ -128,7 +158,11 @@ def test_fig5_fp_and_8bit_are_distinct_at_skew_0_9() -> None:
     assert set(s) == {"Choco+QGM", "LP-Choco+QGM"}
     assert_apart(s["Choco+QGM"], s["LP-Choco+QGM"])
     assert_shows(ax, [0.9], [71.0, 70.4])
-    assert 0.0 in ax.get_xticks() and 0.9 in ax.get_xticks()
+    assert list(ax.get_xticks()) == [0.9]  # the skews drawn; the note names the paper's range
+    assert "only skew 0.9 ran at this scale\n(the paper: 0-0.9)" in texts(ax)
+    assert_covers(fig)
+    # the title holds on two lines: what is drawn, then the setup
+    assert fig._suptitle.get_text().count("\n") == 1
     plt.close(fig)
 
 
@@ -144,6 +178,7 @@ def test_fig4_limits_hold_error_bars_and_two_skews() -> None:
     (ax,) = fig.axes
     sd = 3.0  # sample sd of (-3, 0, 3)
     assert_shows(ax, [0.0, 0.9], [78.0 - sd, 80.0 + sd])
+    assert_covers(fig)
     assert set(series(ax)) == {"Choco (n=3)", "LP-Choco (n=3)"}
     plt.close(fig)
 
@@ -170,6 +205,7 @@ def test_fig4_paper_overlay_keeps_the_precisions_apart() -> None:
     ]
     assert len(p) >= 4  # FP and 8-bit over the paper's skews
     assert_shows(ax, [*p["skew"].astype(float), 0.0], [*p["value"], 91.0, 90.5])
+    assert_covers(fig)
     plt.close(fig)
 
 
@@ -207,4 +243,111 @@ def test_fig6_names_the_paper_where_its_ticks_are_drawn() -> None:
     fig = fig6(runs("table5", pts, **coords), paper)
     (ax,) = [a for a in fig.axes if a.get_legend()]
     assert sorted(legend_labels(ax)) == ["FP", "LP", "paper"]
+    plt.close(fig)
+
+
+def test_a_half_empty_panel_fails_the_coverage_check() -> None:
+    """assert_covers can fail: the skew axis of before (always 0-0.9) around points at 0."""
+    fig = fig4(
+        runs("table3", [("choco", "fp32", 0.0, 85.0), ("choco", "fp32", 0.2, 84.0)]), no_paper()
+    )
+    (ax,) = fig.axes
+    ax.set_xlim(-0.05, 0.95)
+    with pytest.raises(AssertionError):
+        assert_covers(fig)
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("acc, noted", [(11.0, True), (80.0, False)])
+def test_fig6_says_on_its_face_when_bars_sit_at_chance(acc: float, noted: bool) -> None:
+    """Issue 53 item 9: 10 classes, 2-epoch runs; bars within 5 points of chance (10 %) get a
+    note in the panel and chance is drawn; bars well above it get neither note nor clutter."""
+    pts = [("choco", p, s, acc) for p in ("fp32", "int8") for s in (0.0, 0.9)]
+    df = runs("table5", pts, **FIG6_CELL)
+    df["stand_in"] = "fashion_mnist standing in for imagenette"
+    df["num_classes"], df["epochs_completed"] = 10, 2
+    fig = fig6(df, load_paper(PAPER_CSV))
+    (ax,) = fig.axes
+    notes = [t for t in texts(ax) if "chance" in t]
+    if noted:
+        assert notes == [
+            "4 of 4 bars within 5 points\nof chance (10 %, dotted): these 2-epoch runs\n"
+            "have not learnt at this scale"
+        ]
+    else:
+        assert notes == []
+    assert "chance (10 %)" in legend_labels(ax)
+    plt.close(fig)
+
+
+def _fig7_inputs(cost) -> None:
+    """The cost model's Figure 7 CSVs in the shape of ResNet-20 at b = 32: convolutions hold
+    about 98 % of the energy, a linear layer and the pooling hundredths of a percent."""
+    bars = [("rangebn", "fp32"), ("rangebn", "int8"), ("rangeen", "fp32"), ("rangeen", "int8")]
+    energy = {"Conv": 18.0, "Norm": 0.25, "Quantization": 0.1, "Linear": 3e-4, "Average pool": 2e-4}
+    pd.DataFrame(
+        [
+            {
+                "mode": "training",
+                "model": "resnet20",
+                "batch": 32,
+                "norm": n,
+                "precision": p,
+                "label": label,
+                "energy_mj": e / (20 if p == "int8" else 1),
+            }
+            for n, p in bars
+            for label, e in energy.items()
+            if not (label == "Quantization" and p == "fp32")
+        ]
+    ).to_csv(cost / "fig7_compute.csv", index=False)
+    memory = {"activations": 80.0, "activation_gradients": 80.0, "weights": 1.0, "momentum": 1.0}
+    pd.DataFrame(
+        [
+            {
+                "model": "resnet20",
+                "batch": 32,
+                "norm": n,
+                "precision": p,
+                "kind": k,
+                "mib": v / (4 if p == "int8" and k.startswith("activation") else 1),
+            }
+            for n, p in bars
+            for k, v in memory.items()
+        ]
+    ).to_csv(cost / "fig7_memory.csv", index=False)
+
+
+def test_fig7_legends_name_what_a_reader_sees_beside_the_bars(tmp_path) -> None:
+    """Issue 53 item 7: every legend entry is drawn at a visible height (1 % of its panel's
+    tallest bar or more), the segments too small are named under their panel, and no legend
+    lies over its axes (it sits beside them)."""
+    from lpdt.report.file_figures import VISIBLE, fig7
+
+    _fig7_inputs(tmp_path)
+    fig = fig7(tmp_path)
+    fig.canvas.draw()
+    panels = [ax for ax in fig.axes if ax.get_legend()]
+    assert len(panels) == 3
+    for ax in panels:
+        top = max(
+            sum(
+                r.get_height()
+                for c in ax.containers
+                for r in c.patches
+                if r.get_x() <= x < r.get_x() + r.get_width()
+            )
+            for x in range(4)
+        )
+        for c in ax.containers:
+            assert max(r.get_height() for r in c.patches) >= VISIBLE * top, c.get_label()
+        assert {c.get_label() for c in ax.containers} == set(legend_labels(ax))
+        legend = ax.get_legend().get_window_extent()
+        assert legend.x0 >= ax.get_window_extent().x1  # beside the axes, over no bar
+    memory, energy, besides = panels
+    assert "weights" not in legend_labels(memory) and "activations" in legend_labels(memory)
+    assert any(t.startswith("too small to draw: weights, momentum") for t in texts(memory))
+    assert legend_labels(energy) == ["Conv", "all other types (right)"]
+    assert {"Norm", "Quantization"} <= set(legend_labels(besides))
+    assert any("Linear, Average pool" in t for t in texts(besides))
     plt.close(fig)

@@ -9,72 +9,64 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
-from reportlab.lib.pagesizes import A4, landscape
-from reportlab.platypus import Flowable, Image, Paragraph, SimpleDocTemplate, Spacer
+from reportlab.platypus import Spacer
 
-from lpdt.report import pdf
+from lpdt.report import layout, pdf, prose
 from lpdt.report.aggregate import KEYS
 from lpdt.report.tables import data_table
 
-PAGE = landscape(A4)
-WIDTH = PAGE[0] - pdf.MARGINS["left"] - pdf.MARGINS["right"]
-
-
-class PageLog(SimpleDocTemplate):
-    """A document of ``build_pdf``'s page and margins that logs the page of every image and
-    caption (or part of one) it lays out."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(
-            str(path),
-            pagesize=PAGE,
-            leftMargin=pdf.MARGINS["left"],
-            rightMargin=pdf.MARGINS["right"],
-            topMargin=pdf.MARGINS["top"],
-            bottomMargin=pdf.MARGINS["bottom"],
-        )
-        self.log: list[tuple[str, int]] = []
-
-    def afterFlowable(self, flowable: Flowable) -> None:  # noqa: N802 (reportlab's hook)
-        if isinstance(flowable, Image):
-            self.log.append(("image", self.page))
-        elif isinstance(flowable, Paragraph) and flowable.style.name == pdf.styles()["cap"].name:
-            self.log.append(("caption", self.page))  # each part of a caption split over pages
+PAGE = layout.PAGE
+WIDTH = layout.frame_width(PAGE)
 
 
 def png(path: Path, w: float, h: float) -> Path:
     fig, ax = plt.subplots(figsize=(w, h))
     ax.plot([0, 1], [0, 1])
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=layout.FIGURE_DPI)
     plt.close(fig)
     return path
 
 
 def pages(tmp_path: Path, before: float, captions: dict[str, str]) -> list[tuple[str, int]]:
-    """Lay out ``before`` points of space, then the figures of ``captions``; the log."""
-    doc = PageLog(tmp_path / "f.pdf")
+    """Lay out ``before`` points of space, then the figures of ``captions``: (kind, page) of
+    each figure block part (an image under which its caption goes, a caption, or a block with
+    the caption beside)."""
+    doc = layout.ReportDoc(tmp_path / "f.pdf")
     story = [Spacer(1, before)] if before else []
-    doc.build(story + pdf.figure_story(tmp_path, captions, pdf.styles(), WIDTH, PAGE))
-    return doc.log
+    doc.build(story + pdf.figure_story(tmp_path, captions, layout.styles(), WIDTH, PAGE))
+    return [(p.kind, p.page) for p in doc.placed if p.kind in ("figure", "note")]
 
 
-def test_a_caption_stays_with_its_figure_wherever_the_page_breaks(tmp_path: Path) -> None:
+@pytest.mark.parametrize("size", [(12, 3), (6, 4)])  # a wide figure, a narrow one
+def test_a_caption_stays_with_its_figure_wherever_the_page_breaks(
+    tmp_path: Path, size: tuple[float, float]
+) -> None:
     """Whatever space is left on the page when a figure comes, its caption is on the figure's
-    page (without KeepTogether, some of these layouts put the caption on the next page)."""
-    png(tmp_path / "fig4.png", 6, 3)
+    page: under a wide figure (one block), beside a narrow one (one row)."""
+    png(tmp_path / "fig4.png", *size)
     caption = {"fig4": "Accuracy against skew. " * 30}  # three lines or so
-    frame = pdf.frame_height(PAGE)
+    frame = layout.frame_height(PAGE)
     for before in range(0, int(frame) - 40, 15):
         log = pages(tmp_path, float(before), caption)
-        assert [k for k, _ in log] == ["image", "caption"], f"{before} pt before: {log}"
-        assert log[0][1] == log[1][1], f"{before} pt before: {log}"
+        kinds = [k for k, _ in log]
+        assert kinds in (["figure", "note"], ["figure"]), f"{before} pt before: {log}"
+        assert len({p for _, p in log}) == 1, f"{before} pt before: {log}"
 
 
 def test_a_figure_taller_than_the_page_shrinks_to_hold_its_caption(tmp_path: Path) -> None:
     """A tall image with a long caption: scaled so that both fit one frame, on one page."""
     png(tmp_path / "fig5.png", 4, 12)
     log = pages(tmp_path, 0.0, {"fig5": "A long caption of many words. " * 80})
-    assert [k for k, _ in log] == ["image", "caption"] and log[0][1] == log[1][1]
+    assert len({p for _, p in log}) == 1 and log[0][0] == "figure"
+
+
+def test_two_figures_share_a_page_where_half_a_page_keeps_them_readable(tmp_path: Path) -> None:
+    """Issue 53 item 12: a figure no longer fills the top half of a page alone; two of the
+    quick scale's shapes (a wide one, a 6 x 4 in one) share one page."""
+    png(tmp_path / "fig4.png", 12.6, 3.3)
+    png(tmp_path / "fig5.png", 6.5, 3.3)
+    log = pages(tmp_path, 0.0, {"fig4": "Skew. " * 40, "fig5": "Skew with QGM. " * 40})
+    assert {p for _, p in log} == {1}, log
 
 
 def seeded(study: str, cells: list[tuple[dict, list[int]]]) -> pd.DataFrame:
@@ -109,7 +101,7 @@ def test_seeds_are_stated_per_cell() -> None:
     t3 = seeded("table3", [({"skew": s}, [1, 2, 3]) for s in (0.0, 0.9)])
     t4 = seeded("table4", [({"skew": 0.9, "qgm": True}, [1, 2, 3])])
     one = seeded("table2", [({"model": m}, [7]) for m in ("resnet20", "vgg11")])
-    text = pdf.seeds_text(pd.concat([quick_fig1(), t3, t4, one]))
+    text = prose.seeds_text(pd.concat([quick_fig1(), t3, t4, one]))
     assert text == (
         "6 seeds (1234-1239) in 3 cells, 5 seeds (1234-1238) in 1 cell, 1 seed (1234) in 1 cell: "
         "fig1; 3 seeds (1-3) per cell: table3, table4; 1 seed (7) per cell: table2"
@@ -120,7 +112,7 @@ def test_seeds_text_counts_a_run_listed_in_two_rows_once() -> None:
     """A run listed twice in a study's rows (e.g. a missing run's placeholder) is one seed."""
     df = quick_fig1()
     df = pd.concat([df, df.iloc[:1]])
-    assert pdf.study_seeds_text(df).startswith("6 seeds (1234-1239) in 3 cells")
+    assert prose.study_seeds_text(df).startswith("6 seeds (1234-1239) in 3 cells")
 
 
 @pytest.mark.parametrize(
@@ -128,7 +120,7 @@ def test_seeds_text_counts_a_run_listed_in_two_rows_once() -> None:
     [((1, 5), "2 seeds (1, 5)"), ((3,), "1 seed (3)"), ((), "seed not recorded")],
 )
 def test_seed_set_names(seeds: tuple[int, ...], text: str) -> None:
-    assert pdf.seed_set_text(seeds) == text
+    assert prose.seed_set_text(seeds) == text
 
 
 def test_disagreeing_data_rows_are_named_once_each(tmp_path: Path) -> None:
@@ -156,8 +148,7 @@ def test_disagreeing_data_rows_are_named_once_each(tmp_path: Path) -> None:
     part = data_table(tmp_path)
     assert part is not None
     m = pd.DataFrame(columns=["status", "paper", "diff", "stand_in"])
-    story = pdf.differences_story({3: (m, [part])}, pdf.styles())
-    (line,) = [p.getPlainText() for p in story if "'Data'" in p.getPlainText()]
+    (line,) = [t for t in prose.differences_text({3: (m, [part])}) if "'Data'" in t]
     assert line.endswith(
         "1 of 3 rows of the cost model agree with the printed digits; not: "
         "vgg11 torus 16 0 %, vgg11 torus 16 99 %."

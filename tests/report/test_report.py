@@ -96,7 +96,7 @@ def test_the_report_says_which_engine_produced_the_runs(tree: dict) -> None:
 
     from lpdt import record
     from lpdt.report.describe import setup_text
-    from lpdt.report.pdf import what_ran
+    from lpdt.report.prose import what_ran
 
     d = tree["manifest"].parent / "runs" / "run00"
     dataclasses.replace(record.read(d / "metrics.json"), engine="distributed").write(d)

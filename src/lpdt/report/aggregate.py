@@ -186,6 +186,7 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
                     status="missing",
                     stand_in="",
                     dataset_used=None,
+                    num_classes=None,
                     model_used=None,
                     epochs_completed=0,
                     history=[],
@@ -205,6 +206,7 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
                     status=m.status,
                     stand_in=stand_in_label(m, coords),
                     dataset_used=m.dataset.name,
+                    num_classes=m.dataset.num_classes,  # chance: 100 / num_classes %
                     model_used=m.model.name,
                     epochs_completed=m.epochs_completed,
                     history=[r.to_dict() for r in m.history],
@@ -233,6 +235,7 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
         "epochs_completed",
         "time_s",
         "dataset_used",
+        "num_classes",
         "model_used",
         "model_coord",
         "stand_in",

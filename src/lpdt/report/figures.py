@@ -41,7 +41,7 @@ def _save(fig: plt.Figure, out_dir: Path, name: str) -> list[Path]:
     return paths
 
 
-def _empty(title: str, msg: str) -> plt.Figure:
+def no_data_figure(title: str, msg: str) -> plt.Figure:
     fig, ax = plt.subplots(figsize=(6, 2.5))
     ax.axis("off")
     ax.set_title(title, fontsize=10)
@@ -77,9 +77,10 @@ def figure_runs(df: pd.DataFrame, name: str) -> pd.DataFrame:
 
 
 def _title(base: str, runs: pd.DataFrame, keys: list[str]) -> str:
-    """A figure title: what is plotted, then the coordinates that have one value in ``runs``."""
+    """A figure title: what is plotted, then on a line of its own the coordinates that have one
+    value in ``runs``."""
     setup = fixed_text(runs, keys)
-    return f"{base} ({setup})" if setup else base
+    return f"{base}\n({setup})" if setup else base
 
 
 def _sd(g: pd.DataFrame) -> np.ndarray | None:
@@ -141,7 +142,7 @@ def fig1(df: pd.DataFrame) -> plt.Figure:
                 )
             )
     if not curves:
-        return _empty(title, "no per-epoch validation data at this scale")
+        return no_data_figure(title, "no per-epoch validation data at this scale")
     fig, ax = plt.subplots(figsize=(6, 4))
     # Several seeds of one normalisation: the mean per epoch with its 95 % t-interval as a band.
     for key, g in pd.concat(curves).groupby("label", sort=False):
@@ -176,86 +177,6 @@ def fig1(df: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def fig2(analysis: Path) -> plt.Figure:
-    title = "Fig. 2: classes per node for each degree of skew"
-    files = sorted(analysis.glob("partition*.json"))
-    if not files:
-        return _empty(title, f"no partition JSON in {analysis}")
-    d = json.loads(files[0].read_text())
-    skews = d.get("skews") or {}
-    fig, axes = plt.subplots(1, len(skews), figsize=(3.2 * len(skews), 3), squeeze=False)
-    cmap = plt.get_cmap("tab10")
-    for ax, (s, hist) in zip(axes[0], sorted(skews.items(), key=lambda kv: float(kv[0]))):
-        h = np.asarray(hist, dtype=float)
-        bottom = np.zeros(h.shape[0])
-        for c in range(h.shape[1]):
-            ax.bar(
-                np.arange(h.shape[0]),
-                h[:, c],
-                bottom=bottom,
-                color=cmap(c % 10),
-                label=f"class {c}",
-            )
-            bottom += h[:, c]
-        ax.set_title(f"skew {float(s):g}", fontsize=9)
-        ax.set_xlabel("node")
-        ax.set_xticks(np.arange(h.shape[0]))
-    axes[0][0].set_ylabel("samples")
-    axes[0][-1].legend(fontsize=6, bbox_to_anchor=(1.02, 1), loc="upper left")
-    fig.suptitle(
-        f"{title} ({d.get('dataset')}, {d.get('nodes')} nodes, seed {d.get('seed')})", fontsize=10
-    )
-    fig.tight_layout()
-    return fig
-
-
-def fig3(analysis: Path) -> plt.Figure:
-    title = "Fig. 3: graph topologies"
-    files = sorted(analysis.glob("topology*.json"))
-    if not files:
-        return _empty(title, f"no topology JSON in {analysis}")
-    graphs = [json.loads(f.read_text()) for f in files]
-    graphs.sort(key=lambda g: (g.get("name") != "directed_ring", g.get("nodes", 0)))
-    fig, axes = plt.subplots(1, len(graphs), figsize=(4 * len(graphs), 4), squeeze=False)
-    for ax, g in zip(axes[0], graphs):
-        n = int(g["nodes"])
-        pos = g.get("positions") or [
-            [math.cos(2 * math.pi * i / n), math.sin(2 * math.pi * i / n)] for i in range(n)
-        ]
-        pos = np.asarray(pos, dtype=float)
-        directed = g.get("directed", g.get("name") == "directed_ring")
-        edges = {tuple(e) for e in g.get("edges", []) if e[0] != e[1]}
-        for a, b in edges:
-            if not directed and (b, a) in edges and a > b:
-                continue
-            pa, pb = pos[a], pos[b]
-            wrap = np.linalg.norm(pb - pa) > 1.5 and g.get("name") == "torus"
-            style = dict(
-                arrowstyle="-|>" if directed else "-",
-                color="gray",
-                lw=1,
-                connectionstyle="arc3,rad=0.35" if wrap else "arc3,rad=0.0",
-                shrinkA=9,
-                shrinkB=9,
-                mutation_scale=12,
-            )
-            ax.annotate("", xy=pb, xytext=pa, arrowprops=style)
-        ax.scatter(pos[:, 0], pos[:, 1], s=300, color="tab:blue", zorder=3)
-        for i, (x, y) in enumerate(pos):
-            ax.text(x, y, str(i), ha="center", va="center", color="white", fontsize=8, zorder=4)
-        gap = g.get("spectral_gap")
-        ax.set_title(
-            f"{n}-node {g.get('name', '').replace('_', ' ')}"
-            + (f" (spectral gap {gap:.3f})" if gap is not None else ""),
-            fontsize=9,
-        )
-        ax.set_aspect("equal")
-        ax.axis("off")
-        ax.margins(0.15)
-    fig.suptitle(title, fontsize=10)
-    return fig
-
-
 # Figures 4 and 5: each precision has its own marker, line style and colour, and is drawn a little
 # to one side of its skew, so that FP and 8-bit stay apart where they are single points at the
 # same skew (the quick scale: one or two skews, one point per precision).
@@ -264,8 +185,9 @@ PRECISION = {
     "int8": {"name": "8-bit", "marker": "^", "ls": "--", "dx": 0.012},
 }
 OTHER_PRECISION = {"name": "?", "marker": "s", "ls": ":", "dx": 0.0}
-SKEW_SPAN = (0.0, 0.9)  # the paper's degrees of skew (Figures 4, 5): the x axis always shows it
+SKEW_SPAN = (0.0, 0.9)  # the paper's degrees of skew (Figures 4, 5), named where a panel has one
 SKEW_PAD = 0.05  # x margin on each side, in skew units
+ONE_SKEW = 0.15  # x margin on each side of a panel whose points all sit at one skew
 ACC_PAD = 1.0  # least y margin on each side, in accuracy points (else 10 % of the data's range)
 
 
@@ -286,9 +208,20 @@ def series_color(algo: str, prec: str) -> str:
 
 
 def skew_limits(skews: list[float]) -> tuple[float, float]:
-    """The x range of a Figure 4/5 panel: the paper's skews and the data's, with a margin."""
-    lo, hi = min([SKEW_SPAN[0], *skews]), max([SKEW_SPAN[1], *skews])
-    return lo - SKEW_PAD, hi + SKEW_PAD
+    """The x range of a Figure 4/5 panel: the skews drawn, with a margin (``ONE_SKEW`` each
+    side where they are one), so that the axis holds the data and no empty half."""
+    lo, hi = min(skews), max(skews)
+    pad = ONE_SKEW if hi - lo < 1e-9 else SKEW_PAD
+    return lo - pad, hi + pad
+
+
+def one_skew_note(skews: list[float]) -> str | None:
+    """The note of a panel whose points all sit at one skew: which, and the paper's range."""
+    drawn = sorted({round(s, 2) for s in skews})
+    if len(drawn) != 1:
+        return None
+    lo, hi = SKEW_SPAN
+    return f"only skew {drawn[0]:g} ran at this scale\n(the paper: {lo:g}-{hi:g})"
 
 
 def value_limits(lows: list[float], highs: list[float]) -> tuple[float, float]:
@@ -308,10 +241,11 @@ def _skew_panels(
     style, faint."""
     keys = sorted({tuple(r) for r in runs[panel_keys].itertuples(index=False)}, key=str)
     if not keys:
-        return _empty(title, "no finished runs for this figure at this scale")
+        return no_data_figure(title, "no finished runs for this figure at this scale")
     ncol = min(3, len(keys))
     nrow = math.ceil(len(keys) / ncol)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.3 * nrow), squeeze=False)
+    # at least 6.5 in wide: a one-panel figure's title then holds on its two lines
+    fig, axes = plt.subplots(nrow, ncol, figsize=(max(4.2 * ncol, 6.5), 3.3 * nrow), squeeze=False)
     for ax, k in zip(axes.flat, keys):
         sel = runs[(runs[panel_keys].apply(tuple, axis=1) == k)]
         # The paper's values only where we trained on the paper's data (a stand-in's accuracy is
@@ -376,8 +310,11 @@ def _skew_panels(
                 highs += list(pg["value"].astype(float))
         if skews:
             ax.set_xlim(*skew_limits(skews))
-            ax.set_xticks(sorted({*SKEW_SPAN, *(round(s, 2) for s in skews)}))
+            ax.set_xticks(sorted({round(s, 2) for s in skews}))
             ax.set_ylim(*value_limits(lows, highs))
+            note = one_skew_note(skews)
+            if note:
+                ax.text(0.03, 0.04, note, transform=ax.transAxes, fontsize=6.5, color="dimgrey")
         ax.set_title(", ".join(f"{c} {v}" for c, v in zip(panel_keys, k)), fontsize=8)
         ax.set_xlabel("degree of skew")
         ax.set_ylabel("test accuracy (%)")
@@ -385,7 +322,7 @@ def _skew_panels(
         ax.legend(fontsize=6)
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
-    fig.suptitle(title, fontsize=10, wrap=True)  # wrapped: one panel is narrow
+    fig.suptitle(title, fontsize=10)
     note = _stand_in_note(runs)
     if note:
         fig.text(0.01, -0.01, note, fontsize=7, color="firebrick")
@@ -396,7 +333,7 @@ def _skew_panels(
 def fig4(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
     runs = figure_runs(df, "fig4")
     title = _title(
-        "Fig. 4: accuracy vs skew (FP circles, 8-bit triangles; faint: paper, real data only)",
+        "Fig. 4: accuracy vs skew",
         runs,
         ["dataset"],
     )
@@ -408,7 +345,7 @@ def fig4(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
 def fig5(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
     runs = figure_runs(df, "fig5")
     title = _title(
-        "Fig. 5: accuracy vs skew with QGM (FP circles, 8-bit triangles; faint: paper, real data only)",
+        "Fig. 5: accuracy vs skew with QGM",
         runs,
         ["dataset", "model", "topology", "nodes"],
     )
@@ -423,7 +360,7 @@ def fig6(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
     if (runs["stand_in"].astype(str) != "").any():
         pap = pap.iloc[0:0]  # a stand-in's accuracy is not comparable with the paper's
     if not len(runs):
-        return _empty(title, f"no finished {FIG6_MODEL} runs at this scale")
+        return no_data_figure(title, f"no finished {FIG6_MODEL} runs at this scale")
     graphs = sorted({(r.topology, r.nodes) for r in runs.itertuples()}, key=str)
     fig, axes = plt.subplots(1, len(graphs), figsize=(4 * len(graphs), 3.3), squeeze=False)
     for ax, (topo, n) in zip(axes[0], graphs):
@@ -467,7 +404,8 @@ def fig6(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
         ax.set_xticks(x, [f"skew {s:g}\n({c} % comp.)" for s, c in cats], fontsize=8)
         ax.set_title(f"{str(topo)} ({str(n)} nodes)", fontsize=9)
         ax.set_ylabel("test accuracy (%)")
-        ax.legend(fontsize=7)
+        _chance(ax, sel)
+        ax.legend(fontsize=7, loc="upper right")
     fig.suptitle(title, fontsize=10)
     note = _stand_in_note(runs)
     if note:
@@ -476,67 +414,38 @@ def fig6(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
     return fig
 
 
-def fig7(cost: Path) -> plt.Figure:
-    title = "Fig. 7: memory and compute per node per iteration, FP vs LP"
-    mpath, cpath = cost / "fig7_memory.csv", cost / "fig7_compute.csv"
-    if not mpath.exists() or not cpath.exists():
-        return _empty(title, f"cost model outputs missing in {cost} (run `lpdt cost all`)")
-    mem, comp = pd.read_csv(mpath), pd.read_csv(cpath)
-    setup = ", ".join(
-        f"{k} {', '.join(sorted({str(v) for v in mem[k]}))}" for k in ("model", "batch") if k in mem
+AT_CHANCE = 5.0  # points: a bar closer than this to chance (100 / classes %) "sits at chance"
+
+
+def chance_note(accs: list[float], chance: float, epochs: int | None) -> str | None:
+    """A Figure 6 panel's note where bars sit at chance: how many, and that these runs have not
+    learnt at this scale; None where none does."""
+    finite = [a for a in accs if math.isfinite(a)]
+    low = [a for a in finite if a < chance + AT_CHANCE]
+    if not low:
+        return None
+    runs = f"these {epochs}-epoch runs" if epochs else "these runs"
+    return (
+        f"{len(low)} of {len(finite)} bars within {AT_CHANCE:g} points\nof chance "
+        f"({chance:g} %, dotted): {runs}\nhave not learnt at this scale"
     )
-    title += f" ({setup})" if setup else ""
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    cmap = plt.get_cmap("tab10")
-    bars = [
-        (n, p)
-        for n in ("rangebn", "rangeen")
-        for p in ("fp32", "int8")
-        if ((mem["norm"] == n) & (mem["precision"] == p)).any()
-    ]
-    labels = [
-        f"{'RBN' if n == 'rangebn' else 'REN'}\n{'FP' if p == 'fp32' else 'LP'}" for n, p in bars
-    ]
-    kinds = list(dict.fromkeys(mem["kind"]))
-    bottom = np.zeros(len(bars))
-    for i, k in enumerate(kinds):
-        v = np.array(
-            [
-                mem[(mem["norm"] == n) & (mem["precision"] == p) & (mem["kind"] == k)]["mib"].sum()
-                for n, p in bars
-            ]
-        )
-        a1.bar(range(len(bars)), v, bottom=bottom, color=cmap(i), label=k.replace("_", " "))
-        bottom += v
-    for i, t in enumerate(bottom):
-        a1.text(i, t, f"{t:.1f}", ha="center", va="bottom", fontsize=7)
-    a1.set_xticks(range(len(bars)), labels, fontsize=8)
-    a1.set_ylabel("training memory (MiB)")
-    a1.set_title("memory", fontsize=9)
-    a1.legend(fontsize=7)
-    tr = comp[comp["mode"] == "training"]
-    types = list(dict.fromkeys(tr["label"]))
-    bottom = np.zeros(len(bars))
-    for i, t in enumerate(types):
-        v = np.array(
-            [
-                tr[(tr["norm"] == n) & (tr["precision"] == p) & (tr["label"] == t)][
-                    "energy_mj"
-                ].sum()
-                for n, p in bars
-            ]
-        )
-        a2.bar(range(len(bars)), v, bottom=bottom, color=cmap(i), label=t)
-        bottom += v
-    for i, t in enumerate(bottom):
-        a2.text(i, t, f"{t:.2f} mJ", ha="center", va="bottom", fontsize=7)
-    a2.set_xticks(range(len(bars)), labels, fontsize=8)
-    a2.set_ylabel("training compute energy (mJ)")
-    a2.set_title("compute (energy by layer type)", fontsize=9)
-    a2.legend(fontsize=6)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    return fig
+
+
+def _chance(ax: plt.Axes, sel: pd.DataFrame) -> None:
+    """Figure 6: chance (100 / classes %) as a dotted line, and the panel's ``chance_note``."""
+    classes = pd.to_numeric(sel.get("num_classes", pd.Series(dtype=float)), errors="coerce")
+    if not classes.notna().any():
+        return
+    chance = 100.0 / float(classes.dropna().iloc[0])
+    ax.axhline(chance, ls=":", color="dimgrey", lw=1, label=f"chance ({chance:g} %)")
+    means = sel.groupby(["skew", "compression", "precision"])["acc"].mean()
+    done = pd.to_numeric(sel.get("epochs_completed", pd.Series(dtype=float)), errors="coerce")
+    epochs = int(done.max()) if done.notna().any() else None
+    note = chance_note([float(v) for v in means], chance, epochs)
+    if note:
+        top = max(float(means.max()) if len(means) else chance, chance)
+        ax.set_ylim(0, top * 1.6)  # room for the note above the bars
+        ax.text(0.03, 0.97, note, transform=ax.transAxes, fontsize=6.5, va="top", color="dimgrey")
 
 
 def write_figures(
@@ -550,6 +459,6 @@ def write_figures(
         try:
             fig = figure.make(inputs)
         except (KeyError, ValueError, TypeError, json.JSONDecodeError) as e:  # bad input: say so
-            fig = _empty(figure.stem, f"could not draw {figure.stem}: {e}")
+            fig = no_data_figure(figure.stem, f"could not draw {figure.stem}: {e}")
         written += _save(fig, out_dir, figure.stem)
     return written
