@@ -198,3 +198,12 @@ def test_the_report_text_has_no_python_and_no_backticks(built) -> None:
     assert "`" not in text  # Figure 3's caption named `lpdt topology` in backticks
     details = text[text.index("Claims check") : text.index("Where our numbers differ")]
     assert not re.search(r"\{'|\['|'\]|per_seed|cells_left_out", details), details[:2000]
+
+
+def test_a_long_table_whose_fold_row_falls_among_its_last_rows(tmp_path: Path) -> None:
+    """A page-long table of ours with the paper's last row not run: the row that says so is in
+    the part kept with the notes, and the layout rules hold."""
+    t = table(90, ran=89)
+    placed = lay_out([*layout.table_flow(t, ST, WIDTH), Paragraph("next", ST["body"])], tmp_path)
+    assert not broken_rules(placed)
+    assert sum(p.kind == "table" for p in placed) >= 2  # split over pages, its tail apart

@@ -207,9 +207,11 @@ def table_flow(
     block = [*heading, whole, *notes]
     if _height(block, width, page) <= frame_height(page) or len(rows) <= TAIL_ROWS:
         return [KeepTogether(block), Spacer(1, 8)]
-    head = _table(t.header, rows[:-TAIL_ROWS], st, widths, fold)
-    tail_fold = None if fold is None or fold <= len(rows) - TAIL_ROWS else fold - len(rows) + 2
-    tail = _table(None, rows[-TAIL_ROWS:], st, widths, tail_fold)
+    cut = len(rows) - TAIL_ROWS  # the fold row (1-based) goes to the part that holds it
+    in_head = fold is not None and fold <= cut
+    head = _table(t.header, rows[:cut], st, widths, fold if in_head else None)
+    tail_fold = None if fold is None or in_head else fold - cut
+    tail = _table(None, rows[cut:], st, widths, tail_fold)
     start = _height([*heading, _table(t.header, rows[:3], st, widths)], width, page)
     return [CondPageBreak(start), *heading, head, KeepTogether([tail, *notes]), Spacer(1, 8)]
 
@@ -263,7 +265,7 @@ def figure_flow(
         if narrow <= BESIDE * width:  # the caption beside the figure
             cap_w = width - narrow - 12
             caption_h = Paragraph(markup(caption), st["cap"]).wrap(cap_w, page[1])[1]
-            if (narrow >= MIN_SCALE * natural and caption_h <= room) or room == full:
+            if caption_h <= room and (narrow >= MIN_SCALE * natural or room == full):
                 img = Image(str(png), width=narrow, height=narrow * aspect)
                 block = FigureBlock(
                     [[img, Paragraph(markup(caption), st["cap"])]],
@@ -279,7 +281,8 @@ def figure_flow(
                     )
                 )
                 return [block, Spacer(1, FIGURE_GAP)]
-            continue
+            if room != full:
+                continue
         below = Paragraph(markup(caption), st["cap"])
         caption_h = below.wrap(width, page[1])[1]
         w = min(width, natural, (room - caption_h) / aspect)
