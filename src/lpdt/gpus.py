@@ -101,9 +101,10 @@ def slot_command(python: str, lock_dir: str, gpu_ids: Sequence[str], slots: int,
 
 def slurm_gres(shards_per_gpu: int, k: int) -> str | None:
     """A SLURM job's share of a GPU as shards (``sbatch --gres=shard:N``) on a cluster whose GPUs
-    have ``shards_per_gpu`` shards each (gres.conf ``Name=shard``): 1/k of them, at least one;
-    None when shards are off (0: a whole GPU, resource ``gpu``, ``--gpus``)."""
-    return f"shard:{max(1, shards_per_gpu // k)}" if shards_per_gpu > 0 else None
+    have ``shards_per_gpu`` shards each (gres.conf ``Name=shard``): 1/k of them rounded up, so
+    that at most k jobs share a GPU (6 shards, k = 4: 2 shards a job, 3 jobs a GPU; rounding
+    down gave 1 shard, 6 jobs); None when shards are off (0: a whole GPU, ``--gpus``)."""
+    return f"shard:{-(-shards_per_gpu // max(1, k))}" if shards_per_gpu > 0 else None
 
 
 def _try_lock(path: Path) -> int | None:

@@ -38,27 +38,33 @@ def test_evaluated_images_full_vs_sharded():
     # own evaluation: the final one, after the last gossip rounds, replaces it)
     full = _cfg("train.eval_every=1000")
     sharded = _cfg("train.eval_every=1000", "train.node_eval=sharded")
-    assert runtime.evaluated_images(full) == 1 * 9 * 1000  # 8 nodes + the average model
-    assert runtime.evaluated_images(sharded) == 1 * 2 * 1000
+    assert runtime.full_eval_images(full) == 1 * 9 * 1000  # 8 nodes + the average model
+    assert runtime.full_eval_images(sharded) == 1 * 2 * 1000
     every = _cfg("train.eval_every=1", "train.node_eval=sharded")
-    assert runtime.evaluated_images(every) == (7 + 1) * 2 * 1000  # epochs 1-7, then the final
+    assert runtime.full_eval_images(every) == (7 + 1) * 2 * 1000  # epochs 1-7, then the final
     third = _cfg("train.eval_every=3", "train.node_eval=sharded")
-    assert runtime.evaluated_images(third) == (2 + 1) * 2 * 1000  # epochs 3, 6, then the final
+    assert runtime.full_eval_images(third) == (2 + 1) * 2 * 1000  # epochs 3, 6, then the final
+    # and the accuracy curve: its subset (train.curve_images) after every epoch
+    assert runtime.curve_images(third) == 8 * 500
+    assert runtime.evaluated_images(third) == (2 + 1) * 2 * 1000 + 8 * 500
+    third["train"]["curve_images"] = 0
+    assert runtime.evaluated_images(third) == (2 + 1) * 2 * 1000
 
 
 def test_evaluated_images_without_a_subset_read_the_full_test_split():
     whole = _cfg("train.eval_every=1000", "train.node_eval=sharded")
     whole["data"]["test_subset"] = None
-    assert runtime.evaluated_images(whole) == 1 * 2 * 10000  # Fashion-MNIST's 10,000 test images
+    assert runtime.full_eval_images(whole) == 1 * 2 * 10000  # Fashion-MNIST's 10,000 test images
     whole["data"]["dataset"] = "x"  # unknown size: counted as 1,000 images
-    assert runtime.evaluated_images(whole) == 1 * 2 * 1000
+    assert runtime.full_eval_images(whole) == 1 * 2 * 1000
 
 
 def test_run_seconds_uses_the_measured_cost_and_knows_what_it_does_not_know():
     cfg = _cfg("train.eval_every=1000", "train.node_eval=sharded")
     train_ms, eval_ms = runtime.STEP_MS[("resnet20", "fp32", 16)]
     gossip = runtime.gossip_units(cfg, 48000) * runtime.GOSSIP_NS / 1e9
-    expect = runtime.START_S + 48000 * train_ms / 1e3 + 2000 * eval_ms / 1e3 + gossip  # 1 eval
+    images = 2000 + runtime.curve_images(cfg)  # 1 evaluation of the split, and the curve
+    expect = runtime.START_S + 48000 * train_ms / 1e3 + images * eval_ms / 1e3 + gossip
     assert runtime.run_seconds(cfg, 48000) == pytest.approx(expect)
     assert runtime.run_seconds(_cfg("data.image_size=24"), 48000) is None  # not measured
     assert runtime.run_seconds(cfg, None) is None
@@ -93,9 +99,11 @@ def test_gossiped_entries_match_the_models():
         assert sum(p.numel() for p in model.parameters()) == MODELS.get(name).gossiped, name
 
 
-def test_h100_estimate_covers_only_what_was_measured_on_it():
-    """The paper-scale Table 3 cell (ResNet-20, 8 nodes, per-node batch 32, 32 px) has an H100
-    cost; 16 nodes (per-node batch 16) and 8-bit have none: no estimate rather than a guess."""
+def test_h100_estimate_is_the_gpu_price():
+    """On the H100 a run's estimate is its price (lpdt.plan.gpu: measured where measured, else
+    derived): every paper-scale shape has one, 16 nodes and 8 bits included."""
+    from lpdt.plan import gpu
+
     paper = [
         "model.name=resnet20",
         "data.dataset=cifar10",
@@ -104,21 +112,11 @@ def test_h100_estimate_covers_only_what_was_measured_on_it():
         "train.epochs=200",
         "train.compile=true",
     ]
-    cfg = load_config(None, paper).to_dict()
-    train_ms, eval_ms, compile_s = runtime.H100_MS[("resnet20", "fp32", 32, 32)]
-    expect = (
-        runtime.START_S
-        + compile_s
-        + 200 * 50000 * train_ms / 1e3
-        + runtime.evaluated_images(cfg) * eval_ms / 1e3
-    )
-    assert runtime.run_seconds(cfg, 200 * 50000, "h100") == pytest.approx(expect)
-    sixteen = load_config(None, [*paper, "topology.nodes=16"]).to_dict()
-    assert runtime.run_seconds(sixteen, 200 * 50000, "h100") is None
-    int8 = load_config(None, [*paper, "precision.mode=int8"]).to_dict()
-    assert runtime.run_seconds(int8, 200 * 50000, "h100") is None
-    eager = load_config(None, [*paper, "train.compile=false"]).to_dict()
-    assert runtime.run_seconds(eager, 200 * 50000, "h100") is None
+    for extra in ([], ["topology.nodes=16"], ["precision.mode=int8", "model.norm=rangeen"]):
+        cfg = load_config(None, [*paper, *extra]).to_dict()
+        price = gpu.run_price(cfg, 200 * 50000)
+        assert price is not None
+        assert runtime.run_seconds(cfg, 200 * 50000, "h100") == pytest.approx(price.seconds)
     with pytest.raises(ValueError, match="allowed cpu, h100"):
         runtime.run_seconds(cfg, 1, "tpu")
 

@@ -6,6 +6,7 @@ is bounded."""
 from __future__ import annotations
 
 import collections
+import csv
 import os
 import re
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 
 from lpdt import gpus, grid
 from lpdt.models import MODELS
-from lpdt.plan import runtime
+from lpdt.plan import gpu, runtime
 from tests.workflow.test_snakemake import REPO, workdir
 from tests.workflow.test_workflow_catalog import run_workflow, train_four_smoke_runs_on_gpus
 
@@ -204,40 +205,36 @@ def test_shared_gpu_makespan_and_gpu_hours():
 
 
 def test_share_slowdown(monkeypatch):
-    assert runtime.share_slowdown("resnet20", 1) == 1.0
-    assert runtime.share_slowdown("resnet20", 8) == pytest.approx(1.69)  # measured on an H100
-    assert runtime.share_slowdown("resnet54", 8) is None  # provisional: not measured
-    monkeypatch.setitem(runtime.H100_SHARE, "resnet20", {2: 1.25})
-    assert runtime.share_slowdown("resnet20", 2) == 1.25
+    assert gpu.share_slowdown("resnet20", 1) == 1.0
+    assert gpu.share_slowdown("resnet20", 8) == pytest.approx(1.69)  # measured on an H100
+    assert gpu.share_slowdown("resnet20", 8, batched=True) is None  # batched jobs: not measured
+    assert gpu.share_slowdown("resnet54", 8) is None  # provisional: not measured
+    monkeypatch.setitem(gpu.H100_SHARE, "resnet20", {2: 1.25})
+    assert gpu.share_slowdown("resnet20", 2) == 1.25
     # 8 s alone, s(2) = 1.25: 10 s per job at k = 2; four such jobs on one GPU: 20 s
-    jobs = [(8.0 * runtime.share_slowdown("resnet20", 2), 2)] * 4
+    jobs = [(8.0 * gpu.share_slowdown("resnet20", 2), 2)] * 4
     assert runtime.shared_gpu_wall_seconds(jobs, 1) == 20.0
 
 
 def test_paper_plan_prints_gpu_hours(tmp_path):
-    """The paper plan (H100 costs) on 2 GPUs: ResNet-20's measured sharing factor packs its jobs
-    8 to a GPU, and the plan prints the wall time and both GPU-hour figures."""
-    r = run_workflow(
-        workdir(tmp_path),
-        "--cores",
-        "1",
-        "plan",
-        "--config",
-        "scale=paper",
-        "plan_gpus=2",
-    )
+    """The paper plan (H100 prices) on 2 GPUs: every run priced, the grid total with its range,
+    evaluation's share, the wall time on 2 GPUs (batched jobs one per GPU: their sharing was
+    not measured), the three most expensive groups and the 8-bit lever; the per-run table has
+    the basis column."""
+    wd = workdir(tmp_path)
+    r = run_workflow(wd, "--cores", "1", "plan", "--config", "scale=paper", "plan_gpus=2")
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout + r.stderr
-    assert "resnet20: no measured sharing factor" not in out
-    m = re.search(
-        r"~(\d+) min on 2 GPU\(s\), 8 jobs per GPU = ([\d.]+) GPU-hours \(wall time x GPUs\); "
-        r"the jobs' own GPU time ([\d.]+) GPU-hours",
-        out,
-    )
-    assert m, out[-3000:]
-    wall_min, gpu_h, own_h = int(m[1]), float(m[2]), float(m[3])
-    assert gpu_h == pytest.approx(wall_min * 2 / 60, abs=0.1)
-    assert own_h <= gpu_h + 0.05
+    m = re.search(r"price of each run on .*: (\d+) measured, (\d+) derived", out)
+    assert m and int(m[1]) + int(m[2]) == 289, out[-3000:]
+    m = re.search(r"grid total: ~(\d+) GPU-hours \(range (\d+)-(\d+)\); evaluation ", out)
+    assert m and int(m[2]) <= int(m[1]) <= int(m[3]), out[-3000:]
+    assert re.search(r"wall time on 2 GPU\(s\): ~\d+ h, 1 job\(s\) per GPU", out), out[-3000:]
+    assert len(re.search(r"most expensive: (.*)", out)[1].split(";")) == 3
+    assert "if the 8-bit step cost 2x the fp32 step" in out
+    rows = list(csv.DictReader((wd / "results/plan-paper.tsv").open(), delimiter="\t"))
+    assert len(rows) == 289 and all(r["basis"].startswith(("measured", "derived")) for r in rows)
+    assert {r["k"] for r in rows} == {"1"}
 
 
 @pytest.mark.slow

@@ -151,4 +151,5 @@ rule plan:
     run:
         from lpdt.plan.table import write_plan
 
-        write_plan(RUNS, BATCHES, config, SCALE, output[0])
+        # under a cluster executor (SLURM) a job gets a whole GPU unless shards are configured
+        write_plan(RUNS, BATCHES, config, SCALE, output[0], on_cluster=not workflow.local_exec)

@@ -30,6 +30,9 @@ class DatasetSpec(Spec):
     # test examples one evaluation reads (None: the plan counts DEFAULT_TEST_SIZE)
     train_size: int | None = None
     test_size: int | None = None
+    # The input side in px its reader gives a model when ``data.image_size`` is unset (the
+    # plan's price; None: 32, CIFAR's)
+    input_px: int | None = None
 
 
 DATASETS: Registry[DatasetSpec] = Registry("dataset")
@@ -39,13 +42,15 @@ _IMAGES, _TEXT = "lpdt.data.images", "lpdt.data.text"
 DATASETS.add("cifar10", DatasetSpec(f"{_IMAGES}:load_cifar10", 50000, 10000))
 DATASETS.add("cifar100", DatasetSpec(f"{_IMAGES}:load_cifar100", 50000, 10000))
 DATASETS.add("fashion_mnist", DatasetSpec(f"{_IMAGES}:load_fashion_mnist", 60000, 10000))
-DATASETS.add("imagenette", DatasetSpec("lpdt.data.imagenette:load_imagenette", 9469, 3925))
+DATASETS.add(  # RandomResizedCrop / CenterCrop to 224 px (lpdt.data.imagenette)
+    "imagenette", DatasetSpec("lpdt.data.imagenette:load_imagenette", 9469, 3925, input_px=224)
+)
 DATASETS.add(  # its reader's sizes when no subset is set
     "synthetic",
     DatasetSpec("lpdt.data.synthetic:load_synthetic", SYNTHETIC_SIZES[0], SYNTHETIC_SIZES[1]),
 )
-DATASETS.add("agnews", DatasetSpec(f"{_TEXT}:agnews", 120000))
-DATASETS.add("sentlen", DatasetSpec(f"{_TEXT}:sentlen", 100000))
+DATASETS.add("agnews", DatasetSpec(f"{_TEXT}:agnews", 120000, 7600))
+DATASETS.add("sentlen", DatasetSpec(f"{_TEXT}:sentlen", 100000, 10000))  # SentEval tr / te
 # Stand-ins from the installed fortunes files (their readers record what they stand in for)
 DATASETS.add("fortunes4", DatasetSpec(f"{_TEXT}:fortunes4"))
 DATASETS.add("sentlen_fortunes", DatasetSpec(f"{_TEXT}:sentlen_fortunes"))

@@ -47,7 +47,7 @@ class ModelSpec(Spec):
 MODELS: Registry[ModelSpec] = Registry("model")
 
 # ResNet-20's jobs per GPU are MEASURED (2026-11-27, one H100, Table 3 jobs;
-# lpdt.plan.runtime.H100_SHARE): 8 jobs give 4.7x the images/s of one, 12 only 5.0x. The others
+# lpdt.plan.gpu.H100_SHARE): 8 jobs give 4.7x the images/s of one, 12 only 5.0x. The others
 # are PROVISIONAL, NOT MEASURED: guesses from the models' sizes (ResNet-8 / -54 launch-bound and
 # small like ResNet-20; VGG-11, ResNet-18 at 64 px or larger and MiniLM fill more of a GPU).
 _RESNET = "lpdt.models.resnet"

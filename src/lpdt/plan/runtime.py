@@ -25,9 +25,9 @@ jobs per slot) is better refitted.
 "In sample" below: a constant fitted to some jobs and checked against the same jobs; its error
 there is no measure of the plan's error on other runs or machines.
 
-On GPUs (``H100_MS``) k jobs may share a GPU (config ``gpu_jobs_per_gpu``): a job's time is
-its time alone x s(k) (``H100_SHARE``), and the grid packs onto GPUs x k slots
-(``shared_gpu_wall_seconds``, ``gpu_hours``).
+On GPUs the price of a run is ``lpdt.plan.gpu``'s (measured or derived, with a range); k jobs
+may share a GPU where measured (``gpu.H100_SHARE``: a job's time is its time alone x s(k)), and
+the grid packs onto GPUs x k slots (``shared_gpu_wall_seconds``, ``gpu_hours``).
 """
 
 from __future__ import annotations
@@ -172,12 +172,14 @@ def full_test_size(dataset: str) -> int:
 
 
 def input_px(cfg: Mapping[str, Any]) -> int:
-    """Input side in px as the model sees it (text: tokens per example)."""
+    """Input side in px as the model sees it (text: tokens per example): ``data.image_size``,
+    else the dataset's own (``DatasetSpec.input_px``: Imagenette's 224), else 32."""
     data = cfg["data"]
     spec = MODELS.find(cfg["model"]["name"])
     if spec is not None and spec.inputs == "text":
         return int(data.get("max_length") or 128)
-    return int(data.get("image_size") or 32)
+    dataset = DATASETS.find(data["dataset"])
+    return int(data.get("image_size") or (dataset.input_px if dataset else None) or 32)
 
 
 def evaluated_images(cfg: Mapping[str, Any]) -> int:
@@ -234,36 +236,9 @@ def gossip_units(cfg: Mapping[str, Any], samples: int) -> float:
     return rounds * n * ((spec.gossiped or 0) if spec else 0)
 
 
-# One NVIDIA H100 80GB (torch 2.11.0+cu130, compiled steps, one job on the GPU at a time;
-# docs/engine.md "On a GPU"): (model, precision, px, per-node batch) -> (ms per training sample,
-# gossip, optimizer and data included; ms per evaluated image, at most; seconds of compiling).
-# Measured 2026-11-25 on the Table 3 cell (8-node ring, CHOCO with 99 % top-k) at paper scale:
-# 30.3 s per epoch of 50,000 samples; the final 51 gossip rounds and evaluation (at most 90,000
-# images) 3.6 s; compiling the training step 20.8 s (benchmarks/bench_compile.py). Nothing else
-# has been measured on a GPU: other keys have no estimate (the plan says how many).
-H100_MS: dict[tuple[str, str, int, int], tuple[float, float, float]] = {
-    ("resnet20", "fp32", 32, 32): (0.606, 0.04, 21.0),
-}
-# k training jobs on one H100 at once (config gpu_jobs_per_gpu): model -> {k: s(k)}, the
-# slowdown of each job, its images/s alone over its images/s with k at once (k jobs then finish
-# k / s(k) times the work of one in the same time). None marks a k without a measured factor,
-# and the plan then counts that model's jobs at k = 1 (one at a time on a GPU) and says so.
-# ResNet-20: measured 2026-11-27 on one H100 (torch 2.11.0+cu130, 16 cores; benchmarks/
-# bench_gpu.py, jobs part): k concurrent Table 3 jobs (8-node ring, CHOCO 99 % top-k, per-node
-# batch 32, compiled, generated 32 px images), 10 s each after warm-up, cores // k threads each:
-# 2,544 / 5,091 / 9,340 / 12,070 / 12,690 images/s per GPU for k = 1 / 2 / 4 / 8 / 12, so
-# s(k) = k x 2,544 / those. Other models: not measured (their k in lpdt.gpus is provisional).
-H100_SHARE: dict[str, dict[int, float | None]] = {
-    "resnet8": {8: None},
-    "resnet20": {1: 1.0, 2: 1.0, 4: 1.09, 8: 1.69, 12: 2.41},
-    "resnet54": {8: None},
-    "vgg11": {4: None},
-    "resnet18": {2: None},
-    "minilm": {2: None},
-}
 MACHINES = {
     "cpu": REFERENCE,
-    "h100": "one NVIDIA H100 80GB, torch 2.11.0+cu130, compiled steps, 1 job on the GPU at a time",
+    "h100": "one NVIDIA H100 80GB, torch 2.11.0+cu130 (lpdt.plan.gpu: measured or derived)",
 }
 
 
@@ -276,7 +251,8 @@ def run_seconds(
     graph_compiled: bool = False,
 ) -> float | None:
     """Estimated seconds of one training job on ``machine`` (a key of ``MACHINES``); None: no
-    measured cost for its model / precision / px (on the H100: and per-node batch, compiled).
+    measured cost for its model / precision / px (the H100: ``lpdt.plan.gpu.run_price``, None
+    only for a model without counts).
     ``in_batch``: a run after the first of a batch of runs in one process (the workflow's
     ``batch_runs``; CPU only): ``BATCHED_START_S`` instead of the start-up;
     ``graph_compiled``: an earlier run of this process compiled its graph: no compile.
@@ -289,20 +265,11 @@ def run_seconds(
         raise ValueError(f"machine {machine!r}: allowed {', '.join(MACHINES)}")
     if speed is not None and machine != "cpu":
         raise ValueError(f"the speed probe scales the CPU costs only, not {machine!r}'s")
-    if machine == "h100":
-        gpu_key = (
-            cfg["model"]["name"],
-            cfg["precision"]["mode"],
-            input_px(cfg),
-            per_node_batch(cfg),
-        )
-        # The H100 costs are of compiled steps: an eager run has none.
-        if gpu_key not in H100_MS or samples is None or not cfg["train"].get("compile"):
-            return None
-        train_ms, eval_ms, compile_s = H100_MS[gpu_key]
-        return (
-            START_S + compile_s + samples * train_ms / 1e3 + evaluated_images(cfg) * eval_ms / 1e3
-        )
+    if machine == "h100":  # one job alone on the GPU (lpdt.plan.gpu)
+        from lpdt.plan import gpu
+
+        price = gpu.run_price(cfg, samples)
+        return None if price is None else price.seconds
     key = (cfg["model"]["name"], cfg["precision"]["mode"], input_px(cfg))
     if key not in STEP_MS or samples is None:
         return None
@@ -416,11 +383,6 @@ def packed_wall_seconds(jobs: Iterable[float], slots: int) -> float:
     for t in sorted(jobs, reverse=True):
         heapq.heapreplace(loads, loads[0] + t)
     return max(loads)
-
-
-def share_slowdown(model: str, k: int) -> float | None:
-    """s(k) of ``model`` on the H100 (``H100_SHARE``): 1.0 for k = 1, None where not measured."""
-    return 1.0 if k == 1 else H100_SHARE.get(model, {}).get(k)
 
 
 def shared_gpu_wall_seconds(jobs: Iterable[tuple[float, int]], gpus: int) -> float:

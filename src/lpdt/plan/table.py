@@ -27,27 +27,31 @@ def write_plan(
     config: Mapping[str, Any],
     scale: str,
     out: str | Path,
+    on_cluster: bool = False,
 ) -> None:
     """Print the plan of ``runs`` (the workflow's RUNS) and write its table to ``out``.
 
     ``batches``: the workflow's batches of runs (``grid.run_batches``; empty when config
     ``batch_runs`` is off): a batch is one job, its runs one after another. ``config``: the
     workflow's settings (``plan_machine``, ``train_threads``, ``plan_probe``,
-    ``gpu_jobs_per_gpu``, ``plan_gpus``)."""
+    ``gpu_jobs_per_gpu``, ``plan_gpus``, ``slurm_gpu_shards``); ``on_cluster``: the jobs go to
+    a cluster executor (SLURM), where a job gets a whole GPU unless shards are configured."""
     import lpdt
-    from lpdt.gpus import jobs_per_gpu
 
     batch_of = {r: b for b, ids in batches.items() for r in ids}
     # Whose costs: the reference CPU, or (the paper scale's default) one H100; the config
     # schema allows only those (runtime.MACHINES).
     machine = config.get("plan_machine", "h100" if scale == "paper" else "cpu")
+    if machine == "h100":  # the price of every run, measured or derived (lpdt.plan.gpu)
+        from lpdt.plan.gpu_table import write_gpu_plan
+
+        write_gpu_plan(runs, config, scale, out, on_cluster)
+        return
     # The speed probe (CPU costs only; config plan_probe, default on): ~10 s of eager steps of
     # the claims' problem (fp32, 8-bit as eager jobs run it, 8-bit tensor operations as compiled
     # graphs fuse them), as many at once as there are job slots, scale the reference machine's
     # costs (lpdt.plan.probe).
     slots = max(1, (os.cpu_count() or 1) // max(1, int(config.get("train_threads", 1))))
-    if machine == "h100":
-        slots = 1
     speed, probe_text = None, None
     if machine == "cpu" and config.get("plan_probe", True):
         try:
@@ -67,16 +71,6 @@ def write_plan(
         # graph compiles cold once; else `slots` jobs of one graph may start side by side
         cold_slots = 1 if batches else slots
         cold = runtime.cold_compile_seconds({k: r.config for k, r in runs.items()}, cold_slots)
-    # GPU costs: k jobs of a model share a GPU (config gpu_jobs_per_gpu), each taking s(k) times
-    # its time alone (runtime.H100_SHARE); a k without a measured s(k) counts as k = 1.
-    job_k: dict[str, int] = {}
-    unmeasured: set[tuple[str, int]] = set()
-    for r in rows if machine == "h100" else []:
-        k = jobs_per_gpu(config["gpu_jobs_per_gpu"], r["model"])
-        if runtime.share_slowdown(r["model"], k) is None:
-            unmeasured.add((r["model"], k))
-            k = 1
-        job_k[r["run_id"]] = k
     for r in rows:  # the job that trains each run: its batch (rule train_batch) or itself
         r["job"] = batch_of.get(r["run_id"], r["run_id"])
     graphs = set()  # (job, compiled graph) already compiled by an earlier run of the job
@@ -92,8 +86,6 @@ def write_plan(
         graphs.add(graph)
         if est is not None:
             est += cold.get(r["run_id"], 0.0) * (speed or {}).get("fp32", 1.0)
-        if est is not None and r["run_id"] in job_k:
-            est *= runtime.share_slowdown(r["model"], job_k[r["run_id"]]) or 1.0
         r["est_s"] = None if est is None else round(est)
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t")
@@ -117,38 +109,19 @@ def write_plan(
             f"torch.compile cache {cache} is empty: {shapes} compiled shapes compile cold "
             f"in their first {len(cold)} jobs (~{sum(cold.values()) / 60:.0f} job-min more)"
         )
-    if machine == "h100":  # G GPUs (config plan_gpus), k jobs on each
-        n_gpus = config["plan_gpus"]
-        jobs = [(r["est_s"], job_k[r["run_id"]]) for r in rows if r["est_s"] is not None]
-        counted = {r["model"] for r in rows if r["est_s"] is not None}
-        for m, k in sorted(u for u in unmeasured if u[0] in counted):
-            print(
-                f"  {m}: no measured sharing factor for {k} jobs per GPU "
-                f"(lpdt.plan.runtime.H100_SHARE); assuming k=1"
-            )
-        wall = runtime.shared_gpu_wall_seconds(jobs, n_gpus)
-        gpu_h, own_gpu_h = runtime.gpu_hours(jobs, n_gpus)
-        per_gpu = ", ".join(str(k) for k in sorted({k for _, k in jobs})) or "1"
-        print(
-            f"estimated training wall time: ~{wall / 60:.0f} min on {n_gpus} GPU(s), "
-            f"{per_gpu} jobs per GPU = {gpu_h:.1f} GPU-hours (wall time x GPUs); "
-            f"the jobs' own GPU time {own_gpu_h:.1f} GPU-hours (each job's time / its k) "
-            f"(costs measured on {runtime.MACHINES[machine]}; lpdt.plan.runtime)"
-        )
-    else:
-        job_s: Counter[str] = Counter()  # a batch is one job: its runs one after another
-        for r in rows:
-            if r["est_s"] is not None:
-                job_s[r["job"]] += r["est_s"]
-        wall = runtime.packed_wall_seconds(job_s.values(), slots)
-        batched = f", {len(batch_of)} of them in {len(batches)} batches" if batches else ""
-        print(f"{len(job_s)} training jobs for {len(known)} runs{batched} (config batch_runs)")
-        print(
-            f"estimated training wall time: ~{wall / 60:.0f} min with {slots} jobs at once "
-            f"= {sum(known) / 3600:.1f} job-hours "
-            f"(costs measured on {runtime.MACHINES[machine]}"
-            f"{', scaled to this machine' if speed else ''}; lpdt.plan.runtime)"
-        )
+    job_s: Counter[str] = Counter()  # a batch is one job: its runs one after another
+    for r in rows:
+        if r["est_s"] is not None:
+            job_s[r["job"]] += r["est_s"]
+    wall = runtime.packed_wall_seconds(job_s.values(), slots)
+    batched = f", {len(batch_of)} of them in {len(batches)} batches" if batches else ""
+    print(f"{len(job_s)} training jobs for {len(known)} runs{batched} (config batch_runs)")
+    print(
+        f"estimated training wall time: ~{wall / 60:.0f} min with {slots} jobs at once "
+        f"= {sum(known) / 3600:.1f} job-hours "
+        f"(costs measured on {runtime.MACHINES[machine]}"
+        f"{', scaled to this machine' if speed else ''}; lpdt.plan.runtime)"
+    )
     if len(known) < len(rows):
         print(f"  ({len(rows) - len(known)} runs have no measured cost and are not counted)")
     print(f"per-run table: {out}")

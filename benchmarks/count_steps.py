@@ -1,0 +1,58 @@
+"""Count the work of one node step for every (model, norm, precision, input size) of a scale's
+grid, on the CPU: ``lpdt.plan.counts.COUNTS``, which the GPU price reads (docs/workflow.md,
+"The paper's price").
+
+    python benchmarks/count_steps.py                    # eager counts, the paper grid
+    python benchmarks/count_steps.py --kernels resnet20  # also compile (cold) the listed models
+
+Prints the table as Python, one entry a line, to paste over ``COUNTS`` (with the date and the
+commit). Eager counts take about a minute in all; a cold compile a few minutes per model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+
+def grid_keys(scale: str) -> list[tuple[str, str, str, int]]:
+    """The keys of the scale's runs and of the measured H100 steps (``lpdt.plan.gpu``)."""
+    from lpdt import grid
+    from lpdt.plan import counts, gpu, runtime
+
+    spec = grid.load(ROOT / "config/studies.yaml", ROOT / f"config/scales/{scale}.yaml")
+    keys = {counts.key(r.config, runtime.input_px(r.config)) for r in grid.expand(spec).values()}
+    keys |= {(r.model, r.norm, r.precision, r.px) for r in gpu.STEP_ROWS}
+    return sorted(keys)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--scale", default="paper")
+    p.add_argument("--kernels", default="", help="models to compile (comma-separated), or 'all'")
+    a = p.parse_args()
+    from lpdt.plan.counts import count_kernels, count_step
+
+    compile_models = set(a.kernels.split(",")) if a.kernels else set()
+    for k in grid_keys(a.scale):
+        t0 = time.perf_counter()
+        c = count_step(*k)
+        kt = ke = None
+        if "all" in compile_models or k[0] in compile_models:
+            kt, ke = count_kernels(*k)
+        print(
+            f"    {k!r}: StepCounts({c.ops_train}, {c.ops_eval}, {c.flops_train:.4g}, "
+            f"{c.flops_eval:.4g}, {c.bytes_train:.4g}, {c.bytes_eval:.4g}, {kt}, {ke}, "
+            f"{c.params}, {c.dropout}),"
+            f"  # {time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+"""What one training step of a model does, counted on the CPU: the GPU price's work
+(``lpdt.plan.gpu``).
+
+Per (model, normalisation, precision, input px or tokens), one node's step:
+
+- ``ops_train`` / ``ops_eval``: the eager aten operations of a training step (forward, loss,
+  backward) and of an evaluation forward, every operation the dispatcher runs (views included:
+  each costs dispatcher time, and on a GPU every other one is a kernel launch). Independent of the
+  batch size. 8-bit models are counted on the tensor-operation path a GPU takes
+  (``LPDT_QUANT_KERNEL=0``: the CPU's C++ quantiser kernel off).
+- ``flops_train`` / ``flops_eval``: FLOPs per sample of the convolutions and matrix products
+  (``torch.utils.flop_counter``: forward and backward / forward).
+- ``bytes_train`` / ``bytes_eval``: bytes per sample that the operations write (outputs of every
+  operation that is not a view): the elementwise traffic of a large input (Imagenette's 224 px),
+  which the memory bandwidth bounds.
+- ``kernels_train`` / ``kernels_eval``: the kernels inductor generates for the compiled step
+  (``torch._inductor.metrics.generated_kernel_count``, a cold compile on the CPU; its C++ kernels
+  fuse as its GPU kernels do, give or take), where counted; None: not counted (the price takes
+  ``ops x`` the counted models' ratio).
+
+``COUNTS`` holds them for the paper grid's models, counted by ``benchmarks/count_steps.py`` (the
+commit and date with the table); ``count_step`` counts one model (the slow test of the paper
+grid's first iterations recounts them). Nothing here imports torch at module level.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """One node step's work (see the module's docstring); per sample where it scales with the
+    batch."""
+
+    ops_train: int
+    ops_eval: int
+    flops_train: float
+    flops_eval: float
+    bytes_train: float
+    bytes_eval: float
+    kernels_train: int | None = None
+    kernels_eval: int | None = None
+    params: int = 0  # trainable parameters (10 classes)
+    dropout: bool = False  # random operations: the batched step refuses it (runs node by node)
+
+
+# (model, norm, precision, px or tokens) -> counts. Counted 2026-11-28 on the project's 2-core CPU,
+# torch 2.14.1, the code of 6238600 with the 8-bit layers as they stood in the working tree that
+# day (issue 51 in progress: its operation counts move with that work; recount with
+# `python benchmarks/count_steps.py`), 10 classes (AG News 4, SentLen 6 differ in the last layer
+# only). Kernels: cold compiles, ResNet-20 only (the other models' compiled kernels are priced as
+# ops x ResNet-20's kernels / ops of the same precision).
+COUNTS: dict[tuple[str, str, str, int], StepCounts] = {
+    ("distilbert", "evonorm", "fp32", 128): StepCounts(
+        1170, 251, 3.352e10, 1.087e10, 1.809e08, 4.37e07, None, None, 66961162, True
+    ),
+    ("distilbert", "rangeen", "int8", 128): StepCounts(
+        7109, 3064, 3.352e10, 1.087e10, 1.415e09, 6.384e08, None, None, 66961162, True
+    ),
+    ("resnet18", "evonorm", "fp32", 224): StepCounts(
+        1263, 354, 1.065e10, 3.627e09, 2.591e08, 7.501e07, None, None, 11186442, False
+    ),
+    ("resnet18", "rangeen", "int8", 224): StepCounts(
+        9572, 4489, 1.065e10, 3.627e09, 1.51e09, 7.465e08, None, None, 11186442, False
+    ),
+    ("resnet20", "batchnorm", "fp32", 32): StepCounts(
+        308, 96, 2.44e08, 8.163e07, 5.506e06, 2.704e06, 276, 41, 272474, False
+    ),
+    ("resnet20", "evonorm", "fp32", 32): StepCounts(
+        1324, 371, 2.44e08, 8.163e07, 2.088e07, 5.973e06, 311, 104, 273258, False
+    ),
+    ("resnet20", "groupnorm", "fp32", 32): StepCounts(
+        350, 75, 2.44e08, 8.163e07, 5.506e06, 2.704e06, None, None, 272474, False
+    ),
+    ("resnet20", "rangebn", "fp32", 32): StepCounts(
+        1736, 264, 2.44e08, 8.163e07, 1.594e07, 4.309e06, None, None, 272474, False
+    ),
+    ("resnet20", "rangeen", "fp32", 32): StepCounts(
+        1450, 434, 2.44e08, 8.163e07, 1.777e07, 4.4e06, 441, 83, 273258, False
+    ),
+    ("resnet20", "rangeen", "int8", 32): StepCounts(
+        10153, 4769, 2.44e08, 8.163e07, 1.407e08, 6.99e07, None, None, 273258, False
+    ),
+    ("resnet54", "evonorm", "fp32", 32): StepCounts(
+        3184, 896, 6.687e08, 2.232e08, 5.074e07, 1.459e07, None, None, 760458, False
+    ),
+    ("resnet54", "rangeen", "int8", 32): StepCounts(
+        24883, 11684, 6.687e08, 2.232e08, 3.496e08, 1.726e08, None, None, 760458, False
+    ),
+    ("vgg11", "evonorm", "fp32", 32): StepCounts(
+        549, 148, 9.147e08, 3.061e08, 1.574e07, 4.645e06, None, None, 9496522, True
+    ),
+    ("vgg11", "evonorm", "fp32", 224): StepCounts(
+        552, 149, 4.474e10, 1.497e10, 7.672e08, 2.263e08, None, None, 9496522, True
+    ),
+    ("vgg11", "rangeen", "int8", 32): StepCounts(
+        3640, 1697, 9.147e08, 3.061e08, 6.556e07, 2.73e07, None, None, 9496522, True
+    ),
+    ("vgg11", "rangeen", "int8", 224): StepCounts(
+        3643, 1698, 4.474e10, 1.497e10, 3.198e09, 1.33e09, None, None, 9496522, True
+    ),
+}
+
+
+def key(cfg: dict[str, Any], px: int) -> tuple[str, str, str, int]:
+    """The ``COUNTS`` key of a run config at its input size ``px``."""
+    return (cfg["model"]["name"], cfg["model"]["norm"], cfg["precision"]["mode"], px)
+
+
+# Operations that only make a new view of a tensor: they write nothing.
+_VIEWS = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "as_strided",
+        "t",
+        "transpose",
+        "expand",
+        "permute",
+        "unsqueeze",
+        "squeeze",
+        "detach",
+        "alias",
+        "slice",
+        "select",
+        "_reshape_alias",
+        "split",
+        "split_with_sizes",
+        "unbind",
+        "view_as",
+        "unfold",
+        "narrow",
+        "diagonal",
+        "lift_fresh",
+    }
+)
+
+
+def _counted(fn: Any) -> tuple[int, float, float]:
+    """(operations, bytes written, FLOPs) of one call of ``fn()``."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    class Count(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops, self.bytes = 0, 0.0
+
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
+            out = func(*args, **(kwargs or {}))
+            self.ops += 1
+            if func.overloadpacket.__name__ not in _VIEWS:
+                for t in out if isinstance(out, tuple | list) else (out,):
+                    if isinstance(t, torch.Tensor):
+                        self.bytes += t.numel() * t.element_size()
+            return out
+
+    with Count() as c:
+        fn()
+    with FlopCounterMode(display=False) as f:
+        fn()
+    return c.ops, c.bytes, float(f.get_total_flops())
+
+
+def count_step(model: str, norm: str, precision: str, px: int, classes: int = 10) -> StepCounts:
+    """Count one node step of a model built as the grid builds it (random weights; text models
+    from their configuration), on the CPU, at batch sizes 2 and 4 (per-sample work is the
+    difference over 2 samples: what does not scale with the batch, such as the weights'
+    gradients, drops out)."""
+    os.environ["LPDT_QUANT_KERNEL"] = "0"  # the tensor operations a GPU runs
+    import torch
+
+    from lpdt.config import load_config
+    from lpdt.engine.steps import Steps
+    from lpdt.models import MODELS, build_model
+
+    spec = MODELS.find(model)
+    text = spec is not None and spec.inputs == "text"
+    sets = [f"model.name={model}", f"model.norm={norm}", f"precision.mode={precision}"]
+    cfg = load_config(None, [*sets, "device=cpu", *(["model.pretrained=false"] if text else [])])
+    shape = (px,) if text else (3, px, px)
+    torch.manual_seed(0)
+    net = build_model(cfg, classes, shape)
+    steps = Steps(net)
+
+    def inputs(b: int) -> tuple[torch.Tensor, torch.Tensor]:
+        gen = torch.Generator().manual_seed(b)
+        x = (
+            torch.randint(1000, 2000, (b, px), generator=gen)
+            if text
+            else torch.randn(b, *shape, generator=gen)
+        )
+        return x, torch.randint(0, classes, (b,), generator=gen)
+
+    out: dict[str, list[tuple[int, float, float]]] = {"train": [], "eval": []}
+    for b in (2, 4):
+        x, y = inputs(b)
+        net.train()
+        steps.train_step(net, x, y)  # warm: lazy state, first-call paths
+        out["train"].append(_counted(lambda: steps.train_step(net, x, y)))  # noqa: B023
+        net.eval()
+        out["eval"].append(_counted(lambda: steps.predict(net, x)))  # noqa: B023
+    (ops_t, b2t, f2t), (_, b4t, f4t) = out["train"]
+    (ops_e, b2e, f2e), (_, b4e, f4e) = out["eval"]
+    return StepCounts(
+        params=sum(p.numel() for p in net.parameters() if p.requires_grad),
+        dropout=any(isinstance(m, torch.nn.Dropout) for m in net.modules()),
+        ops_train=ops_t,
+        ops_eval=ops_e,
+        flops_train=(f4t - f2t) / 2,
+        flops_eval=(f4e - f2e) / 2,
+        bytes_train=(b4t - b2t) / 2,
+        bytes_eval=(b4e - b2e) / 2,
+    )
+
+
+def count_kernels(model: str, norm: str, precision: str, px: int) -> tuple[int, int]:
+    """Kernels inductor generates for the compiled training step and evaluation forward of one
+    node (a cold compile into a throw-away cache, minutes on a 2-core CPU)."""
+    import tempfile
+
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="lpdt-count-")
+    os.environ["LPDT_QUANT_KERNEL"] = "0"
+    import torch
+    import torch._inductor.config as inductor_config
+    from torch._inductor import metrics
+
+    from lpdt.config import load_config
+    from lpdt.engine.steps import Steps
+    from lpdt.models import build_model
+
+    inductor_config.fx_graph_cache = False
+    cfg = load_config(
+        None,
+        [f"model.name={model}", f"model.norm={norm}", f"precision.mode={precision}", "device=cpu"],
+    )
+    torch.manual_seed(0)
+    net = build_model(cfg, 10, (3, px, px))
+    x, y = torch.randn(2, 3, px, px), torch.randint(0, 10, (2,))
+    steps = Steps(net, compile=True, log=lambda s: None)
+    metrics.reset()
+    net.train()
+    steps.train_step(net, x, y)
+    train = metrics.generated_kernel_count
+    metrics.reset()
+    net.eval()
+    steps.predict(net, x)
+    return train, metrics.generated_kernel_count
