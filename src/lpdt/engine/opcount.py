@@ -20,6 +20,30 @@ from typing import Any
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
+# Operations that only make a new view of a tensor's memory (no kernel on a GPU).
+VIEWS = frozenset(
+    f"aten.{name}"
+    for name in (
+        "view.default",
+        "_unsafe_view.default",
+        "detach.default",
+        "alias.default",
+        "unsqueeze.default",
+        "squeeze.dim",
+        "squeeze.dims",
+        "select.int",
+        "slice.Tensor",
+        "transpose.int",
+        "t.default",
+        "permute.default",
+        "expand.default",
+        "as_strided.default",
+        "unbind.int",
+        "split.Tensor",
+        "view_as.default",
+    )
+)
+
 # The operation a host read of a tensor's value dispatches (``item``, ``int``, ``float``,
 # ``bool``, and a Python branch on a tensor, via ``is_nonzero``).
 HOST_SYNC = "aten._local_scalar_dense.default"
@@ -46,8 +70,13 @@ class OpCounter(TorchDispatchMode):
 
     @property
     def total(self) -> int:
-        """Every aten operation (each a kernel launch on a GPU, views and metadata aside)."""
+        """Every aten operation, views included."""
         return sum(self.counts.values())
+
+    @property
+    def launches(self) -> int:
+        """The operations that are not views (``VIEWS``): each a kernel launch on a GPU."""
+        return sum(n for name, n in self.counts.items() if name not in VIEWS)
 
     @property
     def host_syncs(self) -> int:
