@@ -11,8 +11,9 @@ GPU"), and both counts can be taken on the CPU:
   round runs its graph once per node, so its launches per round are ``kernels x nodes``);
 - ``aten_ops_round``: the aten operations one eager round dispatches (``lpdt.engine.opcount``),
   each a launch on a GPU (views aside), with the quantisers on the tensor path a GPU takes
-  (``LPDT_QUANT_KERNEL=0``): n node steps, or the one batched step; ``host_syncs_round``: reads
-  of a tensor on the host in that round;
+  (``LPDT_QUANT_KERNEL=0``): n node steps, or the one batched step; ``launches_round``: those
+  that are not views (``opcount.VIEWS``); ``host_syncs_round``: reads of a tensor on the host in
+  that round;
 - ``compile_s``: the first compiled round from an **empty** inductor cache (each row runs in a
   fresh process with a cache of its own), so compile times compare side by side;
 - ``ms_round_eager`` / ``ms_round_compiled``: median wall time of a round on this device.
@@ -46,6 +47,7 @@ COLUMNS = [
     "ran",
     "kernels",
     "aten_ops_round",
+    "launches_round",
     "host_syncs_round",
     "compile_s",
     "ms_round_eager",
@@ -115,6 +117,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     _, counted = count_ops(eager)
     del os.environ[kernel.ENV]
     row["aten_ops_round"] = counted.total
+    row["launches_round"] = counted.launches
     row["host_syncs_round"] = counted.host_syncs
     row["ms_round_eager"] = timed(eager, args.iters)
     compiled, steps = runner(True)
