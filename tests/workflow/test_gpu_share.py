@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import csv
+import json
 import os
 import re
 import subprocess
@@ -56,6 +57,18 @@ def test_visible_gpu_ids_keep_the_names_of_cuda_visible_devices(tmp_path):
     for name in ("0000:01:00.0", "0000:02:00.0"):
         (tmp_path / "drv" / name).mkdir(parents=True)
     assert gpus.visible_gpu_ids({}, tmp_path / "drv") == ["0", "1"]
+
+
+def _hold(out: Path, release: Path) -> str:
+    """A job's body: write the CUDA_VISIBLE_DEVICES it got into ``out``, then hold on until
+    ``release`` exists (at most WAIT_S)."""
+    return (
+        "import os, pathlib, time\n"
+        f"pathlib.Path({str(out)!r}).write_text(os.environ['CUDA_VISIBLE_DEVICES'])\n"
+        f"end = time.monotonic() + {WAIT_S}\n"
+        f"while not pathlib.Path({str(release)!r}).exists() and time.monotonic() < end:\n"
+        "    time.sleep(0.05)\n"
+    )
 
 
 def _holder(lock_dir: Path, out: Path, release: Path, *, units: int = 1, timeout: float = 30):
@@ -113,20 +126,87 @@ def test_two_gpus_with_two_slots_run_four_jobs_one_gpu_each(tmp_path):
 
 def test_slots_are_freed_when_the_job_ends(tmp_path):
     """A whole-GPU job (2 of 2 slots) after two half-GPU jobs on GPU 0 and 1 ended: it gets a
-    GPU at once (the kernel dropped the ended jobs' locks), with the first GPU listed."""
+    GPU at once (an ended process's share is dropped), with the first GPU listed."""
     release = tmp_path / "release"
     release.touch()  # the holders end at once
     for i in range(2):
         p = _holder(tmp_path / "slots", tmp_path / f"h{i}", release)
         assert p.wait(timeout=WAIT_S) == 0
-    chosen, fds, ok = gpus.acquire(tmp_path / "slots", ["0", "1"], 2, 2, timeout=0)
-    assert (chosen, len(fds), ok) == (["0"], 2, True)
-    other, fds2, ok2 = gpus.acquire(tmp_path / "slots", ["0", "1"], 2, 2, timeout=0)
+    chosen, held, ok = gpus.acquire(tmp_path / "slots", ["0", "1"], 2, 2, timeout=0)
+    assert (chosen, len(held), ok) == (["0"], 1, True)
+    other, held2, ok2 = gpus.acquire(tmp_path / "slots", ["0", "1"], 2, 2, timeout=0)
     assert (other, ok2) == (["1"], True)  # GPU 0 is taken: the next job gets GPU 1
-    _, _, ok3 = gpus.acquire(tmp_path / "slots", ["0", "1"], 2, 1, timeout=0.2, poll=0.05)
+    _, held3, ok3 = gpus.acquire(tmp_path / "slots", ["0", "1"], 2, 1, timeout=0.2, poll=0.05)
     assert not ok3  # no free slot anywhere: after its timeout it says so
-    for fd in fds + fds2:
-        os.close(fd)
+    gpus.release(tmp_path / "slots", held + held2 + held3)
+    assert gpus.holders(tmp_path / "slots") == {}
+
+
+def test_two_invocations_arbitrate_one_gpu(tmp_path):
+    """Two Snakemake invocations (other results folders, other k) share the machine's slot
+    folder, keyed by the GPU: two half-GPU jobs of one (k = 2) fill GPU 0, and a job of the
+    other (k = 8, 1 of 8 slots) waits for room, then says it shares beyond the slots. (Before,
+    each results folder had its own slot files, and the second started at once.)"""
+    release = tmp_path / "release"
+    outs = [tmp_path / f"job{i}" for i in range(2)]
+    slots = tmp_path / "machine-slots"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "lpdt.gpus", "slot", "--dir", str(slots), "--gpus", "0"]
+            + ["--per-gpu", "2", "--units", "1", "--", sys.executable, "-c", _hold(o, release)],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for o in outs
+    ]
+    try:
+        _wait_for(outs)
+        start = time.monotonic()
+        other = subprocess.run(
+            [sys.executable, "-m", "lpdt.gpus", "slot", "--dir", str(slots), "--gpus", "0"]
+            + ["--per-gpu", "8", "--units", "1", "--timeout", "1", "--", "true"],
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+        )
+        assert time.monotonic() - start >= 1.0, other.stderr
+        assert "no GPU had 1 free slots within 1 s" in other.stderr, other.stderr
+    finally:
+        release.touch()
+        for p in procs:
+            p.communicate(timeout=WAIT_S)
+
+
+def test_gpu_key_names_the_gpu_not_its_index_in_cuda_visible_devices(tmp_path):
+    for name in ("0000:01:00.0", "0000:02:00.0", "0000:03:00.0"):
+        (tmp_path / "drv" / name).mkdir(parents=True)
+    assert gpus.gpu_key("2", tmp_path / "drv") == "0000:03:00.0"
+    assert gpus.gpu_key("GPU-ab12", tmp_path / "drv") == "GPU-ab12"  # a UUID as given
+    assert gpus.gpu_key("7", tmp_path / "nodriver") == "7"  # faked GPUs keep their names
+    assert gpus.slot_dir({}) == gpus.DEFAULT_SLOT_DIR
+    assert gpus.slot_dir({"LPDT_GPU_SLOTS": str(tmp_path)}) == tmp_path
+
+
+def test_a_job_past_its_planned_time_is_reported_by_name(tmp_path):
+    """A job that holds its share past 1.5x its planned time + 10 minutes is named by a job that
+    waits for its GPU, and by ``python -m lpdt.gpus status``."""
+    slots = tmp_path / "slots"
+    _, held, _ = gpus.acquire(slots, ["0"], 1, 1, timeout=0, name="runs-abc", planned_s=60.0)
+    state = json.loads((slots / "slots.json").read_text())
+    state["0"][0]["since"] -= 3 * 3600  # it started three hours ago
+    (slots / "slots.json").write_text(json.dumps(state))
+    lines: list[str] = []
+    gpus.acquire(slots, ["0"], 1, 1, timeout=0.3, poll=0.05, name="waiter", log=lines.append)
+    assert len(lines) == 1 and "runs-abc" in lines[0] and "hung?" in lines[0], lines
+    assert "planned 0.02 h" in lines[0] and "for 3.00 h" in lines[0]
+    status = subprocess.run(
+        [sys.executable, "-m", "lpdt.gpus", "status", "--dir", str(slots)],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert "runs-abc" in status.stdout and "hung?" in status.stdout, status.stdout
+    gpus.release(slots, held)
 
 
 def _train_blocks(out: str) -> list[str]:
@@ -139,6 +219,7 @@ def test_two_fake_gpus_with_k2_give_four_slots_and_one_gpu_per_job(tmp_path):
     """Dry run with CUDA_VISIBLE_DEVICES=0,1 and gpu_jobs_per_gpu=2: the workflow caps gpu_slot at
     4 (2 GPUs x 2 slots), every training job asks for 1 (so 4 run at once) and starts `lpdt
     train` through the slot allocator on one of the two GPUs."""
+    slots = tmp_path / "machine-slots"
     r = run_workflow(
         workdir(tmp_path),
         "-n",
@@ -146,13 +227,13 @@ def test_two_fake_gpus_with_k2_give_four_slots_and_one_gpu_per_job(tmp_path):
         "scale=smoke",
         "train_gpus=1",
         "gpu_jobs_per_gpu=2",
-        env={"CUDA_VISIBLE_DEVICES": "0,1"},
+        env={"CUDA_VISIBLE_DEVICES": "0,1", "LPDT_GPU_SLOTS": str(slots)},
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "GPUs: 2 (0,1), 2 slots each: gpu_slot=4" in r.stderr, r.stderr[-2000:]
     for b in _train_blocks(r.stdout):
         assert re.search(r"\bgpu=1, gpu_slot=1\b", b), b
-        assert "-m lpdt.gpus slot --dir results/.gpu_slots --gpus 0,1 --per-gpu 2 --units 1" in b
+        assert f"-m lpdt.gpus slot --dir {slots} --gpus 0,1 --per-gpu 2 --units 1" in b
 
 
 def test_auto_k_per_model_on_the_paper_grid(tmp_path):

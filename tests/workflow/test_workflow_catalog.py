@@ -155,7 +155,7 @@ def train_four_smoke_runs_on_gpus(wd: Path, cores: int, jobs_per_gpu: int, gpus:
         "train_gpus=1",
         f"gpu_jobs_per_gpu={jobs_per_gpu}",
         "mlflow=False",
-        env=_gpu_env(gpus),
+        env={**_gpu_env(gpus), "LPDT_GPU_SLOTS": str(wd / "gpu-slots")},  # this test's GPUs only
         timeout=1200,
     )
     assert r.returncode == 0, r.stderr[-3000:]

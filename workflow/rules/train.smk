@@ -61,7 +61,9 @@ GPUS = len(GPU_IDS)  # GPU_IDS: this machine's GPUs (common.smk)
 # The GPUs whose slots this Snakemake hands out: this machine's, where the jobs run here (not
 # under a cluster executor, whose jobs get their GPUs from SLURM, nor inside such a job).
 SLOT_GPU_IDS = GPU_IDS if workflow.local_exec and not workflow.remote_exec else []
-GPU_SLOT_DIR = f"{RESULTS}/.gpu_slots"  # the slot lock files (lpdt.gpus.acquire)
+# The machine's GPU shares (lpdt.gpus.acquire): one folder for every invocation and results folder
+# on the machine ($LPDT_GPU_SLOTS, else /tmp/lpdt-gpu-slots), keyed by the GPU.
+GPU_SLOT_DIR = str(gpus.slot_dir())
 
 
 def run_gpus(run_id):
@@ -117,9 +119,25 @@ def job_gres(wildcards):
     return gpus.slurm_gres(config["slurm_gpu_shards"], run_k(run_id))
 
 
+def job_planned_s(wildcards):
+    """The job's price on the GPU (lpdt.plan.gpu; None where it has none): a job holding its
+    GPU share past it (with a margin) is reported by name by the jobs that wait."""
+    from lpdt.plan.gpu import run_price
+
+    ids = BATCHES[wildcards.batch] if hasattr(wildcards, "batch") else [wildcards.run_id]
+    prices = [run_price(RUNS[r].config, grid.samples_per_run(RUNS[r].config)) for r in ids]
+    return None if None in prices else sum(p.seconds for p in prices)
+
+
 def job_slot_command(wildcards):
     """"" without a GPU slot; else the allocator that execs `lpdt train` on its GPU."""
-    return gpus.slot_command(PY, GPU_SLOT_DIR, SLOT_GPU_IDS, job_gpu_slot(wildcards), GPU_UNITS)
+    slots = job_gpu_slot(wildcards)
+    if slots <= 0 or not SLOT_GPU_IDS:
+        return ""
+    name = getattr(wildcards, "batch", None) or wildcards.run_id
+    return gpus.slot_command(
+        PY, GPU_SLOT_DIR, SLOT_GPU_IDS, slots, GPU_UNITS, name, job_planned_s(wildcards)
+    )
 
 
 rule train:

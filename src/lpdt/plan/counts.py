@@ -168,11 +168,11 @@ def _counted(fn: Any) -> tuple[int, float, float]:
     return c.ops, c.bytes, float(f.get_total_flops())
 
 
-def count_step(model: str, norm: str, precision: str, px: int, classes: int = 10) -> StepCounts:
-    """Count one node step of a model built as the grid builds it (random weights; text models
-    from their configuration), on the CPU, at batch sizes 2 and 4 (per-sample work is the
-    difference over 2 samples: what does not scale with the batch, such as the weights'
-    gradients, drops out)."""
+def _built(
+    model: str, norm: str, precision: str, px: int, classes: int = 10
+) -> tuple[Any, Any, Any]:
+    """(the model as the grid builds it, with random weights, its eager ``Steps``, a function
+    batch size -> generated inputs), on the CPU, on the tensor operations a GPU runs."""
     os.environ["LPDT_QUANT_KERNEL"] = "0"  # the tensor operations a GPU runs
     import torch
 
@@ -187,7 +187,6 @@ def count_step(model: str, norm: str, precision: str, px: int, classes: int = 10
     shape = (px,) if text else (3, px, px)
     torch.manual_seed(0)
     net = build_model(cfg, classes, shape)
-    steps = Steps(net)
 
     def inputs(b: int) -> tuple[torch.Tensor, torch.Tensor]:
         gen = torch.Generator().manual_seed(b)
@@ -198,6 +197,27 @@ def count_step(model: str, norm: str, precision: str, px: int, classes: int = 10
         )
         return x, torch.randint(0, classes, (b,), generator=gen)
 
+    return net, Steps(net), inputs
+
+
+def count_ops(model: str, norm: str, precision: str, px: int) -> int:
+    """The eager operations of one node's training step (``StepCounts.ops_train``), alone: one
+    step at batch 2 (the slow test of the paper grid checks the table with it)."""
+    net, steps, inputs = _built(model, norm, precision, px)
+    x, y = inputs(2)
+    net.train()
+    steps.train_step(net, x, y)  # warm
+    return _counted(lambda: steps.train_step(net, x, y))[0]
+
+
+def count_step(model: str, norm: str, precision: str, px: int, classes: int = 10) -> StepCounts:
+    """Count one node step of a model built as the grid builds it (random weights; text models
+    from their configuration), on the CPU, at batch sizes 2 and 4 (per-sample work is the
+    difference over 2 samples: what does not scale with the batch, such as the weights'
+    gradients, drops out)."""
+    import torch
+
+    net, steps, inputs = _built(model, norm, precision, px, classes)
     out: dict[str, list[tuple[int, float, float]]] = {"train": [], "eval": []}
     for b in (2, 4):
         x, y = inputs(b)
