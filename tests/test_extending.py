@@ -1,26 +1,37 @@
-"""An algorithm, a compressor, a model and a dataset defined only here, registered with their
-specs, run through ``lpdt train``, the cost model (the compressor's bytes on the wire), MLflow's run names,
-the planner and the GPU slots (the model's, the dataset's sizes), and the report's comparison
-table and coordinates, with nothing in ``src/`` changed: what docs/extending.md promises a
-newcomer."""
+"""An algorithm, a compressor, a model and a dataset defined outside ``src/``, registered with
+their specs, run through ``lpdt train``, the cost model (the compressor's bytes on the wire),
+MLflow's run names, the planner and the GPU slots (the model's, the dataset's sizes), and the
+report's comparison table and coordinates: what docs/extending.md promises a newcomer.
+
+The compressor and the algorithm are a plugin module (``tests/plugins/lpdt_half.py``), copied
+into a folder of its own and named as docs/extending.md says (the config key ``plugins``,
+``$LPDT_PLUGINS``, an entry point of ``lpdt.plugins``) to ``lpdt`` commands run as processes of
+their own, as a user runs them; the plugin counts its ``encode`` calls per process, so a test
+sees where its code ran."""
 
 from __future__ import annotations
 
+import hashlib
+import importlib
 import json
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
 from torch import nn
 
-from lpdt import cli, gpus
-from lpdt.config import ConfigError, load_config
+from lpdt import cli, gpus, grid
+from lpdt.config import EXECUTION_KEYS, ConfigError, load_config
 from lpdt.cost.wire import message_nbytes
 from lpdt.data import DATASETS, DatasetSpec
 from lpdt.data.base import TensorDataset, dataset_info
-from lpdt.decentral.algorithms import Gossip, Message
-from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS, AlgorithmSpec, CompressorSpec
+from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS
 from lpdt.models import MODELS, ModelSpec
 from lpdt.plan import runtime
 from lpdt.record import read as read_record
@@ -28,49 +39,50 @@ from lpdt.tracking.runs import run_name, run_note
 from tests.conftest import TINY
 from tests.fake_records import fake_record
 
-
-class HalfPrecision:
-    """Every value sent as a 16-bit float (dense): a compressor in twenty lines."""
-
-    compression = "fp16"
-
-    def __init__(self, segments, ratio: float, levels: int, generator) -> None:
-        self.p_total = sum(m for _, m in segments)
-
-    def message_bytes(self) -> int:
-        return 4 + 2 * self.p_total  # the push-sum weight, then the values
-
-    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        dense = x.to(torch.float16).to(x.dtype)
-        return dense, dense
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return self.encode(x)[0]
-
-    def wire_fields(self) -> list[tuple[torch.dtype, int]]:
-        return [(torch.float16, self.p_total)]
-
-    def wire_pack(self, dense: torch.Tensor, payload, out: list[torch.Tensor]) -> None:
-        out[0].copy_(dense[0])
-
-    def wire_unpack(self, fields: list[torch.Tensor], copy: torch.Tensor, accumulate: bool) -> None:
-        values = fields[0].to(copy.device, torch.float32)
-        copy.add_(values) if accumulate else copy.copy_(values)
-
-
-# Its report coordinate ("half" + the percentage dropped) differs from its name, so that a test
-# can tell a run read through the spec ("half0") from one read by a process that does not know
-# it (the name, "fp16": compression_key's fallback).
-SPEC = CompressorSpec(
-    HalfPrecision, label="16-bit", sparse=False, token="dense-msg16", coordinate="half{pct}"
-)
+REPO = Path(__file__).resolve().parents[1]
+LPDT = str(Path(sys.executable).parent / "lpdt")  # the console script
+PLUGIN = Path(__file__).with_name("plugins") / "lpdt_half.py"  # the fp16 compressor, halfstep
 
 
 @pytest.fixture
-def fp16() -> Iterator[CompressorSpec]:
-    COMPRESSORS.add("fp16", SPEC)
-    yield SPEC
+def half_plugin(monkeypatch) -> Iterator[ModuleType]:
+    """The plugin imported in this process (as a plugin is: by its module name), and its
+    registrations taken out again afterwards."""
+    monkeypatch.syspath_prepend(str(PLUGIN.parent))
+    module = importlib.import_module("lpdt_half")
+    yield module
     COMPRESSORS.remove("fp16")
+    ALGORITHMS.remove("halfstep")
+    sys.modules.pop("lpdt_half")
+
+
+def plugin_dir(tmp_path: Path, entry_point: bool = False) -> Path:
+    """A folder of its own holding a copy of the plugin (what a newcomer writes), and with
+    ``entry_point`` the metadata of an installed package naming it in ``lpdt.plugins``."""
+    folder = tmp_path / "myplugins"
+    folder.mkdir()
+    shutil.copy(PLUGIN, folder / PLUGIN.name)
+    if entry_point:
+        info = folder / "halfplugin-0.1.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: halfplugin\nVersion: 0.1\n")
+        (info / "entry_points.txt").write_text("[lpdt.plugins]\nhalf = lpdt_half\n")
+    return folder
+
+
+def lpdt(*argv: str, path: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The ``lpdt`` console script in a fresh process, with ``path`` on its PYTHONPATH."""
+    full = {k: v for k, v in os.environ.items() if k not in ("LPDT_PLUGINS", "PYTHONPATH")}
+    full.update(PYTHONPATH=str(path), **(env or {}))
+    return subprocess.run(
+        [LPDT, *argv], env=full, capture_output=True, text=True, timeout=300, cwd=path.parent
+    )
+
+
+def encodes(folder: Path, kind: str) -> dict[int, int]:
+    """The plugin's count of ``kind`` calls per process id."""
+    files = (folder / "counts").glob(f"{kind}.*")
+    return {int(f.suffix[1:]): int(f.read_text()) for f in files}
 
 
 RUN = [*TINY, "topology.nodes=4", "train.epochs=1", "train.final_gossip_rounds=2"]
@@ -81,19 +93,87 @@ def test_an_unregistered_compressor_is_a_config_error_naming_the_choices() -> No
         load_config(None, [*RUN, "algorithm.compression.name=fp16"])
 
 
-def test_a_registered_compressor_trains_and_is_counted_named_and_described(fp16, tmp_path) -> None:
+def test_a_plugin_compressor_and_algorithm_train_through_lpdt_train(half_plugin, tmp_path) -> None:
+    """``lpdt train`` in a process of its own, the plugin named by the config key ``plugins``
+    only: its compressor's and its algorithm's ``encode`` ran there (their counts, in the train
+    process), the record counts its 16-bit messages, and the key leaves the run id alone."""
+    folder = plugin_dir(tmp_path)
     out = tmp_path / "run"
-    sets = [*RUN, "algorithm.compression.name=fp16", "algorithm.name=choco"]
-    assert cli.main(["train", *sum((["--set", s] for s in sets), []), "--out", str(out)]) == 0
+    sets = [*RUN, "algorithm.compression.name=fp16", "algorithm.name=halfstep"]
+    argv = sum((["--set", s] for s in [*sets, "plugins=[lpdt_half]"]), [])
+    done = lpdt("train", *argv, "--out", str(out), path=folder)
+    assert done.returncode == 0, done.stderr
     rec = read_record(out)
-    assert rec.status == "ok" and rec.config["algorithm"]["compression"]["name"] == "fp16"
+    assert rec.status == "ok" and rec.config["plugins"] == ["lpdt_half"]
+    assert rec.config["algorithm"] == {
+        **rec.config["algorithm"],
+        "name": "halfstep",
+        "compression": {**rec.config["algorithm"]["compression"], "name": "fp16"},
+    }
+    comp, algo = encodes(folder, "encode"), encodes(folder, "halfstep")
+    assert len(comp) == 1 and list(comp) == list(algo) and os.getpid() not in comp
+    assert min(comp.values()) > 0 and min(algo.values()) > 0  # one encode per gossip round
     params = rec.model.params  # the gossiped state: this model's parameters (no 8-bit ranges)
     assert rec.communication.bytes_per_message == 4 + 2 * params
-    assert "dense-msg16 choco" in run_name(rec)
-    assert "16-bit messages" in run_note(rec)
-    # The cost model: the engine's wire format packs the weight and P 16-bit values.
+    assert rec.run_id == load_config(None, sets).run_id()  # plugins: an execution key
+    # Here, where the plugin is imported too: its run name and description, and its wire cost.
+    assert "dense-msg16 halfstep" in run_name(rec)
+    assert "16-bit messages" in run_note(rec) and "Half-Step SGD" in run_note(rec)
     segments = [(0, params)]
     assert message_nbytes(segments, torch.randn(1, params), "fp16") == (4 + 2 * params, params, 0)
+
+
+def test_a_plugin_trains_in_the_distributed_engines_workers(tmp_path) -> None:
+    """``engine=distributed`` with 2 nodes: each node's worker (``python -m lpdt.engine.worker``)
+    imports the plugin from the config it is given, and encodes with it."""
+    folder = plugin_dir(tmp_path)
+    out = tmp_path / "run"
+    sets = [*TINY, "topology.nodes=2", "train.epochs=1", "train.final_gossip_rounds=1"]
+    sets += ["train.max_iters_per_epoch=2", "data.train_subset=64", "data.test_subset=32"]
+    sets += ["algorithm.compression.name=fp16", "algorithm.name=halfstep", "engine=distributed"]
+    argv = sum((["--set", s] for s in [*sets, "plugins=[lpdt_half]"]), [])
+    done = lpdt("train", *argv, "--out", str(out), path=folder)
+    assert done.returncode == 0, done.stderr
+    assert read_record(out).status == "ok"
+    comp, algo = encodes(folder, "encode"), encodes(folder, "halfstep")
+    assert len(comp) == 2 and set(comp) == set(algo)  # the two workers, each its node's rows
+    assert min(comp.values()) > 0
+
+
+def test_a_plugin_that_cannot_be_imported_is_a_one_line_config_error(tmp_path) -> None:
+    """Named but absent (a subprocess: the config key and $LPDT_PLUGINS), or failing as it is
+    imported (here): one line naming the module, where it was named and why; exit 2."""
+    folder = plugin_dir(tmp_path)
+    done = lpdt("train", "--set", "plugins=[lpdt_missing]", "--print-config", path=folder)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "'lpdt_missing' (config key plugins)" in done.stderr
+    assert "ModuleNotFoundError: No module named 'lpdt_missing'" in done.stderr
+    argv = ["compare", str(tmp_path), "--vary", "compression", "--a", "0", "--b", "half0"]
+    done = lpdt(*argv, path=folder, env={"LPDT_PLUGINS": "lpdt_half, gone"})
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "'gone' ($LPDT_PLUGINS) cannot be imported" in done.stderr
+    (folder / "lpdt_broken.py").write_text("raise RuntimeError('no GPU here\\nsecond line')\n")
+    sys.path.insert(0, str(folder))
+    try:
+        with pytest.raises(ConfigError) as e:
+            load_config(None, ["plugins=[lpdt_broken]"])
+    finally:
+        sys.path.remove(str(folder))
+    assert str(e.value) == (
+        "plugin 'lpdt_broken' (config key plugins) cannot be imported: RuntimeError: no GPU here"
+    )
+
+
+# The quick scale's run ids (89; sha1 of the sorted ids), as before the key ``plugins``.
+QUICK_IDS = (89, "12e35e283759f39b95e564e9bb0477763aaa3ff9")
+
+
+def test_the_plugins_key_leaves_the_run_ids_alone() -> None:
+    spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/quick.yaml")
+    ids = sorted(grid.expand(spec))
+    assert (len(ids), hashlib.sha1(" ".join(ids).encode()).hexdigest()) == QUICK_IDS
+    assert "plugins" in EXECUTION_KEYS
+    assert load_config(None, ["plugins=[lpdt.models]"]).run_id() == load_config(None, []).run_id()
 
 
 def _half_precision_runs(root: Path) -> None:
@@ -105,18 +185,19 @@ def _half_precision_runs(root: Path) -> None:
             fake_record(f"{name}{seed}", acc, config=config).write(root / "runs" / f"{name}{seed}")
 
 
-def test_a_registered_compressor_is_a_coordinate_of_the_report_tables(
-    fp16, tmp_path, capsys
-) -> None:
-    """``lpdt compare`` pairs runs by seed across the compressors and names the new one by the
-    coordinate its spec gives (``coordinate="half{pct}"``: "half0"), which only the registration
-    can produce: without it the runs read as "fp16" (the next test)."""
+@pytest.mark.parametrize("named_by", ["LPDT_PLUGINS", "entry point"])
+def test_a_plugin_compressor_is_a_coordinate_of_the_report_tables(named_by, tmp_path) -> None:
+    """``lpdt compare`` in a process of its own pairs runs by seed across the compressors and
+    names the plugin's by the coordinate its spec gives (``coordinate="half{pct}"``: "half0"),
+    which only the plugin's import can produce (without it the runs read as "fp16": the next
+    test), the plugin named by $LPDT_PLUGINS or by an installed package's entry point."""
+    folder = plugin_dir(tmp_path, entry_point=named_by == "entry point")
+    env = {"LPDT_PLUGINS": "lpdt_half"} if named_by == "LPDT_PLUGINS" else {}
     _half_precision_runs(tmp_path)
     argv = ["compare", str(tmp_path), "--vary", "compression", "--a", "0", "--b", "half0"]
-    assert cli.main(argv) == 0
-    assert "compression 0 - half0" in capsys.readouterr().out
-    assert cli.main([*argv, "--json"]) == 0
-    res = json.loads(capsys.readouterr().out)
+    done = lpdt(*argv, "--json", path=folder, env=env)
+    assert done.returncode == 0, done.stderr
+    res = json.loads(done.stdout)
     assert res["b"] == "half0" and res["effect"] == "0 - half0"
     assert res["overall"]["n"] == 3 and res["overall"]["mean"] == pytest.approx(0.5)
 
@@ -218,43 +299,13 @@ def test_a_registered_dataset_trains_and_gives_the_plan_its_size(tmp_path) -> No
     assert runtime.full_train_size("stripes") is None  # unknown here: no size, no estimate
 
 
-class HalfStep(Gossip):
-    """Y = C = comp(Z + E) as Deep-Squeeze, but the error fed back at half weight: an algorithm
-    in a dozen lines (one model-sized buffer)."""
-
-    def __init__(self, exchange, compressor, eta, z0):
-        super().__init__(exchange, compressor, eta, z0)
-        self.error = torch.zeros_like(z0)
-
-    def encode(self, z):
-        v = torch.add(z, self.error, alpha=0.5, out=self.scratch)
-        c, payload = self.compress.encode(v)
-        torch.sub(v, c, out=self.error)
-        return c, Message(c, payload, accumulate=False)
-
-    def buffers(self):
-        return {"error": self.error}
-
-
-def test_a_registered_algorithm_trains_and_is_priced_named_and_tabled(tmp_path) -> None:
+def test_a_plugin_algorithm_is_priced_and_tabled(half_plugin) -> None:
+    """The plugin's algorithm (trained above, through ``lpdt train``) in the cost model's memory
+    and the tables' columns."""
     from lpdt.cost.memory import training_memory
     from lpdt.report.tables import variant
 
-    spec = AlgorithmSpec(
-        HalfStep, label="Half-Step", short="HS", title="Half-Step SGD", state_buffers=1
-    )
-    ALGORITHMS.add("halfstep", spec)
-    try:
-        out = tmp_path / "run"
-        sets = [*RUN, "algorithm.name=halfstep", "algorithm.compression.name=topk"]
-        sets.append("algorithm.compression.ratio=0.5")
-        assert cli.main(["train", *sum((["--set", s] for s in sets), []), "--out", str(out)]) == 0
-        rec = read_record(out)
-        assert rec.status == "ok" and rec.config["algorithm"]["name"] == "halfstep"
-        assert " halfstep " in f" {run_name(rec)} " and "Half-Step SGD" in run_note(rec)
-        # The cost model's memory: one model-sized buffer, as Deep-Squeeze's
-        mem = training_memory([], 1000, 1, 1, "fp32", algorithm="halfstep")
-        assert mem["algorithm_buffers"] == 4 * 1000
-        assert variant("halfstep", "int8") == "LP-HS (8-bit)"  # its table column
-    finally:
-        ALGORITHMS.remove("halfstep")
+    assert ALGORITHMS.get("halfstep").impl is half_plugin.HalfStep
+    mem = training_memory([], 1000, 1, 1, "fp32", algorithm="halfstep")
+    assert mem["algorithm_buffers"] == 4 * 1000  # one model-sized buffer, as Deep-Squeeze's
+    assert variant("halfstep", "int8") == "LP-HS (8-bit)"  # its table column

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import lpdt
+from lpdt import plugins
 from lpdt.config import ConfigError
 from lpdt.errors import LpdtError
 from lpdt.io import no_space
@@ -154,8 +155,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        # $LPDT_PLUGINS and the installed plugins (lpdt.plugins), before any name is read; a
+        # config's own `plugins` are imported where it is read (lpdt.config.config_from_dict)
+        plugins.load()
         return int(module.run(args) or 0)
-    except ConfigError as e:
+    except (ConfigError, plugins.PluginError) as e:
         print(f"lpdt {args.command}: config error: {e}", file=sys.stderr)
         return 2
     except (LpdtError, ValueError, KeyError, FileNotFoundError, RuntimeError) as e:

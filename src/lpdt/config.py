@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import yaml
 
+from lpdt import plugins
 from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS, OPTIMIZERS, TOPOLOGIES
 from lpdt.errors import LpdtError
 from lpdt.typed import Reader, to_json, type_name
@@ -225,6 +226,9 @@ class RunConfig:
     # "simulated": one process holds all n nodes (lpdt.decentral.group.LocalGroup).
     # "distributed": one process per node over torch.distributed (lpdt.engine.launch; docs/engine.md).
     engine: Literal["simulated", "distributed"] = "simulated"
+    # Modules imported before the rest of the config is read: plugins that register the
+    # algorithms, compressors, ... the config names (lpdt.plugins; docs/extending.md)
+    plugins: list[str] = field(default_factory=list)
     data: DataConfig = field(default_factory=DataConfig)
     partition: PartitionConfig = field(default_factory=PartitionConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -282,6 +286,7 @@ EXECUTION_KEYS: tuple[str, ...] = (
     "device",  # cpu / cuda: where it runs (results may differ in the last bits, not in kind)
     "engine",  # simulated / distributed: the same arithmetic up to float reassociation of the
     # mixing sum (docs/engine.md: equal to the simulator's sparse mixing bit for bit)
+    "plugins",  # which modules register the names the config uses (the names are hashed)
     "data.root",  # where the dataset files are, not which data
     "tracking",  # MLflow logging
     "train.compile",  # torch.compile switch: speed; the same arithmetic up to the rounding of
@@ -573,6 +578,15 @@ def _check_ranges(cfg: RunConfig) -> None:
 
 
 def config_from_dict(tree: dict[str, Any]) -> RunConfig:
+    """The checked config of a tree, after importing the plugins it names (``plugins``), those
+    of ``$LPDT_PLUGINS`` and the installed ones (``lpdt.plugins``): they register names it uses."""
+    names = tree.get("plugins") if isinstance(tree, dict) else None
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        names = []  # absent, or not a list of names: the reader says so below
+    try:
+        plugins.load(names)
+    except plugins.PluginError as e:
+        raise ConfigError(str(e)) from None
     cfg = _READER.build(RunConfig, tree)
     _check_ranges(cfg)
     return cfg

@@ -26,7 +26,7 @@ from torch import nn
 
 from lpdt.decentral.algorithms import Message
 from lpdt.decentral.catalog import COMPRESSORS
-from lpdt.decentral.compression import make_compressor
+from lpdt.decentral.compression import SparseCompressor, make_compressor
 from lpdt.decentral.peer import WireCodec
 
 FP32_BYTES, INT8_BYTES = 4, 1
@@ -57,11 +57,14 @@ def message_nbytes(
     dense, payload = comp.encode(x)
     buf = torch.empty(codec.nbytes, dtype=torch.uint8)
     codec.pack(Message(dense, payload, accumulate=False), torch.ones(1), buf)
-    sparse = COMPRESSORS.get(compression).sparse
-    # A sparse compressor (its spec says so) has total_kept and index_dtype; the type is the union
-    kept = comp.total_kept if sparse else x.shape[1]  # type: ignore[union-attr]
-    index = comp.index_dtype.itemsize if sparse else 0  # type: ignore[union-attr]
-    return int(buf.numel()), int(kept), int(index)
+    if not COMPRESSORS.get(compression).sparse:
+        return int(buf.numel()), int(x.shape[1]), 0
+    if not isinstance(comp, SparseCompressor):  # its spec says it drops entries
+        raise TypeError(
+            f"compressor {compression!r} is sparse (its spec) but has no total_kept and"
+            " index_dtype (lpdt.decentral.compression.SparseCompressor)"
+        )
+    return int(buf.numel()), int(comp.total_kept), int(comp.index_dtype.itemsize)
 
 
 def implied_ratio(index_bytes: int) -> float:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -41,6 +41,72 @@ SPARSE_INT8 = "topk_int8"  # top-k with 8-bit values (SparseInt8Compressor)
 INDEX_LIMIT_16 = 2**16  # tensors up to this many entries send uint16 indices, larger int32
 
 WireFields = list[tuple[torch.dtype, int]]  # the fields of a message after the weight
+Generators = torch.Generator | Sequence[torch.Generator] | None
+Segments = Sequence[tuple[int, int]]  # (offset, size) of each tensor in the flat vector
+
+
+@runtime_checkable
+class Compressor(Protocol):
+    """What the engines, the wire codec and the cost model use of a compressor: the contract a
+    plugin's compressor is checked against (mypy), whether it subclasses this class (then it
+    inherits ``__call__`` and ``message_bytes``) or only has these members. ``x`` is ``[m, P]``
+    (m held nodes' rows of the flat state)."""
+
+    @property
+    def compression(self) -> str:
+        """Its config name (``algorithm.compression.name``)."""
+        ...
+
+    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, Any]:
+        """``(C(x) [m, P], payload)``: the dense result (maybe a buffer it reuses) and what
+        ``wire_pack`` sends (None: the dense row itself)."""
+        ...
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """``C(x)`` alone."""
+        return self.encode(x)[0]
+
+    def message_bytes(self) -> int:
+        """Bytes of one message (what the record counts): by default its wire size, the fp32
+        push-sum weight and the fields."""
+        return 4 + sum(dtype.itemsize * count for dtype, count in self.wire_fields())
+
+    def wire_fields(self) -> WireFields:
+        """``[(dtype, count), ...]``: a message's fields after the fp32 push-sum weight."""
+        ...
+
+    def wire_pack(self, dense: torch.Tensor, payload: Any, out: list[torch.Tensor]) -> None:
+        """Write row 0 of ``encode``'s result into the field views ``out``."""
+        ...
+
+    def wire_unpack(self, fields: list[torch.Tensor], copy: torch.Tensor, accumulate: bool) -> None:
+        """Replace ``copy`` (``[P]``) by a received message, or add it (``accumulate``)."""
+        ...
+
+
+@runtime_checkable
+class SparseCompressor(Compressor, Protocol):
+    """A compressor that drops entries (its spec's ``sparse``): the wire measurement
+    (``lpdt.cost.wire``) also reads how many entries it keeps and the type of their indices."""
+
+    @property
+    def total_kept(self) -> int:
+        """Entries kept per row (over all tensors)."""
+        ...
+
+    @property
+    def index_dtype(self) -> torch.dtype:
+        """The type of the kept entries' indices on the wire."""
+        ...
+
+
+class CompressorFactory(Protocol):
+    """What a compressor's spec names (``CompressorSpec.impl``): a class or a function, called
+    as ``impl(segments, ratio=, levels=, generator=)``."""
+
+    def __call__(
+        self, segments: Segments, ratio: float, levels: int, generator: Generators
+    ) -> Compressor: ...
 
 
 def kept_per_tensor(numel: int, ratio: float) -> int:
@@ -395,13 +461,6 @@ class SparseInt8Compressor(LayerwiseCompressor):
             copy.zero_().scatter_(0, cols, vals)
 
 
-Compressor = LayerwiseCompressor | QuantizingCompressor
-
-
-Generators = torch.Generator | Sequence[torch.Generator] | None
-Segments = Sequence[tuple[int, int]]  # (offset, size) of each tensor in the flat vector
-
-
 def make_compressor(
     segments: Sequence[tuple[int, int]],
     compression: str,
@@ -410,7 +469,7 @@ def make_compressor(
     generator: Generators = None,
 ) -> Compressor:
     """The compressor registered as ``compression`` (``lpdt.decentral.catalog.COMPRESSORS``)."""
-    build = COMPRESSORS.get(compression).load()
+    build: CompressorFactory = COMPRESSORS.get(compression).load()
     return build(segments, ratio=ratio, levels=levels, generator=generator)
 
 

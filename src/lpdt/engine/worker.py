@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from lpdt.config import RunConfig, load_config
+from lpdt.config import ConfigError, RunConfig, load_config
 from lpdt.engine.device import print_line, resolve_device
 from lpdt.engine.loop import train
 from lpdt.engine.rundir import discard
@@ -115,7 +115,11 @@ def worker_main(argv: list[str] | None = None) -> int:
         return 2
     rank, world = env
     _die_with_launcher()
-    cfg = load_config(args.config)
+    try:  # its plugins (the config's key, $LPDT_PLUGINS, the installed ones) imported here
+        cfg = load_config(args.config)
+    except ConfigError as e:
+        print(f"lpdt rank {rank}: config error: {e}", file=sys.stderr, flush=True)
+        return REFUSED
     try:
         run_worker(cfg, args.out, rank, world, resume=args.resume, force=args.force, log=print_line)
     except ValueError as e:  # a refused run directory or checkpoint, a bad record: one line
