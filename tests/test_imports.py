@@ -140,6 +140,7 @@ def test_the_engine_imports_one_way():
         "lpdt.engine.console",
         "lpdt.engine.faults",
         "lpdt.engine.run",
+        "lpdt.engine.evaluation",
         "lpdt.engine.schedule",
         "lpdt.engine.rundir",
         "lpdt.engine.checkpoint",
@@ -147,6 +148,7 @@ def test_the_engine_imports_one_way():
         "lpdt.engine.steps",
         "lpdt.engine.sysmetrics",
         "lpdt.engine.device",
+        "lpdt.engine.opcount",
     ]
     engine = {m for m in MODULES if m.startswith("lpdt.engine.")}
     assert engine == set(order[1:]), "a module of lpdt.engine is missing from this order"

@@ -44,13 +44,13 @@ def _batched(state: NodeState, streams: NodeStreams, x, y, compile: bool = False
     return losses
 
 
-def _pair(
+def state_pair(
     precision: str, deterministic: bool, dtype: torch.dtype = torch.float32
 ) -> tuple[NodeState, NodeState]:
     return tuple(_state(tiny_model(precision, deterministic).to(dtype)) for _ in range(2))  # type: ignore[return-value]
 
 
-def _data(seed: int = 0, dtype: torch.dtype = torch.float32):
+def node_batches(seed: int = 0, dtype: torch.dtype = torch.float32):
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(NODES, BATCH, 3, PX, PX, generator=gen, dtype=dtype)
     return x, torch.randint(0, 10, (NODES, BATCH), generator=gen)
@@ -97,10 +97,10 @@ def test_batched_step_equals_the_sequential_steps(precision, deterministic, grad
 
 
 def _two_steps_equal(precision: str, deterministic: bool, grad_tol: float, dtype) -> None:
-    seq, bat = _pair(precision, deterministic, dtype)
+    seq, bat = state_pair(precision, deterministic, dtype)
     s_streams, b_streams = (NodeStreams(7, list(range(NODES)), torch.device("cpu")) for _ in "ab")
     for step in range(2):
-        x, y = _data(step, dtype)
+        x, y = node_batches(step, dtype)
         l_s = _sequential(seq, s_streams, x, y)
         l_b = _batched(bat, b_streams, x, y)
         _assert_same(seq, bat, l_s, l_b, grad_tol)
@@ -109,9 +109,9 @@ def _two_steps_equal(precision: str, deterministic: bool, grad_tol: float, dtype
 
 def test_batched_step_changes_the_numbers_when_a_node_changes():
     """The comparison above can fail: a node given another batch has another gradient."""
-    seq, bat = _pair("fp32", True)
+    seq, bat = state_pair("fp32", True)
     streams = NodeStreams(7, list(range(NODES)), torch.device("cpu"))
-    x, y = _data()
+    x, y = node_batches()
     _sequential(seq, streams, x, y)
     x[1] += 1.0
     _batched(bat, NodeStreams(7, list(range(NODES)), torch.device("cpu")), x, y)
@@ -130,7 +130,7 @@ def test_batched_batchnorm_updates_each_nodes_statistics():
     """torch's own BatchNorm under vmap: each node's running statistics from its own batch."""
     seq, bat = (_state(_bn_model()) for _ in range(2))
     streams = [NodeStreams(7, list(range(NODES)), torch.device("cpu")) for _ in "ab"]
-    x, y = _data()
+    x, y = node_batches()
     _assert_same(
         seq, bat, _sequential(seq, streams[0], x, y), _batched(bat, streams[1], x, y), 1e-5
     )
@@ -165,9 +165,9 @@ def test_compiled_batched_step_equals_the_sequential_steps(precision, determinis
     the sequential steps compute, and really compiled (``_batched`` checks it did not fall back).
     It caught the 8-bit weights' gradients coming out all zeros when ``straight_through``
     trusted ``requires_grad`` while dynamo traced ``torch.func.grad``."""
-    seq, bat = _pair(precision, deterministic)
+    seq, bat = state_pair(precision, deterministic)
     streams = [NodeStreams(7, list(range(NODES)), torch.device("cpu")) for _ in "ab"]
-    x, y = _data()
+    x, y = node_batches()
     l_s = _sequential(seq, streams[0], x, y)
     l_b = _batched(bat, streams[1], x, y, compile=True)
     _assert_same(seq, bat, l_s, l_b, 1e-3 if precision == "int8" else 1e-5)
@@ -220,9 +220,9 @@ def test_a_step_that_does_not_compile_runs_eagerly_and_says_so(monkeypatch):
         return compiled
 
     monkeypatch.setattr(torch, "compile", refusing_compile)
-    seq, bat = _pair("int8", False)
+    seq, bat = state_pair("int8", False)
     streams = [NodeStreams(7, list(range(NODES)), torch.device("cpu")) for _ in "ab"]
-    x, y = _data()
+    x, y = node_batches()
     lines: list[str] = []
     steps = BatchedSteps(bat, compile=True, log=lines.append)
     l_b = steps.train_step(x, y, steps.seeds(streams[1].node))
@@ -243,10 +243,10 @@ def test_an_error_while_the_compiled_step_runs_is_an_error(monkeypatch):
         return compiled
 
     monkeypatch.setattr(torch, "compile", failing_compile)
-    _, bat = _pair("fp32", True)
+    _, bat = state_pair("fp32", True)
     streams = NodeStreams(7, list(range(NODES)), torch.device("cpu"))
     steps = BatchedSteps(bat, compile=True, log=lambda m: None)
-    x, y = _data()
+    x, y = node_batches()
     with pytest.raises(RuntimeError, match="illegal memory access"):
         steps.train_step(x, y, steps.seeds(streams.node))
     assert steps.compiled
@@ -271,7 +271,7 @@ def test_steps_trace_to_one_graph_without_breaks(precision, deterministic):
     from lpdt.layers.quant.quantizers import noise_seed
 
     state = _state(tiny_model(precision, deterministic))
-    x, y = _data()
+    x, y = node_batches()
 
     def node_step(model, x, y):
         return F.cross_entropy(model(x), y)

@@ -18,7 +18,7 @@ from lpdt.engine.batched import BatchedSteps
 from lpdt.engine.opcount import OpCounter, count_ops
 from lpdt.engine.steps import Steps
 from lpdt.layers.quant import kernel
-from tests.engine.test_batched import NODES, _data, _pair
+from tests.engine.test_batched import NODES, node_batches, state_pair
 
 
 @pytest.fixture
@@ -46,8 +46,10 @@ def _batched_step(steps: BatchedSteps, x, y) -> None:
 def test_a_training_step_reads_nothing_on_the_host(gpu_path, precision, batched, compile):
     if compile and not batched and precision == "int8":
         pytest.skip("covered by the batched case and tests/engine/test_steps.py (a 60 s compile)")
-    _, state = _pair(precision, deterministic=False)  # int8: stochastic rounding, 8-bit gradients
-    x, y = _data()
+    _, state = state_pair(
+        precision, deterministic=False
+    )  # int8: stochastic rounding, 8-bit gradients
+    x, y = node_batches()
     if batched:
         steps = BatchedSteps(state, compile=compile, log=lambda m: None)
         _batched_step(steps, x, y)  # the first call compiles (reads shapes, not values)
@@ -76,8 +78,8 @@ def test_the_cpu_fast_path_reads_the_seed_on_the_host(monkeypatch):
     noise seed on the host (free there), so the count above is of the GPU's path."""
     if kernel.unavailable() is not None:
         pytest.skip(f"the quantiser kernel is not available here: {kernel.unavailable()}")
-    _, state = _pair("int8", deterministic=False)
-    x, y = _data()
+    _, state = state_pair("int8", deterministic=False)
+    x, y = node_batches()
     steps = Steps(state.models[0], log=lambda m: None)
     _, counted = count_ops(_node_step, steps, state, x, y)
     assert counted.host_syncs > 0
