@@ -207,3 +207,14 @@ def test_a_long_table_whose_fold_row_falls_among_its_last_rows(tmp_path: Path) -
     placed = lay_out([*layout.table_flow(t, ST, WIDTH), Paragraph("next", ST["body"])], tmp_path)
     assert not broken_rules(placed)
     assert sum(p.kind == "table" for p in placed) >= 2  # split over pages, its tail apart
+
+
+def test_page_one_names_what_a_claim_left_out_without_a_stray_dash() -> None:
+    """Issue 53 item 12: page 1's "Ours" cell gives the cells left out, as claims.md does."""
+    left = {"cell": ["cifar10"], "seeds": [], "why": "no pair (unpaired)"}
+    none_paired = SimpleNamespace(
+        kind="accuracy", mean=None, ci=None, n=0, numbers={"cells_left_out": [left, left]}
+    )
+    assert prose.ours_text(none_paired) == "2 cells left out (no pair)"
+    nothing = SimpleNamespace(kind="accuracy", mean=None, ci=None, n=0, numbers={})
+    assert prose.ours_text(nothing) == "-"

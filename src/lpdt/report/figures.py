@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -415,6 +416,7 @@ def fig6(df: pd.DataFrame, paper: pd.DataFrame) -> plt.Figure:
 
 
 AT_CHANCE = 5.0  # points: a bar closer than this to chance (100 / classes %) "sits at chance"
+NOTE_WIDTH = 30  # characters a line of a panel's note
 
 
 def chance_note(accs: list[float], chance: float, epochs: int | None) -> str | None:
@@ -425,10 +427,11 @@ def chance_note(accs: list[float], chance: float, epochs: int | None) -> str | N
     if not low:
         return None
     runs = f"these {epochs}-epoch runs" if epochs else "these runs"
-    return (
-        f"{len(low)} of {len(finite)} bars within {AT_CHANCE:g} points\nof chance "
-        f"({chance:g} %, dotted): {runs}\nhave not learnt at this scale"
+    text = (
+        f"{len(low)} of {len(finite)} bars within {AT_CHANCE:g} points of chance "
+        f"({chance:g} %, dotted): {runs} have not learnt at this scale"
     )
+    return textwrap.fill(text, NOTE_WIDTH)  # narrow: the legend sits beside it
 
 
 def _chance(ax: plt.Axes, sel: pd.DataFrame) -> None:
@@ -444,7 +447,7 @@ def _chance(ax: plt.Axes, sel: pd.DataFrame) -> None:
     note = chance_note([float(v) for v in means], chance, epochs)
     if note:
         top = max(float(means.max()) if len(means) else chance, chance)
-        ax.set_ylim(0, top * 1.6)  # room for the note above the bars
+        ax.set_ylim(0, top * 1.8)  # room for the note above the bars
         ax.text(0.03, 0.97, note, transform=ax.transAxes, fontsize=6.5, va="top", color="dimgrey")
 
 

@@ -42,7 +42,6 @@ from lpdt.report.claims import (
     paper_claims,
     paper_effect_text,
     precision_text,
-    set_aside_text,
 )
 from lpdt.report.definitions import study_claims
 from lpdt.report.layout import (
@@ -71,6 +70,7 @@ from lpdt.report.prose import (
     differences_text,
     figure_captions,
     level,
+    ours_text,
     summary_sentences,
     what_ran,
 )
@@ -177,7 +177,7 @@ def _summary_page(
                 c.statement,
                 c.rule,
                 paper_effect_text(c),
-                "; ".join(x for x in (effect_text(c), set_aside_text(c)) if x),
+                ours_text(c),
                 precision_text(c),
                 c.verdict,
             ]
@@ -260,10 +260,7 @@ def _declared_table(declared: list[ClaimResult], st: dict, width: float) -> list
             [
                 Paragraph(esc(f"{c.statement} ({c.id}, {c.source})"), st["scell"]),
                 Paragraph(esc(c.rule), st["scell"]),
-                Paragraph(
-                    esc("; ".join(x for x in (effect_text(c), set_aside_text(c)) if x)),
-                    st["scell"],
-                ),
+                Paragraph(esc(ours_text(c)), st["scell"]),
                 Paragraph(esc(precision_text(c)), st["scell"]),
                 _verdict_cell(c.verdict, VERDICT_COLOR.get(c.verdict), st),
             ]

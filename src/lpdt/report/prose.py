@@ -35,6 +35,7 @@ from lpdt.report.claims import (
     paper_claims,
     precision_text,
     sent_text,
+    set_aside_text,
     verdict_counts,
 )
 from lpdt.report.describe import illustrative_text, setup_text, spread_text
@@ -315,6 +316,13 @@ def _data_row_name(row: dict[str, str]) -> str:
     name = f"{row['Model']} {row['Topology']} {row['n']} {row['Comp.']}"
     reading = row.get("Reading", "paper configuration")
     return name if reading == "paper configuration" else f"{name} ({reading})"
+
+
+def ours_text(c: ClaimResult) -> str:
+    """Page 1's "Ours" cell: our effect (``claims.effect_text``) and what the claim left out
+    (``claims.set_aside_text``, as claims.md gives it); '-' where there is neither."""
+    parts = [t for t in (effect_text(c), set_aside_text(c)) if t and t != "-"]
+    return "; ".join(parts) or "-"
 
 
 # --- the claims' details in words --------------------------------------------------------------
