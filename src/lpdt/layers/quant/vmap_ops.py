@@ -9,8 +9,9 @@ torch 2.11 and 2.14.1).
 Two operators per layer:
 
 - the *per-node* operator (``lpdt::quant_grad``, ``lpdt::biprec_conv2d``, ``lpdt::biprec_linear``)
-  is what a layer calls under vmap; it has only a vmap rule, which stacks its operands on a
-  leading node axis and calls
+  is what a layer calls under vmap; it has only a vmap rule (and a plain forward, but no
+  autograd formula: outside vmap a backward through it is an error), which stacks its operands
+  on a leading node axis and calls
 - the *node-stacked* operator (``..._nodes``), which holds the autograd formula: the backward of
   the bifurcated conv / linear (``nodes``) and of the gradient quantiser, each node with its own
   range and noise seed.
@@ -46,26 +47,19 @@ def _stacked(t: torch.Tensor, dim: int | None, n: int) -> torch.Tensor:
     return t.expand(n, *t.shape) if dim is None else t.movedim(dim, 0)
 
 
-def _outside_vmap(name: str) -> None:
-    raise RuntimeError(
-        f"lpdt::{name} runs under torch.func.vmap only (the 8-bit layers call it there; "
-        "elsewhere they call lpdt.layers.quant.functions)"
-    )
-
-
 # -- the gradient quantiser: identity forward, quantised gradient backward -----------------------
 
 
-@torch.library.custom_op("lpdt::quant_grad_nodes", mutates_args=())
-def quant_grad_nodes(x: torch.Tensor, bits: int, seeds: torch.Tensor, salt: int) -> torch.Tensor:
-    """``x`` (a copy: an operator's output may not alias its input); the backward quantises
-    each node's gradient ``g[k]`` with ``seeds[k]``."""
-    return x.clone()
+def _quant_grad_forward(x: torch.Tensor, bits: int, seed: torch.Tensor, salt: int) -> torch.Tensor:
+    return x.clone()  # an operator's output may not alias its input
 
 
-@quant_grad_nodes.register_fake
-def _quant_grad_nodes_fake(x: torch.Tensor, bits: int, seeds: torch.Tensor, salt: int) -> Any:
-    return torch.empty_like(x)
+# The gradient quantiser of node-stacked ``x``: the identity forward (a copy); the backward
+# quantises each node's gradient ``g[k]`` with ``seeds[k]``.
+quant_grad_nodes = torch.library.custom_op(
+    "lpdt::quant_grad_nodes", _quant_grad_forward, mutates_args=()
+)
+quant_grad_nodes.register_fake(_quant_grad_forward)
 
 
 def _quant_grad_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -81,16 +75,11 @@ def _quant_grad_backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None
 quant_grad_nodes.register_autograd(_quant_grad_backward, setup_context=_quant_grad_setup)
 
 
-@torch.library.custom_op("lpdt::quant_grad", mutates_args=())
-def quant_grad(x: torch.Tensor, bits: int, seed: torch.Tensor, salt: int) -> torch.Tensor:
-    """One node's gradient quantiser under vmap (its rule calls ``quant_grad_nodes``)."""
-    _outside_vmap("quant_grad")
-    return x
-
-
-@quant_grad.register_fake
-def _quant_grad_fake(x: torch.Tensor, bits: int, seed: torch.Tensor, salt: int) -> Any:
-    return torch.empty_like(x)
+# One node's gradient quantiser under vmap: its vmap rule calls ``quant_grad_nodes``, which holds
+# the backward (outside vmap an operator without an autograd formula: backward through it is an
+# error, and the layers call ``functions`` there instead).
+quant_grad = torch.library.custom_op("lpdt::quant_grad", _quant_grad_forward, mutates_args=())
+quant_grad.register_fake(_quant_grad_forward)
 
 
 def _quant_grad_vmap(
@@ -107,8 +96,7 @@ quant_grad.register_vmap(_quant_grad_vmap)
 # -- the convolution with gradient bifurcation --------------------------------------------------
 
 
-@torch.library.custom_op("lpdt::biprec_conv2d_nodes", mutates_args=())
-def biprec_conv2d_nodes(
+def _conv2d_nodes(
     x: torch.Tensor,
     w: torch.Tensor,
     bias: torch.Tensor | None,
@@ -120,24 +108,14 @@ def biprec_conv2d_nodes(
     seeds: torch.Tensor,
     salt: int,
 ) -> torch.Tensor:
-    """Each node's convolution (``nodes.conv2d_nodes``); the backward bifurcates."""
     return conv2d_nodes(x, w, bias, stride, padding, dilation, groups)
 
 
-@biprec_conv2d_nodes.register_fake
-def _biprec_conv2d_nodes_fake(
-    x: torch.Tensor,
-    w: torch.Tensor,
-    bias: torch.Tensor | None,
-    stride: Sequence[int],
-    padding: Sequence[int],
-    dilation: Sequence[int],
-    groups: int,
-    grad_bits: int,
-    seeds: torch.Tensor,
-    salt: int,
-) -> Any:
-    return conv2d_nodes(x, w, bias, stride, padding, dilation, groups)
+# Each node's convolution (``nodes.conv2d_nodes``), whose backward bifurcates.
+biprec_conv2d_nodes = torch.library.custom_op(
+    "lpdt::biprec_conv2d_nodes", _conv2d_nodes, mutates_args=()
+)
+biprec_conv2d_nodes.register_fake(_conv2d_nodes)
 
 
 def _conv_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -164,8 +142,7 @@ def _conv_backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]
 biprec_conv2d_nodes.register_autograd(_conv_backward, setup_context=_conv_setup)
 
 
-@torch.library.custom_op("lpdt::biprec_conv2d", mutates_args=())
-def biprec_conv2d(
+def _conv2d(
     x: torch.Tensor,
     w: torch.Tensor,
     bias: torch.Tensor | None,
@@ -177,25 +154,12 @@ def biprec_conv2d(
     seed: torch.Tensor,
     salt: int,
 ) -> torch.Tensor:
-    """One node's bifurcated convolution under vmap (its rule calls ``biprec_conv2d_nodes``)."""
-    _outside_vmap("biprec_conv2d")
-    return x
-
-
-@biprec_conv2d.register_fake
-def _biprec_conv2d_fake(
-    x: torch.Tensor,
-    w: torch.Tensor,
-    bias: torch.Tensor | None,
-    stride: Sequence[int],
-    padding: Sequence[int],
-    dilation: Sequence[int],
-    groups: int,
-    grad_bits: int,
-    seed: torch.Tensor,
-    salt: int,
-) -> Any:
     return F.conv2d(x, w, bias, stride, padding, dilation, groups)
+
+
+# One node's bifurcated convolution under vmap (its rule calls ``biprec_conv2d_nodes``).
+biprec_conv2d = torch.library.custom_op("lpdt::biprec_conv2d", _conv2d, mutates_args=())
+biprec_conv2d.register_fake(_conv2d)
 
 
 def _biprec_conv2d_vmap(
@@ -235,8 +199,7 @@ biprec_conv2d.register_vmap(_biprec_conv2d_vmap)
 # -- the linear layer with gradient bifurcation -------------------------------------------------
 
 
-@torch.library.custom_op("lpdt::biprec_linear_nodes", mutates_args=())
-def biprec_linear_nodes(
+def _linear_nodes(
     x: torch.Tensor,
     w: torch.Tensor,
     bias: torch.Tensor | None,
@@ -244,20 +207,14 @@ def biprec_linear_nodes(
     seeds: torch.Tensor,
     salt: int,
 ) -> torch.Tensor:
-    """Each node's linear layer (``nodes.linear_nodes``); the backward bifurcates."""
     return linear_nodes(x, w, bias)
 
 
-@biprec_linear_nodes.register_fake
-def _biprec_linear_nodes_fake(
-    x: torch.Tensor,
-    w: torch.Tensor,
-    bias: torch.Tensor | None,
-    grad_bits: int,
-    seeds: torch.Tensor,
-    salt: int,
-) -> Any:
-    return linear_nodes(x, w, bias)
+# Each node's linear layer (``nodes.linear_nodes``), whose backward bifurcates.
+biprec_linear_nodes = torch.library.custom_op(
+    "lpdt::biprec_linear_nodes", _linear_nodes, mutates_args=()
+)
+biprec_linear_nodes.register_fake(_linear_nodes)
 
 
 def _linear_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
@@ -280,8 +237,7 @@ def _linear_backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ..
 biprec_linear_nodes.register_autograd(_linear_backward, setup_context=_linear_setup)
 
 
-@torch.library.custom_op("lpdt::biprec_linear", mutates_args=())
-def biprec_linear(
+def _linear(
     x: torch.Tensor,
     w: torch.Tensor,
     bias: torch.Tensor | None,
@@ -289,21 +245,12 @@ def biprec_linear(
     seed: torch.Tensor,
     salt: int,
 ) -> torch.Tensor:
-    """One node's bifurcated linear layer under vmap (its rule calls ``biprec_linear_nodes``)."""
-    _outside_vmap("biprec_linear")
-    return x
-
-
-@biprec_linear.register_fake
-def _biprec_linear_fake(
-    x: torch.Tensor,
-    w: torch.Tensor,
-    bias: torch.Tensor | None,
-    grad_bits: int,
-    seed: torch.Tensor,
-    salt: int,
-) -> Any:
     return F.linear(x, w, bias)
+
+
+# One node's bifurcated linear layer under vmap (its rule calls ``biprec_linear_nodes``).
+biprec_linear = torch.library.custom_op("lpdt::biprec_linear", _linear, mutates_args=())
+biprec_linear.register_fake(_linear)
 
 
 def _biprec_linear_vmap(
