@@ -136,6 +136,8 @@ def test_the_curve_point_is_the_mean_node_accuracy_on_the_fixed_subset():
     counts = torch.bincount(torch.as_tensor(labels)[subset], minlength=10)
     assert int(counts.max() - counts.min()) <= 1
     assert len(curve_rows(labels, 2, 4)) == 4 and len(curve_rows(labels, 10**6, 4)) == len(labels)
+    few = curve_rows(labels[:3], 500, 4)  # a split smaller than the nodes: each node gets one
+    assert few.tolist() == [0, 1, 2, 0]
     point = run.evaluate_curve(0)["acc_subset_node_mean"]
     st = run.state
     with st.debiased():

@@ -159,11 +159,12 @@ def evaluate_nodes(
 
 
 def curve_rows(labels: np.ndarray, images: int, nodes: int) -> torch.Tensor:
-    """The curve's fixed subset of the test split: ``images`` of it (at least one per node, at
-    most all), class-balanced and the same for every run of a dataset and seed
-    (``lpdt.data.base.balanced_subset``: the first images of each class, no randomness)."""
-    k = min(len(labels), max(int(images), nodes))
-    return torch.from_numpy(balanced_subset(labels, k))
+    """The curve's fixed subset of the test split: ``images`` of it (at most all), at least one
+    per node (a split smaller than the nodes is cycled through), class-balanced and the same
+    for every run of a dataset and seed (``lpdt.data.base.balanced_subset``: the first images
+    of each class, no randomness)."""
+    rows = torch.from_numpy(balanced_subset(labels, min(len(labels), max(int(images), nodes))))
+    return rows if len(rows) >= nodes else rows.repeat(-(-nodes // len(rows)))[:nodes]
 
 
 @contextlib.contextmanager

@@ -211,7 +211,8 @@ def curve_images(cfg: Mapping[str, Any]) -> int:
     if not size:
         return 0
     test = int(data.get("test_subset") or full_test_size(data["dataset"]))
-    return int(tr["epochs"]) * min(test, max(size, int(cfg["topology"]["nodes"])))
+    nodes = int(cfg["topology"]["nodes"])
+    return int(tr["epochs"]) * max(min(test, max(size, nodes)), nodes)
 
 
 def sparse(cfg: Mapping[str, Any]) -> bool:
