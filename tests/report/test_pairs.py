@@ -418,3 +418,8 @@ def test_a_diverged_run_through_the_report_pipeline(tmp_path) -> None:  # type: 
     assert effect_text(dense).endswith("(n=3)")
     assert set_aside_text(dense).startswith("1 diverged run counted as a loss")
     assert "1 diverged run counted as a loss" in claims_md(list(out.values()))
+    # the PDF's claim details name it too
+    from lpdt.report.prose import claim_details
+
+    assert "counted as a loss: seed 2 of " in claim_details(dense)
+    assert f"(b (precision=int8) run {rid} diverged: counted as a loss" in claim_details(dense)

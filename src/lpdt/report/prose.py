@@ -392,6 +392,10 @@ def claim_details(c: ClaimResult, keys: Sequence[str] | None = None) -> str:
         return cell_text(names, values) if names else ", ".join(map(str, values))
 
     aside = [
+        f"counted as a loss: seed {d['seed']} of {cell(d['cell'])} ({d['detail']})"
+        for d in nums.get("counted_as_loss", [])
+    ]
+    aside += [
         f"set aside: seed {d['seed']} of {cell(d['cell'])}: {d['why']} ({d['detail']})"
         for d in nums.get("set_aside", [])
     ]
