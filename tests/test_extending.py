@@ -45,10 +45,14 @@ PLUGIN = Path(__file__).with_name("plugins") / "lpdt_half.py"  # the fp16 compre
 
 
 @pytest.fixture
-def half_plugin(monkeypatch) -> Iterator[ModuleType]:
-    """The plugin imported in this process (as a plugin is: by its module name), and its
+def half_plugin(monkeypatch, tmp_path: Path) -> Iterator[ModuleType]:
+    """The plugin imported in this process (as a plugin is: by its module name, from a copy in
+    a folder of its own, so that its count files stay out of the repository), and its
     registrations taken out again afterwards."""
-    monkeypatch.syspath_prepend(str(PLUGIN.parent))
+    folder = tmp_path / "inprocess"
+    folder.mkdir()
+    shutil.copy(PLUGIN, folder / PLUGIN.name)
+    monkeypatch.syspath_prepend(str(folder))
     module = importlib.import_module("lpdt_half")
     yield module
     COMPRESSORS.remove("fp16")

@@ -69,7 +69,7 @@ def test_batched_evaluation_equals_node_by_node(precision, sharded):
         streams.append(run.streams.state_dict()["cpu"])
     assert run._stacked() is not None
     assert len(set(results[0])) > 1, results  # the nodes differ: the test can tell them apart
-    assert results[1] == results[0]
+    _assert_same_accuracies(results[1], results[0], precision, n_test // (4 if sharded else 1))
     for a, b in zip(*streams, strict=True):
         assert torch.equal(a, b)
     if precision:  # 8-bit evaluation does draw from the node streams
@@ -85,7 +85,24 @@ def test_run_evaluates_batched_where_it_trains_batched():
     run.streams.load_state_dict(stream_state)
     run.batched = None
     assert run._stacked() is None
-    assert run.evaluate_all() == batched
+    node_by_node = run.evaluate_all()
+    assert node_by_node.keys() == batched.keys()
+    n_test = len(run.data.labels("test"))
+    for key in batched:
+        _assert_same_accuracies([batched[key]], [node_by_node[key]], INT8, n_test)
+
+
+def _assert_same_accuracies(
+    got: list[float], want: list[float], precision: list[str], images: int
+) -> None:
+    """fp32: equal. 8-bit: each within one test image. The grouped convolution of the batched
+    forward sums in another order than each node's own, and in float32 a value within rounding
+    of a quantisation level may land one level apart and flip one prediction (the batched
+    training step is equal to float64 rounding in float64: tests/engine/test_batched.py)."""
+    if not precision:
+        assert got == want
+        return
+    assert got == pytest.approx(want, abs=100.0 / images + 1e-9), (got, want)
 
 
 def _finished(tmp_path: Path, name: str, *extra: str) -> record.RunRecord:
