@@ -5,7 +5,6 @@ part of a run's identity)."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -168,26 +167,6 @@ def _null():
     import contextlib
 
     return contextlib.nullcontext()
-
-
-def test_the_curve_is_an_mlflow_series_per_epoch():
-    """MLflow key ``epoch/acc_subset_node_mean`` at step = epoch (docs/workflow.md, MLflow)."""
-    from lpdt.tracking.runs import _series_metrics, series_key
-    from tests.fake_records import fake_record
-
-    assert series_key("acc_subset_node_mean") == "epoch/acc_subset_node_mean"
-    rec = fake_record()
-    rows = tuple(
-        dataclasses.replace(r, acc_subset_node_mean=30.0 + 10 * r.epoch)
-        if isinstance(r.epoch, int)
-        else r
-        for r in rec.history
-    )
-    rec = dataclasses.replace(rec, history=rows)
-    points = [
-        (m.step, m.value) for m in _series_metrics(rec) if m.key == "epoch/acc_subset_node_mean"
-    ]
-    assert points == [(0, 30.0), (1, 40.0), (2, 50.0)]
 
 
 # The quick scale's run ids before the curve was added (2cec63e..): sha1 of the sorted ids.

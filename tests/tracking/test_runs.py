@@ -317,3 +317,22 @@ def test_the_description_says_why_fewer_samples_than_the_subset():
     for subset in (None, 1000, 5000):  # no subset, all kept, a dataset smaller than the subset
         note = tracking.run_note(fake_record(config={"data": {"train_subset": subset}}))
         assert "data.train_subset" not in note, subset
+
+
+def test_the_curve_is_an_mlflow_series_per_epoch(store, tmp_path):
+    """The evaluation's accuracy curve (``lpdt.engine.evaluation``): MLflow key
+    ``epoch/acc_subset_node_mean`` at step = epoch (docs/workflow.md, MLflow)."""
+    from lpdt.tracking.runs import series_key
+
+    assert series_key("acc_subset_node_mean") == "epoch/acc_subset_node_mean"
+    rec = fake_record("curve")
+    rows = tuple(
+        dataclasses.replace(r, acc_subset_node_mean=30.0 + 10 * r.epoch)
+        if isinstance(r.epoch, int)
+        else r
+        for r in rec.history
+    )
+    dataclasses.replace(rec, history=rows).write(tmp_path / "curve")
+    mid = tracking.log_run(tmp_path / "curve", store, "lpdt")
+    points = tracking.open_client(store).get_metric_history(mid, "epoch/acc_subset_node_mean")
+    assert sorted((m.step, m.value) for m in points) == [(0, 30.0), (1, 40.0), (2, 50.0)]
