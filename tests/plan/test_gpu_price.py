@@ -37,7 +37,7 @@ def test_the_fit_reproduces_the_batched_rows_it_is_calibrated_on():
     lm = gpu.fit()
     for row in (r for r in gpu.STEP_ROWS if r.nodes > 1):
         c = counts.COUNTS[(row.model, row.norm, row.precision, row.px)]
-        ms = gpu._launch_ms(lm, c, row.precision, row.mode, row.nodes, True, True)
+        ms = gpu.launch_ms(lm, c, row.precision, row.mode, row.nodes, True, True)
         assert ms == pytest.approx(row.ms, rel=1e-9)
 
 

@@ -101,7 +101,8 @@ def test_gossiped_entries_match_the_models():
 
 def test_h100_estimate_is_the_gpu_price():
     """On the H100 a run's estimate is its price (lpdt.plan.gpu: measured where measured, else
-    derived): every paper-scale shape has one, 16 nodes and 8 bits included."""
+    derived): every paper-scale shape has one, 16 nodes and 8 bits included; runtime's
+    ``run_seconds`` prices the CPU only and points there."""
     from lpdt.plan import gpu
 
     paper = [
@@ -115,8 +116,9 @@ def test_h100_estimate_is_the_gpu_price():
     for extra in ([], ["topology.nodes=16"], ["precision.mode=int8", "model.norm=rangeen"]):
         cfg = load_config(None, [*paper, *extra]).to_dict()
         price = gpu.run_price(cfg, 200 * 50000)
-        assert price is not None
-        assert runtime.run_seconds(cfg, 200 * 50000, "h100") == pytest.approx(price.seconds)
+        assert price is not None and price.seconds > 0
+    with pytest.raises(ValueError, match="lpdt.plan.gpu.run_price"):
+        runtime.run_seconds(cfg, 200 * 50000, "h100")
     with pytest.raises(ValueError, match="allowed cpu, h100"):
         runtime.run_seconds(cfg, 1, "tpu")
 
@@ -172,7 +174,7 @@ def test_run_seconds_rejects_a_speed_it_cannot_apply():
     compiled = _cfg("precision.mode=int8", "train.compile=true")
     with pytest.raises(ValueError, match="no factor for int8_ops"):
         runtime.run_seconds(compiled, 48000, speed={"fp32": 1.0, "int8": 1.0})
-    with pytest.raises(ValueError, match="CPU costs only"):
+    with pytest.raises(ValueError, match="prices the CPU"):
         runtime.run_seconds(cfg, 48000, "h100", speed={"fp32": 1.0, "int8": 1.0})
 
 

@@ -30,8 +30,8 @@ fp32 and 8-bit with 8-bit gradients).
 
 Models with random operations (VGG-11's dropout) run node by node (``train.batch_nodes: auto``)
 or are refused (``true``): under vmap they would draw from one generator for all nodes instead of
-each node's stream, and the run would differ from its sequential twin. Evaluation stays
-sequential (``Steps.predict``).
+each node's stream, and the run would differ from its sequential twin. Where the nodes train
+batched they are evaluated batched too (``lpdt.engine.evaluation``).
 """
 
 from __future__ import annotations

@@ -280,7 +280,7 @@ def _work_ms(c: counts_mod.StepCounts, text: bool, images: float, train: bool, i
     return images * (flops / rate + 2 * written / (ASSUMED["hbm_tbps"][i] * 1e12)) * 1e3
 
 
-def _launch_ms(
+def launch_ms(
     lm: LaunchModel,
     c: counts_mod.StepCounts,
     precision: str,
@@ -348,7 +348,7 @@ def run_price(
             launch = row.ms * (1 if batched else n) * spread
         else:
             err = lm.compiled_err if mode == "compiled" else lm.eager_err
-            launch = _launch_ms(lm, cs, prec, mode, n, batched, True) * (1 + (i - 1) * err)
+            launch = launch_ms(lm, cs, prec, mode, n, batched, True) * (1 + (i - 1) * err)
             launch *= factor
         step = _combine(launch, _work_ms(c, text, n * b, True, i), i)
         data = n * b * data_ms * (spread if dataset == "cifar10" else ASSUMED["data"][i])
@@ -359,14 +359,14 @@ def run_price(
             gossip += entries * ASSUMED["topk_ns"][i] / 1e6 if sparse else 0.0
         err = lm.compiled_err if eval_compiled else lm.eager_err
         node_eval_mode: Mode = "compiled" if eval_compiled else "eager"
-        one = _launch_ms(lm, cs, prec, node_eval_mode, 1, False, False) * factor
+        one = launch_ms(lm, cs, prec, node_eval_mode, 1, False, False) * factor
         per_node = (
-            (_launch_ms(lm, cs, prec, "eager", n, True, False) * factor / (n * eval_bs))
+            (launch_ms(lm, cs, prec, "eager", n, True, False) * factor / (n * eval_bs))
             if batched
             else one / eval_bs
         )
         per_curve = (
-            _launch_ms(lm, cs, prec, "eager", n, True, False) * factor / (n * curve_chunk)
+            launch_ms(lm, cs, prec, "eager", n, True, False) * factor / (n * curve_chunk)
             if batched
             else (lm.eager_a_ms + lm.eager_op_ms * cs.ops_eval) * factor / curve_chunk
         )

@@ -264,13 +264,8 @@ def run_seconds(
     start-up, compiling and gossip, which are Python and fp32 arithmetic in both precisions."""
     if machine not in MACHINES:
         raise ValueError(f"machine {machine!r}: allowed {', '.join(MACHINES)}")
-    if speed is not None and machine != "cpu":
-        raise ValueError(f"the speed probe scales the CPU costs only, not {machine!r}'s")
-    if machine == "h100":  # one job alone on the GPU (lpdt.plan.gpu)
-        from lpdt.plan import gpu
-
-        price = gpu.run_price(cfg, samples)
-        return None if price is None else price.seconds
+    if machine != "cpu":  # one H100's price is lpdt.plan.gpu's (which imports this module)
+        raise ValueError(f"run_seconds prices the CPU; {machine!r}: lpdt.plan.gpu.run_price")
     key = (cfg["model"]["name"], cfg["precision"]["mode"], input_px(cfg))
     if key not in STEP_MS or samples is None:
         return None
