@@ -444,3 +444,22 @@ def test_straight_through_is_q_exactly_with_the_identity_gradient():
     assert torch.equal(x.grad, g)
     with torch.no_grad():
         assert straight_through(x, q) is q
+
+
+def test_node_stacked_noise_and_rounding_are_each_nodes_own(monkeypatch):
+    """``dither(rows=True)`` and ``quantize_minmax_nodes`` (the batched step's gradient
+    quantiser, one pass over all nodes) give each node the bits of its own call: its own range,
+    its own seed, its elements counted from 0. On the tensor path a GPU runs (no C++ kernel)."""
+    from lpdt.layers.quant import kernel
+    from lpdt.layers.quant.quantizers import dither, quantize_minmax, quantize_minmax_nodes
+
+    monkeypatch.setenv(kernel.ENV, "0")
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(3, 4, 5, generator=gen) * torch.tensor([1.0, 10.0, 0.1])[:, None, None]
+    seeds = torch.tensor([11, 12, 13])
+    noise = dither(x, seeds, salt=4, rows=True)
+    q = quantize_minmax_nodes(x, 8, seeds, salt=4)
+    for k in range(3):
+        assert torch.equal(noise[k], dither(x[k], seeds[k : k + 1], 4))
+        assert torch.equal(q[k], quantize_minmax(x[k], 8, True, seeds[k : k + 1], 4))
+    assert not torch.equal(noise[0], noise[1])  # the seeds differ, so does the noise
