@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from lpdt.layers.quant import vmap_ops
-from lpdt.layers.quant.nodes import conv2d_nodes_backward, linear_nodes_backward
+from lpdt.layers.quant.nodes import Grads
 from lpdt.layers.quant.quantizers import (
     draw_seed,
     is_vmapped,
@@ -154,10 +154,7 @@ class _QuantGrad(torch.autograd.Function):
     def forward(x: torch.Tensor, bits: int, seed: torch.Tensor, salt: int) -> torch.Tensor:  # noqa: D102
         return x.view_as(x)
 
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:  # noqa: D102
-        _, ctx.bits, seed, ctx.salt = inputs
-        ctx.save_for_backward(seed)
+    setup_context = staticmethod(vmap_ops.quant_grad_setup)
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # noqa: D102
@@ -181,33 +178,13 @@ class _BiprecConv(torch.autograd.Function):
     ) -> torch.Tensor:
         return F.conv2d(xq, wq, bias, stride, padding, dilation, groups)
 
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:  # noqa: D102
-        xq, wq, bias, stride, padding, dilation, groups, grad_bits, seed, salt = inputs
-        ctx.save_for_backward(xq, wq, seed)
-        ctx.conf = (stride, padding, dilation, groups, grad_bits, salt)
-        ctx.has_bias = bias is not None
+    setup_context = staticmethod(vmap_ops.conv_setup)
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # noqa: D102
         xq, wq, seed = ctx.saved_tensors
-        stride, padding, dilation, groups, grad_bits, salt = ctx.conf
-        need = ctx.needs_input_grad
-        grads = conv2d_nodes_backward(
-            xq[None],
-            wq[None],
-            g[None],
-            (need[0], need[1], ctx.has_bias and need[2]),
-            stride,
-            padding,
-            dilation,
-            groups,
-            grad_bits,
-            seed,
-            salt,
-        )
-        gx, gw, gb = (None if t is None else t[0] for t in grads)
-        return gx, gw, gb, None, None, None, None, None, None, None
+        grads = vmap_ops.conv_grads(ctx, xq[None], wq[None], g[None], seed)
+        return (*_one_node(grads), None, None, None, None, None, None, None)
 
 
 class _BiprecLinear(torch.autograd.Function):
@@ -222,24 +199,16 @@ class _BiprecLinear(torch.autograd.Function):
     ) -> torch.Tensor:
         return F.linear(xq, wq, bias)
 
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:  # noqa: D102
-        xq, wq, bias, ctx.grad_bits, seed, ctx.salt = inputs
-        ctx.save_for_backward(xq, wq, seed)
-        ctx.has_bias = bias is not None
+    setup_context = staticmethod(vmap_ops.linear_setup)
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # noqa: D102
         xq, wq, seed = ctx.saved_tensors
-        need = ctx.needs_input_grad
-        grads = linear_nodes_backward(
-            xq[None],
-            wq[None],
-            g[None],
-            (need[0], need[1], ctx.has_bias and need[2]),
-            ctx.grad_bits,
-            seed,
-            ctx.salt,
-        )
-        gx, gw, gb = (None if t is None else t[0] for t in grads)
-        return gx, gw, gb, None, None, None
+        grads = vmap_ops.linear_grads(ctx, xq[None], wq[None], g[None], seed)
+        return (*_one_node(grads), None, None, None)
+
+
+def _one_node(grads: Grads) -> Grads:
+    """The one node's gradients of node-stacked ones (n = 1)."""
+    gx, gw, gb = (None if t is None else t[0] for t in grads)
+    return gx, gw, gb

@@ -64,7 +64,7 @@ def conv2d_nodes_backward(
     dilation: Sequence[int],
     groups: int,
     grad_bits: int,
-    seeds: torch.Tensor,
+    seeds: torch.Tensor | None,
     salt: int,
 ) -> Grads:
     """The gradients of ``conv2d_nodes`` for (x, w, bias) where ``needs`` asks: x's from each
@@ -109,7 +109,7 @@ def linear_nodes_backward(
     g: torch.Tensor,
     needs: tuple[bool, bool, bool],
     grad_bits: int,
-    seeds: torch.Tensor,
+    seeds: torch.Tensor | None,
     salt: int,
 ) -> Grads:
     """The gradients of ``linear_nodes`` (bifurcated as ``conv2d_nodes_backward``)."""

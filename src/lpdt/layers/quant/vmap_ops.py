@@ -34,12 +34,19 @@ import torch
 import torch.nn.functional as F
 
 from lpdt.layers.quant.nodes import (
+    Grads,
     conv2d_nodes,
     conv2d_nodes_backward,
     linear_nodes,
     linear_nodes_backward,
 )
 from lpdt.layers.quant.quantizers import quantize_minmax_nodes
+
+
+def _needs(ctx: Any) -> tuple[bool, bool, bool]:
+    """Which of (x, w, bias) a conv / linear backward must give a gradient (bias: if it has one)."""
+    need = ctx.needs_input_grad
+    return need[0], need[1], ctx.has_bias and need[2]
 
 
 def _stacked(t: torch.Tensor, dim: int | None, n: int) -> torch.Tensor:
@@ -62,7 +69,8 @@ quant_grad_nodes = torch.library.custom_op(
 quant_grad_nodes.register_fake(_quant_grad_forward)
 
 
-def _quant_grad_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+def quant_grad_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    """What the gradient quantiser's backward keeps (also ``functions._QuantGrad``'s)."""
     _, ctx.bits, seeds, ctx.salt = inputs
     ctx.save_for_backward(seeds)
 
@@ -72,7 +80,7 @@ def _quant_grad_backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None
     return quantize_minmax_nodes(g, ctx.bits, seeds, ctx.salt), None, None, None
 
 
-quant_grad_nodes.register_autograd(_quant_grad_backward, setup_context=_quant_grad_setup)
+quant_grad_nodes.register_autograd(_quant_grad_backward, setup_context=quant_grad_setup)
 
 
 # One node's gradient quantiser under vmap: its vmap rule calls ``quant_grad_nodes``, which holds
@@ -118,28 +126,30 @@ biprec_conv2d_nodes = torch.library.custom_op(
 biprec_conv2d_nodes.register_fake(_conv2d_nodes)
 
 
-def _conv_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+def conv_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    """What the bifurcated convolution's backward keeps (also ``functions._BiprecConv``'s)."""
     x, w, bias, stride, padding, dilation, groups, grad_bits, seeds, salt = inputs
     ctx.save_for_backward(x, w, seeds)
     ctx.conf = (stride, padding, dilation, groups, grad_bits, salt)
     ctx.has_bias = bias is not None
 
 
+def conv_grads(
+    ctx: Any, x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, seeds: torch.Tensor | None
+) -> Grads:
+    """The gradients of (x, w, bias) the backward is asked for, from node-stacked tensors."""
+    stride, padding, dilation, groups, grad_bits, salt = ctx.conf
+    return conv2d_nodes_backward(
+        x, w, g, _needs(ctx), stride, padding, dilation, groups, grad_bits, seeds, salt
+    )
+
+
 def _conv_backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
     x, w, seeds = ctx.saved_tensors
-    stride, padding, dilation, groups, grad_bits, salt = ctx.conf
-    needs = (
-        ctx.needs_input_grad[0],
-        ctx.needs_input_grad[1],
-        ctx.has_bias and ctx.needs_input_grad[2],
-    )
-    gx, gw, gb = conv2d_nodes_backward(
-        x, w, g, needs, stride, padding, dilation, groups, grad_bits, seeds, salt
-    )
-    return gx, gw, gb, None, None, None, None, None, None, None
+    return (*conv_grads(ctx, x, w, g, seeds), None, None, None, None, None, None, None)
 
 
-biprec_conv2d_nodes.register_autograd(_conv_backward, setup_context=_conv_setup)
+biprec_conv2d_nodes.register_autograd(_conv_backward, setup_context=conv_setup)
 
 
 def _conv2d(
@@ -217,24 +227,26 @@ biprec_linear_nodes = torch.library.custom_op(
 biprec_linear_nodes.register_fake(_linear_nodes)
 
 
-def _linear_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+def linear_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    """What the bifurcated linear layer's backward keeps (also ``functions._BiprecLinear``'s)."""
     x, w, bias, ctx.grad_bits, seeds, ctx.salt = inputs
     ctx.save_for_backward(x, w, seeds)
     ctx.has_bias = bias is not None
 
 
+def linear_grads(
+    ctx: Any, x: torch.Tensor, w: torch.Tensor, g: torch.Tensor, seeds: torch.Tensor | None
+) -> Grads:
+    """The gradients of (x, w, bias) the backward is asked for, from node-stacked tensors."""
+    return linear_nodes_backward(x, w, g, _needs(ctx), ctx.grad_bits, seeds, ctx.salt)
+
+
 def _linear_backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
     x, w, seeds = ctx.saved_tensors
-    needs = (
-        ctx.needs_input_grad[0],
-        ctx.needs_input_grad[1],
-        ctx.has_bias and ctx.needs_input_grad[2],
-    )
-    gx, gw, gb = linear_nodes_backward(x, w, g, needs, ctx.grad_bits, seeds, ctx.salt)
-    return gx, gw, gb, None, None, None
+    return (*linear_grads(ctx, x, w, g, seeds), None, None, None)
 
 
-biprec_linear_nodes.register_autograd(_linear_backward, setup_context=_linear_setup)
+biprec_linear_nodes.register_autograd(_linear_backward, setup_context=linear_setup)
 
 
 def _linear(
