@@ -287,7 +287,8 @@ def test_budget_skips_what_would_not_finish(tmp_path: Path) -> None:
 
 
 def test_the_jobs_warm_up_estimate() -> None:
-    """From the last warm-up of the precision, else of the other one (8-bit: 1.5x fp32's), else
+    """From the last warm-up of the precision, else of the other one (8-bit: fp32's x
+    ``INT8_COMPILE_FACTOR``), else
     the steps part's compile of the jobs' step (its shape first), else the guess."""
     bench = _bench()
     args = argparse.Namespace(
@@ -301,7 +302,10 @@ def test_the_jobs_warm_up_estimate() -> None:
     )
     est = bench.warm_estimate
     assert est(args, "int8", {"int8": 20.0, "fp32": 10.0}, {}) == (20.0, "its last warm-up")
-    assert est(args, "int8", {"fp32": 10.0}, {}) == (15.0, "the fp32 warm-up")
+    assert est(args, "int8", {"fp32": 10.0}, {}) == (
+        10.0 * bench.INT8_COMPILE_FACTOR,
+        "the fp32 warm-up",
+    )
     assert est(args, "fp32", {"int8": 10.0}, {}) == (10.0, "the int8 warm-up")
     compiled = {
         ("resnet20:8:32:32", "int8", "batched"): 40.0,

@@ -146,7 +146,7 @@ def test_compiled_resnet20_step_equals_eager_on_cuda(monkeypatch, precision):
 def test_compiled_batched_8bit_step_equals_the_sequential_steps_on_cuda(monkeypatch, dtype):
     """The paper's recipe (stochastic rounding, 8-bit gradients) as one compiled batched step on
     the GPU: it really compiles (no fallback to eager), and equals the eager node-by-node steps
-    drawing the same seeds. In float64 to 1e-9 (no value moves across a rounding level); in
+    drawing the same seeds. In float64 to 1e-6 (no value moves across a rounding level); in
     float32 to 2 % in norm: the grouped convolution sums in another order than each node's own,
     and a value within float32 rounding of a level boundary lands one level apart (the 0.012
     of the H100 run of 2026-11-27, docs/engine.md "On a GPU"; float64 settles it)."""
@@ -155,7 +155,7 @@ def test_compiled_batched_8bit_step_equals_the_sequential_steps_on_cuda(monkeypa
     from lpdt.engine.batched import BatchedSteps
     from tests.engine.test_steps import tiny_model
 
-    monkeypatch.setenv(CUDA_INT8_ENV, "1")
+    monkeypatch.delenv(CUDA_INT8_ENV, raising=False)  # the default: batched compiles on CUDA
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
@@ -178,7 +178,10 @@ def test_compiled_batched_8bit_step_equals_the_sequential_steps_on_cuda(monkeypa
         for k, model in enumerate(states[1].models):
             with streams[1].node(k):
                 l_s.append(seq.train_step(model, x[k], y[k]))
-        tol = 1e-9 if dtype == torch.float64 else 2e-2
+        # float64: 5.7e-8 measured on the H200 (2026-11-28; this bound was 1e-9, set on the CPU
+        # where batched = node by node exactly, and raised to 1e-6 after that result): float
+        # arithmetic, not a level flip, which would move a gradient by >= 1/255 of its range.
+        tol = 1e-6 if dtype == torch.float64 else 2e-2
         torch.testing.assert_close(l_b, torch.stack(l_s), rtol=max(tol, 1e-6), atol=1e-6)
         for k in range(nodes):
             diff = (states[0].grad[k] - states[1].grad[k]).norm()
@@ -188,8 +191,11 @@ def test_compiled_batched_8bit_step_equals_the_sequential_steps_on_cuda(monkeypa
 
 
 def test_compiled_8bit_step_runs_eagerly_on_cuda_unless_told(monkeypatch):
-    """Until the compiled 8-bit step is shown equal to the eager one on CUDA (the test above),
-    lpdt runs it eagerly there and says so in one line."""
+    """Until the compiled node-by-node 8-bit step is shown equal to the eager one on CUDA
+    (test_compiled_resnet20_step_equals_eager_on_cuda), lpdt runs it eagerly there and says so
+    in one line; the batched 8-bit step compiles there (the test above, H200 2026-11-28)."""
+    from lpdt.engine.steps import compile_allowed
+
     monkeypatch.delenv(CUDA_INT8_ENV, raising=False)
     lines: list[str] = []
     int8 = Steps(_resnet20("int8"), compile=True, log=lines.append)
@@ -197,7 +203,8 @@ def test_compiled_8bit_step_runs_eagerly_on_cuda_unless_told(monkeypatch):
     assert len(lines) == 1 and not int8.compiled and "train" in fp32.compiled
     # below the verified torch the version guard speaks first (and the CUDA one is not reached)
     old_torch = torch_version() < MIN_TORCH_COMPILED_INT8
-    assert ("needs torch >=" if old_torch else "not verified on CUDA") in lines[0]
+    assert ("needs torch >=" if old_torch else "node-by-node 8-bit step is not yet") in lines[0]
+    assert compile_allowed(_resnet20("int8"), lines.append, batched=True) != old_torch
 
 
 @pytest.mark.parametrize("compiled", [False, True])

@@ -9,6 +9,9 @@
 #   tools/gpu_check.sh bench      # bench_compile.py --device cuda, ResNet-20 x 8 at 32 px
 #   tools/gpu_check.sh bench_large  # VGG-11 x 16 at 32 px, ResNet-18 x 8 at 64 px
 #   tools/gpu_check.sh epochs     # 2 epochs of the Table 3 ResNet-20 cell at paper scale
+#   tools/gpu_check.sh bench_gpu  # benchmarks/bench_gpu.py's default call (steps and k jobs)
+#   tools/gpu_check.sh tests_8bit # the compiled 8-bit CUDA tests of tests/test_cuda.py
+#   tools/gpu_check.sh models     # eager steps of VGG-11, ResNet-18 (64 px), ResNet-54
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG_DIR=${LOG_DIR:-gpu-logs}
@@ -67,6 +70,33 @@ import shutil; shutil.rmtree('/tmp/cifar', ignore_errors=True); write_cifar10(Pa
     $PY -c "import csv; r = list(csv.DictReader(open('/tmp/epochs-$prec/history.csv')));
 print('$prec wall_s per row:', [(x['epoch'], x['wall_s']) for x in r])"
   done
+}
+
+# The prepared call of issue 51 (item 8): fp32 and 8-bit, node by node and batched, compiled and
+# eager, then k = 1, 4, 8 concurrent jobs of each precision (BENCH_BUDGET seconds in all).
+stage_bench_gpu() {
+  local out=/tmp/bench-gpu
+  rm -rf "$out"
+  timeout $(( ${BENCH_BUDGET:-300} + 15 )) $PY benchmarks/bench_gpu.py --out "$out" \
+    --force-int8-compile --budget "${BENCH_BUDGET:-300}" 2>&1 \
+    | grep --line-buffered -v Warning | tee "$LOG_DIR/bench_gpu.log"
+  cp "$out"/*.tsv "$LOG_DIR"/ 2>/dev/null
+  tar -czf "$LOG_DIR/job-logs.tgz" -C "$out" job-logs 2>/dev/null
+}
+
+stage_tests_8bit() {  # the compiled 8-bit step on CUDA: really compiled, equal to eager
+  timeout "${TESTS_TIMEOUT:-150}" $PY -m pytest -q -p no:cacheprovider \
+    tests/test_cuda.py -rs --durations 5 \
+    -k "batched_8bit or unless_told or (learns_like and int8)" 2>&1 \
+    | tee "$LOG_DIR/test_cuda_8bit.log" | tail -25
+}
+
+stage_models() {  # the other models' eager steps (VGG-11 has Dropout: no batched step)
+  timeout 70 $PY benchmarks/bench_gpu.py --out /tmp/bench-models --parts steps \
+    --cases vgg11:16:16:32,resnet18:8:32:64,resnet54:8:32:32 --variants eager,batched-eager \
+    --iters 5 --rounds 2 --budget 60 --steps-share 1 2>&1 \
+    | grep --line-buffered -v Warning | tee "$LOG_DIR/models.log"
+  cp /tmp/bench-models/steps.tsv "$LOG_DIR/models-steps.tsv" 2>/dev/null
 }
 
 for s in "$@"; do echo "=== $s"; "stage_$s"; done

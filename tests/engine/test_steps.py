@@ -474,3 +474,23 @@ def test_aot_cache_serves_8bit_graphs_and_a_changed_backward_misses(tmp_path):
     assert again["grad"] == pytest.approx(first["grad"], rel=1e-6)
     assert changed["aot"].get("autograd_cache_hit") is None, changed
     assert changed["grad"] == pytest.approx(1.5 * first["grad"], rel=1e-5)
+
+
+def test_on_cuda_the_8bit_step_compiles_batched_and_node_by_node_only_when_told(monkeypatch):
+    """The CUDA guard (``compile_allowed``), exercised without a GPU: on CUDA the node-by-node
+    8-bit step runs eagerly unless ``CUDA_INT8_ENV`` is set, and says so in one line; the
+    batched one compiles (verified on an H200: tests/test_cuda.py); fp32 always compiles."""
+    import lpdt.engine.steps as steps_module
+
+    if torch_version() < MIN_TORCH_COMPILED_INT8:
+        pytest.skip(f"torch {torch.__version__} runs every 8-bit step eagerly")
+    monkeypatch.setattr(steps_module, "_on_cuda", lambda model: True)
+    monkeypatch.delenv(steps_module.CUDA_INT8_ENV, raising=False)
+    int8, fp32 = tiny_model("int8", False), tiny_model("fp32", True)
+    lines: list[str] = []
+    assert not steps_module.compile_allowed(int8, lines.append)
+    assert len(lines) == 1 and "node-by-node 8-bit step" in lines[0]
+    assert steps_module.compile_allowed(int8, lines.append, batched=True)
+    assert steps_module.compile_allowed(fp32, lines.append) and len(lines) == 1
+    monkeypatch.setenv(steps_module.CUDA_INT8_ENV, "1")
+    assert steps_module.compile_allowed(int8, lines.append) and len(lines) == 1

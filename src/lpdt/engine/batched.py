@@ -148,7 +148,7 @@ class BatchedSteps:
         self._compiled: Callable[..., torch.Tensor] | None = None
         self._size: int | None = None  # the batch size the compiled step is specialised to
         self._graphs = False  # CUDA graphs: mark each step, copy what it returns
-        if compile and compile_allowed(model, log):
+        if compile and compile_allowed(model, log, batched=True):
             kw = prepare_compile(mode, self.quantized)
             self._graphs = mode == "reduce-overhead"
             if self._graphs:

@@ -52,7 +52,7 @@ class StepCounts:
 # day (issue 51 in progress: its operation counts move with that work; recount with
 # `python benchmarks/count_steps.py`), 10 classes (AG News 4, SentLen 6 differ in the last layer
 # only). Kernels: cold compiles, ResNet-20 only (the other models' compiled kernels are priced as
-# ops x ResNet-20's kernels / ops of the same precision).
+# ops x ResNet-20's kernels / ops of the same precision); the 8-bit one's training step only.
 COUNTS: dict[tuple[str, str, str, int], StepCounts] = {
     ("distilbert", "evonorm", "fp32", 128): StepCounts(
         1170, 251, 3.352e10, 1.087e10, 1.809e08, 4.37e07, None, None, 66961162, True
@@ -81,8 +81,10 @@ COUNTS: dict[tuple[str, str, str, int], StepCounts] = {
     ("resnet20", "rangeen", "fp32", 32): StepCounts(
         1450, 434, 2.44e08, 8.163e07, 1.777e07, 4.4e06, 441, 83, 273258, False
     ),
+    # kernels_train: benchmarks/bench_launches.py, a cold compile of the node step on this CPU,
+    # torch 2.14.1, commit 511f83c (docs/notebook/2026-11-28-8bit-compiles-batched.md)
     ("resnet20", "rangeen", "int8", 32): StepCounts(
-        10153, 4769, 2.44e08, 8.163e07, 1.407e08, 6.99e07, None, None, 273258, False
+        10153, 4769, 2.44e08, 8.163e07, 1.407e08, 6.99e07, 905, None, 273258, False
     ),
     ("resnet54", "evonorm", "fp32", 32): StepCounts(
         3184, 896, 6.687e08, 2.232e08, 5.074e07, 1.459e07, None, None, 760458, False

@@ -86,6 +86,14 @@ STEP_ROWS: tuple[StepRow, ...] = (
 GOSSIP_MS = 20.9
 DATA_MS_PER_IMAGE = {"cifar10": 54.0 / 256}
 COMPILE_S = {"node": 20.8, "batched": 50.0}
+# The batched compiled 8-bit round against the fp32 one, measured side by side on one H200
+# (torch 2.11, ResNet-20 x 8, per-node batch 32, 32 px; docs/notebook/2026-11-28-h200.md):
+# 25.75 / 10.03 ms. An 8-bit run that trains batched and compiled is priced at this multiple of
+# its model's fp32 step on the H100 (the H200's fp32 round, 10.03 ms, ran faster than the
+# H100's 15.75: the ratio, not the H200's times, carries over).
+INT8_BATCHED_COMPILED = 25.75 / 10.03
+# Its first compile against fp32's, the same H200 run: 137.1 / 40.1 s.
+INT8_COMPILE = 137.1 / 40.06
 # The readers on the project's 2-core CPU, one thread, with augmentation (2026-11-28, fake
 # files in the real formats, docs/notebook/2026-11-28-evaluation-and-price.md): CIFAR-10 0.20
 # ms, Imagenette 12.6 ms an image (a 500 x 375 JPEG decoded, resized to 256, cropped to 224):
@@ -254,11 +262,11 @@ def batched_on(cfg: Mapping[str, Any], c: counts_mod.StepCounts) -> bool:
     return (not c.dropout) if setting == "auto" else bool(setting)
 
 
-def compiles(cfg: Mapping[str, Any]) -> bool:
-    """Whether the run's training step is compiled on CUDA: ``train.compile``, and never for
-    8-bit models there today (``lpdt.engine.steps.compile_allowed``; the batched 8-bit step
-    falls back to eager too: docs/notebook/2026-11-27-h100.md)."""
-    return bool(cfg["train"].get("compile")) and cfg["precision"]["mode"] == "fp32"
+def compiles(cfg: Mapping[str, Any], batched: bool) -> bool:
+    """Whether the run's training step is compiled on CUDA: ``train.compile``, and for an 8-bit
+    model only batched (``lpdt.engine.steps.compile_allowed``: the node-by-node 8-bit step runs
+    eagerly there until it is verified)."""
+    return bool(cfg["train"].get("compile")) and (cfg["precision"]["mode"] == "fp32" or batched)
 
 
 def _measured_row(cfg: Mapping[str, Any], px: int, mode: Mode, batched: bool) -> StepRow | None:
@@ -312,7 +320,8 @@ def run_price(
 ) -> Price | None:
     """The run's price on one H100 (None: its dataset size or its model's counts unknown).
     ``int8_as_fp32``: price an 8-bit run's step and forwards at this multiple of the same
-    model's fp32 step (compiled and batched as fp32's), the 8-bit step issue 51 aims at."""
+    model's fp32 step (compiled and batched as fp32's); by default an 8-bit run that trains
+    batched and compiled is priced so, at ``INT8_BATCHED_COMPILED``."""
     if samples is None:
         return None
     lm = lm or fit()
@@ -324,8 +333,10 @@ def run_price(
     spec = MODELS.find(name)
     text = spec is not None and spec.inputs == "text"
     batched = batched_on(cfg, c)
-    mode: Mode = "compiled" if compiles(cfg) else "eager"
+    mode: Mode = "compiled" if compiles(cfg, batched) else "eager"
     factor, cs, prec = 1.0, c, precision
+    if int8_as_fp32 is None and precision == "int8" and mode == "compiled":
+        int8_as_fp32 = INT8_BATCHED_COMPILED  # measured beside fp32 (H200), not counted
     if int8_as_fp32 and precision == "int8":
         cs = counts_mod.COUNTS.get((name, "evonorm", "fp32", px), c)
         factor, prec = int8_as_fp32, "fp32"
@@ -383,6 +394,7 @@ def run_price(
             ref = counts_mod.COUNTS[("resnet20", "evonorm", "fp32", 32)]
             size = kernels(cs, prec) / kernels(ref, "fp32")
             compile_s = COMPILE_S["batched" if batched else "node"] * size
+            compile_s *= INT8_COMPILE if precision == "int8" else 1.0
         total_ms = iters * (step + data + gossip) + eval_ms + final_ms
         totals.append(runtime.START_S + compile_s + total_ms / 1e3)
         evals.append(eval_ms / 1e3)
@@ -412,7 +424,7 @@ def _basis(
     if row is not None:
         return f"measured ({how} step: {row.source}; gossip, data: Table 3 job){data}"
     if factor != 1.0:
-        return f"derived: step at {factor:g}x the fp32 step ({how}){data}"
+        return f"derived ({how} step at {factor:.3g}x the fp32 step){data}"
     what = (
         f"{kernels(c, precision):.0f} kernels x compiled fit"
         if mode == "compiled"
