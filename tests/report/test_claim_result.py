@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from lpdt.report.aggregate import aggregate
+from lpdt.report.claim_text import write_claims
 from lpdt.report.claims import (
     ACCURACY_ONLY,
     CLAIMS_VERSION,
     ClaimResult,
     check_claims,
     study_claims,
-    write_claims,
 )
 from lpdt.report.paper import load_paper
 from tests.report.conftest import PAPER_CSV

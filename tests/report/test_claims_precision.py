@@ -12,15 +12,9 @@ from matplotlib.collections import PolyCollection
 from scipy import stats as sps
 
 from lpdt.report.aggregate import KEYS, aggregate
-from lpdt.report.claims import (
-    BY_ID,
-    EQUIV_MARGIN,
-    accuracy_claims,
-    check_claims,
-    claims_md,
-    paper_effect_text,
-    precision_text,
-)
+from lpdt.report.claim_accuracy import accuracy_claims
+from lpdt.report.claim_text import claims_md, paper_effect_text, precision_text
+from lpdt.report.claims import BY_ID, EQUIV_MARGIN, check_claims
 from lpdt.report.figures import fig1, fig1_spread_text
 from lpdt.report.paper import load_paper
 from lpdt.report.stats import HELD, INCONCLUSIVE, NO_DATA, NOT_HELD, detectable, half_width

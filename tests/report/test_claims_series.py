@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from lpdt.report.aggregate import KEYS
-from lpdt.report.claims import BY_ID, Claim, accuracy_claims
+from lpdt.report.claim_accuracy import accuracy_claims
+from lpdt.report.claims import BY_ID, Claim
 from tests.report.conftest import CLAIM_CELL
 
 BASE = dict.fromkeys(KEYS) | CLAIM_CELL | {"qgm": False}

@@ -13,7 +13,8 @@ import pytest
 
 from lpdt.report import pairs, summary
 from lpdt.report.aggregate import KEYS
-from lpdt.report.claims import BY_ID, Claim, accuracy_claims
+from lpdt.report.claim_accuracy import accuracy_claims
+from lpdt.report.claims import BY_ID, Claim
 from lpdt.report.stats import NO_DATA
 from tests.report.conftest import CLAIM_CELL
 
@@ -382,7 +383,8 @@ def test_a_diverged_run_through_the_report_pipeline(tmp_path) -> None:  # type: 
     import json
 
     from lpdt.report.aggregate import aggregate
-    from lpdt.report.claims import check_claims, claims_md, effect_text, set_aside_text
+    from lpdt.report.claim_text import claims_md, effect_text, set_aside_text
+    from lpdt.report.claims import check_claims
     from lpdt.report.paper import load_paper
     from tests.fake_records import fake_record
     from tests.report.conftest import PAPER_CSV, make_tree

@@ -13,6 +13,8 @@ import pytest
 
 from lpdt.report import artifacts, cli
 from lpdt.report.aggregate import KEYS, aggregate, engine_counts, run_counts
+from lpdt.report.claim_accuracy import accuracy_claims
+from lpdt.report.claim_cost import cost_claims
 from lpdt.report.claims import (
     ARITHMETIC,
     CLAIMS_VERSION,
@@ -20,8 +22,6 @@ from lpdt.report.claims import (
     INCONCLUSIVE,
     NO_DATA,
     NOT_HELD,
-    accuracy_claims,
-    cost_claims,
 )
 from lpdt.report.paper import load_paper
 from tests.report.conftest import PAPER_CSV, report_args, write_cost

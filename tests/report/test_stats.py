@@ -13,7 +13,8 @@ import pytest
 
 from lpdt.report import cli
 from lpdt.report.aggregate import KEYS, aggregate
-from lpdt.report.claims import accuracy_claims, check_claims, paper_cells
+from lpdt.report.claim_accuracy import accuracy_claims
+from lpdt.report.claims import check_claims, paper_cells
 from lpdt.report.paper import load_paper
 from lpdt.report.stats import (
     HELD,

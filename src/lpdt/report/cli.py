@@ -50,13 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from lpdt.report.aggregate import aggregate, run_counts
-    from lpdt.report.claims import (
-        check_claims,
-        definitions_hash,
-        study_claims,
-        study_entries,
-        write_claims,
-    )
+    from lpdt.report.claim_text import write_claims
+    from lpdt.report.claims import check_claims, definitions_hash, study_claims, study_entries
     from lpdt.report.figures import write_figures
     from lpdt.report.paper import load_paper
     from lpdt.report.pdf import build_pdf

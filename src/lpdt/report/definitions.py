@@ -13,10 +13,11 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from lpdt.grid import Manifest
 from lpdt.report import pairs
+from lpdt.report.stats import Threshold
 
 # The paper's claims, as data: src/lpdt/report/claims.yaml (its version and its entries;
 # docs/report.md, "Claims: versions", keeps the dated change log).
@@ -30,6 +31,14 @@ FAMILY = {"paired": "accuracy", "series": "accuracy", "cost": "cost", "arithmeti
 KINDS = tuple(FAMILY)
 
 
+class Range(NamedTuple):
+    """The threshold of a ``within`` claim: the effect must lie in [lo, hi]. A tuple, so it is
+    a ``stats.Threshold`` and a JSON list (``claims.json``: ``[lo, hi]``) as the plain pair was."""
+
+    lo: float
+    hi: float
+
+
 @dataclass(frozen=True)
 class Claim:
     id: str
@@ -37,7 +46,8 @@ class Claim:
     definition: str  # what we compare
     effect: str  # what the number is (units)
     direction: str  # "<=", ">" or "within" (a range); "none" for arithmetic
-    threshold: float | tuple[float, float] | None
+    # A number; a Range for "within" (a pair given is made one); None for arithmetic.
+    threshold: float | Range | None
     kind: str = "paired"  # KINDS: paired | series (accuracy) | cost | arithmetic (no verdict)
     # A paired claim's pairs (lpdt.report.pairs): runs of ``studies`` meeting ``where``,
     # ``vary`` = ``a`` against ``vary`` = ``b``, effect a - b. A series claim: per series of
@@ -56,6 +66,26 @@ class Claim:
     column: str | None = None
     rows: Mapping[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.threshold, tuple | list) and not isinstance(self.threshold, Range):
+            lo, hi = self.threshold
+            object.__setattr__(self, "threshold", Range(lo, hi))
+
+    @property
+    def limit(self) -> Threshold:
+        """The threshold a verdict compares with (a number, or a Range); a ValueError for an
+        arithmetic claim, which has none."""
+        if self.threshold is None:
+            raise ValueError(f"claim {self.id}: a {self.kind} claim has no threshold")
+        return self.threshold
+
+    @property
+    def bounds(self) -> Range:
+        """The range of a ``within`` claim; a ValueError for a claim with one number."""
+        if not isinstance(self.threshold, Range):
+            raise ValueError(f"claim {self.id}: threshold {self.threshold!r} is not a range")
+        return self.threshold
+
     @property
     def family(self) -> str:
         """What kind of result it is (``ClaimResult.kind``): accuracy, cost or arithmetic."""
@@ -66,7 +96,7 @@ class Claim:
         if self.kind == "arithmetic":
             return f"{self.effect}: arithmetic from the paper's constants, no verdict"
         if self.direction == "within":
-            lo, hi = self.threshold  # type: ignore[misc]  # 'within': [lo, hi] (the schema)
+            lo, hi = self.bounds  # 'within': [lo, hi] (the schema)
             if self.kind == "cost":
                 return f"{self.effect} in [{lo:g}, {hi:g}] for every row"
             return f"{lo:g} <= {self.effect} <= {hi:g}"
@@ -149,7 +179,7 @@ def load_claims(path: Path = CLAIMS_FILE) -> tuple[int, list[Claim]]:
     for d in doc["claims"]:
         thr = d["threshold"]
         if isinstance(thr, list):  # [lo, hi]: the schema allows exactly two numbers
-            thr = cast(tuple[float, float], tuple(float(x) for x in thr))
+            thr = Range(float(thr[0]), float(thr[1]))
         out.append(
             Claim(
                 **{
@@ -201,7 +231,7 @@ BY_ID = {c.id: c for c in CLAIMS}
 # Equivalence margin of rangeen_equiv_evonorm (points): the paper's own tolerance for "the same
 # accuracy" ("8-bit loses less than 1 %", lp_close_to_fp_dense); fixed in version 5 before the
 # quick-scale Figure 1 runs with seeds had been seen.
-EQUIV_MARGIN = float(BY_ID["rangeen_equiv_evonorm"].threshold[1])  # type: ignore[index]  # within
+EQUIV_MARGIN = float(BY_ID["rangeen_equiv_evonorm"].bounds.hi)
 
 
 # --- claims declared in a study (config/studies.yaml, `claims:`; carried by the manifest) -------
@@ -244,7 +274,7 @@ def _study_claim(study: str, i: int, d: object, known: set[str]) -> Claim:
         definition,
         f"{show[0]} - {show[1]} accuracy (points)",
         direction,
-        (float(thr[0]), float(thr[1])) if direction == "within" else float(thr),
+        Range(float(thr[0]), float(thr[1])) if direction == "within" else float(thr),
         vary=vary,
         a=a,
         b=b,

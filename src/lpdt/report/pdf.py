@@ -33,16 +33,14 @@ from reportlab.platypus import (
 )
 
 from lpdt.grid import Manifest
-from lpdt.report.claims import (
-    CLAIMS,
-    ClaimResult,
-    claim_keys,
+from lpdt.report.claim_text import (
     declared_claims,
     effect_text,
     paper_claims,
     paper_effect_text,
     precision_text,
 )
+from lpdt.report.claims import CLAIMS, ClaimResult, claim_keys
 from lpdt.report.definitions import study_claims
 from lpdt.report.layout import (
     PAGE,

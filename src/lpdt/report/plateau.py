@@ -330,7 +330,8 @@ def rescore(check: pd.DataFrame | None, runs: pd.DataFrame) -> Rescoring | None:
     check's 1x accuracies are compared with this report's own (``agree``, the differences) and
     its commit with theirs (``same_commit``: a dirty tree is never the same commit)."""
     from lpdt.report.aggregate import KEYS
-    from lpdt.report.claims import BY_ID, accuracy_claims
+    from lpdt.report.claim_accuracy import accuracy_claims
+    from lpdt.report.definitions import BY_ID
     from lpdt.report.stats import Threshold, holds
 
     m = matching(check, runs)

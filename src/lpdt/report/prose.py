@@ -28,16 +28,15 @@ from lpdt.report.aggregate import (
     stand_in_names,
     training_seconds,
 )
-from lpdt.report.claims import (
-    ClaimResult,
+from lpdt.report.claim_text import (
     declared_claims,
     effect_text,
     paper_claims,
     precision_text,
-    sent_text,
     set_aside_text,
     verdict_counts,
 )
+from lpdt.report.claims import ClaimResult, sent_text
 from lpdt.report.describe import illustrative_text, setup_text, spread_text
 from lpdt.report.figures import fig1_spread_text, figure_runs
 from lpdt.report.plateau import claims_2x_sentence, plateau_row, plateau_sentence
@@ -319,8 +318,8 @@ def _data_row_name(row: dict[str, str]) -> str:
 
 
 def ours_text(c: ClaimResult) -> str:
-    """Page 1's "Ours" cell: our effect (``claims.effect_text``) and what the claim left out
-    (``claims.set_aside_text``, as claims.md gives it); '-' where there is neither."""
+    """Page 1's "Ours" cell: our effect (``claim_text.effect_text``) and what the claim left out
+    (``claim_text.set_aside_text``, as claims.md gives it); '-' where there is neither."""
     parts = [t for t in (effect_text(c), set_aside_text(c)) if t and t != "-"]
     return "; ".join(parts) or "-"
 

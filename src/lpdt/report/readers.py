@@ -1,6 +1,6 @@
 """Which of the paper's accuracy claims read which runs (the MLflow ``claims`` tag).
 
-The claims select and pair their runs in code (``lpdt.report.claims``); to name the claims that
+The claims select and pair their runs in code (``lpdt.report.claim_accuracy``); to name the claims that
 read a run without writing those rules a second time, this asks the claims themselves: a claim
 reads a run when its result (per-seed effects, number of pairs and cells) changes with the run's
 accuracy. Each finished run's accuracy is moved by one point in turn and the claims are checked
@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from lpdt.report.claims import accuracy_claims
+from lpdt.report.claim_accuracy import accuracy_claims
 
 PROBE = 1.0  # points added to one run's accuracy
 
