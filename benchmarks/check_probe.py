@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from lpdt import grid
-from lpdt.plan import probe, runtime
+from lpdt.plan import probe, runtime, samples
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -110,9 +110,9 @@ def main() -> None:
                 s.wait()
         print(f"busy-loop processes: {busy}\n  {line}", flush=True)
         for p, run in cells.items():
-            samples = grid.samples_per_run(run.config)
-            ref = runtime.run_seconds(run.config, samples)
-            scaled = runtime.run_seconds(run.config, samples, speed=speed)
+            n_samples = samples.samples_per_run(run.config)
+            ref = runtime.run_seconds(run.config, n_samples)
+            scaled = runtime.run_seconds(run.config, n_samples, speed=speed)
             print(
                 f"  {p} job {run.run_id}: took {took[p]:.1f} s; plan {ref:.1f} s (reference), "
                 f"{scaled:.1f} s (scaled); took / scaled {took[p] / scaled:.2f}",

@@ -29,7 +29,7 @@ from torch import nn
 from lpdt import cli, gpus, grid
 from lpdt.config import EXECUTION_KEYS, ConfigError, load_config
 from lpdt.cost.wire import message_nbytes
-from lpdt.data import DATASETS, DatasetSpec
+from lpdt.data import DATASETS, DatasetSpec, full_test_size, full_train_size
 from lpdt.data.base import TensorDataset, dataset_info
 from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS
 from lpdt.models import MODELS, ModelSpec
@@ -297,10 +297,10 @@ def test_a_registered_dataset_trains_and_gives_the_plan_its_size(tmp_path) -> No
         rec = read_record(out)
         assert rec.status == "ok" and rec.dataset.name == "stripes"
         assert rec.dataset.stand_in_for == "cifar10"  # never a silent substitution
-        assert runtime.full_train_size("stripes") == 64 and runtime.full_test_size("stripes") == 32
+        assert full_train_size("stripes") == 64 and full_test_size("stripes") == 32
     finally:
         DATASETS.remove("stripes")
-    assert runtime.full_train_size("stripes") is None  # unknown here: no size, no estimate
+    assert full_train_size("stripes") is None  # unknown here: no size, no estimate
 
 
 def test_a_plugin_algorithm_is_priced_and_tabled(half_plugin) -> None:

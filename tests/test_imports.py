@@ -127,6 +127,51 @@ def test_no_import_circle():
     assert not circles, f"import circles: {[sorted(c) for c in circles]}"
 
 
+# The packages of lpdt from the bottom up: a package imports only packages of a lower layer
+# (the top-level modules count as packages). Same-layer packages import nothing of each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("errors", "typed"),  # the error base class; the typed trees' JSON reading and writing
+    ("io", "registry", "plugins"),  # atomic files; the name registries; plugin loading
+    ("record",),  # the run record: metrics.json and history.csv
+    ("provenance",),  # what produced a run: the code, the machine
+    ("layers", "data", "decentral"),  # components: layers, datasets, algorithms
+    ("models",),  # the models, built from layers, sized from their data
+    ("config",),  # the run config, which checks the components' names
+    ("cost", "engine", "gpus"),  # the cost model; the training engine; GPU slots
+    ("grid",),  # studies x scale -> run configs and the manifest
+    ("plan",),  # wall time and GPU price of a grid
+    ("report",),  # tables, figures, claims and the PDF from the run records
+    ("tracking",),  # MLflow: logging, syncing the manifest, the web app
+    ("cli",),  # the command line
+)
+# Imports against the layers (at most 2, each with its reason): (importer, imported module).
+UPWARD: dict[tuple[str, str], str] = {
+    ("lpdt.data.cli", "lpdt.config"): "a command (lpdt data) that reads a run config's data keys",
+    ("lpdt.decentral.optim", "lpdt.config"): "the optimizer factories take OptimConfig",
+}
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_packages_import_down_the_layers():
+    """Every import between two packages of lpdt goes from a higher layer (``LAYERS``) to a
+    lower one, except the at most two listed in ``UPWARD``, each of which still exists."""
+    layer = {p: i for i, names in enumerate(LAYERS) for p in names}
+    packages = {_package(m) for m in MODULES} - {""}
+    assert packages == set(layer), f"packages missing from LAYERS: {packages ^ set(layer)}"
+    against = set()
+    for m, targets in _graph().items():
+        for t in targets:
+            a, b = _package(m), _package(t)
+            if a and b and a != b and layer[a] <= layer[b]:
+                against.add((m, t))
+    assert against == set(UPWARD), f"imports against the layers: {sorted(against - set(UPWARD))}"
+    assert len(UPWARD) <= 2
+
+
 def test_the_engine_imports_one_way():
     """lpdt.engine: the package -> launch -> worker -> loop (the lifecycle) -> console, faults ->
     run (the numerics) -> schedule -> rundir -> checkpoint -> steps, sysmetrics, device: nothing

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import lpdt
 from lpdt import plugins
-from lpdt.config import ConfigError
+from lpdt.config import ConfigError, RunConfig
 from lpdt.errors import LpdtError
 from lpdt.io import no_space
 
@@ -106,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"lpdt train: error in run {out}: {error_text(e)}", file=sys.stderr, flush=True)
             codes.append(2)
             continue
+        if cfg.tracking.mlflow:
+            _log_to_mlflow(cfg, out)
         print(f"results: {out}/metrics.json (status {rec.status}, run_id {rec.run_id})")
         codes.append(0 if rec.status == "ok" else 3)
     if cfgs[0].tracking.mlflow:
@@ -121,6 +123,19 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 2 if 2 in codes else max(codes)
+
+
+def _log_to_mlflow(cfg: RunConfig, out: Path) -> None:
+    """Log the finished run in ``out`` to MLflow (``tracking.mlflow``): the engine returns the
+    run and writes its files; logging is its caller's, here. A failure is a warning: the run's
+    files are complete, and tracking is a convenience (``python -m lpdt.tracking log`` retries)."""
+    from lpdt.tracking import log_run
+
+    try:
+        log_run(out, cfg.tracking.uri, cfg.tracking.experiment, cfg.tracking.tags)
+    except Exception as e:
+        why = "no space left on device while writing the MLflow store" if no_space(e) else e
+        print(f"warning: could not log to MLflow at {cfg.tracking.uri}: {why}", flush=True)
 
 
 # --- entry point -------------------------------------------------------------------------------

@@ -250,7 +250,7 @@ def test_image_size_out_of_range_is_a_config_error():
 
 def test_every_spec_names_a_reader_and_the_generated_sizes_are_the_plans() -> None:
     """Each registered dataset's reader imports; the generated dataset has the split sizes its
-    spec gives the plan (``lpdt.plan.runtime.full_train_size`` / ``full_test_size``)."""
+    spec gives the plan (``lpdt.data.full_train_size`` / ``full_test_size``)."""
     for name in DATASETS:
         assert callable(DATASETS.get(name).load()), name
     spec = DATASETS.get("synthetic")

@@ -12,8 +12,8 @@ from torch import nn
 from lpdt.config import ModelConfig, RunConfig
 from lpdt.layers import Add
 from lpdt.layers.norms import NORM_KINDS, NORM_MODULES, BatchNormAct2d, EvoNormS0
+from lpdt.layers.quant.convert import init_lp_
 from lpdt.models import MODELS, build_model, make_model
-from lpdt.models.common import init_lp_
 
 CIFAR = (3, 32, 32)
 

@@ -11,7 +11,7 @@ import pytest
 
 from lpdt import gpus, grid
 from lpdt.config import load_config
-from lpdt.plan import counts, gpu, runtime
+from lpdt.plan import counts, gpu, runtime, samples
 from lpdt.plan.gpu_table import job_k
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def test_every_paper_run_has_a_price_with_its_basis_and_range(paper):
     lm = gpu.fit()
     basis = set()
     for r in paper.values():
-        p = gpu.run_price(r.config, grid.samples_per_run(r.config), lm)
+        p = gpu.run_price(r.config, samples.samples_per_run(r.config), lm)
         assert p is not None, r.config["model"]
         assert 0 < p.low <= p.seconds <= p.high
         assert p.basis.startswith(("measured", "derived"))
@@ -64,7 +64,7 @@ def test_a_measured_step_prices_the_run_as_measured(paper):
         and r.config["model"]["norm"] == "evonorm"
         and r.config["topology"]["nodes"] == 8
     )
-    p = gpu.run_price(cfg, grid.samples_per_run(cfg))
+    p = gpu.run_price(cfg, samples.samples_per_run(cfg))
     assert p is not None and p.batched and p.basis.startswith("measured")
     iters = 196 * 200
     per_iter = 15.75 + 54.0 + 20.9  # step, reader, gossip (ms)
@@ -77,17 +77,17 @@ def test_imagenette_is_priced_at_its_224_px_input(paper):
     assert counts.key(cfg, 224) in counts.COUNTS
     small = dataclasses.replace  # noqa: F841  (the 32 px price would be far below)
     at32 = {**cfg, "data": {**cfg["data"], "image_size": 32}}
-    p224 = gpu.run_price(cfg, grid.samples_per_run(cfg))
+    p224 = gpu.run_price(cfg, samples.samples_per_run(cfg))
     assert p224 is not None
     if counts.key(cfg, 32) in counts.COUNTS:
-        p32 = gpu.run_price(at32, grid.samples_per_run(cfg))
+        p32 = gpu.run_price(at32, samples.samples_per_run(cfg))
         assert p32 is not None and p32.seconds < p224.seconds
 
 
 def test_the_8bit_lever_prices_int8_at_twice_the_fp32_step(paper):
     cfg = next(r.config for r in paper.values() if r.config["precision"]["mode"] == "int8")
-    today = gpu.run_price(cfg, grid.samples_per_run(cfg))
-    target = gpu.run_price(cfg, grid.samples_per_run(cfg), int8_as_fp32=2.0)
+    today = gpu.run_price(cfg, samples.samples_per_run(cfg))
+    target = gpu.run_price(cfg, samples.samples_per_run(cfg), int8_as_fp32=2.0)
     assert today is not None and target is not None and target.seconds < today.seconds
     fp32 = {**cfg, "precision": {**cfg["precision"], "mode": "fp32"}}
     fp32["model"] = {**cfg["model"], "norm": "evonorm"}
@@ -106,7 +106,7 @@ def test_an_8bit_run_that_trains_batched_is_priced_compiled_at_the_measured_rati
         and r.config["precision"]["mode"] == "int8"
         and r.config["topology"]["nodes"] == 8
     )
-    p = gpu.run_price(cfg, grid.samples_per_run(cfg))
+    p = gpu.run_price(cfg, samples.samples_per_run(cfg))
     assert p is not None and p.batched
     assert p.basis.startswith(f"derived (batched compiled step at {gpu.INT8_BATCHED_COMPILED:.3g}x")
     lm = gpu.fit()
@@ -114,7 +114,7 @@ def test_an_8bit_run_that_trains_batched_is_priced_compiled_at_the_measured_rati
     model = gpu.launch_ms(lm, int8, "int8", "compiled", 8, True, True)
     h100_fp32 = next(r.ms for r in gpu.STEP_ROWS if r.nodes > 1 and r.mode == "compiled")
     assert model == pytest.approx(h100_fp32 * gpu.INT8_BATCHED_COMPILED, rel=0.25)
-    eager = gpu.run_price(cfg, grid.samples_per_run(cfg), int8_as_fp32=None)
+    eager = gpu.run_price(cfg, samples.samples_per_run(cfg), int8_as_fp32=None)
     assert eager is not None and eager.seconds == p.seconds  # None: the default, measured ratio
 
 
@@ -142,7 +142,7 @@ def test_evaluation_is_at_most_ten_percent_of_every_paper_run(paper):
     10th epoch and at the end, the accuracy curve every epoch) keeps evaluation within 10 % of
     each run's price."""
     for r in paper.values():
-        p = gpu.run_price(r.config, grid.samples_per_run(r.config))
+        p = gpu.run_price(r.config, samples.samples_per_run(r.config))
         assert p is not None
         assert p.eval_s <= 0.10 * p.seconds, (r.config["model"], p.eval_s, p.seconds)
 

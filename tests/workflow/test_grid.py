@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from lpdt import grid
+from lpdt.plan import samples
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -162,29 +163,6 @@ def test_write_if_changed_keeps_mtime(tmp_path):
     t = p.stat().st_mtime_ns
     assert not grid.write_if_changed(p, "x: 1\n") and p.stat().st_mtime_ns == t
     assert grid.write_if_changed(p, "x: 2\n") and p.read_text() == "x: 2\n"
-
-
-def test_samples_per_run():
-    cfg = {
-        "topology": {"nodes": 8},
-        "data": {"dataset": "x", "train_subset": 3200},
-        "train": {"batch_size": 256, "epochs": 4, "max_iters_per_epoch": None},
-    }
-    assert grid.samples_per_run(cfg) == 13 * 32 * 8 * 4  # ceil(400 / 32) iterations
-    cfg["train"]["max_iters_per_epoch"] = 5
-    assert grid.samples_per_run(cfg) == 5 * 32 * 8 * 4
-
-
-def test_samples_per_run_without_a_subset_reads_the_full_split_size():
-    cfg = {
-        "topology": {"nodes": 8},
-        "data": {"dataset": "cifar10", "train_subset": None},
-        "train": {"batch_size": 256, "epochs": 4, "max_iters_per_epoch": None},
-    }
-    # CIFAR-10's 50,000 training images: 6,250 per node, ceil(6250 / 32) = 196 iterations
-    assert grid.samples_per_run(cfg) == 196 * 32 * 8 * 4
-    cfg["data"]["dataset"] = "x"  # a dataset of unknown size: no estimate
-    assert grid.samples_per_run(cfg) is None
 
 
 def _cells(spec: dict, study: str) -> int:
@@ -356,7 +334,7 @@ def test_manifest_records_the_seed_and_same_as_copies_every_seed():
         by_cell.setdefault(tuple(sorted(e.coords.items())), []).append((e.seed, e.run_id))
     assert all(len({rid for _, rid in v}) == 2 for v in by_cell.values())
     assert m.studies["norms"].runs[0].seed == 1234  # default: one seed, recorded
-    assert all("seed" in r for r in grid.plan_rows(grid.expand(spec)))
+    assert all("seed" in r for r in samples.plan_rows(grid.expand(spec)))
 
 
 @pytest.mark.parametrize("bad", [0, -1, [], [1, 1], "3", [1, "a"], True, 1.5])

@@ -123,9 +123,10 @@ def job_planned_s(wildcards):
     """The job's price on the GPU (lpdt.plan.gpu; None where it has none): a job holding its
     GPU share past it (with a margin) is reported by name by the jobs that wait."""
     from lpdt.plan.gpu import run_price
+    from lpdt.plan.samples import samples_per_run
 
     ids = BATCHES[wildcards.batch] if hasattr(wildcards, "batch") else [wildcards.run_id]
-    prices = [run_price(RUNS[r].config, grid.samples_per_run(RUNS[r].config)) for r in ids]
+    prices = [run_price(RUNS[r].config, samples_per_run(RUNS[r].config)) for r in ids]
     return None if None in prices else sum(p.seconds for p in prices)
 
 

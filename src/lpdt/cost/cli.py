@@ -17,8 +17,8 @@ from pathlib import Path
 from lpdt.cost.energy import HOROWITZ_45NM, EnergyTable
 from lpdt.cost.ops import LAYER_TYPES, MODES, PRECISIONS
 from lpdt.cost.trace import NORM_KINDS as NORMS
+from lpdt.data import full_train_size
 from lpdt.decentral.catalog import ALGORITHMS
-from lpdt.plan.runtime import full_train_size
 
 
 def _add_energy(p: argparse.ArgumentParser) -> None:

@@ -27,7 +27,8 @@ class DatasetSpec(Spec):
 
     # Its split sizes without a subset, for the plan (``lpdt.plan.runtime``): training samples
     # (None: not known to the plan, so a run without ``train_subset`` has no estimate) and the
-    # test examples one evaluation reads (None: the plan counts DEFAULT_TEST_SIZE)
+    # test examples one evaluation reads (None: the plan counts DEFAULT_TEST_SIZE): read them
+    # with ``full_train_size`` / ``full_test_size``
     train_size: int | None = None
     test_size: int | None = None
     # The input side in px its reader gives a model when ``data.image_size`` is unset (the
@@ -54,6 +55,23 @@ DATASETS.add("sentlen", DatasetSpec(f"{_TEXT}:sentlen", 100000, 10000))  # SentE
 # Stand-ins from the installed fortunes files (their readers record what they stand in for)
 DATASETS.add("fortunes4", DatasetSpec(f"{_TEXT}:fortunes4"))
 DATASETS.add("sentlen_fortunes", DatasetSpec(f"{_TEXT}:sentlen_fortunes"))
+
+
+DEFAULT_TEST_SIZE = 1000  # test examples of a dataset whose spec gives no test size
+
+
+def full_train_size(dataset: str) -> int | None:
+    """Training samples of ``dataset`` without a subset (``DatasetSpec.train_size``; None: not
+    known to the plan, or a dataset not registered in this process)."""
+    spec = DATASETS.find(dataset)
+    return spec.train_size if spec else None
+
+
+def full_test_size(dataset: str) -> int:
+    """Test examples of ``dataset`` without a subset (``DatasetSpec.test_size``;
+    DEFAULT_TEST_SIZE when not known)."""
+    spec = DATASETS.find(dataset)
+    return (spec.test_size if spec else None) or DEFAULT_TEST_SIZE
 
 
 def load_dataset(cfg: Any) -> Dataset:

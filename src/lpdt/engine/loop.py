@@ -30,7 +30,7 @@ from lpdt.engine.run import Run
 from lpdt.engine.rundir import open_run_dir, previous, restorable
 from lpdt.engine.schedule import lr_at
 from lpdt.engine.sysmetrics import SystemSampler
-from lpdt.io import no_space, torch_save_atomic, write_text_atomic
+from lpdt.io import torch_save_atomic, write_text_atomic
 from lpdt.record import (
     Communication,
     DatasetRecord,
@@ -151,14 +151,6 @@ def train(
     group.barrier()  # the record is written: now every process may drop its checkpoint
     ck_path.unlink(missing_ok=True)
     previous(ck_path).unlink(missing_ok=True)
-    if cfg.tracking.mlflow and group.writer:
-        from lpdt.tracking import log_run
-
-        try:
-            log_run(out, cfg.tracking.uri, cfg.tracking.experiment, cfg.tracking.tags)
-        except Exception as e:  # the run's files are complete; tracking is a convenience
-            why = "no space left on device while writing the MLflow store" if no_space(e) else e
-            log(f"warning: could not log to MLflow at {cfg.tracking.uri}: {why}")
     log(f"wrote {metrics_path}")
     return rec
 

@@ -2,7 +2,7 @@
 
 Full precision (``init_fp_``, applied by every factory): conv weights ~ N(0, sqrt(2 / (k*k*C_out)))
 (He, fan-out), conv biases 0, norms gamma=1 beta=0 v=1 (their constructors), Linear layers at the
-PyTorch default. Low precision (``init_lp_``, the reference's ``init_modelq``, reference §7.1): the models decide
+PyTorch default. Low precision (``lpdt.layers.quant.convert.init_lp_``, the reference's ``init_modelq``, reference §7.1): the models decide
 what it means through an ``init_lp_`` method (ResNets: zero gamma of each block's last norm,
 fc ~ N(0, 0.01) with bias 0; VGG: nothing, as the reference has no LP init for VGG).
 """
@@ -23,19 +23,6 @@ def init_fp_(model: nn.Module) -> nn.Module:
             nn.init.normal_(m.weight, 0.0, math.sqrt(2.0 / (k * m.out_channels)))
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
-    return model
-
-
-def init_lp_(model: nn.Module) -> nn.Module:
-    """The reference's low-precision init variant (reference §7.1), in place; returns ``model``.
-
-    Call it on the full-precision model (before or after 8-bit conversion: it only touches
-    parameters by name). Models without an ``init_lp_`` method are left unchanged.
-    """
-    fn = getattr(model, "init_lp_", None)
-    if callable(fn):
-        with torch.no_grad():
-            fn()
     return model
 
 

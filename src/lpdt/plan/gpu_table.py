@@ -13,6 +13,7 @@ from typing import Any
 
 from lpdt import grid
 from lpdt.plan import gpu, runtime
+from lpdt.plan.samples import plan_rows
 
 # The 8-bit step issue 51 aims at: the batched compiled 8-bit round at most 2x the fp32 one.
 INT8_TARGET = 2.0
@@ -39,7 +40,7 @@ def write_gpu_plan(
 ) -> None:
     """Price every run, print the totals and write one row per run to ``out``."""
     lm = gpu.fit()
-    rows = grid.plan_rows(dict(runs))
+    rows = plan_rows(dict(runs))
     jobs: list[tuple[float, int]] = []
     lever = [0.0, 0.0, 0.0]  # GPU-hours with the 8-bit step at INT8_TARGET x fp32's
     group: dict[tuple[str, str], float] = {}

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from lpdt.data import DATASETS
+from lpdt.data import DATASETS, full_test_size
 from lpdt.decentral.catalog import COMPRESSORS
 from lpdt.models import MODELS
 
@@ -153,22 +153,6 @@ START_S = 8.0  # interpreter, imports, data loading, model build, final gossip, 
 # not measured apart.
 BATCHED_START_S = 2.0
 REFERENCE = "2-core x86_64 CPU, torch 2.14.1, 1 thread per job, 2 jobs at once"
-
-DEFAULT_TEST_SIZE = 1000  # test examples of a dataset whose spec gives no test size
-
-
-def full_train_size(dataset: str) -> int | None:
-    """Training samples of ``dataset`` without a subset (``DatasetSpec.train_size``; None: not
-    known to the plan, or a dataset not registered in this process)."""
-    spec = DATASETS.find(dataset)
-    return spec.train_size if spec else None
-
-
-def full_test_size(dataset: str) -> int:
-    """Test examples of ``dataset`` without a subset (``DatasetSpec.test_size``;
-    DEFAULT_TEST_SIZE when not known)."""
-    spec = DATASETS.find(dataset)
-    return (spec.test_size if spec else None) or DEFAULT_TEST_SIZE
 
 
 def input_px(cfg: Mapping[str, Any]) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from lpdt import grid
-from lpdt.plan import probe, runtime
+from lpdt.plan import probe, runtime, samples
 
 
 def write_plan(
@@ -61,7 +61,7 @@ def write_plan(
             probe_text = f"speed probe failed ({e}): the reference machine's costs, unscaled"
     elif machine == "cpu":
         probe_text = "speed probe: off (config plan_probe): the reference machine's costs, unscaled"
-    rows = grid.plan_rows(dict(runs))
+    rows = samples.plan_rows(dict(runs))
     # An empty torch.compile cache (a fresh machine): each compiled shape's first job compiles
     # cold (runtime.COLD_COMPILE_S). lpdt's cache: lpdt.default_inductor_cache_dir.
     cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", str(lpdt.default_inductor_cache_dir()))

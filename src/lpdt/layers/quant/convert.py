@@ -112,7 +112,7 @@ def convert_to_int8(
     Swaps every ``nn.Conv2d`` -> ``QConv2d``, ``nn.Linear`` -> ``QLinear``, norm slot -> 8-bit
     Range-EvoNorm (or 8-bit Range-BN + ReLU for ``model_cfg.norm == 'rangebn'``) and
     ``lpdt.layers.Add`` -> ``QAdd``; copies the weights; then applies the model's low-precision
-    init (``lpdt.models.common.init_lp_``: zero gamma in each block's last norm, a small classifier)
+    init (``init_lp_``: zero gamma in each block's last norm, a small classifier)
     unless ``precision_cfg.lp_init`` is false (then the full-precision weights stay as they are).
     ``linear_only=True`` swaps only ``nn.Linear`` (transformers) and keeps the weights (no LP init).
     """
@@ -122,8 +122,6 @@ def convert_to_int8(
     model = copy.deepcopy(model)
     _swap(model, spec, model_cfg, linear_only)
     if not linear_only and precision_cfg.lp_init:
-        from lpdt.models.common import init_lp_
-
         init_lp_(model)
     number_noise_sites(model)
     return model
@@ -151,3 +149,16 @@ def gossip_buffer_names(model: nn.Module) -> list[str]:
         for b in getattr(mod, "gossip_buffers", ()):
             out.append(f"{mod_name}.{b}" if mod_name else b)
     return out
+
+
+def init_lp_(model: nn.Module) -> nn.Module:
+    """The reference's low-precision init variant (reference §7.1), in place; returns ``model``.
+
+    Call it on the full-precision model (before or after 8-bit conversion: it only touches
+    parameters by name). Models without an ``init_lp_`` method are left unchanged.
+    """
+    fn = getattr(model, "init_lp_", None)
+    if callable(fn):
+        with torch.no_grad():
+            fn()
+    return model
