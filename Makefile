@@ -68,7 +68,7 @@ report: setup
 	$(BIN)/snakemake --cores all --config scale=$(SCALE)
 
 ## plateau-check: train each claim cell's first seed for twice its epochs, write
-## results/plateau_check.csv, and rerun the report on it (docs/workflow.md, "Plateau check")
+## results/plateau_check.csv, and rerun the report on it (docs/quick-scale.md, "Plateau check")
 plateau-check: setup
 	$(BIN)/snakemake --cores all plateau_check
 	$(BIN)/snakemake --cores all --forcerun report

@@ -50,7 +50,7 @@ rule all:
 
 
 # After a pipeline that trained: how the training jobs it ran compare with the plan's estimates
-# for them (the plan is printed by `make report` before it starts; docs/workflow.md, "The time
+# for them (the plan is printed by `make report` before it starts; docs/compute.md, "The time
 # estimate"). Jobs of earlier invocations are not counted: nothing is printed after a no-op rerun.
 onsuccess:
     from lpdt.plan.runtime import plan_check

@@ -1,5 +1,5 @@
 """Count the work of one node step for every (model, norm, precision, input size) of a scale's
-grid, on the CPU: ``lpdt.plan.counts.COUNTS``, which the GPU price reads (docs/workflow.md,
+grid, on the CPU: ``lpdt.plan.counts.COUNTS``, which the GPU price reads (docs/compute.md,
 "The paper's price").
 
     python benchmarks/count_steps.py                    # eager counts, the paper grid

@@ -1,4 +1,4 @@
-"""docs/workflow.md's table of the quick scale's budgets is generated from config/scales/quick.yaml:
+"""docs/quick-scale.md's table of the quick scale's budgets is generated from config/scales/quick.yaml:
 the runs the grid expands (``lpdt.grid.expand``), each block's model, data, input, epochs, batch
 and nodes read from the resolved run configs. The table in the page must be what this prints, so
 that a change of the scale that leaves the page stale fails here (docs/workflow.md once said the
@@ -15,7 +15,7 @@ from lpdt.data import DATASETS
 from lpdt.grid import expand, load
 
 ROOT = Path(__file__).resolve().parents[1]
-DOC = ROOT / "docs" / "workflow.md"
+DOC = ROOT / "docs" / "quick-scale.md"
 BEGIN = (
     "<!-- quick budgets: generated from config/scales/quick.yaml (tests/test_quick_budgets.py) -->"
 )
@@ -95,7 +95,7 @@ def test_the_quick_budgets_in_the_workflow_page_are_the_scales() -> None:
     assert BEGIN in text and END in text, f"{DOC}: no generated budget table"
     shown = text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip()
     want = budget_table()
-    assert shown == want, f"docs/workflow.md's quick budgets are stale; paste:\n{want}"
+    assert shown == want, f"docs/quick-scale.md's quick budgets are stale; paste:\n{want}"
 
 
 def test_the_table_reads_the_scale() -> None:

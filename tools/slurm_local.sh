@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A throw-away single-node SLURM cluster on this machine (root, no systemd needed), for the SLURM
-# test (tests/workflow/test_slurm.py) and for trying profiles/slurm by hand. docs/workflow.md,
+# test (tests/workflow/test_slurm.py) and for trying profiles/slurm by hand. docs/compute.md,
 # "Running on SLURM".
 #
 #   tools/slurm_local.sh start DIR    # install the Debian packages if missing, write the
@@ -18,7 +18,7 @@
 #   slurmdbd   accounting, as on a real cluster: `sacct` (without slurmdbd it answers "Slurm
 #              accounting storage is disabled", exit 1). snakemake-executor-plugin-slurm follows
 #              its jobs with sacct whenever sacct is installed, and falls back to it from squeue
-#              when MinJobAge is short; profiles/slurm uses squeue (docs/workflow.md), which
+#              when MinJobAge is short; profiles/slurm uses squeue (docs/compute.md), which
 #              needs MinJobAge >= 120 s (600 s here). The test reads every job's final state
 #              from sacct, which keeps it after squeue forgets the job.
 #   slurmctld  the controller; slurmd  the one compute node "localhost" (this host's CPUs),

@@ -224,7 +224,7 @@ class RunConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     threads: int | None = None  # torch intra-op threads; None = torch default
     # "simulated": one process holds all n nodes (lpdt.decentral.group.LocalGroup).
-    # "distributed": one process per node over torch.distributed (lpdt.engine.launch; docs/engine.md).
+    # "distributed": one process per node over torch.distributed (lpdt.engine.launch; docs/distributed.md).
     engine: Literal["simulated", "distributed"] = "simulated"
     # Modules imported before the rest of the config is read: plugins that register the
     # algorithms, compressors, ... the config names (lpdt.plugins; docs/extending.md)
@@ -285,7 +285,7 @@ EXECUTION_KEYS: tuple[str, ...] = (
     "threads",  # torch intra-op threads: speed, and the order of float sums (last bits)
     "device",  # cpu / cuda: where it runs (results may differ in the last bits, not in kind)
     "engine",  # simulated / distributed: the same arithmetic up to float reassociation of the
-    # mixing sum (docs/engine.md: equal to the simulator's sparse mixing bit for bit)
+    # mixing sum (docs/distributed.md: equal to the simulator's sparse mixing bit for bit)
     "plugins",  # which modules register the names the config uses (the names are hashed)
     "data.root",  # where the dataset files are, not which data
     "tracking",  # MLflow logging

@@ -1,5 +1,5 @@
 """GPU accounting of training jobs: the resources `gpu` and `gpu_slot` of rule train, and the slot
-allocator that puts each job on one GPU of a machine with several (docs/workflow.md, "GPUs").
+allocator that puts each job on one GPU of a machine with several (docs/compute.md, "GPUs").
 
 Read without importing torch, so that building the DAG stays fast: the GPUs a machine shows are
 those ``CUDA_VISIBLE_DEVICES`` lists when it is set, else the NVIDIA driver's entries.
@@ -57,7 +57,7 @@ def job_gpus(setting: int | str, device: str, gpus: int, processes: int = 1) -> 
     number; with "auto", 0 if the machine has no GPU or the run may not use it (device cpu),
     else one per process the job starts (``processes``: 1 for the simulator, ``topology.nodes``
     for the distributed engine), at most the machine's GPUs (fewer than the processes: they
-    share them, over gloo; docs/engine.md)."""
+    share them, over gloo; docs/distributed.md)."""
     if setting != "auto":
         return int(setting)
     return min(max(1, processes), gpus) if gpus > 0 and device != "cpu" else 0

@@ -9,7 +9,7 @@ product, whose sums BLAS orders differently: each round then differs by float32 
 ``atol = 1e-4, rtol = 1e-3`` there for fp32 training with fp32 or sparse messages. Where values
 are rounded to a grid (8-bit training, 8-bit / QSGD messages), a last-bit difference sometimes
 moves a value by a whole step, so those cases are compared with the sparse path, bit for bit,
-only (docs/engine.md).
+only (docs/distributed.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The documented two-machine ``torchrun`` command, with both "machines" on this one (127.0.0.1):
 two torchrun agents (``--nnodes 2 --node-rank 0|1``, static rendezvous at a free loopback port)
 each start 2 of the 4 workers, and the run's record equals the one ``lpdt train`` writes when
-it launches the 4 workers itself (docs/engine.md, "Running it")."""
+it launches the 4 workers itself (docs/distributed.md, "Running it")."""
 
 from __future__ import annotations
 

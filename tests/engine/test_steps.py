@@ -332,7 +332,7 @@ def test_resnet20_compiled_trains_to_the_same_accuracy(tmp_path, precision):
     the two runs differ only by rounding-level drift amplified by training (in 8 bits a value
     within float error of a rounding boundary can land one level apart). Bound: 4 points, about
     3 standard deviations of the difference of two such runs (test-set noise on 2,000 images:
-    sqrt(2) x 0.9 = 1.3 points; seed-to-seed spread at the quick scale: docs/workflow.md)."""
+    sqrt(2) x 0.9 = 1.3 points; seed-to-seed spread at the quick scale: docs/quick-scale.md)."""
     import json
     import os
 

@@ -1,6 +1,6 @@
 """``ClaimResult``, the typed result of one claim: its ``to_dict()`` is the ``claims.json`` entry
 the dict records of ``check_claims`` were before it (the same keys, order and values, so the same
-bytes), docs/report.md lists its fields in order, and a result is consistent with its kind."""
+bytes), docs/claims.md lists its fields in order, and a result is consistent with its kind."""
 
 from __future__ import annotations
 
@@ -108,9 +108,9 @@ def test_to_dict_is_the_record_claims_json_held(results: list[ClaimResult], tmp_
 
 
 def test_docs_list_the_fields_in_order() -> None:
-    """docs/report.md's table of a claim's fields names every field of ``ClaimResult``, in the
+    """docs/claims.md's table of a claim's fields names every field of ``ClaimResult``, in the
     order of ``to_dict()``."""
-    text = (ROOT / "docs" / "report.md").read_text()
+    text = (ROOT / "docs" / "claims.md").read_text()
     table = text.split("it has, in this order:", 1)[1].split("\n\n", 2)[1]
     named = [
         name

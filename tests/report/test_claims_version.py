@@ -1,4 +1,4 @@
-"""A claims version that cannot drift: docs/report.md's change log ("Claims: versions") gives each
+"""A claims version that cannot drift: docs/claims.md's change log ("Claims: versions") gives each
 version from 7 on the fingerprint of the definitions it covers (``definitions_hash``: claims.yaml's
 claims and the study claims, canonical JSON), and the current version's row must carry the
 fingerprint of the definitions as they are. A change to claims.yaml's claims, or a claim declared
@@ -22,8 +22,8 @@ FIRST_FINGERPRINTED = 7  # versions 1-6 predate the fingerprint (their definitio
 
 def versions_table() -> list[list[str]]:
     """The rows of the change log's table, each a list of its cells (the header left out)."""
-    text = (ROOT / "docs" / "report.md").read_text()
-    section = text[text.index("### Claims: versions") :]
+    text = (ROOT / "docs" / "claims.md").read_text()
+    section = text[text.index("## Claims: versions") :]
     lines = section.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| version |"))
     rows = []
@@ -44,7 +44,7 @@ def test_the_versions_table_is_one_table_of_every_version() -> None:
     rows = versions_table()
     assert [int(r[0]) for r in rows] == list(range(1, CLAIMS_VERSION + 1))
     header = "| version | date | commit | definitions | change | before / after a result |"
-    assert header in (ROOT / "docs" / "report.md").read_text()
+    assert header in (ROOT / "docs" / "claims.md").read_text()
     for r in rows:
         assert len(r) == 6, r
         fingerprint = r[3].strip("`")
@@ -60,7 +60,7 @@ def test_the_current_version_carries_the_fingerprint_of_the_definitions() -> Non
     assert row[3].strip("`") == now, (
         f"the definitions' fingerprint is {now}, claims version {CLAIMS_VERSION}'s row says "
         f"{row[3]}: claims.yaml or a study claim changed without a new version; raise `version` "
-        f"in {CLAIMS_FILE.name} and add a dated row with {now} to docs/report.md"
+        f"in {CLAIMS_FILE.name} and add a dated row with {now} to docs/claims.md"
     )
 
 

@@ -125,7 +125,7 @@ def test_the_shipped_check_is_a_check_of_the_quick_grid() -> None:
     stale = set(check["quick run"]) - ids
     assert not stale, (
         f"config/plateau_check.csv lists run ids the quick grid no longer has "
-        f"({sorted(stale)}): run make plateau-check again (docs/workflow.md, 'Plateau "
+        f"({sorted(stale)}): run make plateau-check again (docs/quick-scale.md, 'Plateau "
         "check') and copy its results/plateau_check.csv there"
     )
 

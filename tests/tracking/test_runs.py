@@ -321,7 +321,7 @@ def test_the_description_says_why_fewer_samples_than_the_subset():
 
 def test_the_curve_is_an_mlflow_series_per_epoch(store, tmp_path):
     """The evaluation's accuracy curve (``lpdt.engine.evaluation``): MLflow key
-    ``epoch/acc_subset_node_mean`` at step = epoch (docs/workflow.md, MLflow)."""
+    ``epoch/acc_subset_node_mean`` at step = epoch (docs/mlflow.md)."""
     from lpdt.tracking.runs import series_key
 
     assert series_key("acc_subset_node_mean") == "epoch/acc_subset_node_mean"

@@ -1,4 +1,4 @@
-"""k training jobs per GPU (docs/workflow.md, "GPUs"): the slot arithmetic, the slot allocator
+"""k training jobs per GPU (docs/compute.md, "GPUs"): the slot arithmetic, the slot allocator
 (`python -m lpdt.gpus slot`), the train rule's resources and the cap with the GPUs faked by
 CUDA_VISIBLE_DEVICES, the SLURM shard request, and the plan's model of shared GPUs. Every wait
 is bounded."""

@@ -2,7 +2,7 @@
 profiles/slurm, against a single-node cluster started on this machine (tools/slurm_local.sh),
 every run logged to an MLflow tracking server; a training job cancelled mid-run (scancel) is
 resubmitted and resumes from its checkpoint to an uninterrupted run's numbers; a job over its
-time limit is reported as TIMEOUT with its logs. docs/workflow.md, "Running on SLURM".
+time limit is reported as TIMEOUT with its logs. docs/compute.md, "Running on SLURM".
 
 The slow tests need root (the daemons run as root) and the Debian packages that
 tools/slurm_local.sh installs; without them they are skipped with the reason."""
@@ -158,7 +158,7 @@ def group_members(pgid: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory):
-    """`mlflow server` on 127.0.0.1 (what a cluster's login node runs; docs/workflow.md), its own
+    """`mlflow server` on 127.0.0.1 (what a cluster's login node runs; docs/compute.md), its own
     process group, stopped by that group's id."""
     d = tmp_path_factory.mktemp("mlflow")
     port = free_port()

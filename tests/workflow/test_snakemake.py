@@ -80,7 +80,7 @@ def test_bad_seeds_name_the_key(tmp_path):
     assert "0 is less than the minimum of 1" in out and "['table4']['seeds']" in out
 
 
-# A user's small study with a claim of its own (docs/report.md, Claims declared in a study).
+# A user's small study with a claim of its own (docs/claims.md, Claims declared in a study).
 USER_STUDY = {
     "kind": "grid",
     "title": "a user's study: 8-bit vs FP at skew 0.8, two seeds",

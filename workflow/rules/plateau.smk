@@ -9,7 +9,7 @@
 # a run trained from a tree with uncommitted changes: never the same commit as another run, even
 # at the same HEAD) and a status. The report re-scores the claims on these pairs alone (1x and 2x
 # of one commit), and says whether their commit and 1x accuracies are its own runs'.
-# docs/workflow.md, "Plateau check".
+# docs/quick-scale.md, "Plateau check".
 
 from lpdt.report import plateau as plateau_check_lib
 

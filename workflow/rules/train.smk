@@ -9,18 +9,18 @@
 #   content (rule run_configs), so rewriting it never calls for a rerun.
 # - threads: torch threads per job (OMP_NUM_THREADS); config train_threads (default 1). With
 #   config engine: distributed a job starts one process per node and reserves that many cores
-#   (each process then runs 1 torch thread per reserved core it shares; docs/engine.md).
+#   (each process then runs 1 torch thread per reserved core it shares; docs/distributed.md).
 # - MLflow: the run is logged right after training; a logging failure only warns (the JSON
 #   files are the source of truth; the final mlflow_sync step logs what is missing).
 # - SIGTERM (SLURM's time limit or scancel; SLURM sends it before SIGKILL) ends the log with a
-#   line saying so (docs/workflow.md, "Running on SLURM").
+#   line saying so (docs/compute.md, "Running on SLURM").
 # - Batches (config batch_runs; docs/workflow.md, "Batches of runs"): a cell of several seeds, and
 #   the single runs of one model, are one job each, rule train_batch, whose `lpdt train` trains
 #   its runs one after another in one process (they share the start-up and a compiled step: the
 #   same runs, bit for bit). Its output is a stamp listing the runs; the runs' own files are not
 #   outputs, so a batch that fails keeps its finished runs, and the rerun skips them
 #   (`--resume`). Consumers ask for run_done().
-# - GPUs (docs/workflow.md, "GPUs"; lpdt.gpus): resource `gpu` is the GPUs a job uses (SLURM:
+# - GPUs (docs/compute.md, "GPUs"; lpdt.gpus): resource `gpu` is the GPUs a job uses (SLURM:
 #   --gpus); `gpu_slot` its share of this machine's GPUs, k jobs per GPU (config
 #   gpu_jobs_per_gpu), and the workflow caps it at GPUs x slots per GPU. `python -m lpdt.gpus
 #   slot` then gives the job free slots of one GPU and sets CUDA_VISIBLE_DEVICES to it.

@@ -116,7 +116,7 @@ def resnet_cifar(cfg: Any, num_classes: int, input_shape: tuple[int, ...], depth
 
 def resnet8(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> ResNet:
     """CIFAR ResNet-8 (1 block per stage; 78,378 parameters with EvoNorm, 10 classes): the
-    quick scale's claims model, about 0.4x ResNet-20's CPU time per step (docs/workflow.md)."""
+    quick scale's claims model, about 0.4x ResNet-20's CPU time per step (docs/quick-scale.md)."""
     return resnet_cifar(cfg, num_classes, input_shape, depth=8)
 
 

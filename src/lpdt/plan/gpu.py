@@ -1,5 +1,5 @@
 """The price of a run on one H100 (``snakemake plan --config scale=paper``): seconds, a low-high
-range and the basis of every number (docs/workflow.md, "The paper's price").
+range and the basis of every number (docs/compute.md, "The paper's price").
 
 Only one kind of run was ever timed whole on a GPU (the Table 3 ResNet-20 cell, fp32, node by
 node), and what runs now differs from it (``train.batch_nodes: auto`` batches the ResNets on

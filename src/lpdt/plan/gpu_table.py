@@ -1,7 +1,7 @@
 """The plan of a GPU scale (``snakemake plan --config scale=paper``): every run priced on one H100
 (``lpdt.plan.gpu``), the grid's GPU-hours with a low-high range, evaluation's share, the three
 most expensive model x precision groups, and what the 8-bit step of issue 51 would change.
-Writes the per-run table with each price's basis (docs/workflow.md, "The paper's price")."""
+Writes the per-run table with each price's basis (docs/compute.md, "The paper's price")."""
 
 from __future__ import annotations
 

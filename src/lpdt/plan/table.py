@@ -1,6 +1,6 @@
 """The plan: ``snakemake plan`` (and ``make report``, before it starts) prints the runs of a
 scale, their training samples, the estimated wall time of its training jobs, and writes one row
-per run to ``results/plan-<scale>.tsv`` (docs/workflow.md, "The time estimate").
+per run to ``results/plan-<scale>.tsv`` (docs/compute.md, "The time estimate").
 
 Whose costs: the reference CPU's (``lpdt.plan.runtime``), scaled by the speed probe on this
 machine (``lpdt.plan.probe``; config ``plan_probe``), or one H100's (the paper scale's default,

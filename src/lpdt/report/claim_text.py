@@ -1,6 +1,6 @@
 """The checked claims as text: each result's cells (``effect_text``, ``precision_text``,
 ``paper_effect_text``, ``set_aside_text``), the claims table of ``claims.md`` (``claims_md``),
-and ``write_claims``, which writes ``claims.json`` (docs/report.md, "Claims": its fields) and
+and ``write_claims``, which writes ``claims.json`` (docs/claims.md: its fields) and
 ``claims.md`` from the results of ``lpdt.report.claims.check_claims``.
 """
 

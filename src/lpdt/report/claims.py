@@ -13,12 +13,12 @@ than two seeds. Beside the verdict, each accuracy claim carries the precision of
 
 The definitions are data, ``src/lpdt/report/claims.yaml`` (``lpdt.report.definitions``:
 ``Claim``, ``load_claims``, ``study_claims``, ``definitions_hash``; re-exported here), and versioned
-(``CLAIMS_VERSION``, the file's ``version``; docs/report.md, "Claims: versions", keeps the
+(``CLAIMS_VERSION``, the file's ``version``; docs/claims.md, "Claims: versions", keeps the
 dated change log, and beside it the choices of the quick scale's cells made after a result). Not
 every change was made before looking at a result: version 3 restricted ``choco_beats_ds`` to
 compressed pairs after the first quick-scale results had been seen; version 4 (``lp_loss_compressed``
 as a range, the paper's effect on our cells, the measured communication claim) was written after
-the results of docs/workflow.md. Version 5 added the normalisation claims of Figure 1 (study
+the results of docs/quick-scale.md. Version 5 added the normalisation claims of Figure 1 (study
 ``fig1``; the paper gives curves, no number: its column says "figure only") before their
 quick-scale results had been seen. Version 6 records the paper-cell matching by the nearest node
 count (in use since 2026-11-25 without a version bump, counted as made after a result) and the
@@ -27,7 +27,7 @@ which moves no number of a run tree without diverged, duplicated or partly seede
 (issue 52) pairs the series claim like the others, counts a diverged run on the side whose loss
 contradicts a claim as a loss (``pairs.loss_sides``), leaves out a cell that would take a claim
 below its minimum of seeds (``lpdt.report.summary``), and records the fingerprint of the
-definitions (``definitions_hash``; docs/report.md gives each version's).
+definitions (``definitions_hash``; docs/claims.md gives each version's).
 
 The paper's own effect is computed with the same code from ``config/paper_results.csv`` (one
 number per cell, i.e. one "seed": a point, compared with the threshold as a point), over the
@@ -144,7 +144,7 @@ ACCURACY_ONLY = ("paper_cells", "paper_effect_all_cells", "paper_cells_all")
 @dataclass(frozen=True)
 class ClaimResult:
     """One claim checked (``check_claims``): the claim, our effect and verdict, the paper's.
-    ``to_dict()`` is its entry in ``claims.json`` (docs/report.md, "Claims": the fields in this
+    ``to_dict()`` is its entry in ``claims.json`` (docs/claims.md: the fields in this
     order; ``ACCURACY_ONLY`` fields are None for, and absent from the JSON of, a cost or
     arithmetic claim)."""
 
@@ -230,7 +230,7 @@ def check_claims(
     df: pd.DataFrame, paper: pd.DataFrame, cost_dir: Path, declared: Sequence[Claim] = ()
 ) -> list[ClaimResult]:
     """One result per claim, the paper's then the ``declared`` ones (``study_claims``)
-    (docs/report.md, "Claims"; the fields: ``ClaimResult``)."""
+    (docs/claims.md; the fields: ``ClaimResult``)."""
     every = [*CLAIMS, *declared]
     # What pairing reads: the coordinates, the seed, and to tell runs apart and say why one did
     # not pair, their ids, statuses and configs (lpdt.report.pairs.pairing).

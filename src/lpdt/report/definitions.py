@@ -1,7 +1,7 @@
 """The paper's claims as data, and the claims a study declares: ``Claim``, the claims file
 (``src/lpdt/report/claims.yaml``, read and checked against ``claims.schema.yaml`` by
 ``load_claims``), its version and the fingerprint of the definitions a version covers
-(``definitions_hash``; docs/report.md, "Claims: versions"), and ``study_claims`` (the
+(``definitions_hash``; docs/claims.md, "Claims: versions"), and ``study_claims`` (the
 ``claims:`` entries of config/studies.yaml, carried by the manifest). ``lpdt.report.claims``
 checks them.
 """
@@ -20,7 +20,7 @@ from lpdt.report import pairs
 from lpdt.report.stats import Threshold
 
 # The paper's claims, as data: src/lpdt/report/claims.yaml (its version and its entries;
-# docs/report.md, "Claims: versions", keeps the dated change log).
+# docs/claims.md, "Claims: versions", keeps the dated change log).
 CLAIMS_FILE = Path(__file__).with_name("claims.yaml")
 # A claim's kind, and the evaluator that computes it (one each): "paired" (claim_pairs: pairs of
 # runs identical but for ``vary``), "series" (the same, each series' lowest value of ``vary``
@@ -203,7 +203,7 @@ def definitions_hash(
     """The fingerprint of the definitions a claims version covers: the first 12 hex digits of
     the SHA-256 of the canonical JSON (keys sorted, no spaces) of ``path``'s claims (the file's
     ``claims``: its version number, comments and layout left out) and of ``studies``' claims
-    (study -> its ``claims:`` entries; the studies without claims left out). docs/report.md's
+    (study -> its ``claims:`` entries; the studies without claims left out). docs/claims.md's
     change log gives each version's fingerprint, and tests/report/test_claims_version.py fails
     when the definitions change without a new version row."""
     import hashlib

@@ -349,7 +349,7 @@ def _claims_detail(
     claims: list[ClaimResult], keys: dict[str, list[str]], st: dict, width: float
 ) -> list[Flowable]:
     ch = Rendered(
-        "Claims: definitions and numbers (lpdt.report.claims; docs/report.md)",
+        "Claims: definitions and numbers (lpdt.report.claims; docs/claims.md)",
         [
             "Claim",
             "Definition",
