@@ -28,8 +28,8 @@ import pytest
 from lpdt.record import read as read_record
 from lpdt.report import cli
 from lpdt.report.claims import CLAIMS
+from lpdt.report.cost_tables import FORMULAS
 from lpdt.report.paper import load_paper
-from lpdt.report.tables import FORMULAS
 from tests.fake_records import fake_record
 from tests.report.conftest import PAPER_CSV, make_tree, report_args, write_cost
 

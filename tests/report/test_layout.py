@@ -16,7 +16,8 @@ import pytest
 from reportlab.platypus import Paragraph, Spacer
 
 from lpdt.report import cli, layout, pdf, prose
-from lpdt.report.tables import NOT_RUN, Rendered
+from lpdt.report.table_text import Rendered
+from lpdt.report.tables import NOT_RUN
 from tests.report.conftest import report_args
 
 ST = layout.styles()

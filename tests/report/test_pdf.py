@@ -13,7 +13,7 @@ from reportlab.platypus import Spacer
 
 from lpdt.report import layout, pdf, prose
 from lpdt.report.aggregate import KEYS
-from lpdt.report.tables import data_table
+from lpdt.report.cost_tables import data_table
 
 PAGE = layout.PAGE
 WIDTH = layout.frame_width(PAGE)

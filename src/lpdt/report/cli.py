@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from lpdt.report.paper import load_paper
     from lpdt.report.pdf import build_pdf
     from lpdt.report.plateau import load_check, rescoring_json
-    from lpdt.report.tables import build_tables, write_tables
+    from lpdt.report.table_text import write_tables
+    from lpdt.report.tables import build_tables
 
     df, manifest = aggregate(args.manifest)
     checks = [args.plateau] if isinstance(args.plateau, str | Path) else list(args.plateau)

@@ -1,6 +1,6 @@
 """How the report writes numbers, in one place: rounded values in JSON (``rounded``), fixed
 decimals in text with "-" for a missing value (``fixed``, ``span``), and table cells left blank
-for a missing value (``table_cell``)."""
+for a missing value (``table_cell``, ``as_text``)."""
 
 from __future__ import annotations
 
@@ -26,3 +26,8 @@ def span(lo_hi: list[float]) -> str:
 def table_cell(v: float | None, digits: int = 2) -> str:
     """``v`` with ``digits`` decimals for a table cell; empty when missing or NaN."""
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+
+def as_text(v: object) -> str:
+    """``v`` as a table's text; empty when missing or NaN."""
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)

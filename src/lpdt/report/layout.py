@@ -39,7 +39,8 @@ from reportlab.platypus import (
     TableStyle,
 )
 
-from lpdt.report.tables import NOT_RUN, Rendered
+from lpdt.report.table_text import Rendered
+from lpdt.report.tables import NOT_RUN
 
 PAGE = landscape(A4)
 MARGINS = {"left": 1.5 * cm, "right": 1.5 * cm, "top": 1.0 * cm, "bottom": 1.2 * cm}

@@ -73,7 +73,7 @@ from lpdt.report.prose import (
     what_ran,
 )
 from lpdt.report.stats import HELD, INCONCLUSIVE, NO_DATA, NOT_HELD
-from lpdt.report.tables import Rendered
+from lpdt.report.table_text import Rendered
 
 VERDICT_COLOR = {HELD: "#1a7f37", NOT_HELD: "#b00020", INCONCLUSIVE: "#9a6700", NO_DATA: "#555555"}
 

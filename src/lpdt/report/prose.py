@@ -37,11 +37,12 @@ from lpdt.report.claim_text import (
     verdict_counts,
 )
 from lpdt.report.claims import ClaimResult, sent_text
+from lpdt.report.cost_tables import ratio_ranges
 from lpdt.report.describe import illustrative_text, setup_text, spread_text
 from lpdt.report.figures import fig1_spread_text, figure_runs
 from lpdt.report.plateau import claims_2x_sentence, plateau_row, plateau_sentence
 from lpdt.report.stats import HELD, INCONCLUSIVE, LEVEL, NO_DATA, NOT_HELD, POWER
-from lpdt.report.tables import NOT_RUN, ratio_ranges
+from lpdt.report.tables import NOT_RUN
 
 DIFF_POINTS = 1.0  # "cells differ by more than this many points" in the differences section
 
@@ -309,7 +310,7 @@ def differences_text(tables: dict) -> list[str]:
 
 
 def _data_row_name(row: dict[str, str]) -> str:
-    """A row of Table 3's 'Data' part (``tables.data_table``; header -> cell) by its model,
+    """A row of Table 3's 'Data' part (``cost_tables.data_table``; header -> cell) by its model,
     graph, nodes and compression, and its reading where it is not the paper's configuration:
     'vgg11 torus 16 0 %', 'vgg11 directed_ring 16 0 % (reference code: 1 out-peer, 100 epochs)'."""
     name = f"{row['Model']} {row['Topology']} {row['n']} {row['Comp.']}"
