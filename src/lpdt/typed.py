@@ -25,7 +25,7 @@ and ``list[X]`` take a list of ``X`` (a fixed ``tuple[X, Y]`` a list of that len
 takes any object (``dict[str, D]`` with ``D`` a dataclass: an object whose every value is a
 ``D``, read by ``build``); a dataclass an object, read by ``build``.
 
-What the config adds (its ``coerce``, ``lpdt.config._coerce``), and why it stays there: a config
+What the config adds (its ``coerce``, ``lpdt.config``'s ``_coerce``), and why it stays there: a config
 is typed by people (YAML, ``--set key=value``), so its reading is more lenient and its messages
 speak to them. A float may be given as a string (YAML 1.1 reads ``1e6`` as one); a tuple or list
 as either; a ``dict[str, str]`` has its keys and values turned into strings; a string field may

@@ -1,0 +1,307 @@
+"""Typed run configuration: defaults, YAML loading, ``key=value`` overrides, validation and run id.
+
+The schema and the run id: ``lpdt.config.schema``; value checks: ``lpdt.config.checks``; this
+module reads a config (defaults, YAML, overrides) and re-exports the schema's names.
+
+A run config is a tree of dataclasses. ``load_config`` merges (in order) the defaults, a YAML
+file and ``--set`` overrides, then validates every value. Any problem raises ``ConfigError``
+with one line that names the key and the allowed values; the CLI turns it into exit code 2.
+
+Override keys are dotted paths (``partition.skew=0.9``). A leaf name that is unique in the whole
+tree may be used alone (``skew=0.9``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from lpdt import plugins
+from lpdt.config.checks import check_ranges
+from lpdt.config.schema import (
+    ADDED_KEYS_AT_OLD_DEFAULT,
+    EXECUTION_KEYS,
+    PAPER_NORMS,
+    RECIPE_VERSIONS,
+    AlgorithmConfig,
+    CompressionConfig,
+    ConfigError,
+    DataConfig,
+    ModelConfig,
+    OptimConfig,
+    PartitionConfig,
+    PrecisionConfig,
+    RunConfig,
+    ScheduleConfig,
+    TopologyConfig,
+    TrackingConfig,
+    TrainConfig,
+    result_dict,
+)
+from lpdt.typed import Reader, type_name
+
+__all__ = [  # the schema's names too: callers import everything from lpdt.config
+    "ADDED_KEYS_AT_OLD_DEFAULT",
+    "AlgorithmConfig",
+    "CompressionConfig",
+    "ConfigError",
+    "DataConfig",
+    "EXECUTION_KEYS",
+    "ModelConfig",
+    "OptimConfig",
+    "PAPER_NORMS",
+    "PartitionConfig",
+    "PrecisionConfig",
+    "RECIPE_VERSIONS",
+    "RunConfig",
+    "ScheduleConfig",
+    "TopologyConfig",
+    "TrackingConfig",
+    "TrainConfig",
+    "config_diff",
+    "config_from_dict",
+    "deep_merge",
+    "dump_config",
+    "load_config",
+    "parse_value",
+    "resolve_key",
+    "result_dict",
+    "result_diff",
+    "set_path",
+]
+
+
+def config_diff(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted keys whose values differ between two config trees (a key on one side only
+    counts), sorted."""
+    out: list[str] = []
+    for k in sorted(set(a) | set(b), key=str):
+        va, vb = a.get(k, _MISSING), b.get(k, _MISSING)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            out += config_diff(va, vb, f"{prefix}{k}.")
+        elif va != vb:
+            out.append(f"{prefix}{k}")
+    return out
+
+
+def result_diff(cfg: RunConfig, stored: dict[str, Any]) -> list[str]:
+    """The result-affecting keys in which a stored config tree (a run directory's
+    ``config.yaml``, ``metrics.json`` or checkpoint) differs from ``cfg``. The stored tree is read
+    with this version's defaults where it validates, so keys added since it was written do not
+    count as differences."""
+    with contextlib.suppress(ConfigError, TypeError):  # else written by another version
+        stored = config_from_dict(stored).to_dict()
+    return config_diff(result_dict(cfg.to_dict()), result_dict(stored))
+
+
+_MISSING = object()
+
+
+# ----------------------------------------------------------------------------------------------
+# Loading, overrides, validation
+# ----------------------------------------------------------------------------------------------
+
+
+def _leaf_paths(cls: type, prefix: str = "") -> dict[str, str]:
+    """Map every dotted leaf path of a config dataclass to itself."""
+    out: dict[str, str] = {}
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        path = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(hints[f.name]):
+            out.update(_leaf_paths(hints[f.name], path + "."))
+        else:
+            out[path] = path
+    return out
+
+
+def resolve_key(key: str) -> str:
+    """Turn an override key (dotted path or unique leaf name) into a dotted path."""
+    paths = _leaf_paths(RunConfig)
+    if key in paths:
+        return key
+    sections = {p.rsplit(".", 1)[0] for p in paths if "." in p}
+    if key in sections:
+        return key
+    matches = [p for p in paths if p.rsplit(".", 1)[-1] == key]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        raise ConfigError(f"config key {key!r} is ambiguous; use one of: {', '.join(matches)}")
+    raise ConfigError(f"unknown config key {key!r}; allowed keys: {', '.join(sorted(paths))}")
+
+
+def parse_value(text: str) -> Any:
+    """Parse an override value with YAML rules (``0.9`` -> float, ``true`` -> bool, ``[1,2]``)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"config key {'.'.join(parts[:-1])!r} is not a section")
+    node[parts[-1]] = value
+
+
+def deep_merge(base: Any, over: Any, null_deletes: bool = False) -> Any:
+    """Overlay ``over`` on ``base``: mappings merge recursively, anything else replaces. With
+    ``null_deletes``, a None in ``over`` removes the key instead (the workflow's scale overlays
+    delete blocks this way); without it, None is a value like any other (``key: null``)."""
+    if not (isinstance(base, dict) and isinstance(over, dict)):
+        return over
+    out = dict(base)
+    for k, v in over.items():
+        if v is None and null_deletes:
+            out.pop(k, None)
+        elif k in out:
+            out[k] = deep_merge(out[k], v, null_deletes)
+        else:
+            out[k] = v
+    return out
+
+
+def _coerce(value: Any, tp: Any, path: str, f: dataclasses.Field | None) -> Any:
+    """Check (and gently coerce) ``value`` against type ``tp``; raise ConfigError otherwise. The
+    config's reading of a value that is not a section (``lpdt.typed`` says how it differs from
+    the JSON rules, and why)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    bad = ConfigError(
+        f"config key {path!r}: invalid value {value!r}; expected {type_name(tp, python=True)}"
+    )
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, path, f)
+            except ConfigError:
+                pass
+        raise bad
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(
+                f"config key {path!r}: invalid value {value!r}; allowed: "
+                + ", ".join(str(a) for a in args)
+            )
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise bad
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad
+        return value
+    if tp is float:
+        if isinstance(value, str):  # YAML 1.1 reads "1e6" (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                raise bad from None
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise bad
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise bad
+        if f is not None and "choices" in f.metadata:
+            choices = f.metadata["choices"]()
+            if value not in choices:
+                raise ConfigError(
+                    f"config key {path!r}: invalid value {value!r}; allowed: {', '.join(choices)}"
+                )
+        return value
+    if origin is list:
+        if not isinstance(value, list | tuple):
+            raise bad
+        return [_coerce(v, args[0], f"{path}[{i}]", None) for i, v in enumerate(value)]
+    if origin is tuple:
+        if not isinstance(value, list | tuple) or len(value) != len(args):
+            raise bad
+        return tuple(
+            _coerce(v, a, f"{path}[{i}]", None) for i, (v, a) in enumerate(zip(value, args))
+        )
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise bad
+        return {str(k): str(v) for k, v in value.items()}
+    raise bad
+
+
+# Reads a config tree (``config_from_dict``): the field loop is ``lpdt.typed``'s, the values
+# ``_coerce``'s.
+_READER = Reader(
+    error=ConfigError,
+    root="<root>",
+    not_object="config section {where!r} must be a mapping",
+    unknown="unknown config key {key!r}; allowed here: {allowed}",
+    missing="config key {key!r} is missing",
+    coerce=_coerce,
+)
+
+
+def config_from_dict(tree: dict[str, Any]) -> RunConfig:
+    """The checked config of a tree, after importing the plugins it names (``plugins``), those
+    of ``$LPDT_PLUGINS`` and the installed ones (``lpdt.plugins``): they register names it uses."""
+    names = tree.get("plugins") if isinstance(tree, dict) else None
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        names = []  # absent, or not a list of names: the reader says so below
+    try:
+        plugins.load(names)
+    except plugins.PluginError as e:
+        raise ConfigError(str(e)) from None
+    cfg = _READER.build(RunConfig, tree)
+    check_ranges(cfg)
+    return cfg
+
+
+def load_config(
+    path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None
+) -> RunConfig:
+    """Defaults <- YAML file <- overrides (``["a.b=1", ...]`` or ``{"a.b": 1}``)."""
+    tree: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(
+                f"config file {str(p)!r} is not valid YAML: {e}".replace("\n", " ")
+            ) from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {str(p)!r} must contain a mapping")
+        tree = deep_merge(tree, loaded)
+    items: list[tuple[str, Any]]
+    if isinstance(overrides, dict):
+        items = list(overrides.items())
+    else:
+        items = []
+        for o in overrides or []:
+            if "=" not in o:
+                raise ConfigError(f"override {o!r} must look like key=value")
+            k, v = o.split("=", 1)
+            items.append((k.strip(), parse_value(v)))
+    for k, v in items:
+        set_path(tree, resolve_key(k), v)
+    return config_from_dict(tree)
+
+
+def dump_config(cfg: RunConfig) -> str:
+    return yaml.safe_dump(cfg.to_dict(), sort_keys=False)

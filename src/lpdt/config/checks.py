@@ -1,0 +1,82 @@
+"""The checks of a run config's values beyond their types: ranges, and the combinations that
+would silently do nothing (a compression ratio for a compressor that drops nothing, ...)."""
+
+from __future__ import annotations
+
+import re
+
+from lpdt.config.schema import ConfigError, RunConfig
+from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS, OPTIMIZERS
+
+
+def _ratio_hint(ratio: float) -> str:
+    """The error for a compression ratio outside [0, 1): it is a fraction, not the percentage
+    that studies and tables use ("Comp. 99 %" is ratio 0.99)."""
+    msg = f"{ratio:g} is not a fraction in [0, 1) (the fraction dropped per tensor)"
+    if 1.0 <= ratio < 100.0:
+        msg += f"; for {ratio:g} % compression write {ratio / 100:g}"
+    return msg
+
+
+def check_ranges(cfg: RunConfig) -> None:
+    """Raise ``ConfigError`` naming the key of the first value out of its range."""
+
+    def need(cond: bool, key: str, msg: str) -> None:
+        if not cond:
+            raise ConfigError(f"config key {key!r}: {msg}")
+
+    need(0.0 <= cfg.partition.skew <= 1.0, "partition.skew", "must be in [0, 1]")
+    need(cfg.partition.alpha > 0, "partition.alpha", "must be > 0")
+    need(cfg.topology.nodes >= 1, "topology.nodes", "must be >= 1")
+    c = cfg.algorithm.compression
+    need(0.0 <= c.ratio < 1.0, "algorithm.compression.ratio", _ratio_hint(c.ratio))
+    need(1 <= c.levels <= 8, "algorithm.compression.levels", "must be in 1..8 (bits)")
+    sparse = [n for n in COMPRESSORS if COMPRESSORS.get(n).sparse]
+    need(
+        c.ratio == 0.0 or c.name in sparse,
+        "algorithm.compression.ratio",
+        f"{c.ratio:g} has no effect with algorithm.compression.name {c.name!r}"
+        f" (only {', '.join(sparse)} drop entries); set algorithm.compression.name=topk",
+    )
+    compressing = [n for n in ALGORITHMS if ALGORITHMS.get(n).compresses]
+    need(
+        c.name == "none" or cfg.algorithm.name in compressing,
+        "algorithm.compression.name",
+        f"{c.name!r} with algorithm.name {cfg.algorithm.name!r}, which sends whole models;"
+        f" compress with {' or '.join(compressing)}",
+    )
+    if cfg.algorithm.consensus_lr is not None:
+        need(0 < cfg.algorithm.consensus_lr <= 1, "algorithm.consensus_lr", "must be in (0, 1]")
+    for k in ("weight_bits", "act_bits", "grad_bits"):
+        need(getattr(cfg.precision, k) in (4, 8, 16, 32), f"precision.{k}", "allowed: 4, 8, 16, 32")
+    need(cfg.optim.lr > 0, "optim.lr", "must be > 0")
+    need(0 <= cfg.optim.momentum < 1, "optim.momentum", "must be in [0, 1)")
+    with_qgm = [n for n in OPTIMIZERS if OPTIMIZERS.get(n).qgm]
+    need(
+        not cfg.optim.qgm or cfg.optim.name in with_qgm,
+        "optim.qgm",
+        f"requires optim.name: {' or '.join(with_qgm)}",
+    )
+    need(cfg.train.epochs >= 1, "train.epochs", "must be >= 1")
+    need(
+        cfg.train.batch_size >= cfg.topology.nodes, "train.batch_size", "must be >= topology.nodes"
+    )
+    need(cfg.train.final_gossip_rounds >= 0, "train.final_gossip_rounds", "must be >= 0")
+    need(cfg.train.eval_every >= 1, "train.eval_every", "must be >= 1")
+    need(cfg.train.curve_images >= 0, "train.curve_images", "must be >= 0 (0: no curve)")
+    need(cfg.train.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
+    need(cfg.model.groups >= 1, "model.groups", "must be >= 1")
+    need(
+        re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device) is not None,
+        "device",
+        f"{cfg.device!r} is not a device; allowed: auto, cpu, cuda, cuda:N",
+    )
+    need(cfg.model.range_chunks >= 1, "model.range_chunks", "must be >= 1")
+    for k in ("train_subset", "test_subset"):
+        v = getattr(cfg.data, k)
+        need(v is None or v >= 1, f"data.{k}", "must be >= 1 or null")
+    need(
+        cfg.data.image_size is None or 8 <= cfg.data.image_size <= 64,
+        "data.image_size",
+        "must be between 8 and 64 px, or null (the dataset's 32 px)",
+    )
