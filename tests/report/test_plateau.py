@@ -9,11 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from lpdt.report.plateau import (
-    COLUMNS,
+from lpdt.report.plateau import COLUMNS, load_check
+from lpdt.report.plateau_rescore import claims_at_2x
+from lpdt.report.plateau_text import (
     claims_2x_sentence,
-    claims_at_2x,
-    load_check,
     plateau_gains,
     plateau_row,
     plateau_sentence,

@@ -13,14 +13,12 @@ from lpdt import grid
 from lpdt.report.plateau import (
     SUMMARY_COLUMNS,
     checked_cells,
-    claims_2x_sentence,
-    claims_at_2x,
     doubled,
     load_check,
-    plateau_gains,
-    plateau_sentence,
     write_summary,
 )
+from lpdt.report.plateau_rescore import claims_at_2x
+from lpdt.report.plateau_text import claims_2x_sentence, plateau_gains, plateau_sentence
 from tests.fake_records import fake_record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,7 +215,7 @@ def test_a_check_of_another_commit_is_rescored_on_its_own_pairs(
     import json
 
     from lpdt.report import cli
-    from lpdt.report.plateau import rescore
+    from lpdt.report.plateau_rescore import rescore
     from tests.report.conftest import report_args
 
     df = _shared_runs(shared_tree)
@@ -255,7 +253,7 @@ def test_a_check_of_these_runs_commit_and_accuracies_agrees(
     shared_tree: dict, tmp_path: Path
 ) -> None:
     """The check's 1x runs are these runs (commit C, 81.0 / 80.5 %): same commit, 1x equal."""
-    from lpdt.report.plateau import rescore
+    from lpdt.report.plateau_rescore import rescore
 
     df = _shared_runs(shared_tree)
     check = load_check(_checked(tmp_path, C, (81.0, 84.0), (80.5, 80.5)))
@@ -272,7 +270,7 @@ def test_a_dirty_tree_at_the_same_head_is_another_commit(shared_tree: dict, tmp_
     (status different commits, left out of the re-scoring); nor are two dirty runs at one HEAD;
     and a clean check of commit C does not count as these runs' commit when these runs were
     trained from a dirty tree at C."""
-    from lpdt.report.plateau import rescore
+    from lpdt.report.plateau_rescore import rescore
 
     one, two = tmp_path / "1x", tmp_path / "2x"
     pairs = [
@@ -311,7 +309,7 @@ def test_the_shipped_check_is_rescored_on_its_own_pairs(tmp_path: Path) -> None:
     import json
 
     from lpdt.report.aggregate import aggregate
-    from lpdt.report.plateau import rescore
+    from lpdt.report.plateau_rescore import rescore
 
     shipped = ROOT / "config" / "plateau_check.csv"
     rows = pd.read_csv(shipped, comment="#").set_index("case")

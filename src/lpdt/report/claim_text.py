@@ -145,7 +145,7 @@ def write_claims(
     ``definitions_hash``: the fingerprint of the definitions checked (``definitions_hash`` of
     the manifest's study claims, ``definitions``; default: claims.yaml's alone);
     ``plateau_rescoring``: the claims re-scored at 2x epochs on the plateau check's pairs
-    (``lpdt.report.plateau.rescoring_json``: which commit's pairs, whether the check's 1x
+    (``lpdt.report.plateau_text.rescoring_json``: which commit's pairs, whether the check's 1x
     accuracies are these runs'), null without one."""
     from lpdt.io import write_json_atomic, write_text_atomic
 

@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
     from lpdt.report.figures import write_figures
     from lpdt.report.paper import load_paper
     from lpdt.report.pdf import build_pdf
-    from lpdt.report.plateau import load_check, rescoring_json
+    from lpdt.report.plateau import load_check
+    from lpdt.report.plateau_text import rescoring_json
     from lpdt.report.table_text import write_tables
     from lpdt.report.tables import build_tables
 

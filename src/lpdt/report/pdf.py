@@ -54,13 +54,9 @@ from lpdt.report.layout import (
     styles,
     table_flow,
 )
-from lpdt.report.plateau import (
-    matching,
-    plateau_gains,
-    plateau_sentence,
-    rescore,
-    rescoring_text,
-)
+from lpdt.report.plateau import matching
+from lpdt.report.plateau_rescore import rescore
+from lpdt.report.plateau_text import plateau_gains, plateau_sentence, rescoring_text
 from lpdt.report.prose import (
     PRECISION_CAPTION,
     PRECISION_HEAD,

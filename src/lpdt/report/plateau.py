@@ -18,24 +18,19 @@ The report matches the file to the runs by **run id** (the hash of the resolved 
 check measured on other configurations never describes these runs: after a change to the grid
 the summary says that no check matches, until the check is run again.
 
-``claims_at_2x`` goes one step further: it recomputes each accuracy claim's effect with
-``lpdt.report.claims`` (the same code) on the checked configurations alone, once with the check's
-1x accuracies and once with its 2x accuracies, so the report can say how far longer training
-moves each claim's effect (one seed, no interval). Only pairs of one commit enter, and both sides
-of a pair come from the check: the report's runs may be of another commit (a fresh report with
-the shipped check), and mixing this report's 1x with the check's 2x would compare two commits.
-``rescore`` says which commit the pairs are of and compares the check's 1x accuracies with this
-report's runs of the same run ids: another commit, or a 1x accuracy that differs, is flagged.
+This module is the check itself: its file (``write_summary``, ``load_check``), the commit of each
+run and the rows that describe the report's runs (``matching``). The claims re-scored on its
+pairs are ``lpdt.report.plateau_rescore``'s; the report's sentences about it
+``lpdt.report.plateau_text``'s.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pandas as pd
 
@@ -232,7 +227,7 @@ def load_check(path: Path | str | None, fallback: Path | str | None = None) -> p
 
 def _commits_text(check: pd.DataFrame) -> str:
     """Which commit measured a check: its 2x runs' commit(s), shortened."""
-    done = check[_statuses(check).isin([OK, DIFFERENT])]
+    done = check[statuses(check).isin([OK, DIFFERENT])]
     col = done["2x commit"] if "2x commit" in done else pd.Series(dtype=str)
     commits = sorted({short_commit(c) for c in col.astype(str) if c and c != UNKNOWN_COMMIT})
     if not commits:
@@ -247,14 +242,14 @@ def source_label(check: pd.DataFrame | None) -> str:
     return str(check.attrs.get("source") or f"the check{_commits_text(check)}")
 
 
-def _statuses(check: pd.DataFrame) -> pd.Series:
+def statuses(check: pd.DataFrame) -> pd.Series:
     """Each row's status (a check without the column: every row ok)."""
     if "status" not in check:
         return pd.Series(OK, index=check.index)
     return check["status"].astype(str)
 
 
-def _of_runs(check: pd.DataFrame | None, runs: pd.DataFrame) -> pd.DataFrame:
+def of_runs(check: pd.DataFrame | None, runs: pd.DataFrame) -> pd.DataFrame:
     """The check's rows of ``runs``' configurations (same run id), whatever their status."""
     if check is None or not len(runs) or "run_id" not in runs:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
@@ -264,315 +259,12 @@ def _of_runs(check: pd.DataFrame | None, runs: pd.DataFrame) -> pd.DataFrame:
 def matching(check: pd.DataFrame | None, runs: pd.DataFrame) -> pd.DataFrame:
     """The check's rows whose configuration is one of ``runs``' (same run id) and that have both
     accuracies (status ok or different commits; missing / diverged pairs are dropped)."""
-    m = _of_runs(check, runs)
-    return m[_statuses(m).isin([OK, DIFFERENT])]
+    m = of_runs(check, runs)
+    return m[statuses(m).isin([OK, DIFFERENT])]
 
 
-@dataclass(frozen=True)
-class ClaimAt2x:
-    """One accuracy claim re-scored on the plateau check's pairs (``claims_at_2x``)."""
-
-    id: str  # the claim's id (``lpdt.report.claims``)
-    statement: str  # the claim's words
-    effect: str  # what its number is (units)
-    rule: str  # the effect and its threshold (``Claim.rule``)
-    cells: int  # the cells it pairs among the checked configurations
-    at_1x: float  # its effect on the check's 1x accuracies (the scale's epochs)
-    at_2x: float  # its effect on the check's 2x accuracies (the same commit's)
-    same_side: bool  # whether the effect keeps its side of the claim's threshold
-
-
-@dataclass(frozen=True)
-class Rescoring:
-    """What the claims are re-scored on (``rescore``): the check's pairs of one commit, and how
-    their 1x runs compare with this report's runs of the same configurations (run ids)."""
-
-    source: str  # which check (``source_label``)
-    pairs_commits: tuple[str, ...]  # the commit(s) of the pairs used (each pair: one commit)
-    runs_commits: tuple[str, ...]  # the commit(s) of this report's runs of those run ids
-    # (those with a record; empty: none has one)
-    same_commit: bool  # one clean commit, the same for the pairs and for this report's runs
-    cells: int  # the checked configurations re-scored (pairs of status ok)
-    compared: int  # of those, the ones with a final accuracy in this report
-    max_abs_diff_1x: float | None  # largest |check's 1x - this report's 1x| (points)
-    mean_diff_1x: float | None  # mean of check's 1x - this report's 1x (points)
-    agree: bool  # some compared, and each within ``AGREE_POINTS`` of this report's 1x
-    left_out: int  # checked configurations whose 1x and 2x runs are of different commits
-    claims: tuple[ClaimAt2x, ...]  # the accuracy claims with a pair among them
-
-
-def _labels(values: Iterable[Any]) -> tuple[str, ...]:
-    """Sorted distinct commit labels ("" and NaN: not recorded)."""
-    return tuple(sorted({"" if pd.isna(v) else str(v) for v in values}))
-
-
-def _runs_commits(runs: pd.DataFrame) -> pd.Series:
-    """This report's runs' commit labels (``commit_label``) by run id; a run table without the
-    provenance columns (``lpdt.report.aggregate``'s git_commit, git_dirty): not recorded."""
-    one = runs.drop_duplicates("run_id")
-    if "git_commit" not in one:
-        return pd.Series(UNKNOWN_COMMIT, index=one["run_id"].astype(str))
-    dirty = one["git_dirty"] if "git_dirty" in one else pd.Series(None, index=one.index)
-    labels = [
-        commit_label(None if pd.isna(c) else str(c), bool(d) if d in (True, False) else None)
-        for c, d in zip(one["git_commit"], dirty, strict=True)
-    ]
-    return pd.Series(labels, index=one["run_id"].astype(str))
-
-
-def rescore(check: pd.DataFrame | None, runs: pd.DataFrame) -> Rescoring | None:
-    """The claims re-scored on the check's pairs of one commit (status ok) among ``runs``'
-    configurations, None without such a pair. ``runs``: the report's run table (columns study,
-    KEYS, acc, seed, run_id; git_commit, git_dirty from ``lpdt.report.aggregate``). Each claim
-    (``ClaimAt2x``) is computed by ``lpdt.report.claims`` with the runs' coordinates and seeds
-    and, as accuracies, the check's 1x (``at_1x``) and then its 2x (``at_2x``): both sides of
-    the comparison are of the check's commit, whatever commit trained this report's runs. The
-    check's 1x accuracies are compared with this report's own (``agree``, the differences) and
-    its commit with theirs (``same_commit``: a dirty tree is never the same commit)."""
-    from lpdt.report.aggregate import KEYS
-    from lpdt.report.claim_accuracy import accuracy_claims
-    from lpdt.report.definitions import BY_ID
-    from lpdt.report.stats import Threshold, holds
-
+def different_commits(check: pd.DataFrame | None, runs: pd.DataFrame) -> int:
+    """How many of the check's rows for ``runs``' configurations compare a 1x and a 2x run of
+    different commits (status ``DIFFERENT``: shown, not used to re-score the claims)."""
     m = matching(check, runs)
-    m = m[_statuses(m) == OK]
-    if check is None or not len(m):
-        return None
-    rid = m["quick run"].astype(str)
-    at_1x = dict(zip(rid, m["acc at 1x (%)"].astype(float), strict=True))
-    at_2x = dict(zip(rid, m["acc at 2x (%)"].astype(float), strict=True))
-    cols = ["study", *KEYS, "acc"] + (["seed"] if "seed" in runs else [])
-    checked = runs[runs["run_id"].astype(str).isin(at_2x)]
-    one = checked.assign(acc=checked["run_id"].astype(str).map(at_1x))
-    two = checked.assign(acc=checked["run_id"].astype(str).map(at_2x))
-    a1, a2 = accuracy_claims(one[cols]), accuracy_claims(two[cols])
-    claims: list[ClaimAt2x] = []
-    for cid, r1 in a1.items():
-        r2, claim = a2[cid], BY_ID[cid]
-        if r1.get("mean") is None or r2.get("mean") is None:
-            continue
-        # Not None: only arithmetic claims have no threshold (claims.yaml), and these are accuracy.
-        thr = cast(Threshold, claim.threshold)
-        same = holds(r1["mean"], thr, claim.direction) == holds(r2["mean"], thr, claim.direction)
-        claims.append(
-            ClaimAt2x(
-                id=cid,
-                statement=claim.statement,
-                effect=claim.effect,
-                rule=claim.rule,
-                cells=int(r1["cells"]),
-                at_1x=float(r1["mean"]),
-                at_2x=float(r2["mean"]),
-                same_side=same,
-            )
-        )
-    u = checked.drop_duplicates("run_id")
-    this_1x = pd.Series(pd.to_numeric(u["acc"]).to_numpy(), index=u["run_id"].astype(str))
-    check_1x = pd.Series(at_1x)
-    diff = (check_1x - this_1x.reindex(check_1x.index)).dropna()  # NaN: not ok here
-    pairs_commits = _labels(m.get("1x commit", [""]))
-    recorded = u[u["status"] != "missing"] if "status" in u else u  # a missing run: no commit
-    runs_commits = _labels(_runs_commits(recorded).reindex(recorded["run_id"].astype(str)))
-    largest = float(diff.abs().max()) if len(diff) else None
-    return Rescoring(
-        source=source_label(check),
-        pairs_commits=pairs_commits,
-        runs_commits=runs_commits,
-        same_commit=(
-            len(pairs_commits) == 1
-            and pairs_commits == runs_commits
-            and one_commit(pairs_commits[0])
-        ),
-        cells=len(m),
-        compared=len(diff),
-        max_abs_diff_1x=None if largest is None else round(largest, 2),
-        mean_diff_1x=round(float(diff.mean()), 2) if len(diff) else None,
-        agree=largest is not None and largest <= AGREE_POINTS,
-        left_out=_different(check, runs),
-        claims=tuple(claims),
-    )
-
-
-def claims_at_2x(check: pd.DataFrame | None, runs: pd.DataFrame) -> list[ClaimAt2x]:
-    """Per accuracy claim with a pair among the check's same-commit pairs (a ``ClaimAt2x``):
-    its effect on the check's 1x and 2x accuracies (``rescore``)."""
-    r = rescore(check, runs)
-    return list(r.claims) if r is not None else []
-
-
-def _commits_words(labels: Sequence[str]) -> str:
-    """'commit 75ae5fb', 'commits 75ae5fb, 1a2b3c4', 'commit not recorded'."""
-    known = [short_commit(c) for c in labels if c and c != UNKNOWN_COMMIT]
-    if not known:
-        return "commit not recorded"
-    unknown = " and runs of no recorded commit" if len(known) < len(labels) else ""
-    return f"commit{'s' if len(known) > 1 else ''} {', '.join(known)}{unknown}"
-
-
-def agreement_sentence(r: Rescoring) -> str:
-    """Whether the check's pairs are of this report's runs' commit, and how its 1x accuracies
-    compare with theirs (a sentence)."""
-    if not r.runs_commits:
-        return "None of these configurations has a run record here to compare with the check's 1x."
-    other = _commits_words(r.runs_commits)
-    if r.same_commit:
-        s = "The check's pairs are of these runs' commit"
-    elif not any(c and c != UNKNOWN_COMMIT for c in r.pairs_commits):
-        s = f"The check's pairs have no recorded commit (these runs: {other})"
-    else:  # a dirty tree at the same HEAD included
-        s = f"The check's pairs are of another commit than these runs ({other})"
-    if not r.compared:
-        return s + "; none of these runs has a final accuracy to compare with the check's 1x."
-    partial = f" ({r.compared} of {r.cells} compared)" if r.compared < r.cells else ""
-    if r.agree:
-        return s + f", and its 1x accuracies equal theirs{partial}."
-    return s + (
-        f", and its 1x accuracies differ from theirs by up to {r.max_abs_diff_1x:.2f} points "
-        f"(mean of the check's minus these runs': {r.mean_diff_1x:+.2f}){partial}."
-    )
-
-
-def rescoring_text(r: Rescoring) -> str:
-    """Which commit's pairs the re-scoring used and whether the check's 1x accuracies are this
-    report's (two sentences: claims.json's ``text``, the 2x table's caption)."""
-    pairs = f"the check's own 1x and 2x runs ({_commits_words(r.pairs_commits)})"
-    return f"Re-scored on {pairs}. {agreement_sentence(r)}"
-
-
-def rescoring_json(check: pd.DataFrame | None, runs: pd.DataFrame) -> dict[str, Any] | None:
-    """The re-scoring for ``claims.json`` (``plateau_rescoring``): ``Rescoring``'s fields (the
-    claims as ``ClaimAt2x`` objects) and ``text`` (``rescoring_text``); None without one."""
-    from lpdt.typed import to_json
-
-    r = rescore(check, runs)
-    if r is None:
-        return None
-    return {**to_json(r), "text": rescoring_text(r)}
-
-
-def _different(check: pd.DataFrame | None, runs: pd.DataFrame) -> int:
-    m = matching(check, runs)
-    return int((_statuses(m) == DIFFERENT).sum())
-
-
-def claims_2x_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str | None:
-    """How far twice the epochs moves the claims' effects (one seed), on which commit's pairs,
-    and whether the check's 1x accuracies are these runs'; None without a check."""
-    r = rescore(check, runs)
-    other = _different(check, runs)
-    left_out = (
-        f"{other} checked cell{'s' if other != 1 else ''} whose 1x and 2x runs come from "
-        "different commits left out of this re-scoring"
-    )
-    if r is None or not r.claims:
-        return f"The claims are not re-scored at 2x: {left_out}." if other else None
-    moved = list(r.claims)
-    delta = pd.Series([c.at_2x - c.at_1x for c in moved])
-    flips = [c for c in moved if not c.same_side]
-    n = f"{len(moved)} accuracy claim" + ("s" if len(moved) != 1 else "")
-    s = (
-        f"On the check's own 1x and 2x runs ({_commits_words(r.pairs_commits)}; one seed), "
-        f"twice the epochs moves the effects of {n} by "
-        f"{_range(delta)} points"
-    )
-    if flips:
-        s += (
-            f"; {len(flips)} cross{'es its' if len(flips) == 1 else ' their'} threshold: "
-            + "; ".join(
-                f'"{c.statement}" {_points(c.at_1x)} to {_points(c.at_2x)} ({c.rule})'
-                for c in flips
-            )
-        )
-    else:
-        big = max(moved, key=lambda c: abs(c.at_2x - c.at_1x))
-        s += (
-            f' (most: "{big.statement}", {_points(big.at_1x)} to {_points(big.at_2x)}); '
-            "none crosses its threshold"
-        )
-    return s + (f" ({left_out}). " if other else ". ") + agreement_sentence(r)
-
-
-def _points(x: float) -> str:
-    """An effect to 2 decimals, without a negative zero ("-0.00")."""
-    return f"{round(x, 2) + 0.0:.2f}"
-
-
-def _range(values: pd.Series) -> str:
-    lo, hi = float(values.min()), float(values.max())
-    return f"{lo:+.1f}" if round(lo, 1) == round(hi, 1) else f"{lo:+.1f} to {hi:+.1f}"
-
-
-def plateau_sentence(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
-    """One summary sentence: which check (file, commit), how many checked cells are within
-    ``NEAR_POINTS`` of their 2x accuracy, how much the others gained, and which pairs it
-    dropped (missing, diverged) or compares across commits; or that no check covers these runs."""
-    m = matching(check, runs)
-    st = _statuses(_of_runs(check, runs))
-    dropped = {s: int((st == s).sum()) for s in (MISSING, DIVERGED) if (st == s).any()}
-    drop = (
-        "; "
-        + " and ".join(f"{n} {s}" for s, n in dropped.items())
-        + " pair(s) dropped (snakemake plateau_check)"
-        if dropped
-        else ""
-    )
-    if not len(m):
-        why = (
-            "no plateau check was given"
-            if check is None
-            else f"{source_label(check)} was measured on other configurations (no run id "
-            f"matches){drop}"
-        )
-        return (
-            f"Whether these runs are trained to a plateau is not measured here: {why} "
-            "(snakemake plateau_check trains each claim cell twice as long)."
-        )
-    gain = m["gain of 2x (points)"].astype(float)
-    near, far = m[gain.abs() <= NEAR_POINTS], m[gain.abs() > NEAR_POINTS]
-    epochs = sorted({int(e) for e in m["quick epochs"]})
-    ep = "/".join(map(str, epochs))
-    s = (
-        f"A plateau check ({source_label(check)}; one seed of each checked cell trained for "
-        f"twice its {ep} epochs) covers {len(m)} of these runs' configurations: "
-        f"{len(near)} end within {NEAR_POINTS:g} point of the longer run"
-    )
-    if len(near):
-        s += f" ({_range(near['gain of 2x (points)'])} points)"
-    if len(far):
-        s += (
-            f", {len(far)} move further ({_range(far['gain of 2x (points)'])} points; each "
-            "cell: Plateau check), so verdicts resting on those cells may change with longer "
-            "training"
-        )
-    other = _different(check, runs)
-    if other:
-        s += f"; {other} of them compare a 1x and a 2x run of different commits"
-    return s + drop + "."
-
-
-def plateau_gains(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
-    """Each matched case with its gain at 2x (the claims check's section prints it)."""
-    m = matching(check, runs)
-    if not len(m):
-        return "not measured for these configurations"
-    return (
-        "; ".join(
-            f"{r['case']} {float(r['gain of 2x (points)']):+.1f}"
-            + (" (different commits)" if s == DIFFERENT else "")
-            for (_, r), s in zip(m.iterrows(), _statuses(m), strict=True)
-        )
-        + " points at 2x epochs (one seed)"
-    )
-
-
-def plateau_row(check: pd.DataFrame | None, runs: pd.DataFrame) -> str:
-    """The "What ran" table's entry on the summary page: how many cells were checked (each
-    cell's gain is in the claims check's section, ``plateau_gains``: a page-long list does not
-    fit the summary page)."""
-    m = matching(check, runs)
-    if not len(m):
-        return "not measured for these configurations"
-    return (
-        f"{len(m)} cells, their first seed trained twice as long; each cell's gain: "
-        "'Plateau check' after the claims check"
-    )
+    return int((statuses(m) == DIFFERENT).sum())

@@ -40,7 +40,7 @@ from lpdt.report.claims import ClaimResult, sent_text
 from lpdt.report.cost_tables import ratio_ranges
 from lpdt.report.describe import illustrative_text, setup_text, spread_text
 from lpdt.report.figures import fig1_spread_text, figure_runs
-from lpdt.report.plateau import claims_2x_sentence, plateau_row, plateau_sentence
+from lpdt.report.plateau_text import claims_2x_sentence, plateau_row, plateau_sentence
 from lpdt.report.stats import HELD, INCONCLUSIVE, LEVEL, NO_DATA, NOT_HELD, POWER
 from lpdt.report.tables import NOT_RUN
 
