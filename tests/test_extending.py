@@ -313,3 +313,64 @@ def test_a_plugin_algorithm_is_priced_and_tabled(half_plugin) -> None:
     mem = training_memory([], 1000, 1, 1, "fp32", algorithm="halfstep")
     assert mem["algorithm_buffers"] == 4 * 1000  # one model-sized buffer, as Deep-Squeeze's
     assert variant("halfstep", "int8") == "LP-HS (8-bit)"  # its table column
+
+
+# A study of the plugin's compressor and algorithm (the workflow's studies file format): one cell,
+# the plugin named in the studies' defaults, so every run config carries it to its job.
+PLUGIN_STUDIES = {
+    "seeds": 1,
+    "defaults": {
+        "seed": 1234,
+        "device": "cpu",
+        "plugins": ["lpdt_half"],
+        "data": {"dataset": "synthetic", "train_subset": 64, "test_subset": 32},
+        "model": {"name": "tiny_cnn"},
+        "schedule": {"warmup_epochs": 0, "milestones": []},
+        "topology": {"nodes": 2},
+        "train": {"batch_size": 16, "epochs": 1, "max_iters_per_epoch": 2},
+    },
+    "coordinates": {
+        "algorithm": "algorithm.name",
+        "compression": {"fp16": {"algorithm": {"compression": {"name": "fp16", "ratio": 0.0}}}},
+    },
+    "studies": {
+        "plugin": {
+            "kind": "grid",
+            "title": "a plugin's compressor and algorithm",
+            "blocks": {"half": {"grid": {"algorithm": ["halfstep"], "compression": ["fp16"]}}},
+        }
+    },
+}
+
+
+@pytest.mark.slow
+def test_a_plugin_trains_through_the_workflow(half_plugin, tmp_path) -> None:
+    """A Snakemake run of a study that names the plugin in its defaults (the config key
+    ``plugins``, carried by each run config to its training job): the job, a process Snakemake
+    starts, imports the plugin from ``PYTHONPATH`` and encodes with its compressor and algorithm.
+    (``half_plugin``: imported here too, from a copy of its own, to expand the study.)"""
+    import yaml
+
+    folder = plugin_dir(tmp_path)
+    wd = tmp_path / "wf"
+    shutil.copytree(REPO / "config", wd / "config")
+    (wd / "config" / "plugin-studies.yaml").write_text(yaml.safe_dump(PLUGIN_STUDIES))
+    (wd / "config" / "scales" / "plugin.yaml").write_text("description: the plugin's one cell\n")
+    spec = grid.load(
+        wd / "config" / "plugin-studies.yaml", wd / "config" / "scales" / "plugin.yaml"
+    )
+    (run_id,) = grid.expand(spec)
+    env = {k: v for k, v in os.environ.items() if k not in ("LPDT_PLUGINS", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(folder), MLFLOW_DISABLE_TELEMETRY="true")
+    snakemake = Path(sys.executable).parent / "snakemake"
+    argv = [str(snakemake), "-s", str(REPO / "Snakefile"), "--directory", str(wd), "--cores", "1"]
+    argv += [f"results/runs/{run_id}/metrics.json"]
+    argv += ["--config", "scale=plugin", "studies=config/plugin-studies.yaml", "mlflow=False"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rec = read_record(wd / "results" / "runs" / run_id)
+    assert rec.status == "ok" and rec.config["plugins"] == ["lpdt_half"]
+    assert rec.config["algorithm"]["name"] == "halfstep"
+    comp, algo = encodes(folder, "encode"), encodes(folder, "halfstep")
+    assert len(comp) == 1 and list(comp) == list(algo) and os.getpid() not in comp
+    assert min(comp.values()) > 0
