@@ -355,3 +355,13 @@ def test_light_modules_import_no_torch():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "[]", r.stdout[:2000]
+
+
+def test_the_architecture_page_shows_the_layers_the_test_pins():
+    """docs/architecture.md, *Package layers*: the same packages in the same layers as ``LAYERS``."""
+    import re
+
+    text = (REPO / "docs" / "architecture.md").read_text().split("## Package layers", 1)[1]
+    rows = re.findall(r"^\| (\d+) \| ([^|]+) \|", text.split("\n## ", 1)[0], re.M)
+    shown = [tuple(re.findall(r"`(\w+)`", names)) for _, names in rows]
+    assert shown == list(LAYERS)
