@@ -1,7 +1,8 @@
 """The lifecycle of one training run, in the torchtune manner: open the run directory (or return
 a complete run), set up or resume (``_resume``), loop over the epochs (train, evaluate, history,
 checkpoint; divergence ends it), finish (final gossip rounds and evaluation, the record; the
-caller, ``lpdt train``, logs it to MLflow). The numerics are ``lpdt.engine.run.Run``; the lines it prints ``lpdt.engine.console``.
+caller, ``lpdt train``, logs it to MLflow). The numerics are ``lpdt.engine.run.Run``; the lines
+it prints ``lpdt.engine.console``.
 
 Outputs (``docs/architecture.md``): ``config.yaml``, ``history.csv`` (rewritten atomically after
 every epoch), ``metrics.json`` (written last, atomically) and, while running, ``checkpoint.pt``
