@@ -392,9 +392,10 @@ def bench_steps(args: argparse.Namespace, device: torch.device, out: Path) -> Co
                         scale = {"int8": INT8_COMPILE_FACTOR, "fp32": 1 / INT8_COMPILE_FACTOR}
                         est = compiled_s[(case, p, variant)] * scale[precision]
             if elapsed() + est > share:
+                ahead = f"with about {est:.0f} s of warm-up" if est else "before its warm-up"
                 why = (
-                    f"skipped: at {elapsed():.0f} s, with about {est:.0f} s of warm-up, past the "
-                    f"steps' share of --budget ({share:.0f} s)"
+                    f"skipped: at {elapsed():.0f} s, {ahead}, past the steps' share of --budget "
+                    f"({share:.0f} s)"
                 )
                 print(f"steps: {case} {precision} {variant} {why}", flush=True)
                 table.row(**key, ran=why)
