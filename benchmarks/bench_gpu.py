@@ -42,7 +42,10 @@ then the others; then for each k the first k run together for ``--job-seconds`` 
 jobs. A precision's warm-up is counted in the budget before it starts (estimated from the last
 measured warm-up, else from the steps part's compile of that step, else ``--job-warmup-guess``)
 and bounded by what is left of it; if a worker dies or not every worker is ready in time, all are
-killed (by pid), a row names which failed, and no timed part starts.
+killed (by pid), a row names which failed, and no timed part starts. Each worker's log gives,
+per timed window, its iterations, the median and longest host time of an iteration and the
+kernels compiled inside the window; the row's ``note`` names a compile inside the windows and
+the longest iteration of any job (what makes one job's images/s stand apart).
 
 Everything is written to ``--out`` as it is measured (one line per row, flushed; the workers'
 logs in ``job-logs/``), so a run cut off by a time limit keeps what finished; ``--budget``
@@ -554,16 +557,42 @@ def job_worker(args: argparse.Namespace) -> None:
         if me < spec["k"]:
             print(f"worker {me}: go, k={spec['k']}", flush=True)
             torch.set_num_threads(spec["threads"])
+            # What the window holds beside steady iterations (the H200 run of 2026-11-28: one
+            # job alone at 849 images/s, another at 3,096 in k = 4, one at 47 in k = 8): a
+            # compile inside it (new kernels), or a long iteration (host times, unsynchronised).
+            kernels0, gaps = inductor_kernels(), []
             iters, t0 = 0, time.perf_counter()
             while time.perf_counter() - t0 < args.job_seconds:
+                t_it = time.perf_counter()
                 run.iteration(0.1)
+                gaps.append(time.perf_counter() - t_it)
                 iters += 1
             sync(device)
             took = time.perf_counter() - t0
             images = iters * cfg.topology.nodes * cfg.per_node_batch
             result = {"iters": iters, "seconds": took, "img_s": images / took}
+            result["new_kernels"] = inductor_kernels() - kernels0
+            result["iter_ms_max"] = 1e3 * max(gaps)
+            print(
+                f"worker {me}: {iters} iterations in {took:.2f} s; host ms per iteration: median "
+                f"{1e3 * statistics.median(gaps):.1f}, max {result['iter_ms_max']:.1f} "
+                f"(iteration {gaps.index(max(gaps))}); kernels compiled in the window: "
+                f"{result['new_kernels']}",
+                flush=True,
+            )
             _write(sync_dir / f"result.{phase}.{me}.json", json.dumps(result))
         phase += 1
+
+
+def job_note(results: list[dict[str, Any]], compiled_as_asked: bool) -> str:
+    """A timed phase's note: ok, and what made its windows uneven (a compile inside a window,
+    the longest iteration of any job)."""
+    note = "ok" if compiled_as_asked else "ok; the step ran eagerly"
+    recompiled = sum(r.get("new_kernels", 0) for r in results)
+    if recompiled:
+        note += f"; {recompiled} kernels compiled inside the timed windows"
+    longest = max((r.get("iter_ms_max", 0.0) for r in results), default=0.0)
+    return note + f"; longest iteration {longest:.0f} ms" if longest else note
 
 
 JOB_COLUMNS = [
@@ -787,7 +816,7 @@ def bench_jobs(
                     warm_s=warm_s,
                     job_kernels=kernels,
                     iters=sum(r["iters"] for r in results),
-                    note="ok" if kernels or not compiling else "ok; the step ran eagerly",
+                    note=job_note(results, bool(kernels or not compiling)),
                 )
         finally:
             workers.close()

@@ -113,7 +113,8 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
     ]
     cores = os.cpu_count() or 1
     for j in jobs:
-        assert j["note"] == "ok" and j["batch_nodes"] == "True" and j["model"] == "tiny_cnn", j
+        assert j["note"].startswith("ok; longest iteration "), j  # eager: nothing compiled
+        assert j["batch_nodes"] == "True" and j["model"] == "tiny_cnn", j
         assert float(j["img_s_gpu"]) > 0 and int(j["iters"]) >= int(j["k"]), j
         assert float(j["img_s_job_min"]) <= float(j["img_s_job_max"]), j
         assert int(j["threads"]) == max(1, cores // int(j["k"])), j
@@ -123,6 +124,7 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
     assert logs == ["fp32-0.log", "fp32-1.log", "int8-0.log", "int8-1.log"]
     assert "worker 1: go, k=2" in (out / "job-logs" / "int8-1.log").read_text()
     assert "worker 1: go, k=1" not in (out / "job-logs" / "int8-1.log").read_text()
+    assert "kernels compiled in the window: 0" in (out / "job-logs" / "int8-1.log").read_text()
     assert (out / "env.txt").read_text().startswith("torch ")
 
 
@@ -354,3 +356,17 @@ def test_bad_input_from_the_command_line_has_no_traceback(tmp_path: Path) -> Non
     r = _run("--device", "cpu", "--job-precisions", "int4", "--out", str(tmp_path), timeout=60)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines()[-1].endswith("precisions fp32,int8"), r.stderr
+
+
+def test_a_job_note_names_a_compile_inside_the_timed_windows() -> None:
+    """What made the windows of a phase uneven: kernels compiled inside them (summed over the
+    jobs), the longest iteration of any job; a step that ran eagerly where a compile was asked."""
+    note = _bench().job_note
+    steady = [{"new_kernels": 0, "iter_ms_max": 12.4}, {"new_kernels": 0, "iter_ms_max": 30.0}]
+    assert note(steady, True) == "ok; longest iteration 30 ms"
+    late = [{"new_kernels": 0, "iter_ms_max": 12.0}, {"new_kernels": 222, "iter_ms_max": 4100.0}]
+    assert (
+        note(late, True)
+        == "ok; 222 kernels compiled inside the timed windows; longest iteration 4100 ms"
+    )
+    assert note(steady, False).startswith("ok; the step ran eagerly; longest")
