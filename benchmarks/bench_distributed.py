@@ -60,7 +60,7 @@ def iterate(run: Run, gossip: bool) -> None:
         run.iteration(0.01)
         return
     run.local_gradients()
-    run.opt.step(run.state.x[:, : run.state.p_train], run.state.grad, 0.01)
+    run.state.step(run.opt, 0.01)
 
 
 def measure(run: Run, gossip: bool, args: argparse.Namespace, barrier) -> float:

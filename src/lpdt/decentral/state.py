@@ -20,6 +20,11 @@ momentum through ``debias(rows)``: the only places that divide by w.
 
 The rows are the nodes *this process holds*: all n in the simulator, one in a process of the
 distributed engine (``lpdt.decentral.group``).
+
+The state is the one owner of these tensors: the trainer (``lpdt.engine.run.Run``) asks it for
+whole tasks (``zero_grad``, ``step``, ``gossip``, ``finite_rows``, ``average``, ``preserved``,
+``state_dict`` / ``load_state_dict``) and never reads or writes ``x``, ``w``, ``grad`` or the
+replicas' buffers itself.
 """
 
 from __future__ import annotations
@@ -28,13 +33,15 @@ import contextlib
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import torch
 from torch import nn
 
 if TYPE_CHECKING:
     from lpdt.decentral.algorithms import Gossip
+    from lpdt.decentral.group import NodeGroup
+    from lpdt.decentral.optim import LocalOptimizer
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,15 @@ def _gossiped_tensors(
 # the same offset modulo 16 bytes, so the first call's alignment holds for all. On the CPU
 # inductor assumes no alignment, so rows stay contiguous there (same layout, same numbers).
 GPU_ROW_ALIGN = 4
+
+
+class NodeStateDict(TypedDict):
+    """What ``NodeState.state_dict`` gives and ``load_state_dict`` takes (the names are those of
+    ``lpdt.engine.checkpoint.Checkpoint``'s fields, so that checkpoints keep their keys)."""
+
+    x: torch.Tensor  # the push-sum numerators z, one row per node held
+    w: torch.Tensor  # the push-sum weights
+    local_buffers: list[dict[str, torch.Tensor]]  # per node: the buffers that are not gossiped
 
 
 def row_stride(p_total: int, device: torch.device) -> int:
@@ -154,13 +170,87 @@ class NodeState:
         """``rows / w`` (row i divided by w_i), into ``out`` when given."""
         return torch.div(rows, self.w[:, None], out=out)
 
-    def gossip(self, algo: Gossip) -> torch.Tensor:
+    def gossip(
+        self, algo: Gossip, opt: LocalOptimizer | None = None, lr: float = 1.0
+    ) -> torch.Tensor:
         """One gossip round of the held rows: ``z += delta`` and ``w`` becomes the mixed weights.
-        Returns ``delta`` (the algorithm's buffer, overwritten at its next round)."""
+        An ``opt`` that folds the gossip correction into its momentum (QGM) then gets the trained
+        part of ``delta / w`` (``after_gossip(.., lr)``), computed into ``grad``, which is free
+        until the next backward. Returns ``delta`` (the algorithm's buffer, overwritten at its
+        next round)."""
         delta, w = algo.delta(self.x, self.w)
         self.x.add_(delta)
         self.w.copy_(w)
+        if opt is not None and opt.folds_gossip:
+            opt.after_gossip(self.debias(delta[:, : self.p_train], out=self.grad), lr)
         return delta
+
+    # -- the local step ----------------------------------------------------------------------
+    def numerators(self, trainable: bool = False) -> torch.Tensor:
+        """The rows z (``x``; with ``trainable`` its trained part ``[n, p_train]``), for the gossip
+        algorithm and the local optimizer to size their buffers from when they are built."""
+        return self.x[:, : self.p_train] if trainable else self.x
+
+    def zero_grad(self) -> None:
+        """Zero every replica's parameter gradients (the rows of ``grad``) before a backward."""
+        self.grad.zero_()
+
+    def step(self, opt: LocalOptimizer, lr: float) -> None:
+        """The local optimizer step on the trained part of z with the gradients in ``grad``
+        (which the step consumes as scratch space)."""
+        opt.step(self.x[:, : self.p_train], self.grad, lr)
+
+    def finite_rows(self) -> torch.Tensor:
+        """``[n]`` float32: 1 for a node whose row is finite everywhere, else 0."""
+        return torch.isfinite(self.x).all(1).to(torch.float32)
+
+    # -- evaluation --------------------------------------------------------------------------
+    def average(self, group: NodeGroup) -> tuple[nn.Module, float]:
+        """The exact average model over all nodes of ``group`` (the mean of the de-biased rows
+        z_i / w_i, and of the local float buffers) and the consensus distance
+        (1/n) sum_i ||z_i / w_i - mean||^2 over the trained parameters. In the distributed engine
+        this takes three ``group.mean`` collectives, in this order, on every process."""
+        with torch.no_grad():
+            z = self.debiased_rows()
+            z_mean = group.mean(z)  # the one all-reduce of whole models (distributed engine)
+            avg_model = self.model_from(z_mean, group.mean(self.local_float_buffers()))
+            zt = z[:, : self.p_train]
+            consensus = float(group.mean((zt - z_mean[: self.p_train]).pow(2).sum(1)))
+        return avg_model, consensus
+
+    @contextlib.contextmanager
+    def preserved(self) -> Iterator[None]:
+        """After the block the rows ``x`` are bit for bit what they were before it: de-biasing
+        and multiplying back (``x / w * w``, ``debiased``) may change the last bit, which a
+        block that must change nothing of the run (the accuracy curve) cannot allow."""
+        saved = self.x.clone()
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                self.x.copy_(saved)
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def state_dict(self) -> NodeStateDict:
+        """The rows ``x``, the weights ``w`` and each node's local buffers: the tensors
+        themselves, not copies (as ``nn.Module.state_dict``); save them before the state
+        changes."""
+        return NodeStateDict(
+            x=self.x,
+            w=self.w,
+            local_buffers=[self.local_buffers(i) for i in range(self.nodes)],
+        )
+
+    def load_state_dict(self, d: NodeStateDict) -> None:
+        """Copy a ``state_dict`` (e.g. a checkpoint's) into this state, in place (the replicas'
+        views stay bound)."""
+        with torch.no_grad():
+            self.x.copy_(d["x"])
+            self.w.copy_(d["w"])
+            for i, bufs in enumerate(d["local_buffers"]):
+                mine = self.local_buffers(i)
+                for k, v in bufs.items():
+                    mine[k].copy_(v)
 
     # -- helpers ---------------------------------------------------------------------------
     @property

@@ -29,7 +29,7 @@ from lpdt.decentral.algorithms import make_algorithm
 from lpdt.decentral.compression import make_compressor
 from lpdt.decentral.group import LocalGroup, NodeGroup
 from lpdt.decentral.optim import make_optimizer
-from lpdt.decentral.state import NodeState
+from lpdt.decentral.state import NodeState, NodeStateDict
 from lpdt.decentral.streams import NodeStreams
 from lpdt.decentral.topology import mixing_matrix, out_peers
 from lpdt.engine.batched import BatchedSteps, use_batched
@@ -129,10 +129,11 @@ class Run:
         )
         w_matrix = mixing_matrix(cfg.topology.name, n, cfg.topology.rows)
         exchange = self.group.exchange(w_matrix, self.compressor, self.state.p_total, self.device)
+        z = self.state.numerators()  # what the algorithm and the optimizer are sized from
         self.algo = make_algorithm(
-            cfg.algorithm.name, w_matrix, self.compressor, cfg.consensus_lr, self.state.x, exchange
+            cfg.algorithm.name, w_matrix, self.compressor, cfg.consensus_lr, z, exchange
         )
-        self.opt = make_optimizer(cfg.optim, self.state.x[:, : self.state.p_train])
+        self.opt = make_optimizer(cfg.optim, self.state.numerators(trainable=True))
         self.msg_bytes = self.compressor.message_bytes()
         self.msgs_per_round = float(np.mean([len(p) for p in self.peers]))  # per node
 
@@ -157,11 +158,11 @@ class Run:
         return x.to(self.device), y.to(self.device)
 
     def local_gradients(self) -> torch.Tensor:
-        """Forward/backward on every held node at z/w; gradients land in ``state.grad``.
+        """Forward/backward on every held node at z/w; gradients land in the state's rows.
         Returns the held nodes' losses. With ``train.batch_nodes`` all nodes run as one step
         when their batches have one size (an epoch's short last batch runs node by node)."""
         st = self.state
-        st.grad.zero_()
+        st.zero_grad()
         batches = [self.batch(k) for k in range(st.nodes)]  # each node's own sampler and stream
         self.samples += sum(len(y) for _, y in batches)
         with st.debiased():  # the gradient is taken at z / w
@@ -174,12 +175,6 @@ class Run:
                     losses.append(self.steps.train_step(model, x, y))
             return torch.stack(losses)
 
-    def gossip(self, lr: float) -> None:
-        st = self.state
-        delta = st.gossip(self.algo)  # z += delta; w <- the mixed weights
-        if self.opt.folds_gossip:  # QGM; st.grad is free until the next backward
-            self.opt.after_gossip(st.debias(delta[:, : st.p_train], out=st.grad), lr)
-
     def iteration(self, lr: float) -> torch.Tensor | None:
         """One training iteration of the held nodes: gradients at z/w, the local step, gossip.
         Returns the mean loss over all nodes; None (nothing stepped) when it is not finite."""
@@ -187,8 +182,8 @@ class Run:
         loss = self.group.mean(losses)  # over all nodes: a non-finite loss anywhere shows
         if not torch.isfinite(loss):
             return None
-        self.opt.step(self.state.x[:, : self.state.p_train], self.state.grad, lr)
-        self.gossip(lr)
+        self.state.step(self.opt, lr)
+        self.state.gossip(self.algo, self.opt, lr)  # z += delta; w <- mixed; QGM's fold
         self.bytes_train += self.msg_bytes * self.msgs_per_round
         self.iterations += 1
         return loss
@@ -211,8 +206,7 @@ class Run:
             if on_iteration is not None:
                 on_iteration(loss.reshape(1))
         self.train_s += time.perf_counter() - t0
-        finite = torch.isfinite(self.state.x).all(1).to(torch.float32)  # per held node
-        if float(self.group.mean(finite)) < 1.0:
+        if float(self.group.mean(self.state.finite_rows())) < 1.0:
             return math.nan
         return float(total) / self.iters
 
@@ -226,7 +220,8 @@ class Run:
                     x, _ = self.batch(k)
                     with self.streams.node(k):
                         model(x)
-            self.gossip(lr=1.0)  # lr only scales QGM's buffer, which is no longer used
+            # lr only scales QGM's buffer, which is no longer used
+            self.state.gossip(self.algo, self.opt, lr=1.0)
             self.bytes_final += self.msg_bytes * self.msgs_per_round
 
     def _stacked(self) -> StackedNodes | None:
@@ -258,13 +253,7 @@ class Run:
                 self._stacked(),
             )
         accs = g.gather(torch.tensor(mine, dtype=torch.float64)).tolist()
-        with torch.no_grad():
-            z = st.debiased_rows()
-            z_mean = g.mean(z)  # the one all-reduce of whole models (distributed engine)
-            avg_model = st.model_from(z_mean, g.mean(st.local_float_buffers()))
-            zt = z[:, : st.p_train]
-            consensus = float(g.mean((zt - z_mean[: st.p_train]).pow(2).sum(1)))
-            del z, zt, z_mean
+        avg_model, consensus = st.average(g)  # collectives on every process
         avg = evaluate(avg_model, self.data, self.device, bs, self.steps) if g.writer else math.nan
         return {
             "acc_node_mean": float(np.mean(accs)),
@@ -287,12 +276,11 @@ class Run:
         st, g, cfg = self.state, self.group, self.cfg
         subset = curve_rows(self.data.labels("test"), cfg.train.curve_images, g.nodes)
         shards: list[torch.Tensor | None] = [subset[i :: g.nodes] for i in g.ids]
-        saved = st.x.clone()
 
         def rng(k: int) -> contextlib.AbstractContextManager:
             return private_rng((cfg.seed, g.ids[k], CURVE_STREAM, epoch), self.device)
 
-        with st.debiased():
+        with st.preserved(), st.debiased():
             mine = evaluate_nodes(
                 st.models,
                 self.data,
@@ -303,8 +291,6 @@ class Run:
                 rng,
                 self._stacked(),
             )
-        with torch.no_grad():
-            st.x.copy_(saved)
         accs = g.gather(torch.tensor(mine, dtype=torch.float64)).tolist()
         return {"acc_subset_node_mean": float(np.mean(accs))}
 
@@ -312,13 +298,13 @@ class Run:
     def checkpoint(self) -> Checkpoint:
         """This process's state after epoch ``self.epoch`` (the run's config, wall time and
         provenance are the caller's to fill in)."""
-        st = self.state
+        rows = self.state.state_dict()  # the Checkpoint's x, w, local_buffers
         return Checkpoint(
             epoch=self.epoch,
             nodes=list(self.group.ids),
-            x=st.x,
-            w=st.w,
-            local_buffers=[st.local_buffers(i) for i in range(st.nodes)],
+            x=rows["x"],
+            w=rows["w"],
+            local_buffers=rows["local_buffers"],
             opt=self.opt.state_dict(),
             algo=self.algo.state_dict(),
             samplers=[s.state_dict() for s in self.samplers],
@@ -332,18 +318,11 @@ class Run:
         )
 
     def restore(self, ck: Checkpoint) -> None:
-        st = self.state
         if ck.nodes is not None and list(ck.nodes) != list(self.group.ids):
             raise ValueError(
                 f"the checkpoint holds nodes {ck.nodes}, this process {self.group.ids}"
             )
-        with torch.no_grad():
-            st.x.copy_(ck.x)
-            st.w.copy_(ck.w)
-            for i, bufs in enumerate(ck.local_buffers):
-                mine = st.local_buffers(i)
-                for k, v in bufs.items():
-                    mine[k].copy_(v)
+        self.state.load_state_dict(NodeStateDict(x=ck.x, w=ck.w, local_buffers=ck.local_buffers))
         self.opt.load_state_dict(ck.opt)
         self.algo.load_state_dict(ck.algo)
         for s, d in zip(self.samplers, ck.samplers):
