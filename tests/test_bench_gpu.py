@@ -128,6 +128,9 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
     assert (out / "env.txt").read_text().startswith("torch ")
 
 
+# slow (24-32 s in the default suite, most of it compiling; the eager tables above and the
+# compiled steps of tests/engine stay in it): make test-slow runs it
+@pytest.mark.slow
 def test_a_compiled_step_counts_its_kernels_and_what_dispatches_outside(tmp_path: Path) -> None:
     """One small compiled case (about 40 s on a busy 2-core VM, a fresh inductor cache): the
     batched fp32 step compiles, its kernels are counted, and fewer aten operations dispatch
