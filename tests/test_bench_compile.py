@@ -14,6 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_compile.py"
 
 
+# slow (10 s with inductor's cache warm, 39 s in a fresh clone, compiling fp32 and 8-bit steps
+# with profiling; the compiled steps themselves stay in the default suite, tests/engine/test_steps.py):
+# make test-slow runs it
+@pytest.mark.slow
 def test_times_and_profiles_both_precisions(tmp_path: Path) -> None:
     """A tiny model, one round: the ratios and the floor print, and each step's profile splits
     aten's convolutions from the rest. In a subprocess: --profile changes inductor's code generation."""

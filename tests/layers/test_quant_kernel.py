@@ -231,6 +231,39 @@ def test_each_torch_version_builds_in_its_own_directory(monkeypatch, tmp_path):
     assert kernel.build_dir() != here
 
 
+def test_checkouts_of_the_same_source_share_one_build(monkeypatch, tmp_path):
+    """The build directory is keyed by the source's text, not its path: another checkout of the
+    same ``kernel.cpp`` (a fresh clone) gets the same directory, an edited one another; the
+    build compiles the copy kept in that directory (torch's build replaced by a stub: no
+    compiler run here)."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
+    here = kernel.build_dir()
+    clone = tmp_path / "clone" / "kernel.cpp"
+    clone.parent.mkdir()
+    clone.write_bytes(kernel.SOURCE.read_bytes())
+    monkeypatch.setattr(kernel, "SOURCE", clone)
+    assert kernel.build_dir() == here
+    code = f"""
+        import types
+        from pathlib import Path
+        import torch.utils.cpp_extension as ext
+        from lpdt.layers.quant import kernel
+        kernel.SOURCE = Path({str(clone)!r})
+        seen = []
+        def stub(name, sources, build_directory, **kwargs):
+            seen.append((sources, build_directory))
+            return types.ModuleType(name)
+        ext.load = stub
+        print(kernel.load() is not None, seen)
+        """
+    out = _in_a_process(code, {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext")})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == f"True [([{str(here / 'kernel.cpp')!r}], {str(here)!r})]"
+    assert (here / "kernel.cpp").read_bytes() == clone.read_bytes()
+    clone.write_bytes(clone.read_bytes() + b"\n// edited\n")
+    assert kernel.build_dir() != here
+
+
 def test_a_held_build_lock_is_waited_on_for_a_bounded_time(tmp_path):
     """Another process holds the build directory (a build that hangs): this one waits
     ``LPDT_QUANT_BUILD_WAIT`` seconds, not for ever, then warns once, naming the lock and the
