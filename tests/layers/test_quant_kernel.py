@@ -233,9 +233,9 @@ def test_each_torch_version_builds_in_its_own_directory(monkeypatch, tmp_path):
 
 def test_checkouts_of_the_same_source_share_one_build(monkeypatch, tmp_path):
     """The build directory is keyed by the source's text, not its path: another checkout of the
-    same ``kernel.cpp`` (a fresh clone) gets the same directory, an edited one another; the
-    build compiles the copy kept in that directory (torch's build replaced by a stub: no
-    compiler run here)."""
+    same ``kernel.cpp`` using this environment gets the same directory, an edited one another,
+    and so does another torch installation (another virtual environment); the build compiles
+    the copy kept in that directory (torch's build replaced by a stub: no compiler run here)."""
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
     here = kernel.build_dir()
     clone = tmp_path / "clone" / "kernel.cpp"
@@ -260,6 +260,9 @@ def test_checkouts_of_the_same_source_share_one_build(monkeypatch, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == f"True [([{str(here / 'kernel.cpp')!r}], {str(here)!r})]"
     assert (here / "kernel.cpp").read_bytes() == clone.read_bytes()
+    with monkeypatch.context() as m:
+        m.setattr(torch, "__file__", str(tmp_path / "venv2" / "torch" / "__init__.py"))
+        assert kernel.build_dir() != here
     clone.write_bytes(clone.read_bytes() + b"\n// edited\n")
     assert kernel.build_dir() != here
 

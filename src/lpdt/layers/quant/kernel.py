@@ -15,8 +15,9 @@ per node step at the quick scale's claim shape): an opaque call breaks inductor'
 
 Built with ``torch.utils.cpp_extension`` (g++ and ninja; ``make setup`` installs Debian's
 ``ninja-build``) into ``build_dir()``: one directory per (torch version, Python, machine,
-compiler and flags), so that two virtual environments never share a binary or a lock. The first
-build takes about 17 s; later processes load it in milliseconds. Waits on a build are bounded
+compiler and flags, torch installation, source text), so that two virtual environments never
+share a binary or a lock. The first
+build takes about 15 s; later processes load it in milliseconds. Waits on a build are bounded
 (``BUILD_WAIT_S``, ``LPDT_QUANT_BUILD_WAIT``): a process that cannot have the build directory
 in time, or cannot build the kernel at all, warns once and runs the tensor operations (the same
 values, slower). ``LPDT_QUANT_KERNEL=0`` turns the kernel off.
@@ -40,7 +41,7 @@ WAIT_ENV = "LPDT_QUANT_BUILD_WAIT"  # seconds a process waits for another's buil
 NAME = "lpdt_quant"
 SOURCE = Path(__file__).with_name("kernel.cpp")
 CFLAGS = ["-O3", "-ffp-contract=off", "-fno-math-errno"]
-# A build takes about 17 s alone, up to a minute beside a cold torch.compile: three minutes is a
+# A build takes about 15 s alone, up to a minute beside a cold torch.compile: three minutes is a
 # build that is not coming (a hung or stopped process holding the lock). Waiting longer costs
 # more than the tensor operations do (an 8-bit job about 1.6x slower for its eager steps).
 BUILD_WAIT_S = 180.0
@@ -56,14 +57,17 @@ class BuildWaitTimeout(LpdtError, RuntimeError):
 
 def build_key() -> str:
     """What the built binary depends on, as a directory name: torch's version, the Python ABI,
-    the machine, and a hash of the compiler, the flags (``$CXX``, ``CFLAGS``) and the source's
-    text. The source's text, not its path: every checkout of the same ``kernel.cpp`` on one
-    machine shares one build (``_build`` compiles a copy kept in the build directory), where
-    keyed by path each fresh clone or worktree rebuilt it (17-33 s, 2026-11-28) and undid the
-    other's build."""
+    the machine, and a hash of the compiler, the flags (``$CXX``, ``CFLAGS``), the torch
+    installation it compiles against and links to (its directory: each virtual environment
+    has its own) and the source's text. With the text rather than the path of the source
+    (``_build`` compiles a copy kept in the build directory), checkouts that share a virtual
+    environment share one build; with the torch directory, two environments (a fresh clone's
+    own ``.venv`` beside another) each keep theirs: keyed by neither, each rebuilt the kernel
+    over the other's (17-33 s each time, 2026-11-28)."""
     import torch
 
     digest = hashlib.sha256(" ".join([os.environ.get("CXX", "c++"), *CFLAGS]).encode())
+    digest.update(str(Path(torch.__file__).resolve().parent).encode())
     digest.update(SOURCE.read_bytes())
     return (
         f"torch{torch.__version__}-{sys.implementation.cache_tag}-{platform.machine()}-"
