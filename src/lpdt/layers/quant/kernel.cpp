@@ -57,7 +57,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void quantize_range
 // of the tensor version. x: float32 on the CPU, fewer than 2^31 elements (the caller checks);
 // key: the dither's 32-bit key (ignored unless stochastic). A new contiguous tensor shaped like x.
 at::Tensor quantize_over(const at::Tensor& x, float lo, float hi, double levels,
-                            double min_step, bool stochastic, int64_t key) {
+                         double min_step, bool stochastic, int64_t key) {
   TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == at::kFloat, "x: float32 on the CPU");
   TORCH_CHECK(x.numel() < (int64_t{1} << 31), "x: at most 2^31 - 1 elements");
   const at::Tensor xc = x.contiguous();
@@ -79,7 +79,7 @@ at::Tensor quantize_over(const at::Tensor& x, float lo, float hi, double levels,
 
 // quantizers.quantize: lo, hi are one-element float32 tensors.
 at::Tensor quantize(const at::Tensor& x, const at::Tensor& lo, const at::Tensor& hi,
-                       double levels, double min_step, bool stochastic, int64_t key) {
+                    double levels, double min_step, bool stochastic, int64_t key) {
   TORCH_CHECK(lo.numel() == 1 && hi.numel() == 1, "lo, hi: one element each");
   return quantize_over(x, lo.item<float>(), hi.item<float>(), levels, min_step, stochastic, key);
 }
@@ -87,7 +87,7 @@ at::Tensor quantize(const at::Tensor& x, const at::Tensor& lo, const at::Tensor&
 // quantizers.quantize_minmax: the range is x's own [min, max] (NaN if x holds a NaN, as amin /
 // amax). x must not be empty.
 at::Tensor quantize_minmax(const at::Tensor& x, double levels, double min_step,
-                              bool stochastic, int64_t key) {
+                           bool stochastic, int64_t key) {
   TORCH_CHECK(x.numel() > 0, "x: empty");
   const at::Tensor xc = x.contiguous();
   const auto [lo, hi] = at::aminmax(xc);

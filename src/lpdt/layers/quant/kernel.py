@@ -16,11 +16,10 @@ per node step at the quick scale's claim shape): an opaque call breaks inductor'
 Built with ``torch.utils.cpp_extension`` (g++ and ninja; ``make setup`` installs Debian's
 ``ninja-build``) into ``build_dir()``: one directory per (torch version, Python, machine,
 compiler and flags, torch installation, source text), so that two virtual environments never
-share a binary or a lock. The first
-build takes about 15 s; later processes load it in milliseconds. Waits on a build are bounded
-(``BUILD_WAIT_S``, ``LPDT_QUANT_BUILD_WAIT``): a process that cannot have the build directory
-in time, or cannot build the kernel at all, warns once and runs the tensor operations (the same
-values, slower). ``LPDT_QUANT_KERNEL=0`` turns the kernel off.
+share a binary or a lock. The first build takes about 15 s; later processes load it in
+milliseconds. Waits on a build are bounded (``BUILD_WAIT_S``, ``LPDT_QUANT_BUILD_WAIT``): a
+process that cannot have the build directory in time, or cannot build the kernel at all, warns
+once and runs the tensor operations (the same values, slower). ``LPDT_QUANT_KERNEL=0`` turns the kernel off.
 """
 
 from __future__ import annotations
