@@ -336,11 +336,21 @@ def test_dither_is_uniform_on_the_16_bit_grid_and_independent_across_keys():
         assert abs(corr) < 5 / n**0.5
 
 
-def test_dither_is_recipe_v2s_hash_bit_for_bit():
+@pytest.mark.parametrize("path", ["cpu-fast-path", "tensor-ops", "step-key-table"])
+def test_dither_is_recipe_v2s_hash_bit_for_bit(path, monkeypatch):
     """The noise bits are 8-bit recipe version 2's (docs/int8.md), checked against the hash
     written in Python integers: a rewrite for speed (the in-place int32 eager path) cannot
-    change the recipe silently. The seed tensor is left as it was."""
-    from lpdt.layers.quant.quantizers import dither
+    change the recipe silently. Each eager path: the key in Python integers (the CPU), in
+    tensor operations (a GPU's path), and read from the step's table of keys inside a
+    ``noise_seed`` block (salt 97 grows the table past its first 64). The seed tensor is left
+    as it was."""
+    import contextlib
+
+    from lpdt.layers.quant import kernel
+    from lpdt.layers.quant.quantizers import dither, noise_seed
+
+    if path != "cpu-fast-path":
+        monkeypatch.setenv(kernel.ENV, "0")
 
     def mix(h: int) -> int:  # Wellons' lowbias32, 32-bit unsigned arithmetic
         h = ((h ^ (h >> 16)) * 0x21F0AAAD) % 2**32
@@ -354,9 +364,32 @@ def test_dither_is_recipe_v2s_hash_bit_for_bit():
             for i in range(300)
         ]
         seed_t = torch.tensor([seed])
-        got = dither(torch.zeros(3, 100), seed_t, salt)
+        step = noise_seed(seed_t) if path == "step-key-table" else contextlib.nullcontext()
+        with step:
+            got = dither(torch.zeros(3, 100), seed_t, salt)
         assert got.flatten().tolist() == want
         assert seed_t.item() == seed
+
+
+def test_the_step_key_table_serves_its_own_seed_only(monkeypatch):
+    """Inside a ``noise_seed`` block a call with the block's seed, or another tensor on its
+    storage (a seed saved for a backward comes back as a new object), reads its key from the
+    table in one operation instead of about 13; another seed computes its own. Both give the
+    bits computed outside any block."""
+    from lpdt.engine.opcount import count_ops
+    from lpdt.layers.quant import kernel
+    from lpdt.layers.quant.quantizers import dither, noise_seed
+
+    monkeypatch.setenv(kernel.ENV, "0")  # the tensor path a GPU takes
+    x, seed, other = torch.zeros(50), torch.tensor([7]), torch.tensor([8])
+    outside = {s: dither(x, s, 3) for s in (seed, other)}
+    _, plain = count_ops(dither, x, seed, 3)
+    with noise_seed(seed):
+        dither(x, seed, 0)  # the table is built by the first call
+        for s, same_storage in ((seed, True), (seed.view(1), True), (other, False)):
+            got, ops = count_ops(dither, x, s, 3)
+            assert torch.equal(got, outside[other if s is other else seed])
+            assert (ops.total < plain.total - 10) == same_storage, (ops.total, plain.total)
 
 
 def test_dither_eager_equals_compiled_and_fuses_into_the_rounding_kernel():

@@ -37,6 +37,11 @@ _SALT = 0x632BE5AB  # spreads the salts over the 32-bit key space
 _MASK32 = 0xFFFFFFFF
 
 _step_seed: torch.Tensor | None = None
+# The dither keys of the enclosing ``noise_seed`` block's seed, one per salt (``_step_keys``),
+# computed once per block on the eager tensor path; and the most salts any block has needed, so
+# that later blocks compute the whole table at once.
+_keys: torch.Tensor | None = None
+_salts_seen = 0
 # Set while the held nodes' step runs under ``torch.func.vmap`` (``lpdt.engine.batched``): the
 # tensors are then per-node views of stacked ones, which neither the C++ kernel nor a read of the
 # seed on the host can take, so the quantisers use their tensor operations (the same bits).
@@ -58,12 +63,13 @@ def vmapped() -> Iterator[None]:
 def noise_seed(seed: torch.Tensor) -> Iterator[None]:
     """Every stochastic rounding inside the block (forward, and the backward if it runs inside
     too) uses ``seed`` (an int64 tensor with one element), told apart by the call sites' salts."""
-    global _step_seed
-    saved, _step_seed = _step_seed, seed
+    global _step_seed, _keys
+    saved = _step_seed, _keys
+    _step_seed, _keys = seed, None
     try:
         yield
     finally:
-        _step_seed = saved
+        _step_seed, _keys = saved
 
 
 def is_vmapped() -> bool:
@@ -120,6 +126,34 @@ def _cpu_key(seed: torch.Tensor, salt: int) -> int:
     return _mix_int((int(seed.reshape(())) + salt * _SALT) & _MASK32)
 
 
+def _step_keys(seed: torch.Tensor, salt: int) -> torch.Tensor | None:
+    """The int32 dither key of (``seed``, ``salt``) read from the step's table, or None where
+    ``seed`` is not the enclosing ``noise_seed`` block's (then ``dither`` computes it).
+
+    Eagerly on a GPU each key costs about 13 operations on a one-element tensor, and an 8-bit
+    ResNet-20 step draws noise at 112 call sites: the table computes every salt's key in those
+    13 operations once per step, and a call reads its own with one (the same 32 bits: the same
+    integer operations on a vector of salts). The seed is matched by its storage (a seed saved
+    for a backward comes back as another tensor object); the block holds it, so no other tensor
+    can share that storage while the block lasts."""
+    global _keys, _salts_seen
+    step = _step_seed
+    if (
+        step is None
+        or seed.device != step.device
+        or seed.numel() != 1
+        or seed.data_ptr() != step.data_ptr()
+    ):
+        return None
+    if _keys is None or salt >= _keys.numel():
+        _salts_seen = max(_salts_seen, salt + 1, 64)
+        salts = torch.arange(_salts_seen, device=seed.device, dtype=torch.int64)
+        salted = salts.mul_(_SALT).bitwise_and_(_MASK32)
+        salted = torch.where(salted >= 2**31, salted - 2**32, salted).to(torch.int32)
+        _keys = _mix_(salted.add_(step.reshape(()).to(torch.int32)), False)
+    return _keys[salt]
+
+
 def _signed32(h: int) -> int:
     """A 32-bit value as the signed int32 with the same bits."""
     return h - 2**32 if h >= 2**31 else h
@@ -164,8 +198,9 @@ def dither(
         # (about 4 % of an eager 8-bit ResNet-8 step at the claims' shape:
         # docs/notebook/2026-11-23-int8-measurements.md).
         key = _signed32(_cpu_key(seed, salt))
-    else:  # the same 32 bits as a signed int32 (the addition wraps)
-        key = _mix_(seed.to(torch.int32) + _signed32(salted), wide)
+    else:  # the same 32 bits as a signed int32 (the additions wrap)
+        table = None if rows or _vmapped else _step_keys(seed, salt)
+        key = _mix_(seed.to(torch.int32) + _signed32(salted), wide) if table is None else table
     # The key is added before the multiply: a constant times the index alone is folded by
     # inductor into the kernel's index arithmetic, int32 on a GPU, where Triton refuses products
     # of 2^31 or more (a per-sample view made it 8192 x _GOLDEN). Key-plus-index is a value.
