@@ -5,7 +5,7 @@ and print two measures of how its calls wander between lpdt's modules.
    ``RunConfig`` or one of its sections (by identity), in call order. Printed: the number of
    such calls and of the modules visited; the "turns back up" (a call from a module to one of a
    higher layer: the package layers ``LAYERS`` of tests/test_imports.py and, inside lpdt.engine,
-   its module order ``ENGINE``: launch > worker > loop > ... > device); the sequence of modules
+   its module order ``ENGINE_ORDER``: launch > worker > loop > ... > device); the sequence of modules
    (repeats collapsed), the "rises between successive modules" in it and the modules entered
    again.
 2. The node-state ping-pong: over all calls into lpdt functions (the called functions'
@@ -27,41 +27,18 @@ from types import FrameType
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))  # tests.test_imports, for its LAYERS
+sys.path.insert(0, str(REPO))  # the tests' layers, engine order and tiny run
 
-from tests.test_imports import LAYERS  # noqa: E402
+from tests.conftest import TINY  # noqa: E402
+from tests.test_imports import ENGINE_ORDER, LAYERS  # noqa: E402
 
 import lpdt.engine as engine  # noqa: E402
 from lpdt.config import load_config  # noqa: E402
 
 RANK = {p: i for i, ps in enumerate(LAYERS) for p in ps}
-# lpdt.engine's modules from the top down: kept in sync by hand with the order that
-# tests/test_imports.py::test_the_engine_imports_one_way pins (a local list there).
-ENGINE = [
-    "launch",
-    "worker",
-    "loop",
-    "console",
-    "faults",
-    "run",
-    "evaluation",
-    "schedule",
-    "rundir",
-    "checkpoint",
-    "batched",
-    "steps",
-    "sysmetrics",
-    "device",
-    "opcount",
-]
 PING, PONG = "lpdt.engine.run", "lpdt.decentral.state"  # measure 2's pair of modules
-OVERRIDES = [
-    "data.dataset=synthetic",
-    "model.name=tiny_cnn",
-    "device=cpu",
-    "threads=1",
-    "schedule.warmup_epochs=0",
-    "schedule.milestones=[]",
+OVERRIDES = [  # the suite's tiny run (tests/conftest.py), on 2 nodes for 2 iterations
+    *TINY,
     "topology.nodes=2",
     "train.epochs=1",
     "train.max_iters_per_epoch=2",
@@ -82,8 +59,8 @@ def level(mod: str) -> float | None:
         return None
     sub = 0.0
     if parts[1] == "engine":
-        if len(parts) > 2 and parts[2] in ENGINE:
-            sub = 1 - (ENGINE.index(parts[2]) + 1) / (len(ENGINE) + 1)
+        if len(parts) > 2 and parts[2] in ENGINE_ORDER:
+            sub = 1 - (ENGINE_ORDER.index(parts[2]) + 1) / (len(ENGINE_ORDER) + 1)
         else:
             sub = 1.0  # the package itself, above all its modules
     return base + sub
