@@ -43,7 +43,6 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch._dynamo.exc import TorchDynamoException
 
 from lpdt.decentral.state import NodeState
 from lpdt.engine.device import Log
@@ -220,6 +219,8 @@ class BatchedSteps:
         runs eagerly, the same arithmetic, and says so in one line; the buffers the forward may
         have updated (the running ranges, when the backward failed to compile) are put back
         first, so the eager step starts from the same state. Any other error is an error."""
+        from torch._dynamo.exc import TorchDynamoException  # imported by compiling anyway
+
         assert self._compiled is not None
         self.log("compiling the batched training step (torch.compile)")
         saved = [b.clone() for b in self.buffers.values()]

@@ -48,9 +48,6 @@ import time
 from collections.abc import Callable, Iterator
 
 import torch
-import torch._dynamo.config
-import torch._functorch.config  # not imported by ``import torch``; Steps sets a flag in it
-import torch._inductor.config
 import torch.nn.functional as F
 from torch import nn
 
@@ -133,6 +130,12 @@ def prepare_compile(mode: str, quantized: bool) -> dict:
     """Set torch's process-wide compiler flags that lpdt's compiled steps need, and return the
     keyword arguments of their ``torch.compile`` call. Each call counts one more compiled step
     of this process (the recompile limit: see below)."""
+    # Imported here, not at the top: ``torch._dynamo`` costs about 1 s of every process that
+    # imports the engine (2-core VM), and a process that trains eagerly never needs it.
+    import torch._dynamo.config
+    import torch._functorch.config  # not imported by ``import torch``
+    import torch._inductor.config
+
     # The 8-bit layers are custom autograd.Functions; AOTAutograd's on-disk cache skips graphs
     # holding one unless allowed, and then every process re-traces the joint graph (8-bit
     # ResNet-20: a warm compile of 20 s instead of 8 s). The cache key is computed from the
