@@ -86,15 +86,14 @@ plateau-check: setup
 ## PYTHONDONTWRITEBYTECODE is set, each of the suite's ~100 Python subprocesses would otherwise
 ## compile the lpdt modules it imports (about 0.2 s each). The eager quantiser kernel (built once
 ## per environment, about 15 s on one core) is built beside mypy, which leaves part of the second
-## core idle, instead of inside the first test that quantises. --dist loadgroup: the tests that
-## compile in the test process share one worker (tests/conftest.py, COMPILES)
+## core idle, instead of inside the first test that quantises
 test: setup
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/ruff format --check src tests benchmarks tools
 	$(BIN)/python -c 'from lpdt.layers.quant import kernel; kernel.load()' & build=$$!; \
 	  $(BIN)/mypy --num-workers auto; status=$$?; wait $$build; exit $$status
 	$(BIN)/python -m compileall -q -j 0 src >/dev/null
-	$(BIN)/pytest -q -n 2 --dist loadgroup --durations=15
+	$(BIN)/pytest -q -n 2 --durations=15
 
 ## test-slow: the slow tests only
 test-slow: setup

@@ -4,7 +4,6 @@
 tiny CNN, the CPU, one thread, a constant learning rate); each module adds its own sizes, nodes
 and algorithm. ``tiny_config``: a fixture that loads such a config (``tiny_config("seed=3")``).
 Fake run records for the report and tracking tests: ``tests/fake_records.py``.
-``COMPILES``: the mark of the modules whose tests compile in the test process (see below).
 """
 
 from __future__ import annotations
@@ -14,13 +13,6 @@ from collections.abc import Callable
 import pytest
 
 from lpdt.config import RunConfig, load_config
-
-# The modules whose tests torch.compile in the test process run on one xdist worker (`make test`
-# passes --dist loadgroup): one process pays inductor's first-compile start-up and its compile
-# workers, and two cold compiles never fight over the two cores. With an empty inductor cache
-# on the 2-core VM (2026-11-28) these modules plus tests/models, tests/cost and tests/report took
-# 251-256 s spread over both workers and 198-206 s grouped, three runs each.
-COMPILES = pytest.mark.xdist_group("compile")
 
 TINY = [
     "data.dataset=synthetic",

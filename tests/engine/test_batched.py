@@ -11,10 +11,7 @@ from lpdt.decentral.state import NodeState
 from lpdt.decentral.streams import NodeStreams
 from lpdt.engine.batched import BatchedSteps, BatchNodesError
 from lpdt.engine.steps import Steps
-from tests.conftest import COMPILES
 from tests.engine.test_steps import tiny_model
-
-pytestmark = COMPILES  # compiles in the test process: one xdist worker (tests/conftest.py)
 
 NODES, BATCH, PX = 3, 8, 16
 

@@ -18,10 +18,7 @@ from lpdt.engine.batched import BatchedSteps
 from lpdt.engine.opcount import OpCounter, count_ops
 from lpdt.engine.steps import Steps
 from lpdt.layers.quant import kernel
-from tests.conftest import COMPILES
 from tests.engine.test_batched import NODES, node_batches, state_pair
-
-pytestmark = COMPILES  # compiles in the test process: one xdist worker (tests/conftest.py)
 
 
 @pytest.fixture

@@ -15,9 +15,6 @@ from lpdt.engine.steps import MIN_TORCH_COMPILED_INT8, Steps, torch_version
 from lpdt.layers import Add
 from lpdt.layers.norms import EvoNormS0
 from lpdt.layers.quant import convert_to_int8
-from tests.conftest import COMPILES
-
-pytestmark = COMPILES  # compiles in the test process: one xdist worker (tests/conftest.py)
 
 
 class TinyRes(nn.Module):

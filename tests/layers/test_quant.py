@@ -24,9 +24,6 @@ from lpdt.layers.quant import (
     quantize,
 )
 from lpdt.models import make_model
-from tests.conftest import COMPILES
-
-pytestmark = COMPILES  # compiles in the test process: one xdist worker (tests/conftest.py)
 
 
 def _t(v: float) -> torch.Tensor:
