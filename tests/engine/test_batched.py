@@ -158,12 +158,7 @@ def test_a_model_with_dropout_is_refused_in_one_line():
 
 @pytest.mark.parametrize(
     ("precision", "deterministic"),
-    [
-        # slow (28 s of compiling with an empty inductor cache): the 8-bit case below compiles
-        # the same vmap of the same layers with the quantisers around them
-        pytest.param("fp32", True, marks=pytest.mark.slow),
-        ("int8", False),  # the paper's recipe, 8-bit gradients
-    ],
+    [("fp32", True), ("int8", False)],  # int8: the paper's recipe, 8-bit gradients
 )
 def test_compiled_batched_step_equals_the_sequential_steps(precision, deterministic):
     """The compiled batched step (one graph for all nodes, what CUDA graphs replay) computes what

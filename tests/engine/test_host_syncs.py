@@ -42,16 +42,9 @@ def _batched_step(steps: BatchedSteps, x, y) -> None:
 
 # Every precision, node by node and batched, eager and compiled, but the compiled 8-bit node
 # step: a 60 s compile, whose graph tests/engine/test_batched.py checks has no break (a host read
-# would be one), and which the batched case here covers. The compiled fp32 steps are slow tests
-# (24 s of compiling with an empty inductor cache): their eager cases run the same Python code,
-# and test_batched.py checks that both fp32 steps trace to one graph without a break.
+# would be one), and which the batched case here covers.
 CASES = [
-    pytest.param(
-        precision,
-        batched,
-        compile,
-        marks=[pytest.mark.slow] if compile and precision == "fp32" else [],
-    )
+    (precision, batched, compile)
     for precision in ("fp32", "int8")
     for batched in (False, True)
     for compile in (False, True)

@@ -197,14 +197,13 @@ def test_every_model_of_a_process_compiles():
     """All Steps compile the same function, so their graphs share dynamo's recompile limit: each
     compiled Steps raises it, or the model past the limit (the ninth, by default) would run
     eagerly while the log said it compiled. Here the limit starts at 1 and two models of new
-    shapes must each add a graph. (A linear model: what is counted is graphs, not layers, and
-    TinyRes's two compiles took 17 s with an empty inductor cache.)"""
+    shapes must each add a graph."""
     from torch._dynamo.utils import counters
 
     with torch._dynamo.config.patch(recompile_limit=1):  # restored afterwards
         for size in (8, 12):  # other input sizes than the other tests': new graphs
             torch.manual_seed(0)
-            model = nn.Sequential(nn.Flatten(), nn.Linear(3 * size * size, 10))
+            model = TinyRes()
             steps = Steps(model, compile=True, log=lambda m: None)
             before = counters["stats"]["unique_graphs"]
             steps.train_step(model, torch.randn(4, 3, size, size), torch.randint(0, 10, (4,)))
