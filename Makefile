@@ -84,14 +84,11 @@ plateau-check: setup
 ## tests are listed at the end (--durations), so what makes the suite slow is on record in every
 ## CI log. src/ is byte-compiled first (0.2 s), as the environment is at install: where
 ## PYTHONDONTWRITEBYTECODE is set, each of the suite's ~100 Python subprocesses would otherwise
-## compile the lpdt modules it imports (about 0.2 s each). The eager quantiser kernel (built once
-## per environment, about 15 s on one core) is built beside mypy, which leaves part of the second
-## core idle, instead of inside the first test that quantises
+## compile the lpdt modules it imports (about 0.2 s each)
 test: setup
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/ruff format --check src tests benchmarks tools
-	$(BIN)/python -c 'from lpdt.layers.quant import kernel; kernel.load()' & build=$$!; \
-	  $(BIN)/mypy --num-workers auto; status=$$?; wait $$build; exit $$status
+	$(BIN)/mypy --num-workers auto
 	$(BIN)/python -m compileall -q -j 0 src >/dev/null
 	$(BIN)/pytest -q -n 2 --durations=15
 

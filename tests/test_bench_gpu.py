@@ -61,7 +61,8 @@ def _alive(pid: int) -> bool:
 def test_steps_and_jobs_tables(tmp_path: Path) -> None:
     """Every variant of both precisions gives a row with every column (uncompiled here: a CPU
     compile of each would take minutes); the batched step's gradients equal eager's; k = 1 and 2
-    jobs of each precision run, batched."""
+    8-bit jobs run, batched (fp32's jobs run the same code with the other precision; both
+    precisions' jobs took 15 s of this test's 24 s in the default suite)."""
     out = tmp_path / "out"
     r = _run(
         *TINY,
@@ -75,7 +76,7 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
         "--jobs",
         "1,2",
         "--job-precisions",
-        "fp32,int8",
+        "int8",
         "--job-seconds",
         "0.5",
         *TINY_JOB,
@@ -105,12 +106,7 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
         assert ops[(p, "eager")] > 2 * 20
     assert ops[("int8", "eager")] > 3 * ops[("fp32", "eager")]  # the quantisers' operations
     jobs = _rows(out / "jobs.tsv")
-    assert [(j["precision"], j["k"]) for j in jobs] == [
-        ("fp32", "1"),
-        ("fp32", "2"),
-        ("int8", "1"),
-        ("int8", "2"),
-    ]
+    assert [(j["precision"], j["k"]) for j in jobs] == [("int8", "1"), ("int8", "2")]
     cores = os.cpu_count() or 1
     for j in jobs:
         assert j["note"].startswith("ok; longest iteration "), j  # eager: nothing compiled
@@ -119,9 +115,9 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
         assert float(j["img_s_job_min"]) <= float(j["img_s_job_max"]), j
         assert int(j["threads"]) == max(1, cores // int(j["k"])), j
         assert float(j["warm_s"]) > 0 and j["job_kernels"] == "0", j  # eager jobs compile nothing
-    assert [j["vs_k1"] for j in jobs if j["k"] == "1"] == ["1", "1"]
+    assert [j["vs_k1"] for j in jobs if j["k"] == "1"] == ["1"]
     logs = sorted(p.name for p in (out / "job-logs").iterdir())
-    assert logs == ["fp32-0.log", "fp32-1.log", "int8-0.log", "int8-1.log"]
+    assert logs == ["int8-0.log", "int8-1.log"]
     assert "worker 1: go, k=2" in (out / "job-logs" / "int8-1.log").read_text()
     assert "worker 1: go, k=1" not in (out / "job-logs" / "int8-1.log").read_text()
     assert "kernels compiled in the window: 0" in (out / "job-logs" / "int8-1.log").read_text()
