@@ -361,6 +361,25 @@ def test_light_modules_import_no_torch():
     assert r.stdout.strip() == "[]", r.stdout[:2000]
 
 
+def test_an_eager_run_imports_no_compiler(tmp_path):
+    """A process that trains eagerly (an 8-bit tiny run through ``lpdt train``) never imports
+    ``torch._dynamo``: it costs about 1.4 s of start-up (2-core VM) in every such process, and
+    the engine imports the compiler's modules only where a step compiles."""
+    from tests.conftest import TINY
+
+    sets = [a for o in [*TINY, "train.epochs=1", "precision.mode=int8"] for a in ("--set", o)]
+    code = (
+        "import sys; from lpdt.cli import main; "
+        f"rc = main(['train', *{sets!r}, '--out', {str(tmp_path / 'run')!r}]); "
+        "print(rc, sorted(m for m in sys.modules if m.startswith(('torch._dynamo', 'torch._inductor'))))"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().splitlines()[-1] == "0 []", r.stdout[-2000:]
+
+
 def test_the_architecture_page_shows_the_layers_the_test_pins():
     """docs/architecture.md, *Package layers*: the same packages in the same layers as ``LAYERS``."""
     import re
