@@ -415,6 +415,46 @@ def test_dither_eager_equals_compiled_and_fuses_into_the_rounding_kernel():
     assert not any(op in code for op in ("randint", "rand_like", "inductor_lookup_seed", "philox"))
 
 
+@pytest.mark.filterwarnings("ignore:dynamo_pgo force disabled")
+def test_compiled_noise_is_one_lowered_operator_per_node_and_by_rows(monkeypatch):
+    """Compiled, the noise is the operator ``lpdt::dither_hash``, lowered by inductor into the
+    kernel that reads it (the generated code never calls the operator) and equal to the eager
+    bits in the batched step's two forms: under ``torch.func.vmap`` (the activations; the
+    operator's vmap rule, the node axis leading or not) and by rows (the node-stacked
+    gradients). ``opcheck`` checks its schema, fake and AOT registrations."""
+    from torch._inductor.utils import run_and_get_code
+
+    from lpdt.layers.quant import kernel
+    from lpdt.layers.quant.noise_hash import dither_hash
+    from lpdt.layers.quant.quantizers import dither, vmapped
+
+    monkeypatch.setenv(kernel.ENV, "0")  # the tensor path a GPU takes, for the eager reference
+    x = torch.randn(3, 4, 5, 6, generator=torch.Generator().manual_seed(0))
+    seeds = torch.tensor([11, 2**31 - 1, 0])
+    own = torch.stack([dither(x[k], seeds[k : k + 1], 9) for k in range(3)])
+
+    def per_node(t: torch.Tensor, s: torch.Tensor, dim: int) -> torch.Tensor:
+        with vmapped():
+            return torch.func.vmap(lambda a, b: dither(a, b, 9), in_dims=(dim, 0))(t, s)
+
+    for dim, t in ((0, x), (1, x.movedim(0, 1).contiguous())):
+        assert torch.equal(per_node(t, seeds, dim), own)
+        compiled = torch.compile(per_node, dynamic=False, fullgraph=True)
+        # Code generated now, not read from a cache (which keeps a lowering's code after the
+        # lowering is gone).
+        with torch._inductor.config.patch(force_disable_caches=True):
+            out, codes = run_and_get_code(compiled, t, seeds, dim)
+        assert torch.equal(out, own), dim
+        code = "\n".join(codes)
+        assert "ops.lpdt.dither_hash" not in code and code.count("async_compile.cpp") == 1
+        assert "dither_hash" in code  # the fused kernel is named after the operators it holds
+    by_rows = torch.compile(lambda t, s: dither(t, s, 9, rows=True), dynamic=False)
+    assert torch.equal(by_rows(x, seeds), own)
+    for seed in (seeds, seeds[0].reshape(())):
+        result = torch.library.opcheck(dither_hash, (seed, [2, 3], 5))
+        assert set(result.values()) == {"SUCCESS"}, result
+
+
 def test_compiled_activation_quantiser_is_computed_once_per_element():
     """A quantised activation is stored once in the compiled graph (``functions.stored``): the
     noise hash appears once in Range-EvoNorm's compiled forward instead of again inside its

@@ -5,10 +5,11 @@ allocation per step) and reductions so that ``torch.compile`` fuses each call in
 kernels (one reduction for the range, one pass for subtract / divide / noise / clamp / round /
 rescale).
 
-Rounding noise (``dither``) is a counter-based hash of (seed, salt, element index) written in
-plain integer tensor ops (a 32-bit hash: int32 eagerly, int64 with masks when compiled): eager
-and compiled code compute the same bits, and a compiled graph computes it inside the fused
-rounding kernel (no random-number kernel, no extra pass). Eagerly on the CPU, ``quantize`` runs
+Rounding noise (``dither``) is a counter-based hash of (seed, salt, element index)
+(``lpdt.layers.quant.noise_hash``: integer tensor operations eagerly, one operator that inductor
+lowers to one expression when compiled): eager and compiled code compute the same bits, and a
+compiled graph computes it inside the fused rounding kernel (no random-number kernel, no extra
+pass). Eagerly on the CPU, ``quantize`` runs
 the same arithmetic as one C++ loop instead (``lpdt.layers.quant.kernel``; the same bits).
 The seed is an int64 tensor: the training step's (``noise_seed``: ``lpdt.engine.steps`` draws one per
 node step from torch's generator, outside any compiled graph, so eager and compiled steps draw
@@ -25,16 +26,17 @@ from types import ModuleType
 import torch
 
 from lpdt.layers.quant import kernel
+from lpdt.layers.quant.noise_hash import (
+    MASK32,
+    SALT,
+    dither_hash,
+    index_hash,
+    key_int,
+    mix_,
+    salted,
+    signed32,
+)
 from lpdt.layers.quant.spec import MIN_STEP
-
-# Multipliers of the 32-bit hash (Wellons' "lowbias32"; 2^32 minus the golden-ratio constant
-# 0x9E3779B9), all below 2^31: int64 products of 32-bit values never overflow, and each fits an
-# int32 scalar.
-_GOLDEN = 0x61C88647
-_M1 = 0x21F0AAAD
-_M2 = 0x735A2D97
-_SALT = 0x632BE5AB  # spreads the salts over the 32-bit key space
-_MASK32 = 0xFFFFFFFF
 
 _step_seed: torch.Tensor | None = None
 # The dither keys of the enclosing ``noise_seed`` block's seed, one per salt (``_step_keys``),
@@ -87,33 +89,6 @@ def draw_seed(device: torch.device | str = "cpu") -> torch.Tensor:
     return torch.randint(0, 2**31, (1,), device=device)
 
 
-def _mix_(h: torch.Tensor, wide: bool) -> torch.Tensor:
-    """Wellons' lowbias32 finaliser on 32-bit values, **in place** (``h`` must be a fresh tensor).
-
-    ``wide``: ``h`` is int64 holding values below 2^32, and each product is masked back to 32
-    bits; otherwise ``h`` is int32 and products wrap by themselves (the shifts are masked to be
-    logical on the signed type). Both give the same 32 bits. In place, and eagerly with one
-    scratch tensor for the three shifts, because each allocation of a tensor the size of the
-    activation costs page faults (allocation-bound eagerly: 2-4x slower out of place)."""
-    scratch = None if wide or _vmapped else torch.empty_like(h)  # vmap refuses out= tensors
-    for shift, multiplier in ((16, _M1), (15, _M2), (15, None)):
-        if wide:
-            h.bitwise_xor_(h.bitwise_right_shift(shift))
-        else:
-            shifted = torch.bitwise_right_shift(h, shift, out=scratch)
-            h.bitwise_xor_(shifted.bitwise_and_(2 ** (32 - shift) - 1))
-        if multiplier is not None:
-            _low32_(h.mul_(multiplier), wide)
-    return h
-
-
-def _mix_int(h: int) -> int:
-    """``_mix_`` on one 32-bit value in Python integers (the same bits)."""
-    h = ((h ^ (h >> 16)) * _M1) & _MASK32
-    h = ((h ^ (h >> 15)) * _M2) & _MASK32
-    return h ^ (h >> 15)
-
-
 def _cpu_fast_path(seed: torch.Tensor) -> bool:
     """Whether ``dither`` may read its seed as a Python integer: a seed on the CPU (no device
     synchronisation there), not under vmap, and the CPU fast paths on (``LPDT_QUANT_KERNEL``
@@ -123,7 +98,7 @@ def _cpu_fast_path(seed: torch.Tensor) -> bool:
 
 def _cpu_key(seed: torch.Tensor, salt: int) -> int:
     """The dither's 32-bit key of (seed, salt) in Python integers, for a seed on the CPU."""
-    return _mix_int((int(seed.reshape(())) + salt * _SALT) & _MASK32)
+    return key_int(int(seed.reshape(())), salt)
 
 
 def _step_keys(seed: torch.Tensor, salt: int) -> torch.Tensor | None:
@@ -148,20 +123,10 @@ def _step_keys(seed: torch.Tensor, salt: int) -> torch.Tensor | None:
     if _keys is None or salt >= _keys.numel():
         _salts_seen = max(_salts_seen, salt + 1, 64)
         salts = torch.arange(_salts_seen, device=seed.device, dtype=torch.int64)
-        salted = salts.mul_(_SALT).bitwise_and_(_MASK32)
-        salted = torch.where(salted >= 2**31, salted - 2**32, salted).to(torch.int32)
-        _keys = _mix_(salted.add_(step.reshape(()).to(torch.int32)), False)
+        offsets = salts.mul_(SALT).bitwise_and_(MASK32)
+        offsets = torch.where(offsets >= 2**31, offsets - 2**32, offsets).to(torch.int32)
+        _keys = mix_(offsets.add_(step.reshape(()).to(torch.int32)), False)
     return _keys[salt]
-
-
-def _signed32(h: int) -> int:
-    """A 32-bit value as the signed int32 with the same bits."""
-    return h - 2**32 if h >= 2**31 else h
-
-
-def _low32_(h: torch.Tensor, wide: bool) -> torch.Tensor:
-    """``h`` reduced to its low 32 bits in place: a mask in int64, nothing in int32 (it wraps)."""
-    return h.bitwise_and_(_MASK32) if wide else h
 
 
 def dither(
@@ -176,41 +141,42 @@ def dither(
 
     Unbiased to within 2^-17 of a quantisation step (as fine as fp32 itself near 255).
 
-    The same bits two ways: eagerly in int32 (products wrap; 2-7x faster per operation than
-    int64 on this CPU), and inside a compiled graph in int64 with masks, because inductor 2.14's
-    vectorised CPU code for wrapping int32 products corrupted the heap in a fused backward
-    kernel. ``tests/layers/test_quant.py`` checks both against the hash in Python integers.
+    The same bits three ways (``noise_hash``): eagerly in int32 (products wrap; 2-7x faster per
+    operation than int64 on this CPU); inside a compiled graph as the operator
+    ``lpdt::dither_hash``, which inductor lowers to one int64 expression with masks (inductor
+    2.14's vectorised CPU code for wrapping int32 products corrupted the heap in a fused
+    backward kernel), and whose vmap rule serves the batched step; eagerly on the CPU, the key
+    in Python integers. ``tests/layers/test_quant.py`` checks each against the hash in Python
+    integers.
     """
     count = x[0].numel() if rows else x.numel()  # elements counted per key
     if count >= 2**31:
         raise ValueError(f"dither: {count} elements; the 32-bit counter holds at most 2^31")
     if seed is None:
         seed = draw_seed(x.device)
-    wide = torch.compiler.is_compiling()
-    salted = (salt * _SALT) & _MASK32
-    seed = seed.reshape(-1, 1) if rows else seed.reshape(())
-    key: torch.Tensor | int
-    if wide:
-        key = _mix_(_low32_(seed.to(torch.int64) + salted, wide), wide)
-    elif not rows and _cpu_fast_path(seed):
-        # Eagerly on the CPU, the key in Python integers: reading the seed costs no device
-        # synchronisation there, and it saves ten one-element tensor operations per call
-        # (about 4 % of an eager 8-bit ResNet-8 step at the claims' shape:
-        # docs/notebook/2026-11-23-int8-measurements.md).
-        key = _signed32(_cpu_key(seed, salt))
-    else:  # the same 32 bits as a signed int32 (the additions wrap)
-        table = None if rows or _vmapped else _step_keys(seed, salt)
-        key = _mix_(seed.to(torch.int32) + _signed32(salted), wide) if table is None else table
-    # The key is added before the multiply: a constant times the index alone is folded by
-    # inductor into the kernel's index arithmetic, int32 on a GPU, where Triton refuses products
-    # of 2^31 or more (a per-sample view made it 8192 x _GOLDEN). Key-plus-index is a value.
-    h = torch.arange(count, device=x.device, dtype=torch.int64 if wide else torch.int32)
-    # Under vmap the key is per node and h is not; with rows, the key is a column: a new tensor.
-    h = h + key if _vmapped or rows else h.add_(key)
-    h = _low32_(_low32_(h, wide).mul_(_GOLDEN), wide)
-    h = _mix_(h, wide).bitwise_right_shift_(16)
-    u = (h if wide else h.bitwise_and_(0xFFFF)).to(x.dtype)
-    return u.add_(0.5).mul_(2.0**-16).sub_(0.5).view(x.shape)
+    h: torch.Tensor
+    if torch.compiler.is_compiling():
+        blocks = seed.reshape(-1) if rows else seed.reshape(())
+        h = dither_hash(blocks.to(x.device), x.shape[1:] if rows else x.shape, salt)
+    else:
+        key: torch.Tensor | int
+        if not rows and _cpu_fast_path(seed):
+            # Eagerly on the CPU, the key in Python integers: reading the seed costs no device
+            # synchronisation there, and it saves ten one-element tensor operations per call
+            # (about 4 % of an eager 8-bit ResNet-8 step at the claims' shape:
+            # docs/notebook/2026-11-23-int8-measurements.md).
+            key = signed32(_cpu_key(seed, salt))
+        else:  # the same 32 bits as a signed int32 (the additions wrap)
+            seed = seed.reshape(-1, 1) if rows else seed.reshape(())
+            table = None if rows or _vmapped else _step_keys(seed, salt)
+            if table is None:
+                key = mix_(seed.to(torch.int32) + signed32(salted(salt)), False, not _vmapped)
+            else:
+                key = table
+        # Under vmap the key is per node and the indices are not; with rows, the key is a
+        # column: a new tensor.
+        h = index_hash(count, key, x.device, False, _vmapped or rows, not _vmapped)
+    return h.to(x.dtype).add_(0.5).mul_(2.0**-16).sub_(0.5).view(x.shape)
 
 
 def quantize(
