@@ -415,22 +415,21 @@ def test_dither_eager_equals_compiled_and_fuses_into_the_rounding_kernel():
     assert not any(op in code for op in ("randint", "rand_like", "inductor_lookup_seed", "philox"))
 
 
-@pytest.mark.filterwarnings("ignore:dynamo_pgo force disabled")
-def test_compiled_noise_is_one_lowered_operator_per_node_and_by_rows(monkeypatch):
-    """Compiled, the noise is the operator ``lpdt::dither_hash``, lowered by inductor into the
-    kernel that reads it (the generated code never calls the operator) and equal to the eager
-    bits in the batched step's two forms: under ``torch.func.vmap`` (the activations; the
-    operator's vmap rule, the node axis leading or not) and by rows (the node-stacked
-    gradients). ``opcheck`` checks its schema, fake and AOT registrations."""
+def check_lowered_noise(device: torch.device) -> None:
+    """Compiled on ``device``, the noise is the operator ``lpdt::dither_hash``, lowered by
+    inductor into the kernel that reads it (the generated code never calls the operator: one
+    kernel) and equal to the eager bits in the batched step's two forms: under
+    ``torch.func.vmap`` (the activations; the operator's vmap rule, the node axis leading or
+    not) and by rows (the node-stacked gradients). Eagerly the tensor path a GPU takes
+    (``LPDT_QUANT_KERNEL=0``, set by the caller). Also ``tests/test_cuda.py``'s, on CUDA."""
+    import re
+
     from torch._inductor.utils import run_and_get_code
 
-    from lpdt.layers.quant import kernel
-    from lpdt.layers.quant.noise_hash import dither_hash
     from lpdt.layers.quant.quantizers import dither, vmapped
 
-    monkeypatch.setenv(kernel.ENV, "0")  # the tensor path a GPU takes, for the eager reference
-    x = torch.randn(3, 4, 5, 6, generator=torch.Generator().manual_seed(0))
-    seeds = torch.tensor([11, 2**31 - 1, 0])
+    x = torch.randn(3, 4, 5, 6, generator=torch.Generator().manual_seed(0)).to(device)
+    seeds = torch.tensor([11, 2**31 - 1, 0], device=device)
     own = torch.stack([dither(x[k], seeds[k : k + 1], 9) for k in range(3)])
 
     def per_node(t: torch.Tensor, s: torch.Tensor, dim: int) -> torch.Tensor:
@@ -446,10 +445,23 @@ def test_compiled_noise_is_one_lowered_operator_per_node_and_by_rows(monkeypatch
             out, codes = run_and_get_code(compiled, t, seeds, dim)
         assert torch.equal(out, own), dim
         code = "\n".join(codes)
-        assert "ops.lpdt.dither_hash" not in code and code.count("async_compile.cpp") == 1
+        kernels = re.findall(r"= async_compile\.(?:cpp_pybinding|cpp|triton)\(", code)
+        assert "ops.lpdt.dither_hash" not in code and len(kernels) == 1, kernels
         assert "dither_hash" in code  # the fused kernel is named after the operators it holds
     by_rows = torch.compile(lambda t, s: dither(t, s, 9, rows=True), dynamic=False)
     assert torch.equal(by_rows(x, seeds), own)
+
+
+@pytest.mark.filterwarnings("ignore:dynamo_pgo force disabled")
+def test_compiled_noise_is_one_lowered_operator_per_node_and_by_rows(monkeypatch):
+    """``check_lowered_noise`` on the CPU; ``opcheck`` checks the operator's schema, fake and AOT
+    registrations."""
+    from lpdt.layers.quant import kernel
+    from lpdt.layers.quant.noise_hash import dither_hash
+
+    monkeypatch.setenv(kernel.ENV, "0")
+    check_lowered_noise(torch.device("cpu"))
+    seeds = torch.tensor([11, 2**31 - 1, 0])
     for seed in (seeds, seeds[0].reshape(())):
         result = torch.library.opcheck(dither_hash, (seed, [2, 3], 5))
         assert set(result.values()) == {"SUCCESS"}, result
