@@ -28,7 +28,7 @@ from tests.distributed.test_equivalence import BASE as EQUIVALENCE_BASE
 from tests.distributed.worker import node_state, train_briefly
 from tests.engine.test_loop import BASE as TRAIN_BASE
 from tests.engine.test_steps import relative_difference
-from tests.layers.test_quant import check_lowered_noise
+from tests.layers.test_quant import check_lowered_quantisers
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)"
@@ -228,11 +228,11 @@ def test_stochastic_rounding_on_cuda_is_unbiased_and_on_the_grid(compiled):
 
 @NEEDS_COMPILED_INT8
 @pytest.mark.filterwarnings("ignore:dynamo_pgo force disabled")
-def test_compiled_noise_is_one_lowered_operator_on_cuda():
-    """The rounding noise's inductor lowering (``lpdt.layers.quant.noise_hash``) in Triton: one
-    kernel, the operator never called, the eager bits under vmap and by rows (checked on the
-    CPU in the default suite; the lowering is a private inductor API)."""
-    check_lowered_noise(CUDA)
+def test_compiled_quantisers_are_lowered_operators_on_cuda():
+    """The quantisers' inductor lowerings (``lpdt.layers.quant.lowering``) in Triton: the
+    operators never called, the eager bits under vmap and by rows (checked on the CPU in the
+    default suite; the lowerings use a private inductor API)."""
+    check_lowered_quantisers(CUDA)
 
 
 # tests/distributed/test_equivalence.py's cases, on the GPU, 4 nodes

@@ -10,7 +10,7 @@
 #   tools/gpu_check.sh bench_large  # VGG-11 x 16 at 32 px, ResNet-18 x 8 at 64 px
 #   tools/gpu_check.sh epochs     # 2 epochs of the Table 3 ResNet-20 cell at paper scale
 #   tools/gpu_check.sh bench_gpu  # benchmarks/bench_gpu.py's default call (steps and k jobs)
-#   tools/gpu_check.sh tests_8bit # the compiled 8-bit CUDA tests of tests/test_cuda.py and the lowered noise
+#   tools/gpu_check.sh tests_8bit # the compiled 8-bit CUDA tests of tests/test_cuda.py and the lowered quantisers
 #   tools/gpu_check.sh models     # eager steps of VGG-11, ResNet-18 (64 px), ResNet-54
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -90,7 +90,7 @@ stage_bench_gpu() {
 stage_tests_8bit() {
   timeout "${TESTS_TIMEOUT:-300}" $PY -m pytest -q -p no:cacheprovider \
     tests/test_cuda.py -rs --durations 8 \
-    -k "lowered_operator or (equals_eager and int8) or batched_8bit or unless_told or (learns_like and int8)" 2>&1 \
+    -k "lowered_operators or (equals_eager and int8) or batched_8bit or unless_told or (learns_like and int8)" 2>&1 \
     | tee "$LOG_DIR/test_cuda_8bit.log" | tail -25
 }
 

@@ -415,55 +415,83 @@ def test_dither_eager_equals_compiled_and_fuses_into_the_rounding_kernel():
     assert not any(op in code for op in ("randint", "rand_like", "inductor_lookup_seed", "philox"))
 
 
-def check_lowered_noise(device: torch.device) -> None:
-    """Compiled on ``device``, the noise is the operator ``lpdt::dither_hash``, lowered by
-    inductor into the kernel that reads it (the generated code never calls the operator: one
-    kernel) and equal to the eager bits in the batched step's two forms: under
-    ``torch.func.vmap`` (the activations; the operator's vmap rule, the node axis leading or
-    not) and by rows (the node-stacked gradients). Eagerly the tensor path a GPU takes
-    (``LPDT_QUANT_KERNEL=0``, set by the caller). Also ``tests/test_cuda.py``'s, on CUDA."""
+def check_lowered_quantisers(device: torch.device) -> None:
+    """Compiled on ``device``, the noise and the rounding are the operators ``lpdt::dither_hash``
+    and ``lpdt::quantize_levels``, lowered by inductor into the kernels that read them (the
+    generated code never calls them) and equal to the eager bits in the batched step's two
+    forms: under ``torch.func.vmap`` (the activations, per-node ranges; the operators' vmap
+    rules, the node axis leading or not) and by rows (the node-stacked gradients). Eagerly the
+    tensor path a GPU takes (``LPDT_QUANT_KERNEL=0``, set by the caller). Also
+    ``tests/test_cuda.py``'s, on CUDA."""
     import re
 
     from torch._inductor.utils import run_and_get_code
 
-    from lpdt.layers.quant.quantizers import dither, vmapped
+    from lpdt.layers.quant.quantizers import dither, quantize_minmax_nodes, vmapped
 
-    x = torch.randn(3, 4, 5, 6, generator=torch.Generator().manual_seed(0)).to(device)
+    gen = torch.Generator().manual_seed(0)
+    x = (
+        torch.randn(3, 4, 5, 6, generator=gen) * torch.tensor([1.0, 10.0, 0.1])[:, None, None, None]
+    ).to(device)
     seeds = torch.tensor([11, 2**31 - 1, 0], device=device)
-    own = torch.stack([dither(x[k], seeds[k : k + 1], 9) for k in range(3)])
 
-    def per_node(t: torch.Tensor, s: torch.Tensor, dim: int) -> torch.Tensor:
+    def noise(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        return dither(a, s, 9)
+
+    def rounding(a: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        lo, hi = a.amin().reshape(1), a.amax().reshape(1)
+        return quantize(a, lo, hi, 8, True, s, 9) + quantize(a, lo, hi, 4, False)
+
+    def per_node(fn, t: torch.Tensor, s: torch.Tensor, dim: int) -> torch.Tensor:
         with vmapped():
-            return torch.func.vmap(lambda a, b: dither(a, b, 9), in_dims=(dim, 0))(t, s)
+            return torch.func.vmap(fn, in_dims=(dim, 0))(t, s)
 
-    for dim, t in ((0, x), (1, x.movedim(0, 1).contiguous())):
-        assert torch.equal(per_node(t, seeds, dim), own)
-        compiled = torch.compile(per_node, dynamic=False, fullgraph=True)
-        # Code generated now, not read from a cache (which keeps a lowering's code after the
-        # lowering is gone).
-        with torch._inductor.config.patch(force_disable_caches=True):
-            out, codes = run_and_get_code(compiled, t, seeds, dim)
-        assert torch.equal(out, own), dim
-        code = "\n".join(codes)
-        kernels = re.findall(r"= async_compile\.(?:cpp_pybinding|cpp|triton)\(", code)
-        assert "ops.lpdt.dither_hash" not in code and len(kernels) == 1, kernels
-        assert "dither_hash" in code  # the fused kernel is named after the operators it holds
+    for fn in (noise, rounding):
+        own = torch.stack([fn(x[k], seeds[k : k + 1]) for k in range(3)])
+        for dim, t in ((0, x), (1, x.movedim(0, 1).contiguous())):
+            assert torch.equal(per_node(fn, t, seeds, dim), own)
+            compiled = torch.compile(per_node, dynamic=False, fullgraph=True)
+            # Code generated now, not read from a cache (which keeps a lowering's code after
+            # the lowering is gone).
+            with torch._inductor.config.patch(force_disable_caches=True):
+                out, codes = run_and_get_code(compiled, fn, t, seeds, dim)
+            assert torch.equal(out, own), (fn.__name__, dim)
+            code = "\n".join(codes)
+            assert "ops.lpdt." not in code, "an operator called, not lowered"
+            # the fused kernel is named after the operators in it
+            assert ("dither_hash" if fn is noise else "quantize_levels") in code
+            if fn is noise:
+                kernels = re.findall(r"= async_compile\.(?:cpp_pybinding|cpp|triton)\(", code)
+                assert len(kernels) == 1, kernels
     by_rows = torch.compile(lambda t, s: dither(t, s, 9, rows=True), dynamic=False)
-    assert torch.equal(by_rows(x, seeds), own)
+    assert torch.equal(
+        by_rows(x, seeds), torch.stack([noise(x[k], seeds[k : k + 1]) for k in range(3)])
+    )
+    nodes = torch.compile(lambda t, s: quantize_minmax_nodes(t, 8, s, 9), dynamic=False)
+    assert torch.equal(nodes(x, seeds), quantize_minmax_nodes(x, 8, seeds, 9))
 
 
 @pytest.mark.filterwarnings("ignore:dynamo_pgo force disabled")
-def test_compiled_noise_is_one_lowered_operator_per_node_and_by_rows(monkeypatch):
-    """``check_lowered_noise`` on the CPU; ``opcheck`` checks the operator's schema, fake and AOT
-    registrations."""
+def test_compiled_quantisers_are_lowered_operators_per_node_and_by_rows(monkeypatch):
+    """``check_lowered_quantisers`` on the CPU; ``opcheck`` checks the operators' schemas, fake
+    and AOT registrations."""
     from lpdt.layers.quant import kernel
-    from lpdt.layers.quant.noise_hash import dither_hash
+    from lpdt.layers.quant.operators import dither_hash, quantize_levels
 
     monkeypatch.setenv(kernel.ENV, "0")
-    check_lowered_noise(torch.device("cpu"))
+    check_lowered_quantisers(torch.device("cpu"))
     seeds = torch.tensor([11, 2**31 - 1, 0])
-    for seed in (seeds, seeds[0].reshape(())):
-        result = torch.library.opcheck(dither_hash, (seed, [2, 3], 5))
+    x = torch.randn(3, 2, 3)
+    lo, hi = x.amin().expand(x.shape), x.amax().expand(x.shape)
+    cases = [
+        (dither_hash, (seeds, [2, 3], 5)),
+        (dither_hash, (seeds[0].reshape(()), [2, 3], 5)),
+        (quantize_levels, (x, lo, hi, seeds, 255.0, 5)),
+        (quantize_levels, (x, lo, hi, seeds[0].reshape(()), 15.0, 5)),
+        (quantize_levels, (x, lo, hi, None, 255.0, 0)),
+    ]
+    for op, args in cases:
+        result = torch.library.opcheck(op, args)
         assert set(result.values()) == {"SUCCESS"}, result
 
 

@@ -6,15 +6,16 @@ kernels (one reduction for the range, one pass for subtract / divide / noise / c
 rescale).
 
 Rounding noise (``dither``) is a counter-based hash of (seed, salt, element index)
-(``lpdt.layers.quant.noise_hash``: integer tensor operations eagerly, one operator that inductor
-lowers to one expression when compiled): eager and compiled code compute the same bits, and a
-compiled graph computes it inside the fused rounding kernel (no random-number kernel, no extra
-pass). Eagerly on the CPU, ``quantize`` runs
-the same arithmetic as one C++ loop instead (``lpdt.layers.quant.kernel``; the same bits).
-The seed is an int64 tensor: the training step's (``noise_seed``: ``lpdt.engine.steps`` draws one per
-node step from torch's generator, outside any compiled graph, so eager and compiled steps draw
-the same noise), or, outside a step, a fresh draw from torch's generator per call. The salt is
-a Python int that tells the call sites of one step apart (``convert_to_int8`` numbers them).
+(``lpdt.layers.quant.noise_hash``): eager and compiled code compute the same bits, and a compiled
+graph computes it inside the fused rounding kernel (no random-number kernel, no extra pass).
+Compiled, the noise and the rounding are operators that inductor lowers to one expression each
+(``lpdt.layers.quant.operators``: far fewer graph nodes to compile). Eagerly on the CPU,
+``quantize`` runs the same arithmetic as one C++ loop instead (``lpdt.layers.quant.kernel``; the
+same bits). The seed is an int64 tensor: the training step's (``noise_seed``:
+``lpdt.engine.steps`` draws one per node step from torch's generator, outside any compiled
+graph, so eager and compiled steps draw the same noise), or, outside a step, a fresh draw from
+torch's generator per call. The salt is a Python int that tells the call sites of one step
+apart (``convert_to_int8`` numbers them).
 """
 
 from __future__ import annotations
@@ -29,13 +30,14 @@ from lpdt.layers.quant import kernel
 from lpdt.layers.quant.noise_hash import (
     MASK32,
     SALT,
-    dither_hash,
     index_hash,
     key_int,
     mix_,
+    noise_from_levels,
     salted,
     signed32,
 )
+from lpdt.layers.quant.operators import dither_hash, quantize_levels, to_levels
 from lpdt.layers.quant.spec import MIN_STEP
 
 _step_seed: torch.Tensor | None = None
@@ -176,7 +178,7 @@ def dither(
         # Under vmap the key is per node and the indices are not; with rows, the key is a
         # column: a new tensor.
         h = index_hash(count, key, x.device, False, _vmapped or rows, not _vmapped)
-    return h.to(x.dtype).add_(0.5).mul_(2.0**-16).sub_(0.5).view(x.shape)
+    return noise_from_levels(h, x.dtype).view(x.shape)
 
 
 def quantize(
@@ -195,23 +197,33 @@ def quantize(
     step = max((hi - lo)/(2^b - 1), 1e-8); xi = ``dither(x, seed, salt)`` when ``stochastic``
     (unbiased inside the range), else 0. ``lo``/``hi`` are tensors (no host synchronisation).
     32 bits: a copy. Eagerly on the CPU (float32, scalar range, no gradient), one pass of the
-    C++ kernel gives the same bits. ``rows``: one seed per row of ``x`` (``dither``'s rows).
+    C++ kernel gives the same bits; compiled, one operator (``operators.quantize_levels``), which
+    inductor lowers to one expression. ``rows``: one seed per row of ``x`` (``dither``'s rows).
     """
     if bits >= 32:
         return x.clone()
     levels = float(2**bits - 1)
+    if torch.compiler.is_compiling() and x.dtype == lo.dtype == hi.dtype:
+        # One operator that inductor lowers to one expression (``operators``): the same
+        # arithmetic in one graph node instead of about fifty.
+        shape = torch.broadcast_shapes(x.shape, lo.shape, hi.shape)
+        blocks = None
+        if stochastic:
+            blocks = draw_seed(x.device) if seed is None else seed.to(x.device)
+            blocks = blocks.reshape(-1) if rows else blocks.reshape(())
+        return quantize_levels(
+            x.expand(shape), lo.expand(shape), hi.expand(shape), blocks, levels, salt
+        )
     k = None if rows else _eager_kernel(x, lo, hi)
     if k is not None:  # the same bits in one pass (lpdt.layers.quant.kernel)
         key = _kernel_key(x, stochastic, seed, salt)
         shape = torch.broadcast_shapes(x.shape, lo.shape, hi.shape)
         return k.quantize(x, lo, hi, levels, MIN_STEP, stochastic, key).view(shape)
-    step = ((hi - lo) / levels).clamp_min(MIN_STEP)
-    q = (x - lo).div_(step)  # in place on fresh tensors: fewer allocations eager, same graph
-    if stochastic:
-        q.add_(dither(q, seed, salt, rows))
-    # Under vmap out of place: vmap has no batching rule for an in-place clamp (it would loop).
-    q = q.clamp(0.0, levels) if _vmapped else q.clamp_(0.0, levels)
-    return q.round_().mul_(step).add_(lo)
+    noise = None
+    if stochastic:  # shaped like the result (x broadcast against the range), as a view
+        shape = torch.broadcast_shapes(x.shape, lo.shape, hi.shape)
+        noise = dither(x.expand(shape), seed, salt, rows)
+    return to_levels(x, lo, hi, levels, noise, in_place=not _vmapped)
 
 
 def _eager_kernel(x: torch.Tensor, *ranges: torch.Tensor) -> ModuleType | None:
