@@ -220,9 +220,9 @@ def quantize(
         shape = torch.broadcast_shapes(x.shape, lo.shape, hi.shape)
         return k.quantize(x, lo, hi, levels, MIN_STEP, stochastic, key).view(shape)
     noise = None
-    if stochastic:  # shaped like the result (x broadcast against the range), as a view
+    if stochastic:  # shaped like the result: x, or x broadcast against the range (a view)
         shape = torch.broadcast_shapes(x.shape, lo.shape, hi.shape)
-        noise = dither(x.expand(shape), seed, salt, rows)
+        noise = dither(x if x.shape == shape else x.expand(shape), seed, salt, rows)
     return to_levels(x, lo, hi, levels, noise, in_place=not _vmapped)
 
 
