@@ -106,31 +106,16 @@ def quantize_levels(
 
 
 @quantize_levels.register_fake
-def _quantize_levels_fake(
-    x: torch.Tensor,
-    lo: torch.Tensor,
-    hi: torch.Tensor,
-    seed: torch.Tensor | None,
-    levels: float,
-    salt: int,
-) -> torch.Tensor:
-    lowering.register()
+def _quantize_levels_fake(x: torch.Tensor, *_: Any) -> torch.Tensor:
+    lowering.register()  # traced now: inductor may lower the graph next
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
 @quantize_levels.register_vmap
 def _quantize_levels_vmap(
-    info: Any,
-    in_dims: tuple[int | None, ...],
-    x: torch.Tensor,
-    lo: torch.Tensor,
-    hi: torch.Tensor,
-    seed: torch.Tensor | None,
-    levels: float,
-    salt: int,
+    info: Any, in_dims: tuple[int | None, ...], *args: Any
 ) -> tuple[torch.Tensor, int]:
+    """The operands (x, lo, hi, seed) with the node axis first; levels and salt as they are."""
     n = info.batch_size
-    x, lo, hi = (_stacked(t, d, n) for t, d in zip((x, lo, hi), in_dims[:3]))
-    if seed is not None:
-        seed = _stacked(seed, in_dims[3], n)
-    return quantize_levels(x, lo, hi, seed, levels, salt), 0
+    stacked = [a if a is None else _stacked(a, d, n) for a, d in zip(args[:4], in_dims)]
+    return quantize_levels(*stacked, *args[4:]), 0
