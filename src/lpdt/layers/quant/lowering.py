@@ -106,7 +106,7 @@ def register() -> None:
             return ops.constant(c, dtype)
 
         def inner_fn(index: Sequence[Any]) -> Any:
-            # quantizers.quantize's tensor operations, in order
+            # operators.to_levels' tensor operations, in order
             low = load_lo(index)
             step = ops.maximum(
                 ops.truediv(ops.sub(load_hi(index), low), value(levels)), value(MIN_STEP)

@@ -47,8 +47,9 @@ def to_levels(
     return q.round_().mul_(step).add_(lo)
 
 
-def _stacked(t: torch.Tensor, dim: int | None, n: int) -> torch.Tensor:
-    """A vmap operand with its node axis first (an unbatched one repeated n times, as a view)."""
+def stacked(t: torch.Tensor, dim: int | None, n: int) -> torch.Tensor:
+    """A vmap rule's operand with its node axis first (an unbatched one repeated n times, as a
+    view); also ``vmap_ops``'."""
     return t.expand(n, *t.shape) if dim is None else t.movedim(dim, 0)
 
 
@@ -80,7 +81,7 @@ def _dither_hash_fake(seed: torch.Tensor, shape: Sequence[int], salt: int) -> to
 def _dither_hash_vmap(
     info: Any, in_dims: tuple[int | None, ...], seed: torch.Tensor, shape: Sequence[int], salt: int
 ) -> tuple[torch.Tensor, int]:
-    return dither_hash(_stacked(seed, in_dims[0], info.batch_size), shape, salt), 0
+    return dither_hash(stacked(seed, in_dims[0], info.batch_size), shape, salt), 0
 
 
 # -- the rounding ------------------------------------------------------------------------------
@@ -117,5 +118,5 @@ def _quantize_levels_vmap(
 ) -> tuple[torch.Tensor, int]:
     """The operands (x, lo, hi, seed) with the node axis first; levels and salt as they are."""
     n = info.batch_size
-    stacked = [a if a is None else _stacked(a, d, n) for a, d in zip(args[:4], in_dims)]
-    return quantize_levels(*stacked, *args[4:]), 0
+    operands = [a if a is None else stacked(a, d, n) for a, d in zip(args[:4], in_dims)]
+    return quantize_levels(*operands, *args[4:]), 0

@@ -40,6 +40,7 @@ from lpdt.layers.quant.nodes import (
     linear_nodes,
     linear_nodes_backward,
 )
+from lpdt.layers.quant.operators import stacked
 from lpdt.layers.quant.quantizers import quantize_minmax_nodes
 
 
@@ -47,11 +48,6 @@ def _needs(ctx: Any) -> tuple[bool, bool, bool]:
     """Which of (x, w, bias) a conv / linear backward must give a gradient (bias: if it has one)."""
     need = ctx.needs_input_grad
     return need[0], need[1], ctx.has_bias and need[2]
-
-
-def _stacked(t: torch.Tensor, dim: int | None, n: int) -> torch.Tensor:
-    """An operand of a vmap rule with its node axis first (an unbatched one repeated n times)."""
-    return t.expand(n, *t.shape) if dim is None else t.movedim(dim, 0)
 
 
 # -- the gradient quantiser: identity forward, quantised gradient backward -----------------------
@@ -94,7 +90,7 @@ def _quant_grad_vmap(
     info: Any, in_dims: tuple[Any, ...], x: torch.Tensor, bits: int, seed: torch.Tensor, salt: int
 ) -> tuple[torch.Tensor, int]:
     n = info.batch_size
-    out = quant_grad_nodes(_stacked(x, in_dims[0], n), bits, _stacked(seed, in_dims[2], n), salt)
+    out = quant_grad_nodes(stacked(x, in_dims[0], n), bits, stacked(seed, in_dims[2], n), salt)
     return out, 0
 
 
@@ -187,17 +183,17 @@ def _biprec_conv2d_vmap(
     salt: int,
 ) -> tuple[torch.Tensor, int]:
     n = info.batch_size
-    b = None if bias is None else _stacked(bias, in_dims[2], n)
+    b = None if bias is None else stacked(bias, in_dims[2], n)
     out = biprec_conv2d_nodes(
-        _stacked(x, in_dims[0], n),
-        _stacked(w, in_dims[1], n),
+        stacked(x, in_dims[0], n),
+        stacked(w, in_dims[1], n),
         b,
         stride,
         padding,
         dilation,
         groups,
         grad_bits,
-        _stacked(seed, in_dims[8], n),
+        stacked(seed, in_dims[8], n),
         salt,
     )
     return out, 0
@@ -276,13 +272,13 @@ def _biprec_linear_vmap(
     salt: int,
 ) -> tuple[torch.Tensor, int]:
     n = info.batch_size
-    b = None if bias is None else _stacked(bias, in_dims[2], n)
+    b = None if bias is None else stacked(bias, in_dims[2], n)
     out = biprec_linear_nodes(
-        _stacked(x, in_dims[0], n),
-        _stacked(w, in_dims[1], n),
+        stacked(x, in_dims[0], n),
+        stacked(w, in_dims[1], n),
         b,
         grad_bits,
-        _stacked(seed, in_dims[4], n),
+        stacked(seed, in_dims[4], n),
         salt,
     )
     return out, 0
