@@ -421,7 +421,7 @@ def check_lowered_quantisers(device: torch.device) -> None:
     generated code never calls them) and equal to the eager bits in the batched step's two
     forms: under ``torch.func.vmap`` (the activations, per-node ranges; the operators' vmap
     rules, the node axis leading or not) and by rows (the node-stacked gradients). Eagerly the
-    tensor path a GPU takes (``LPDT_QUANT_KERNEL=0``, set by the caller). Also
+    tensor path a GPU takes (on the CPU the caller sets ``LPDT_QUANT_KERNEL=0``). Also
     ``tests/test_cuda.py``'s, on CUDA."""
     import re
 
