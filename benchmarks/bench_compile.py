@@ -36,6 +36,7 @@ import torch._inductor.config as inductor_config
 from lpdt.config import ModelConfig, PrecisionConfig
 from lpdt.decentral.state import NodeState
 from lpdt.engine.steps import Steps
+from lpdt.layers.dropout import hash_dropout_
 from lpdt.layers.quant import convert_to_int8, quantizers
 from lpdt.models import MODELS, make_model
 
@@ -48,12 +49,16 @@ def build(
     range_chunks: int = ModelConfig.range_chunks,
     fp32_norm: str = "evonorm",
     int8: PrecisionConfig | None = None,
+    dropout_noise: str = "generator",
 ) -> torch.nn.Module:
     """The model of one precision: fp32 with ``fp32_norm``, 8-bit with Range-EvoNorm and the
-    ``int8`` precision settings (default: the paper's recipe)."""
+    ``int8`` precision settings (default: the paper's recipe); ``dropout_noise`` as the config
+    key (``hash``: VGG-11's dropout hashed, as the paper scale runs it)."""
     norm = fp32_norm if precision == "fp32" else "rangeen"
     mcfg = ModelConfig(name=model_name, norm=norm, range_chunks=range_chunks)
     model = make_model(model_name, mcfg, 10, (3, size, size))
+    if dropout_noise == "hash":
+        model = hash_dropout_(model)
     if precision == "int8":
         model = convert_to_int8(model, int8 or PrecisionConfig(mode="int8"), mcfg)
     return model.to(device)

@@ -248,7 +248,8 @@ def make_runner(
     from lpdt.layers.quant.quantizers import draw_seed
 
     torch.manual_seed(0)
-    state = NodeState(build(model_name, precision, px, device), nodes, device)
+    # VGG-11 as the paper scale runs it (hashed dropout, config/scales/paper.yaml): batchable.
+    state = NodeState(build(model_name, precision, px, device, dropout_noise="hash"), nodes, device)
     state.train()
     compile = compiles(variant) and not eager_only
     mode = "reduce-overhead" if variant.endswith("graphs") else "default"
@@ -258,7 +259,7 @@ def make_runner(
 
         def round_batched(x: torch.Tensor, y: torch.Tensor) -> None:
             seeds = None
-            if steps.quantized:
+            if steps.noisy:
                 seeds = torch.stack([draw_seed(device) for _ in range(nodes)])
             steps.train_step(x, y, seeds)
 

@@ -32,6 +32,7 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
         ("name=x=y", None),  # values may contain '='
         ("weight_bits=7", "allowed: 4, 8, 16, 32"),
         ("model.range_chunks=0", "'model.range_chunks': must be >= 1"),
+        ("model.dropout_noise=philox", "allowed: generator, hash"),
     ],
 )
 def test_bad_values_are_one_line_errors(override, needle):
@@ -132,3 +133,21 @@ def test_compression_ratio_without_a_sparsifier_is_refused(name):
         load_config(None, [f"algorithm.compression.name={name}", "ratio=0.99"])
     msg = str(e.value)
     assert "no effect" in msg and "compression.name=topk" in msg and "\n" not in msg
+
+
+def test_hashed_dropout_is_a_result_key_added_at_the_old_default():
+    """``model.dropout_noise``: at its default (nn.Dropout) the run ids are those from before the
+    key existed; hashed masks are other results, so another id; and a text model, which also
+    drops out inside attention, is refused in one line."""
+    from lpdt.config import result_dict
+
+    plain = load_config(None, ["model.name=vgg11"])
+    assert "dropout_noise" not in result_dict(plain.to_dict())["model"]
+    assert load_config(None, ["model.name=vgg11", "model.dropout_noise=generator"]).run_id() == (
+        plain.run_id()
+    )
+    assert load_config(None, ["model.name=vgg11", "model.dropout_noise=hash"]).run_id() != (
+        plain.run_id()
+    )
+    with pytest.raises(ConfigError, match="'model.dropout_noise': hash replaces nn.Dropout"):
+        load_config(None, ["model.name=minilm", "model.dropout_noise=hash"])

@@ -94,6 +94,28 @@ def test_the_8bit_lever_prices_int8_at_twice_the_fp32_step(paper):
     assert "step at 2x the fp32 step" in target.basis
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_vgg11_with_hashed_dropout_is_priced_batched(paper, precision):
+    """The paper scale hashes VGG-11's dropout (model.dropout_noise), so its runs train batched
+    and compiled on a GPU and are priced so; with nn.Dropout the same run is priced node by node
+    (8 bits: eagerly, as the node-by-node 8-bit step runs on CUDA) and costs more."""
+    cfg = next(
+        r.config
+        for r in paper.values()
+        if r.config["model"]["name"] == "vgg11"
+        and r.config["precision"]["mode"] == precision
+        and r.config["topology"]["nodes"] == 16
+    )
+    assert cfg["model"]["dropout_noise"] == "hash"
+    hashed = gpu.run_price(cfg, samples.samples_per_run(cfg))
+    plain_cfg = {**cfg, "model": {**cfg["model"], "dropout_noise": "generator"}}
+    plain = gpu.run_price(plain_cfg, samples.samples_per_run(cfg))
+    assert hashed is not None and plain is not None
+    assert hashed.batched and hashed.basis.startswith("derived (batched compiled step")
+    assert not plain.batched and "node by node" in plain.basis
+    assert hashed.seconds < plain.seconds
+
+
 def test_an_8bit_run_that_trains_batched_is_priced_compiled_at_the_measured_ratio(paper):
     """The batched 8-bit step compiles on CUDA (H200, 2026-11-28): a batched 8-bit ResNet-20 run
     is priced compiled, its step at the 8-bit / fp32 ratio measured side by side there; the

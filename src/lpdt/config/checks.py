@@ -7,6 +7,7 @@ import re
 
 from lpdt.config.schema import ConfigError, RunConfig
 from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS, OPTIMIZERS
+from lpdt.models import MODELS
 
 
 def _ratio_hint(ratio: float) -> str:
@@ -72,6 +73,13 @@ def check_ranges(cfg: RunConfig) -> None:
         f"{cfg.device!r} is not a device; allowed: auto, cpu, cuda, cuda:N",
     )
     need(cfg.model.range_chunks >= 1, "model.range_chunks", "must be >= 1")
+    spec = MODELS.find(cfg.model.name)
+    need(
+        cfg.model.dropout_noise == "generator" or spec is None or spec.inputs != "text",
+        "model.dropout_noise",
+        f"hash replaces nn.Dropout modules, but {cfg.model.name!r} (a text model) also drops out "
+        "inside its attention, from torch's generator; use generator",
+    )
     for k in ("train_subset", "test_subset"):
         v = getattr(cfg.data, k)
         need(v is None or v >= 1, f"data.{k}", "must be >= 1 or null")

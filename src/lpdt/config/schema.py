@@ -84,6 +84,10 @@ class ModelConfig:
     range_chunks: int = 16  # chunked estimator: chunks per group (the reference's 16)
     range_act: Literal["hardsigmoid", "sigmoid"] = "hardsigmoid"  # full-precision Range-EvoNorm
     pretrained: bool = True  # text models: load pretrained weights
+    # Dropout masks (VGG-11's classifier): "generator", nn.Dropout's draws from torch's generator;
+    # "hash", a hash of the step's noise seed (lpdt.layers.dropout), which lets the nodes train
+    # batched (train.batch_nodes). Image models only: text models also drop out inside attention.
+    dropout_noise: Literal["generator", "hash"] = "generator"
 
 
 # The normalisation each precision uses in the paper (section 3): EvoNorm-S0 at fp32,
@@ -288,7 +292,10 @@ EXECUTION_KEYS: tuple[str, ...] = (
 
 # Keys added after runs were recorded, at the default that reproduces the older behaviour:
 # ``result_dict`` drops them at that value, so run ids and stored configs of older runs still match.
-ADDED_KEYS_AT_OLD_DEFAULT: dict[str, object] = {"schedule.decay": "step"}
+ADDED_KEYS_AT_OLD_DEFAULT: dict[str, object] = {
+    "schedule.decay": "step",
+    "model.dropout_noise": "generator",
+}
 
 
 def result_dict(tree: dict[str, Any]) -> dict[str, Any]:

@@ -28,9 +28,11 @@ So a batched step computes what the n sequential steps compute, node by node (ea
 and gradient within float rounding, and in float64 exactly: ``tests/engine/test_batched.py``,
 fp32 and 8-bit with 8-bit gradients).
 
-Models with random operations (VGG-11's dropout) run node by node (``train.batch_nodes: auto``)
-or are refused (``true``): under vmap they would draw from one generator for all nodes instead of
-each node's stream, and the run would differ from its sequential twin. Where the nodes train
+Models with random operations (``nn.Dropout``: VGG-11's classifier, the text models) run node by
+node (``train.batch_nodes: auto``) or are refused (``true``): under vmap they would draw from one
+generator for all nodes instead of each node's stream, and the run would differ from its
+sequential twin. Hashed dropout (``model.dropout_noise: hash``, ``lpdt.layers.dropout``) draws
+its mask from the node's noise seed instead, like the 8-bit rounding, and runs batched. Where the nodes train
 batched they are evaluated batched too (``lpdt.engine.evaluation``).
 """
 
@@ -46,7 +48,7 @@ from torch import nn
 
 from lpdt.decentral.state import NodeState
 from lpdt.engine.device import Log
-from lpdt.engine.steps import compile_allowed, is_quantized, prepare_compile
+from lpdt.engine.steps import compile_allowed, draws_noise, is_quantized, prepare_compile
 from lpdt.errors import LpdtError
 from lpdt.layers.quant.quantizers import draw_seed, noise_seed, vmapped
 
@@ -124,6 +126,7 @@ class BatchedSteps:
             raise BatchNodesError(f"train.batch_nodes: {why}; set train.batch_nodes: false")
         self.state, self.log = state, log
         self.quantized = is_quantized(model)
+        self.noisy = draws_noise(model)
         n = state.nodes
         # The parameters as leaves of autograd that share the storage of x's rows (the
         # optimiser's in-place updates of x are theirs), and where their gradients go. The
@@ -164,9 +167,9 @@ class BatchedSteps:
     def seeds(
         self, streams_node: Callable[[int], contextlib.AbstractContextManager]
     ) -> torch.Tensor | None:
-        """One noise seed per node, each drawn in its node's random stream (8-bit models), as
-        ``Steps.train_step`` draws it; None for fp32 models."""
-        if not self.quantized:
+        """One noise seed per node, each drawn in its node's random stream (8-bit models and
+        hashed dropout), as ``Steps.train_step`` draws it; None for models that draw no noise."""
+        if not self.noisy:
             return None
         out = []
         for k in range(self.state.nodes):

@@ -100,6 +100,14 @@ def is_quantized(model: nn.Module) -> bool:
     return any(isinstance(m, QuantMeasure) for m in model.modules())
 
 
+def draws_noise(model: nn.Module) -> bool:
+    """Whether each step of ``model`` draws a noise seed: 8-bit models (stochastic rounding) and
+    models with hashed dropout (``lpdt.layers.dropout``, ``model.dropout_noise: hash``)."""
+    from lpdt.layers.quant.convert import draws_noise as has_noise_sites
+
+    return has_noise_sites(model)
+
+
 def compile_allowed(model: nn.Module, log: Log = print, batched: bool = False) -> bool:
     """Whether ``model``'s step may be compiled here; says in one line why not (8-bit models on
     torch older than ``MIN_TORCH_COMPILED_INT8``, or on CUDA node by node unless
@@ -181,7 +189,10 @@ class Steps:
         self.log = log
         self._compiled: dict[str, Callable] = {}  # "train" / "predict" -> compiled function
         self._size: dict[str, int] = {}  # the batch size each compiled function is specialised to
-        self.quantized = is_quantized(model)  # then each call draws a rounding-noise seed
+        # Each call draws a noise seed for the 8-bit quantisers' rounding, and each training step
+        # also for hashed dropout (the identity when evaluating).
+        self.quantized = is_quantized(model)
+        self.noisy = draws_noise(model)
         # CUDA graphs (mode "reduce-overhead"): a graph's outputs live in memory that its next
         # replay overwrites, so each call marks a new step and copies what it returns.
         self._graphs = False
@@ -202,7 +213,7 @@ class Steps:
     def train_step(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Forward, loss and backward of one node; returns the detached loss."""
         fn, first = self._function("train", x)
-        with self._timed("train", first), self._noise(x.device):
+        with self._timed("train", first), self._noise(x.device, self.noisy):
             self._mark_step()
             loss = fn(model, x, y)
             loss.backward()
@@ -212,7 +223,7 @@ class Steps:
     def predict(self, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
         """Predicted classes of one node's model (the caller sets eval mode)."""
         fn, first = self._function("predict", x)
-        with self._timed("predict", first), self._noise(x.device):
+        with self._timed("predict", first), self._noise(x.device, self.quantized):
             self._mark_step()
             return self._kept(fn(model, x))
 
@@ -224,9 +235,9 @@ class Steps:
         """``out``, copied out of a CUDA graph's memory when the step replays graphs."""
         return out.clone() if self._graphs else out
 
-    def _noise(self, device: torch.device) -> contextlib.AbstractContextManager:
-        """8-bit models: one rounding-noise seed for this call, drawn from torch's generator."""
-        if not self.quantized:
+    def _noise(self, device: torch.device, draw: bool) -> contextlib.AbstractContextManager:
+        """``draw``: one noise seed for this call, drawn from torch's generator."""
+        if not draw:
             return contextlib.nullcontext()
         from lpdt.layers.quant.quantizers import draw_seed, noise_seed
 

@@ -81,7 +81,8 @@ def make_model(name: str, cfg: Any, num_classes: int, input_shape: tuple[int, ..
 
 
 def build_model(run_cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> nn.Module:
-    """The model of a run config, converted to 8 bits when ``precision.mode == 'int8'``.
+    """The model of a run config, its dropout hashed when ``model.dropout_noise == 'hash'``
+    (``lpdt.layers.dropout``), converted to 8 bits when ``precision.mode == 'int8'``.
 
     Factories receive the model section plus the run's data ``root`` and ``download`` flag
     (pretrained weights, e.g. DistilBERT's, live under the data root like the datasets do).
@@ -90,6 +91,10 @@ def build_model(run_cfg: Any, num_classes: int, input_shape: tuple[int, ...]) ->
         **vars(run_cfg.model), root=run_cfg.data.root, download=run_cfg.data.download
     )
     model = make_model(run_cfg.model.name, spec, num_classes, input_shape)
+    if run_cfg.model.dropout_noise == "hash":
+        from lpdt.layers.dropout import hash_dropout_
+
+        model = hash_dropout_(model)
     if run_cfg.precision.mode == "int8":
         from lpdt.layers.quant import convert_to_int8
 

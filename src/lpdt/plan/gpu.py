@@ -257,9 +257,11 @@ class Price:
 
 def batched_on(cfg: Mapping[str, Any], c: counts_mod.StepCounts) -> bool:
     """Whether the run trains its nodes batched on CUDA (``train.batch_nodes``: auto is on for
-    a model without dropout, ``lpdt.engine.batched.use_batched``)."""
+    a model without ``nn.Dropout``, ``lpdt.engine.batched.use_batched``; hashed dropout,
+    ``model.dropout_noise: hash``, replaces it)."""
     setting = cfg["train"].get("batch_nodes", "auto")
-    return (not c.dropout) if setting == "auto" else bool(setting)
+    hashed = cfg["model"].get("dropout_noise", "generator") == "hash"
+    return (not c.dropout or hashed) if setting == "auto" else bool(setting)
 
 
 def compiles(cfg: Mapping[str, Any], batched: bool) -> bool:

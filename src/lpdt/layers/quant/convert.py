@@ -135,9 +135,16 @@ def number_noise_sites(model: nn.Module) -> None:
             m.noise_salt = i
 
 
+def draws_noise(model: nn.Module) -> bool:
+    """Whether ``model`` has a module that hashes the step's noise seed (a ``noise_salt``: the
+    8-bit layers' stochastic rounding, ``lpdt.layers.dropout.HashDropout``), so that every step
+    must draw one (``lpdt.engine.steps``)."""
+    return any(isinstance(m, _NoiseSite) for m in model.modules())
+
+
 @runtime_checkable
 class _NoiseSite(Protocol):
-    """A module that draws rounding noise: it has a ``noise_salt``."""
+    """A module that draws noise from the step's seed: it has a ``noise_salt``."""
 
     noise_salt: int
 
