@@ -94,7 +94,15 @@ from bench_compile import build, sync  # noqa: E402
 from lpdt.engine.opcount import OpCounter, inductor_kernels  # noqa: E402
 from lpdt.plan.gpu import INT8_COMPILE  # noqa: E402
 
-VARIANTS = ("eager", "sequential", "graphs", "batched-eager", "batched", "batched-graphs")
+VARIANTS = (
+    "eager",
+    "sequential",
+    "graphs",
+    "batched-eager",
+    "batched",
+    "batched-graphs",
+    "batched-combo",
+)
 # Not "sequential" by default: on the H200 of 2026-11-28 the batched compiles (fp32 40 s, 8-bit
 # 137 s) left no room in a 5-minute call for the node-by-node ones and the 8-bit jobs (the fp32
 # node-by-node compiled step was measured on 2026-11-27: docs/notebook/2026-11-27-h100.md).
@@ -107,10 +115,24 @@ EAGER_TWIN = {
     "batched-eager": "batched-eager",
     "batched": "batched-eager",
     "batched-graphs": "batched-eager",
+    "batched-combo": "batched-eager",
 }
+# "batched-combo": the batched step compiled with inductor's combo kernels (independent small
+# kernels launched as one; a GPU option, not lpdt's default). Most of the 8-bit step's extra
+# kernels are a few elements each (per quantiser: two batch means and two running-range
+# updates; docs/notebook/2026-11-28-hashed-dropout.md), so this asks how many launches a
+# horizontal fusion saves there.
 # Warm-up order (across precisions): cheap first, then the batched compiled step (issue 51's
 # target: the 8-bit batched round against the fp32 one), then the rest.
-PRIORITY = ("eager", "batched-eager", "batched", "sequential", "batched-graphs", "graphs")
+PRIORITY = (
+    "eager",
+    "batched-eager",
+    "batched",
+    "batched-combo",
+    "sequential",
+    "batched-graphs",
+    "graphs",
+)
 # An 8-bit compile against the fp32 one (the batched step on the H200 of 2026-11-28, the plan's
 # INT8_COMPILE: 137.1 / 40.1 s): the estimate of an 8-bit warm-up from an fp32 one, to decide
 # whether it still fits the budget.
@@ -255,7 +277,8 @@ def make_runner(
     mode = "reduce-overhead" if variant.endswith("graphs") else "default"
     notes: list[str] = []
     if variant.startswith("batched"):
-        steps = BatchedSteps(state, compile, mode, log=notes.append)
+        options = {"combo_kernels": True} if variant == "batched-combo" else None
+        steps = BatchedSteps(state, compile, mode, log=notes.append, options=options)
 
         def round_batched(x: torch.Tensor, y: torch.Tensor) -> None:
             seeds = None

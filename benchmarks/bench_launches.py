@@ -85,7 +85,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
 
             def one_round() -> None:
                 seeds = None
-                if bsteps.quantized:
+                if bsteps.noisy:
                     seeds = torch.stack([draw_seed(device) for _ in range(n)])
                 state.grad.zero_()
                 bsteps.train_step(x, y, seeds)

@@ -18,7 +18,15 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_gpu.py"
-ALL_VARIANTS = ("eager", "sequential", "graphs", "batched-eager", "batched", "batched-graphs")
+ALL_VARIANTS = (
+    "eager",
+    "sequential",
+    "graphs",
+    "batched-eager",
+    "batched",
+    "batched-graphs",
+    "batched-combo",
+)
 TINY = ["--device", "cpu", "--cases", "tiny_cnn:2:4:8", "--iters", "1"]
 # A job as small as the Table 3 cell gets: tiny_cnn, 8 nodes on 256 generated images.
 TINY_JOB = ["--job-model", "tiny_cnn", "--job-samples", "256", "--job-warmup", "1"]
@@ -101,7 +109,10 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
     for p in ("fp32", "int8"):
         # the same eager step is counted alike whatever its variant's name ...
         assert ops[(p, "eager")] == ops[(p, "sequential")] == ops[(p, "graphs")]
-        assert ops[(p, "batched-eager")] == ops[(p, "batched")] == ops[(p, "batched-graphs")]
+        batched = [
+            ops[(p, v)] for v in ("batched-eager", "batched", "batched-graphs", "batched-combo")
+        ]
+        assert len(set(batched)) == 1
         # ... and the node-by-node round is two node steps, each a few dozen operations
         assert ops[(p, "eager")] > 2 * 20
     assert ops[("int8", "eager")] > 3 * ops[("fp32", "eager")]  # the quantisers' operations

@@ -11,6 +11,7 @@
 #   tools/gpu_check.sh epochs     # 2 epochs of the Table 3 ResNet-20 cell at paper scale
 #   tools/gpu_check.sh bench_gpu  # benchmarks/bench_gpu.py's default call (steps and k jobs)
 #   tools/gpu_check.sh tests_8bit # the compiled 8-bit CUDA tests of tests/test_cuda.py and the lowered quantisers
+#   tools/gpu_check.sh combo      # the batched step with and without inductor's combo kernels
 #   tools/gpu_check.sh models     # VGG-11 (hashed dropout: batched too), ResNet-18 (64 px), ResNet-54 steps
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -92,6 +93,15 @@ stage_tests_8bit() {
     tests/test_cuda.py -rs --durations 8 \
     -k "lowered_operators or (equals_eager and int8) or batched_8bit or unless_told or (learns_like and int8)" 2>&1 \
     | tee "$LOG_DIR/test_cuda_8bit.log" | tail -25
+}
+
+# Inductor's combo kernels (independent small kernels launched as one) on the batched compiled
+# step, fp32 and 8-bit: most of the 8-bit step's extra kernels are a few elements each.
+stage_combo() {
+  timeout 290 $PY benchmarks/bench_gpu.py --out /tmp/bench-combo --parts steps \
+    --variants batched,batched-combo --budget 280 --steps-share 1 2>&1 \
+    | grep --line-buffered -v Warning | tee "$LOG_DIR/combo.log"
+  cp /tmp/bench-combo/steps.tsv "$LOG_DIR/combo-steps.tsv" 2>/dev/null
 }
 
 stage_models() {  # the other models' steps (VGG-11 with hashed dropout, as the paper scale runs it)

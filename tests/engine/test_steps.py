@@ -494,3 +494,20 @@ def test_on_cuda_the_8bit_step_compiles_batched_and_node_by_node_only_when_told(
     assert steps_module.compile_allowed(fp32, lines.append) and len(lines) == 1
     monkeypatch.setenv(steps_module.CUDA_INT8_ENV, "1")
     assert steps_module.compile_allowed(int8, lines.append) and len(lines) == 1
+
+
+def test_more_inductor_options_join_the_compile_call():
+    """``prepare_compile(..., options)`` (a benchmark's experiment, e.g. combo kernels): merged
+    with the 8-bit model's own, and refused with a mode other than the default (torch.compile
+    takes one or the other)."""
+    from lpdt.engine.steps import prepare_compile
+
+    assert prepare_compile("default", False) == {}
+    assert prepare_compile("default", True, {"combo_kernels": True}) == {
+        "options": {"layout_optimization": False, "combo_kernels": True}
+    }
+    assert prepare_compile("default", False, {"combo_kernels": True}) == {
+        "options": {"combo_kernels": True}
+    }
+    with pytest.raises(ValueError, match="need the default mode"):
+        prepare_compile("reduce-overhead", False, {"combo_kernels": True})

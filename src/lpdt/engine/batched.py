@@ -119,7 +119,9 @@ class BatchedSteps:
         compile: bool = False,
         mode: str = "default",
         log: Log = print,
+        options: dict | None = None,
     ) -> None:
+        """``options``: more inductor options for the compiled step (``prepare_compile``)."""
         model = state.models[0]
         why = not_batchable(model)
         if why:
@@ -151,7 +153,7 @@ class BatchedSteps:
         self._size: int | None = None  # the batch size the compiled step is specialised to
         self._graphs = False  # CUDA graphs: mark each step, copy what it returns
         if compile and compile_allowed(model, log, batched=True):
-            kw = prepare_compile(mode, self.quantized)
+            kw = prepare_compile(mode, self.quantized, options)
             self._graphs = mode == "reduce-overhead"
             if self._graphs:
                 # The same tensors every step: CUDA graphs read them in place, no copies.

@@ -134,10 +134,12 @@ def compile_allowed(model: nn.Module, log: Log = print, batched: bool = False) -
     return True
 
 
-def prepare_compile(mode: str, quantized: bool) -> dict:
+def prepare_compile(mode: str, quantized: bool, options: dict | None = None) -> dict:
     """Set torch's process-wide compiler flags that lpdt's compiled steps need, and return the
     keyword arguments of their ``torch.compile`` call. Each call counts one more compiled step
-    of this process (the recompile limit: see below)."""
+    of this process (the recompile limit: see below). ``options``: more inductor options
+    (``mode`` "default" only; a benchmark's experiment, e.g. ``{"combo_kernels": True}``: other
+    options make another compiled graph, not a reuse of one compiled without them)."""
     # Imported here, not at the top: ``torch._dynamo`` costs about 1 s of every process that
     # imports the engine (2-core VM), and a process that trains eagerly never needs it.
     import torch._dynamo.config
@@ -158,9 +160,11 @@ def prepare_compile(mode: str, quantized: bool) -> dict:
     importlib.import_module("torch._inductor.inductor_prims")  # 0.8 s: only when compiling
     kw: dict = {}
     if mode != "default":
+        if options:
+            raise ValueError(f"inductor options {options} need the default mode, not {mode!r}")
         kw["mode"] = mode
-    elif quantized:
-        kw["options"] = {"layout_optimization": False}
+    elif quantized or options:
+        kw["options"] = {**({"layout_optimization": False} if quantized else {}), **(options or {})}
     # Every compiled step of a process compiles the same function, so all its models' graphs
     # share one dynamo cache per function, whose recompile limit (8) would make the ninth
     # model of a process (a notebook, a test session) run eagerly, with only a warning in
