@@ -18,15 +18,6 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_gpu.py"
-ALL_VARIANTS = (
-    "eager",
-    "sequential",
-    "graphs",
-    "batched-eager",
-    "batched",
-    "batched-graphs",
-    "batched-combo",
-)
 TINY = ["--device", "cpu", "--cases", "tiny_cnn:2:4:8", "--iters", "1"]
 # A job as small as the Table 3 cell gets: tiny_cnn, 8 nodes on 256 generated images.
 TINY_JOB = ["--job-model", "tiny_cnn", "--job-samples", "256", "--job-warmup", "1"]
@@ -72,12 +63,13 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
     8-bit jobs run, batched (fp32's jobs run the same code with the other precision; both
     precisions' jobs took 15 s of this test's 24 s in the default suite)."""
     out = tmp_path / "out"
+    all_variants = _bench().VARIANTS
     r = _run(
         *TINY,
         "--precisions",
         "fp32,int8",
         "--variants",
-        ",".join(ALL_VARIANTS),
+        ",".join(all_variants),
         "--eager-only",
         "--rounds",
         "2",
@@ -94,7 +86,7 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-2000:]
     steps = _rows(out / "steps.tsv")
     assert sorted((s["precision"], s["variant"]) for s in steps) == sorted(
-        (p, v) for p in ("fp32", "int8") for v in ALL_VARIANTS
+        (p, v) for p in ("fp32", "int8") for v in all_variants
     )
     ops: dict[tuple[str, str], int] = {}
     for s in steps:
