@@ -32,8 +32,8 @@ Models with random operations (``nn.Dropout``: VGG-11's classifier, the text mod
 node (``train.batch_nodes: auto``) or are refused (``true``): under vmap they would draw from one
 generator for all nodes instead of each node's stream, and the run would differ from its
 sequential twin. Hashed dropout (``model.dropout_noise: hash``, ``lpdt.layers.dropout``) draws
-its mask from the node's noise seed instead, like the 8-bit rounding, and runs batched. Where the nodes train
-batched they are evaluated batched too (``lpdt.engine.evaluation``).
+its mask from the node's noise seed instead, like the 8-bit rounding, and runs batched. Where
+the nodes train batched they are evaluated batched too (``lpdt.engine.evaluation``).
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ from torch import nn
 
 from lpdt.decentral.state import NodeState
 from lpdt.engine.device import Log
-from lpdt.engine.steps import compile_allowed, draws_noise, is_quantized, prepare_compile
+from lpdt.engine.steps import compile_allowed, is_quantized, prepare_compile
 from lpdt.errors import LpdtError
+from lpdt.layers.quant.convert import draws_noise
 from lpdt.layers.quant.quantizers import draw_seed, noise_seed, vmapped
 
 

@@ -100,14 +100,6 @@ def is_quantized(model: nn.Module) -> bool:
     return any(isinstance(m, QuantMeasure) for m in model.modules())
 
 
-def draws_noise(model: nn.Module) -> bool:
-    """Whether each step of ``model`` draws a noise seed: 8-bit models (stochastic rounding) and
-    models with hashed dropout (``lpdt.layers.dropout``, ``model.dropout_noise: hash``)."""
-    from lpdt.layers.quant.convert import draws_noise as has_noise_sites
-
-    return has_noise_sites(model)
-
-
 def compile_allowed(model: nn.Module, log: Log = print, batched: bool = False) -> bool:
     """Whether ``model``'s step may be compiled here; says in one line why not (8-bit models on
     torch older than ``MIN_TORCH_COMPILED_INT8``, or on CUDA node by node unless
@@ -193,6 +185,8 @@ class Steps:
         self.log = log
         self._compiled: dict[str, Callable] = {}  # "train" / "predict" -> compiled function
         self._size: dict[str, int] = {}  # the batch size each compiled function is specialised to
+        from lpdt.layers.quant.convert import draws_noise
+
         # Each call draws a noise seed for the 8-bit quantisers' rounding, and each training step
         # also for hashed dropout (the identity when evaluating).
         self.quantized = is_quantized(model)
