@@ -1,7 +1,7 @@
 """Every run of the paper grid starts (issue 54, item 0; slow).
 
 The 289 runs are grouped by what decides whether a run can start: the model with its
-normalisation, the dataset at its input size, the precision, the algorithm, the compressor, the
+normalisation and dropout masks (``model.dropout_noise``), the dataset at its input size, the precision, the algorithm, the compressor, the
 topology and node count, the optimizer (``start_group``). Each group's first run, as the grid
 writes its config, trains its first two iterations on the CPU on small fake data in the real
 formats (CIFAR-10's python pickles, an Imagenette folder of JPEGs, AG News CSV files, SentEval's
@@ -49,6 +49,7 @@ def start_group(cfg: dict[str, Any]) -> tuple[Any, ...]:
     return (
         cfg["model"]["name"],
         cfg["model"]["norm"],
+        cfg["model"].get("dropout_noise", "generator"),
         cfg["data"]["dataset"],
         runtime.input_px(cfg),
         cfg["precision"]["mode"],
@@ -59,6 +60,22 @@ def start_group(cfg: dict[str, Any]) -> tuple[Any, ...]:
         cfg["optim"]["name"],
         cfg["optim"]["qgm"],
     )
+
+
+# The 8-bit rows of lpdt.plan.counts hold the code the GPU steps were measured with, on purpose
+# (the launch model is fitted on them); since the step's table of noise keys today's 8-bit steps
+# take 12-15 % fewer operations (8,719 against 10,153 for ResNet-20: counts.py says why), so an
+# 8-bit row is current while today's count is at most the table's and not more than 20 % under
+# it. Every other row within 10 %.
+INT8_FEWER = 0.20
+
+
+def in_step_with_the_table(key: tuple[str, str, str, int], ops: int) -> bool:
+    """Whether ``ops``, today's count of one node step, is what ``COUNTS[key]`` should hold."""
+    ratio = ops / counts.COUNTS[key].ops_train
+    if key[2] == "int8":
+        return 1 - INT8_FEWER <= ratio <= 1.0
+    return abs(ratio - 1) <= 0.10
 
 
 def write_fake_data(root: Path) -> None:
@@ -153,7 +170,7 @@ def test_every_group_of_the_paper_grid_trains_its_first_iterations(tmp_path, cap
         if key not in recounted:
             recounted.add(key)
             ops = counts.count_ops(*key)
-            if abs(ops / counts.COUNTS[key].ops_train - 1) > 0.10:
+            if not in_step_with_the_table(key, ops):
                 stale.append((key, ops, counts.COUNTS[key].ops_train))
         t_group = time.perf_counter()
         try:
