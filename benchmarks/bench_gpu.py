@@ -267,7 +267,6 @@ def make_runner(
     from lpdt.decentral.state import NodeState
     from lpdt.engine.batched import BatchedSteps
     from lpdt.engine.steps import Steps
-    from lpdt.layers.quant.quantizers import draw_seed
 
     torch.manual_seed(0)
     # VGG-11 as the paper scale runs it (hashed dropout, config/scales/paper.yaml): batchable.
@@ -281,10 +280,8 @@ def make_runner(
         steps = BatchedSteps(state, compile, mode, log=notes.append, options=options)
 
         def round_batched(x: torch.Tensor, y: torch.Tensor) -> None:
-            seeds = None
-            if steps.noisy:
-                seeds = torch.stack([draw_seed(device) for _ in range(nodes)])
-            steps.train_step(x, y, seeds)
+            # the nodes' seeds from torch's one generator, in node order (no node streams here)
+            steps.train_step(x, y, steps.seeds(lambda _k: contextlib.nullcontext()))
 
         return Runner(round_batched, state.grad, lambda: steps.compiled, notes)
     step = Steps(state.models[0], compile, mode, log=notes.append, compile_eval=False)

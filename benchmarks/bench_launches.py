@@ -27,6 +27,7 @@ Each row is written when measured. Numbers: docs/int8.md, "Launches".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -67,7 +68,6 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     from lpdt.engine.opcount import count_ops, inductor_kernels
     from lpdt.engine.steps import Steps
     from lpdt.layers.quant import kernel
-    from lpdt.layers.quant.quantizers import draw_seed
 
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -84,9 +84,8 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
             bsteps = BatchedSteps(state, compile, log=lambda m: None)
 
             def one_round() -> None:
-                seeds = None
-                if bsteps.noisy:
-                    seeds = torch.stack([draw_seed(device) for _ in range(n)])
+                # the nodes' seeds from torch's one generator, in node order (no node streams)
+                seeds = bsteps.seeds(lambda _k: contextlib.nullcontext())
                 state.grad.zero_()
                 bsteps.train_step(x, y, seeds)
 
