@@ -30,11 +30,10 @@ NOT_IMPORTED := /tests/|/site-packages/pip/|/transformers/models/(?!(auto|bert|d
 LOCK := requirements/lock.txt
 # The lock is installed by two pips at once, NVIDIA's and CUDA's libraries (3.3 GB) beside the
 # rest: one pip unpacks on one core. 60 / 69 s against 46 / 55 s, side by side in turns on the
-# 2-core VM, 2026-11-28 (docs/notebook/2026-11-28-make-test-six-minutes.md). --no-deps: no
-# package waits for another; pip's conflict check is left out because each half alone lacks
-# the other's packages.
+# 2-core VM, 2026-11-28 (docs/notebook/2026-11-28-make-test-six-minutes.md). With --no-deps
+# neither waits for the other, and pip checks no package's requirements against the other half.
 LOCK_SPLIT := ^(nvidia-|cuda-)
-PIP_LOCK = $(BIN)/pip install --quiet --no-compile --no-deps --no-warn-conflicts
+PIP_LOCK = $(BIN)/pip install --quiet --no-compile --no-deps
 $(BIN)/lpdt: pyproject.toml $(LOCK) requirements/gpu.txt
 	@command -v $(PY) >/dev/null || { echo "error: $(PY) not found (Python 3.11 is required)"; exit 1; }
 	@rm -rf $(VENV)
