@@ -29,8 +29,9 @@ DEB_PACKAGES := fortunes fortunes-min dataset-fashion-mnist poppler-utils ninja-
 NOT_IMPORTED := /tests/|/site-packages/pip/|/transformers/models/(?!(auto|bert|distilbert|encoder_decoder)/)
 LOCK := requirements/lock.txt
 # The lock is installed by two pips at once, NVIDIA's and CUDA's libraries (3.3 GB) beside the
-# rest: one pip unpacks on one core. 60 / 69 s against 46 / 55 s, side by side in turns on the
-# 2-core VM, 2026-11-28 (docs/notebook/2026-11-28-make-test-six-minutes.md). With --no-deps
+# rest: one pip unpacks on one core. The whole environment (`make .venv/bin/lpdt` in a fresh
+# clone) in 52.1 / 54.6 s against 76.6 / 76.9 s with one pip, in turns on the 2-core VM,
+# 2026-11-28 (docs/notebook/2026-11-28-make-test-six-minutes.md). With --no-deps
 # neither waits for the other, and pip checks no package's requirements against the other half.
 LOCK_SPLIT := ^(nvidia-|cuda-)
 PIP_LOCK = $(BIN)/pip install --quiet --no-compile --no-deps
