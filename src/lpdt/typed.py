@@ -9,6 +9,8 @@ share; it imports no other ``lpdt`` module, so any of them can import it.
   lists as lists, mappings as dicts (recursively); any other value as it is.
 - ``type_name(tp)``: an annotation as error messages name it (``int or null``, ``'ok' or
   'diverged'``, ``a list of an object``).
+- ``dataclass_shape(cls)``: a dataclass's resolved annotations and its fields by name, read
+  once per class.
 - ``Reader``: validation of a JSON-like value into a dataclass. ``Reader.build`` is the field
   loop: the value must be a mapping, with no unknown key (unless ``strict`` is off) and every
   field without a default present; each field's value is checked against its annotation by

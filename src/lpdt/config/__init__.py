@@ -44,7 +44,7 @@ from lpdt.config.schema import (
     TrainConfig,
     result_dict,
 )
-from lpdt.typed import Reader, type_name
+from lpdt.typed import Reader, dataclass_shape, type_name
 
 __all__ = [  # the schema's names too: callers import everything from lpdt.config
     "ADDED_KEYS_AT_OLD_DEFAULT",
@@ -111,8 +111,8 @@ _MISSING = object()
 def _leaf_paths(cls: type, prefix: str = "") -> dict[str, str]:
     """Map every dotted leaf path of a config dataclass to itself."""
     out: dict[str, str] = {}
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
+    hints, fields = dataclass_shape(cls)
+    for f in fields.values():
         path = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(hints[f.name]):
             out.update(_leaf_paths(hints[f.name], path + "."))
