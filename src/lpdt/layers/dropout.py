@@ -9,9 +9,9 @@ that is the difference between a compiled batched round and n eager node steps.
 (``lpdt.layers.quant.quantizers.dither``: a counter hash of the step's noise seed, the module's
 salt and the element index) is at least ``p - 1/2``, and scales what it keeps by ``1 / (1 - p)``,
 as ``nn.Dropout`` does. The step draws that seed from the node's stream
-(``lpdt.layers.quant.convert.draws_noise``), so node k's mask is the same node by node, batched, eager
-and compiled, and the hash has one implementation for all of them (its vmap rule and inductor
-lowering included). The mask keeps each element with probability ``1 - p`` to within 2^-16 (the
+(``lpdt.layers.quant.convert.draws_noise``), so node k's mask is the same node by node, batched,
+eager and compiled, and the hash has one implementation for all of them (its vmap rule and
+inductor lowering included). The mask keeps each element with probability ``1 - p`` to within 2^-16 (the
 noise has 2^16 levels; p = 0.5 exactly). Like ``nn.Dropout``, it is the identity in eval mode.
 
 It draws other masks than ``nn.Dropout``, so it is a result key (``model.dropout_noise: hash``,
