@@ -10,7 +10,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PYTHONHASHSEED := 0
 
-DEB_PACKAGES := fortunes fortunes-min dataset-fashion-mnist poppler-utils ninja-build
+DEB_PACKAGES := fortunes fortunes-min dataset-fashion-mnist poppler-utils
 
 .PHONY: setup lock system-deps report plateau-check test test-slow lint bench clean
 
@@ -62,8 +62,8 @@ lock:
 	$(PY) tools/write_lock.py /tmp/lpdt-lock-report.json requirements
 	rm -rf /tmp/lpdt-lock-venv /tmp/lpdt-lock-report.json
 
-## system-deps: Debian data packages the offline quick scale reads (Fashion-MNIST, fortunes), and
-## ninja-build, which builds the eager 8-bit quantiser kernel (lpdt.layers.quant.kernel)
+## system-deps: Debian data packages the offline quick scale reads (Fashion-MNIST, fortunes) and
+## poppler-utils for the report checks
 system-deps:
 	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

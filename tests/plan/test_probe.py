@@ -107,7 +107,7 @@ def test_probe_times_real_steps_and_restores_the_callers_torch_state(monkeypatch
 
 
 def test_without_the_kernel_the_probe_says_so(monkeypatch):
-    """LPDT_QUANT_KERNEL=0 (as on a machine without g++ / ninja, which runs the same tensor
+    """LPDT_QUANT_KERNEL=0 (as on a machine without g++, which runs the same tensor
     operations): the probe's 8-bit step runs without it, and its line says so and why."""
     monkeypatch.setenv(kernel.ENV, "0")
     result = probe.probe_speed(1, window_s=0.0, warmup=0, min_steps=2, max_windows=2)

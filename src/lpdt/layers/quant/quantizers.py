@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from types import ModuleType
 
 import torch
 
@@ -226,7 +225,7 @@ def quantize(
     return to_levels(x, lo, hi, levels, noise, in_place=not _vmapped)
 
 
-def _eager_kernel(x: torch.Tensor, *ranges: torch.Tensor) -> ModuleType | None:
+def _eager_kernel(x: torch.Tensor, *ranges: torch.Tensor) -> kernel.Kernel | None:
     """The one-pass kernel where it computes what the tensor operations would: eagerly (not
     while torch.compile traces: inductor fuses the tensor operations itself), float32 on the
     CPU, scalar ranges, fewer than 2^31 elements, nothing that needs a gradient, not under vmap."""
