@@ -207,7 +207,7 @@ def test_a_compiler_that_fails_leaves_no_library(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     monkeypatch.setenv("CXX", "false")
     with pytest.raises(RuntimeError, match="false failed"):
-        kernel._build()
+        kernel.build()
     left = [p.name for p in kernel.build_dir().iterdir()]
     assert "kernel.cpp" in left and not [n for n in left if n.startswith(kernel.LIBRARY)], left
 
@@ -254,7 +254,7 @@ def test_checkouts_of_the_same_source_share_one_build(monkeypatch, tmp_path):
     with monkeypatch.context() as m:
         m.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "ext"))
         m.setattr(kernel, "SOURCE", clone)
-        built = kernel._build()
+        built = kernel.build()
     assert built.name == kernel.LIBRARY and (built.parent / "kernel.cpp").read_bytes() == (
         clone.read_bytes()
     )
@@ -311,7 +311,7 @@ def test_a_killed_build_leaves_nothing_that_loads(monkeypatch, tmp_path):
     where = kernel.build_dir()
     where.mkdir(parents=True)
     (where / f"{kernel.LIBRARY}.12345.partial").write_bytes(b"half a library")
-    built = kernel._build()
+    built = kernel.build()
     assert built == where / kernel.LIBRARY
     k = kernel.Kernel(ctypes.CDLL(str(built)))
     x = torch.randn(10)
@@ -323,4 +323,4 @@ def test_a_bad_build_wait_is_named(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     monkeypatch.setenv(kernel.WAIT_ENV, "soon")
     with pytest.raises(ValueError, match=f"{kernel.WAIT_ENV}='soon'"):
-        kernel._build()
+        kernel.build()

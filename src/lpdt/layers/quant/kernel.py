@@ -182,7 +182,7 @@ def load(stacklevel: int = 3) -> Kernel | None:
         return None
     if _loaded is None:
         try:
-            _loaded = Kernel(ctypes.CDLL(str(_build())))
+            _loaded = Kernel(ctypes.CDLL(str(build())))
         except Exception as e:  # noqa: BLE001 - any build failure: the tensor operations still work
             lines = str(e).strip().splitlines()
             _failed = f"{type(e).__name__}: {lines[-1] if lines else ''}"
@@ -197,7 +197,7 @@ def load(stacklevel: int = 3) -> Kernel | None:
     return _loaded
 
 
-def _build() -> Path:
+def build() -> Path:
     """The built library's path: built here unless a build of the same key is in place."""
     where = build_dir()
     library = where / LIBRARY
