@@ -92,25 +92,20 @@ plateau-check: setup
 	$(BIN)/snakemake --cores all --forcerun report
 
 ## test: set up, then the linter, the formatter's check, the type checker (mypy over src/, its
-## settings in pyproject.toml) and the default test suite (slow tests excluded); the 15 slowest
+## settings in pyproject.toml; one worker per core: with a fresh clone's empty cache 36 s instead
+## of 46 s on the 2-core VM, 2026-11-28) and the default test suite (slow tests excluded); the 15 slowest
 ## tests are listed at the end (--durations), so what makes the suite slow is on record in every
-## CI log. mypy (one worker per core: with a fresh clone's empty cache about 40 s alone on the
-## 2-core VM) runs beside pytest at the lowest CPU priority, so that it takes the cores pytest
-## leaves idle (tests waiting on servers and subprocesses) instead of 40 s before it; its report
-## is printed after pytest's, and either failing fails the target. src/ is byte-compiled first
-## (0.2 s), as the environment is at install: where PYTHONDONTWRITEBYTECODE is set, each of the
-## suite's ~100 Python subprocesses would otherwise compile the lpdt modules it imports (about
-## 0.2 s each). Inductor compiles its kernels in the test process (TORCHINDUCTOR_COMPILE_THREADS=1):
-## with two pytest workers on two cores a compile pool adds processes to start, not cores.
+## CI log. src/ is byte-compiled first (0.2 s), as the environment is at install: where
+## PYTHONDONTWRITEBYTECODE is set, each of the suite's ~100 Python subprocesses would otherwise
+## compile the lpdt modules it imports (about 0.2 s each). mypy beside pytest at nice 19 was
+## tried and taken back: pytest took longer by what mypy had saved (fresh clones, 2026-11-28,
+## docs/notebook/2026-11-28-make-test-six-minutes.md).
 test: setup
 	$(BIN)/ruff check src tests benchmarks tools
 	$(BIN)/ruff format --check src tests benchmarks tools
+	$(BIN)/mypy --num-workers auto
 	$(BIN)/python -m compileall -q -j 0 src >/dev/null
-	@echo "$(BIN)/mypy --num-workers auto  (beside pytest, at nice 19; its report follows pytest's)"
-	@nice -n 19 $(BIN)/mypy --num-workers auto > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
-	  TORCHINDUCTOR_COMPILE_THREADS=1 $(BIN)/pytest -q -n 2 --durations=15; tests=$$?; \
-	  wait $$mypy; types=$$?; echo "mypy:"; cat $(VENV)/mypy.log; \
-	  [ $$tests = 0 ] && [ $$types = 0 ]
+	$(BIN)/pytest -q -n 2 --durations=15
 
 ## test-slow: the slow tests only
 test-slow: setup
