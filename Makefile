@@ -28,25 +28,22 @@ DEB_PACKAGES := fortunes fortunes-min dataset-fashion-mnist poppler-utils
 # 2-core VM, 2026-11-28.
 NOT_IMPORTED := /tests/|/site-packages/pip/|/transformers/models/(?!(auto|bert|distilbert|encoder_decoder)/)
 LOCK := requirements/lock.txt
-# The lock is installed by four pips at once: one pip unpacks on one core and spends much of its
-# time on each package's own steps. NVIDIA's and CUDA's libraries (18 wheels, 3.3 GB), torch, and
-# the other 166 packages in two halves (alternate lines). The whole environment (`make
-# .venv/bin/lpdt` in a fresh clone) in 52.1 / 54.6 s against 76.6 / 76.9 s with one pip, in turns
-# on the 2-core VM, 2026-11-28 (two pips: docs/notebook/2026-11-28-make-test-six-minutes.md); the
-# lock alone 36.7 s with four against 40.1 with two balanced halves and 42.3 with the NVIDIA
-# libraries apart (the same VM, 2026-11-28, seventh session). With --no-deps no pip waits for
-# another, and pip checks no package's requirements against another part.
-LOCK_PARTS := awk -v d=$(VENV) '/^\#/ {next} /^(nvidia-|cuda-)/ {print > d "/lock-1.txt"; next} \
-  /^torch==/ {print > d "/lock-2.txt"; next} {print > d "/lock-" (3 + n++ % 2) ".txt"}'
+# The lock is installed by two pips at once, NVIDIA's and CUDA's libraries (3.3 GB) beside the
+# rest: one pip unpacks on one core. The whole environment (`make .venv/bin/lpdt` in a fresh
+# clone) in 52.1 / 54.6 s against 76.6 / 76.9 s with one pip, in turns on the 2-core VM,
+# 2026-11-28 (docs/notebook/2026-11-28-make-test-six-minutes.md). With --no-deps
+# neither waits for the other, and pip checks no package's requirements against the other half.
+LOCK_SPLIT := ^(nvidia-|cuda-)
 PIP_LOCK = $(BIN)/pip install --quiet --no-compile --no-deps
 $(BIN)/lpdt: pyproject.toml $(LOCK) requirements/gpu.txt
 	@command -v $(PY) >/dev/null || { echo "error: $(PY) not found (Python 3.11 is required)"; exit 1; }
 	@rm -rf $(VENV)
 	$(PY) -m venv $(VENV)
 	@{ $(BIN)/pip install --quiet --upgrade pip \
-	  && $(LOCK_PARTS) $(LOCK) \
-	  && { pids=""; for part in 1 2 3 4; do $(PIP_LOCK) -r $(VENV)/lock-$$part.txt & pids="$$pids $$!"; done; \
-	       failed=0; for pid in $$pids; do wait $$pid || failed=1; done; [ $$failed = 0 ]; } \
+	  && grep -E '$(LOCK_SPLIT)' $(LOCK) > $(VENV)/lock-cuda.txt \
+	  && grep -vE '$(LOCK_SPLIT)' $(LOCK) > $(VENV)/lock-rest.txt \
+	  && { $(PIP_LOCK) -r $(VENV)/lock-cuda.txt & cuda=$$!; \
+	       $(PIP_LOCK) -r $(VENV)/lock-rest.txt; rest=$$?; wait $$cuda && [ $$rest = 0 ]; } \
 	  && { $(BIN)/python -m compileall -q -j 0 -x '$(NOT_IMPORTED)' $(VENV)/lib >/dev/null || true; } \
 	  && $(BIN)/pip install --quiet --no-deps --no-build-isolation -e . \
 	  && if nvidia-smi -L >/dev/null 2>&1; then \
