@@ -7,7 +7,9 @@ same float32 arithmetic in the same order in one vectorised loop, so it gives th
 (``tests/layers/test_quant_kernel.py``). Measured on the 2-core reference CPU, one thread
 (docs/notebook/2026-11-23-int8-measurements.md): eager 8-bit training steps 14-35 % faster (the
 small tensors of the quick scale gain most), the 8-bit ResNet-8 evaluation forward at batch 500
-about 1.8x faster.
+about 1.8x faster. Those were measured with the earlier build against ATen and pybind11; the
+``ctypes`` call costs about 2 us more per call (an eager 8-bit step at the claims' shape x1.027,
+docs/notebook/2026-11-28-quant-kernel-c-abi.md), and the build 0.13 s instead of 12.6 s.
 
 Compiled graphs keep the tensor operations: inductor fuses them into its own kernels, and this
 kernel as a custom operator inside the compiled 8-bit step measured slower (4.1 against 3.2 ms
