@@ -218,19 +218,22 @@ def build() -> Path:
         with FileLock(where / LOCK, timeout=wait_s):
             if library.exists():  # built by the process we waited for
                 return library
-            source = where / SOURCE.name  # the text the key hashes, whatever happens to SOURCE
+            # The copy compiled is kept beside its build: the checkout's file may change later.
+            source = where / SOURCE.name
             source.write_bytes(SOURCE.read_bytes())
             partial = where / f"{LIBRARY}.{os.getpid()}.partial"
-            done = subprocess.run(
-                [*command, *CFLAGS, str(source), "-o", str(partial)],
-                capture_output=True,
-                text=True,
-                timeout=COMPILE_TIMEOUT_S,
-            )
-            if done.returncode != 0:
+            try:
+                done = subprocess.run(
+                    [*command, *CFLAGS, str(source), "-o", str(partial)],
+                    capture_output=True,
+                    text=True,
+                    timeout=COMPILE_TIMEOUT_S,
+                )
+                if done.returncode != 0:
+                    raise RuntimeError(f"{command[0]} failed: {done.stderr.strip()[-2000:]}")
+                partial.replace(library)
+            finally:  # a failed or timed-out compile leaves no partial file behind
                 partial.unlink(missing_ok=True)
-                raise RuntimeError(f"{command[0]} failed: {done.stderr.strip()[-2000:]}")
-            partial.replace(library)
             return library
     except Timeout:
         raise BuildWaitTimeout(
