@@ -10,7 +10,9 @@ from torch import nn
 from lpdt.decentral.state import NodeState
 from lpdt.decentral.streams import NodeStreams
 from lpdt.engine.batched import BatchedSteps, BatchNodesError
+from lpdt.engine.opcount import count_ops
 from lpdt.engine.steps import Steps
+from lpdt.layers.quant import kernel
 from tests.engine.test_steps import tiny_model
 
 NODES, BATCH, PX = 3, 8, 16
@@ -208,17 +210,28 @@ def test_hashed_dropout_runs_batched_as_it_runs_node_by_node(precision):
     ("precision", "deterministic"),
     [("fp32", True), ("int8", False)],  # int8: the paper's recipe, 8-bit gradients
 )
-def test_compiled_batched_step_equals_the_sequential_steps(precision, deterministic):
+def test_compiled_batched_step_equals_the_sequential_steps(monkeypatch, precision, deterministic):
     """The compiled batched step (one graph for all nodes, what CUDA graphs replay) computes what
-    the sequential steps compute, and really compiled (``_batched`` checks it did not fall back).
+    the sequential steps compute, and really compiled (it did not fall back to eager).
     It caught the 8-bit weights' gradients coming out all zeros when ``straight_through``
-    trusted ``requires_grad`` while dynamo traced ``torch.func.grad``."""
+    trusted ``requires_grad`` while dynamo traced ``torch.func.grad``.
+
+    Its next step reads nothing on the host, on the GPU's path: the compiled cases of
+    tests/engine/test_host_syncs.py, checked here on the graph this test compiled (a compile of
+    the same graph there took another 10-16 s of the suite, 2-core VM, empty cache)."""
     seq, bat = state_pair(precision, deterministic)
     streams = [NodeStreams(7, list(range(NODES)), torch.device("cpu")) for _ in "ab"]
     x, y = node_batches()
     l_s = _sequential(seq, streams[0], x, y)
-    l_b = _batched(bat, streams[1], x, y, compile=True)
+    steps = BatchedSteps(bat, compile=True, log=lambda m: None)
+    bat.grad.zero_()
+    l_b = steps.train_step(x, y, steps.seeds(streams[1].node))
+    assert steps.compiled  # not fallen back to eager
     _assert_same(seq, bat, l_s, l_b, 1e-3 if precision == "int8" else 1e-5)
+    monkeypatch.setenv(kernel.ENV, "0")  # the quantisers' tensor path, as on a GPU
+    _, counted = count_ops(lambda: steps.train_step(x, y, steps.seeds(streams[1].node)))
+    assert counted.total > 0 and counted.host_syncs == 0, counted.counts
+    assert steps.compiled
 
 
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
