@@ -94,8 +94,7 @@ def distilbert(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> nn.M
 
     _quiet_transformers()
     if not getattr(cfg, "pretrained", True):
-        # num_labels: a PretrainedConfig keyword that DistilBertConfig's annotations leave out
-        config = DistilBertConfig(num_labels=num_classes)  # type: ignore[call-arg]
+        config = DistilBertConfig(num_labels=num_classes)
         net = DistilBertForSequenceClassification(config)
         return TextClassifier(net)
     folder = _model_root(cfg) / DISTILBERT_DIR
@@ -121,7 +120,7 @@ def distilbert_tiny(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) ->
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
 
     length = int(input_shape[0]) if input_shape else 128
-    config = DistilBertConfig(  # type: ignore[call-arg]  # num_labels: as above
+    config = DistilBertConfig(
         vocab_size=BERT_VOCAB,
         dim=64,
         n_layers=2,
