@@ -6,8 +6,9 @@ GPU"), and a step that reads a tensor's value on the host (``.item()``, ``int(t)
 counted on the CPU: every aten operation passes a Python dispatch mode, and each of those reads
 is one ``aten._local_scalar_dense``. So the tests pin the step's host synchronisations at zero
 (``tests/engine/test_host_syncs.py``, eager; the compiled steps' equality tests) and
-``benchmarks/bench_compile.py`` records its operations, with no GPU. (``.tolist()`` and ``.numpy()`` of a CPU tensor read its memory without dispatching: on
-the CPU they are invisible here.)
+``benchmarks/bench_compile.py`` records its operations, with no GPU. (``.tolist()`` and
+``.numpy()`` of a CPU tensor read its memory without dispatching: on the CPU they are invisible
+here.)
 
 A compiled graph runs its kernels without passing the dispatch mode; what it cannot hold (a
 host read) is a graph break, which ``fullgraph=True`` and ``torch._dynamo.explain`` catch.
