@@ -90,7 +90,8 @@ plateau-check: setup
 
 ## test: set up, then the linter, the formatter's check, the type checker (mypy over src/, its
 ## settings in pyproject.toml; one worker per core: with a fresh clone's empty cache 36 s instead
-## of 46 s on the 2-core VM, 2026-11-28; about 19 s since it no longer follows transformers) and the default test suite (slow tests excluded); the 15 slowest
+## of 46 s on the 2-core VM, 2026-11-28; about 19 s since it no longer follows transformers) and
+## the default test suite (slow tests excluded); the 15 slowest
 ## tests are listed at the end (--durations), so what makes the suite slow is on record in every
 ## CI log. src/ is byte-compiled first (0.2 s), as the environment is at install: where
 ## PYTHONDONTWRITEBYTECODE is set, each of the suite's ~100 Python subprocesses would otherwise
