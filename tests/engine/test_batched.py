@@ -38,10 +38,16 @@ def _sequential(state: NodeState, streams: NodeStreams, x, y, compile: bool = Fa
     return torch.stack(losses)
 
 
+def _batched_step(steps: BatchedSteps, state: NodeState, streams: NodeStreams, x, y):
+    """One batched step of ``state``'s nodes from zeroed gradients, each node's seed drawn in its
+    own stream."""
+    state.grad.zero_()
+    return steps.train_step(x, y, steps.seeds(streams.node))
+
+
 def _batched(state: NodeState, streams: NodeStreams, x, y, compile: bool = False):
     steps = BatchedSteps(state, compile=compile, log=lambda m: None)
-    state.grad.zero_()
-    losses = steps.train_step(x, y, steps.seeds(streams.node))
+    losses = _batched_step(steps, state, streams, x, y)
     assert steps.compiled == compile  # not fallen back to eager
     return losses
 
@@ -224,12 +230,11 @@ def test_compiled_batched_step_equals_the_sequential_steps(monkeypatch, precisio
     x, y = node_batches()
     l_s = _sequential(seq, streams[0], x, y)
     steps = BatchedSteps(bat, compile=True, log=lambda m: None)
-    bat.grad.zero_()
-    l_b = steps.train_step(x, y, steps.seeds(streams[1].node))
+    l_b = _batched_step(steps, bat, streams[1], x, y)
     assert steps.compiled  # not fallen back to eager
     _assert_same(seq, bat, l_s, l_b, 1e-3 if precision == "int8" else 1e-5)
     monkeypatch.setenv(kernel.ENV, "0")  # the quantisers' tensor path, as on a GPU
-    _, counted = count_ops(lambda: steps.train_step(x, y, steps.seeds(streams[1].node)))
+    _, counted = count_ops(_batched_step, steps, bat, streams[1], x, y)
     assert counted.total > 0 and counted.host_syncs == 0, counted.counts
     assert steps.compiled
 
