@@ -1,31 +1,43 @@
 """Fit the plan's wall-time model (``lpdt.plan.runtime``) to the jobs of a finished pipeline.
 
-Usage: ``.venv/bin/python benchmarks/fit_runtime.py [--results results] [--plan PLAN.tsv]``
+Usage: ``.venv/bin/python benchmarks/fit_runtime.py [--results results] [--speed fp32=1.8,...]
+[--fit-start]``
 
-Reads every training job's measured time (Snakemake's ``results/benchmarks/train/<id>.tsv``) and
-its record, and fits by least squares, with the start-up and evaluation costs held at their
-``runtime`` values,
+A training job is what Snakemake timed (``results/benchmarks/train/<job>.tsv``): one run, or a
+batch of runs that one ``lpdt train`` trained one after another (config ``batch_runs``; its runs
+listed, in order, in the batch's stamp ``results/batches/<job>.txt``). Its time is
+modelled as the plan models it (``runtime.run_seconds``, summed over its runs):
 
-    time - start-up - evaluation = samples x train_ms[model, precision, px]
-                                 + rounds x nodes x gossiped entries x (gossip_ns + topk_ns [sparse])
+    time = fp32 x (START_S + (runs - 1) x BATCHED_START_S)
+         + compiling (held at what the job's log says it spent: cold compiles stay out of the rest)
+         + sum over its runs of
+             evaluated images x eval_ms[key] x (its evaluation's factor)          (held)
+           + samples x train_ms[key] x (its training steps' factor)
+           + rounds x nodes x gossiped entries x (GOSSIP_NS + TOPK_NS [sparse]) x fp32
 
-(``rounds``: training iterations plus final gossip rounds; single-node runs do not gossip). A
-compiled job (``train.compile`` with an entry in ``runtime.COMPILED_MS``) has its own per-sample
-column, its compile time held at what its log says it spent compiling (else the ``COMPILED_MS``
-value), so that the cold compiles of a fresh machine do not inflate the per-sample costs. It prints the fitted constants in the
-form of ``runtime.STEP_MS`` / ``COMPILED_MS`` / ``GOSSIP_NS`` / ``TOPK_NS``, and
-the estimate's error per job and in total, before and after the fit (in-sample: the fit is
-checked on the jobs it was fitted to). New constants come with the machine they were fitted on:
-record its speed probe too (``benchmarks/bench_runtime.py --probe 5 --jobs 2`` ->
-``probe.PROBE_REF_MS``), or the plan will scale them by the old machine's probe.
+and the training and gossip constants are fitted by least squares (``--fit-start``: the two
+start-up constants too). ``key`` is the run's (model, precision, px), with its own column for a
+compiled step (``runtime.COMPILED_MS``). The factors are the speed probe's on the machine that
+ran the jobs (``--speed``, as the plan's line printed them: ``fp32=1.81,int8=2.21,int8_ops=1.99``;
+default 1, the reference machine), so the fitted constants are the reference machine's whatever
+machine ran the jobs, and the probe's ``PROBE_REF_MS`` stays. Without ``--speed`` they are the
+running machine's, and its probe must become ``PROBE_REF_MS`` (``benchmarks/bench_runtime.py
+--probe 5 --jobs 2``).
+
+It prints the constants in the form of ``runtime.STEP_MS`` / ``COMPILED_MS`` / ``GOSSIP_NS`` /
+``TOPK_NS``, and each job's error before and after (in sample: the fit is checked on the jobs it
+was fitted to, no measure of the plan's error elsewhere). Columns that the jobs cannot tell
+apart (a model trained on one node count only: its gossip grows with its samples) make the
+split between them arbitrary; the printed rank says when.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,104 +48,183 @@ COMPILED_LINE = re.compile(r"compiled the [a-z ]+ in ([0-9.]+) s")
 
 
 def compile_seconds(log: Path) -> float | None:
-    """Seconds a job spent compiling, from its log's "compiled the ... in X s" lines (None: no
-    log, or nothing compiled). A cold compile (empty cache) takes minutes, a warm one seconds:
-    holding the measured value keeps cold compiles out of the per-sample cost."""
+    """Seconds a job spent compiling, from its log's "compiled the ... in X s" lines (0: none;
+    None: no log). A cold compile (empty cache) takes minutes, a warm one seconds: holding the
+    measured value keeps cold compiles out of the per-sample cost."""
     if not log.exists():
         return None
     found = [float(m.group(1)) for m in COMPILED_LINE.finditer(log.read_text(errors="replace"))]
-    return sum(found) if found else None
+    return sum(found)
 
 
-def jobs(results: Path) -> list[dict]:
+@dataclass
+class Run:
+    run_id: str
+    cfg: dict[str, Any]
+    samples: int
+    kinds: runtime.CostKinds
+
+
+@dataclass
+class Job:
+    name: str
+    seconds: float
+    runs: list[Run]
+    compile_s: float
+
+
+def job_runs(results: Path, job: str) -> list[str]:
+    """The runs a job trained, in order: its batch's stamp, else the job is one run."""
+    stamp = results / "batches" / f"{job}.txt"
+    if stamp.exists():
+        return [line for line in stamp.read_text().split() if line]
+    return [job]
+
+
+def jobs(results: Path) -> list[Job]:
+    """Every finished training job under ``results`` whose runs all have a record and a cost
+    (``runtime.cost_kinds``)."""
     out = []
     for bench in sorted((results / "benchmarks" / "train").glob("*.tsv")):
-        rec_path = results / "runs" / bench.stem / record.METRICS_FILE
-        if not rec_path.exists():
-            continue
-        rec = record.read(rec_path)
-        cfg = rec.config
         seconds = runtime.benchmark_seconds(bench)
         if seconds is None:  # a job still running (its file being written): nothing to fit
             continue
-        samples = (
-            rec.time.iterations
-            * (cfg["train"]["batch_size"] // cfg["topology"]["nodes"])
-            * cfg["topology"]["nodes"]
-        )
-        key = (cfg["model"]["name"], cfg["precision"]["mode"], runtime.input_px(cfg))
-        compiled = bool(cfg["train"].get("compile")) and key in runtime.COMPILED_MS
-        out.append(
-            {
-                "run_id": rec.run_id,
-                "cfg": cfg,
-                "seconds": seconds,
-                "samples": samples,
-                "key": (*key, "compiled") if compiled else key,
-                "estimate": runtime.run_seconds(cfg, samples),
-                "compile_s": compile_seconds(results / "logs" / "train" / f"{bench.stem}.log"),
-            }
-        )
+        runs = []
+        for run_id in job_runs(results, bench.stem):
+            rec_path = results / "runs" / run_id / record.METRICS_FILE
+            if not rec_path.exists():
+                break
+            rec = record.read(rec_path)
+            cfg = rec.config
+            kinds = runtime.cost_kinds(cfg)
+            if kinds is None:
+                break
+            samples = rec.time.iterations * runtime.per_node_batch(cfg) * cfg["topology"]["nodes"]
+            runs.append(Run(run_id, cfg, samples, kinds))
+        else:
+            measured = compile_seconds(results / "logs" / "train" / f"{bench.stem}.log")
+            if measured is None:  # no log: each compiled graph's first run compiles warm
+                graphs = {runtime.compiled_shape(r.cfg): r.cfg for r in runs if r.kinds.compiled}
+                measured = sum(runtime.warm_compile_seconds(c) for c in graphs.values())
+            out.append(Job(bench.stem, seconds, runs, measured))
     return out
+
+
+def parse_speed(text: str | None) -> dict[str, float] | None:
+    """``fp32=1.81,int8=2.21,int8_ops=1.99`` -> factors (None: the reference machine)."""
+    if not text:
+        return None
+    try:
+        pairs = [item.split("=") for item in text.split(",")]
+        return {k.strip(): float(v) for k, v in pairs}
+    except ValueError as e:
+        raise SystemExit(f"--speed {text!r}: expected KIND=FACTOR,... ({e})") from e
+
+
+def design(
+    js: list[Job], speed: dict[str, float] | None, fit_start: bool
+) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    """(column names, the design matrix, the measured times less the held terms)."""
+    keys = sorted(
+        {
+            (*r.kinds.key, "compiled") if r.kinds.compiled else r.kinds.key
+            for j in js
+            for r in j.runs
+        }
+    )
+    names: list[Any] = [*keys, "GOSSIP_NS", "TOPK_NS"] + (
+        ["START_S", "BATCHED_START_S"] if fit_start else []
+    )
+    x, y = np.zeros((len(js), len(names))), np.zeros(len(js))
+    for i, j in enumerate(js):
+        y[i] = j.seconds - j.compile_s
+        base = j.runs[0].kinds.factors(speed)[2]
+        later = len(j.runs) - 1
+        if fit_start:
+            x[i, names.index("START_S")] = base
+            x[i, names.index("BATCHED_START_S")] = base * later
+        else:
+            y[i] -= base * (runtime.START_S + later * runtime.BATCHED_START_S)
+        for r in j.runs:
+            train_f, eval_f, base = r.kinds.factors(speed)
+            key = (*r.kinds.key, "compiled") if r.kinds.compiled else r.kinds.key
+            y[i] -= eval_f * runtime.evaluated_images(r.cfg) * runtime.STEP_MS[r.kinds.key][1] / 1e3
+            x[i, names.index(key)] += train_f * r.samples / 1e3  # -> ms per sample
+            units = base * runtime.gossip_units(r.cfg, r.samples) / 1e9  # -> ns per entry
+            x[i, names.index("GOSSIP_NS")] += units
+            x[i, names.index("TOPK_NS")] += units if runtime.sparse(r.cfg) else 0.0
+    return names, x, y
+
+
+def label(name: Any) -> str:
+    """A column's name as ``--hold`` matches it: ``resnet8/int8/12/compiled``, ``GOSSIP_NS``."""
+    return name if isinstance(name, str) else "/".join(str(part) for part in name)
+
+
+def current(name: Any) -> float:
+    """The plan's constant for a column of ``design``."""
+    if isinstance(name, str):
+        return float(getattr(runtime, name))
+    if len(name) == 4:
+        return runtime.COMPILED_MS[name[:3]][0]
+    return runtime.STEP_MS[name][0]
+
+
+def least_squares(
+    names: list[Any], x: np.ndarray, y: np.ndarray, hold: tuple[str, ...] = ()
+) -> tuple[np.ndarray, int]:
+    """(the constants: the plan's own for the columns whose label starts with one of ``hold``,
+    fitted for the others, 0 for a column no job uses; the rank of the fitted columns)."""
+    held = np.array([label(n).startswith(hold) if hold else False for n in names])
+    coef = np.array([current(n) if h else 0.0 for n, h in zip(names, held, strict=True)])
+    fit = x.any(axis=0) & ~held
+    coef[fit], *_ = np.linalg.lstsq(x[:, fit], y - x @ coef, rcond=None)
+    return coef, int(np.linalg.matrix_rank(x[:, fit]))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results")
+    ap.add_argument("--speed", help="the probe's factors on the machine that ran the jobs")
+    ap.add_argument("--fit-start", action="store_true", help="fit START_S and BATCHED_START_S")
+    ap.add_argument(
+        "--hold",
+        default="",
+        help="columns held at the plan's values: comma-separated prefixes of their labels "
+        "(resnet8/int8, GOSSIP_NS, minilm, ...)",
+    )
     a = ap.parse_args()
-    js = [j for j in jobs(Path(a.results)) if j["key"][:3] in runtime.STEP_MS]
+    speed = parse_speed(a.speed)
+    js = jobs(Path(a.results))
     if not js:
         raise SystemExit(f"no finished training jobs with a benchmark file under {a.results}")
-    keys = sorted({j["key"] for j in js})
-    cols = len(keys) + 2
-    x, y = np.zeros((len(js), cols)), np.zeros(len(js))
-    for i, j in enumerate(js):
-        cfg = j["cfg"]
-        eval_ms = runtime.STEP_MS[j["key"][:3]][1]
-        y[i] = j["seconds"] - runtime.START_S - runtime.evaluated_images(cfg) * eval_ms / 1e3
-        if len(j["key"]) == 4:  # compiled: its compile time is held (measured, else the table's)
-            measured = j["compile_s"]
-            y[i] -= measured if measured is not None else runtime.warm_compile_seconds(cfg)
-        x[i, keys.index(j["key"])] = j["samples"] / 1e3  # -> ms per sample
-        units = runtime.gossip_units(cfg, j["samples"]) / 1e9  # -> ns per entry and round
-        x[i, -2] = units
-        x[i, -1] = units if runtime.sparse(cfg) else 0.0
-    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-    coefs = dict(zip(keys, coef, strict=False))
-    gossip_ns, topk_ns = float(coef[-2]), float(coef[-1])
-    pred = x @ coef + (np.array([j["seconds"] for j in js]) - y)
-    print("STEP_MS = {")
-    for k, c in coefs.items():
-        if len(k) == 3:
-            print(f"    {k!r}: {(round(float(c), 3), runtime.STEP_MS[k][1])},")
-    print("}\nCOMPILED_MS = {")
-    for k, c in coefs.items():
-        if len(k) == 4:
-            print(f"    {k[:3]!r}: {(round(float(c), 3), *runtime.COMPILED_MS[k[:3]][1:])},")
-    print("}")
-    print(f"GOSSIP_NS = {gossip_ns:.2f}\nTOPK_NS = {topk_ns:.2f}")
-    act = np.array([j["seconds"] for j in js])
-    before = np.array([j["estimate"] for j in js])
-    print(
-        f"\n{len(js)} jobs: measured {act.sum():.0f} s; estimated {before.sum():.0f} s with the "
-        f"current constants, {pred.sum():.0f} s with the fitted ones (in-sample)"
+    names, x, y = design(js, speed, a.fit_start)
+    hold = tuple(h for h in a.hold.split(",") if h)
+    coef, rank = least_squares(names, x, y, hold)
+    fitted = x.any(axis=0) & ~np.array(
+        [label(n).startswith(hold) if hold else False for n in names]
     )
     print(
-        f"per job |error| / measured: median {np.median(abs(before - act) / act):.0%} -> "
-        f"{np.median(abs(pred - act) / act):.0%}, largest {np.max(abs(before - act) / act):.0%}"
-        f" -> {np.max(abs(pred - act) / act):.0%}"
+        f"{len(js)} jobs, {sum(len(j.runs) for j in js)} runs; {int(fitted.sum())} columns "
+        f"fitted, rank {rank}{' (the split between them is arbitrary)' if rank < fitted.sum() else ''}"
     )
-    worst = sorted(zip(js, pred, strict=True), key=lambda t: -abs(t[1] - t[0]["seconds"]))[:5]
-    for j, p in worst:
+    for name, value, fit in zip(names, coef, fitted, strict=True):
+        how = "fitted" if fit else "held"
+        print(f"  {label(name):<26} {value:8.3f}  ({how}; the plan's: {current(name)})")
+    act = np.array([j.seconds for j in js])
+    held_s = act - y
+    before = x @ np.array([current(n) for n in names]) + held_s
+    pred = x @ coef + held_s
+    print(
+        f"\nmeasured {act.sum():,.0f} s; estimated {before.sum():,.0f} s with the plan's constants "
+        f"and {pred.sum():,.0f} s with these (in sample), each with the compile time its log "
+        "measured"
+    )
+    for j, b, p in sorted(zip(js, before, pred, strict=True), key=lambda t: -t[0].seconds):
         print(
-            f"  {j['run_id']} {j['key']} nodes {j['cfg']['topology']['nodes']}: measured "
-            f"{j['seconds']:.0f} s, fitted {p:.0f} s"
+            f"  {j.name:<28} {len(j.runs):>3} runs {label(j.runs[0].kinds.key):<18} measured "
+            f"{j.seconds:7.0f} s  compile {j.compile_s:5.0f} s  plan's {b:7.0f}  these {p:7.0f}"
         )
-    print(json.dumps({"gossip_ns": gossip_ns, "topk_ns": topk_ns}))
-    print(
-        "with new constants, record this machine's speed probe as probe.PROBE_REF_MS: "
-        "benchmarks/bench_runtime.py --probe 5 --jobs 2"
-    )
 
 
 if __name__ == "__main__":

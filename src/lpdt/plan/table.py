@@ -73,17 +73,19 @@ def write_plan(
         cold = runtime.cold_compile_seconds({k: r.config for k, r in runs.items()}, cold_slots)
     for r in rows:  # the job that trains each run: its batch (rule train_batch) or itself
         r["job"] = batch_of.get(r["run_id"], r["run_id"])
-    graphs = set()  # (job, compiled graph) already compiled by an earlier run of the job
+    by_job: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        cfg = runs[r["run_id"]].config
-        in_batch = (
-            machine == "cpu" and r["run_id"] in batch_of and batches[r["job"]][0] != r["run_id"]
+        by_job.setdefault(r["job"], []).append(r)
+    ests: dict[str, float | None] = {}
+    for job, job_rows in by_job.items():  # a batch's runs in the order it trains them
+        order = {run_id: n for n, run_id in enumerate(batches.get(job, [job]))}
+        job_rows = sorted(job_rows, key=lambda r: order[r["run_id"]])
+        job_ests = runtime.job_run_seconds(
+            [(runs[r["run_id"]].config, r["samples"]) for r in job_rows], speed
         )
-        graph = (r["job"], runtime.compiled_shape(cfg))
-        est = runtime.run_seconds(
-            cfg, r["samples"], machine, speed, in_batch, in_batch and graph in graphs
-        )
-        graphs.add(graph)
+        ests.update(zip((r["run_id"] for r in job_rows), job_ests, strict=True))
+    for r in rows:
+        est = ests[r["run_id"]]
         if est is not None:
             est += cold.get(r["run_id"], 0.0) * (speed or {}).get("fp32", 1.0)
         r["est_s"] = None if est is None else round(est)
