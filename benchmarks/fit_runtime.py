@@ -206,7 +206,8 @@ def main() -> None:
     )
     print(
         f"{len(js)} jobs, {sum(len(j.runs) for j in js)} runs; {int(fitted.sum())} columns "
-        f"fitted, rank {rank}{' (the split between them is arbitrary)' if rank < fitted.sum() else ''}"
+        f"fitted, rank {rank}"
+        + (" (the split between them is arbitrary)" if rank < fitted.sum() else "")
     )
     for name, value, fit in zip(names, coef, fitted, strict=True):
         how = "fitted" if fit else "held"

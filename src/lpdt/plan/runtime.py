@@ -122,16 +122,17 @@ COMPILED_MS: dict[tuple[str, str, int], tuple[float, float, float]] = {
     # compile not measured (eager in the grid). Compiled steps never use the eager quantiser
     # kernel: the 8-bit entry did not move with it.
     # Refitted 2026-11-29 (the old entries 0.30 / 3.0 and 0.53 / 6.0 put three fresh `make
-    # report`s on idle VMs 28-29 % high): `benchmarks/fit_runtime.py --speed fp32=1.76,int8=2.04,
-    # int8_ops=1.91 --hold GOSSIP_NS,TOPK_NS,minilm,resnet18,resnet20,vgg11` on the fresh-clone `make
-    # report` of 1a8b608 (idle 2-core VM of the reference's kind, not the reference itself; its
-    # plan's speed probe gave the factors, which convert its times to the reference's), with
-    # START_S 4 (below). The per-sample costs absorb the gossip of this model, which the fit
-    # cannot tell apart (every claim job has 4 nodes) and holds at GOSSIP_NS: 0.189 + 0.073
-    # (gossip) ms a sample in fp32. Warm compile of the training step: the logs' 3.0-3.1 s (fp32)
-    # and 5.8-6.6 s (8-bit) over the fp32 factor 1.76. In sample, with each job's compile time
-    # from its log: the 14 ResNet-8 jobs within -10 % to +20 % each; all 18 jobs 4,116 s against
-    # 3,990 s measured (the four small-model batches, held, are 170 s of the excess).
+    # report`s on idle VMs 28-29 % high): `benchmarks/fit_runtime.py --speed fp32=1.76,
+    # int8=2.04,int8_ops=1.91 --hold GOSSIP_NS,TOPK_NS,minilm,resnet18,resnet20,vgg11` on the
+    # fresh-clone `make report` of 1a8b608 (an idle 2-core VM of the reference's kind, not the
+    # reference itself: its plan's speed probe gave the factors, which convert its times to the
+    # reference's), with START_S 4 (below). The per-sample costs absorb this model's gossip,
+    # which the fit cannot tell apart (every claim job has 4 nodes) and holds at GOSSIP_NS
+    # (0.073 ms a sample on 4 nodes). Warm compile of the training step: the logs' 3.0-3.1 s
+    # (fp32) and 5.8-6.6 s (8-bit) over the fp32 factor 1.76. In sample, each job with the
+    # compile time its log measured: the 14 ResNet-8 jobs within -11 % to +20 % each; all 18
+    # jobs 4,116 s against 3,990 s measured (the four small-model batches, held, 170 s of the
+    # excess). docs/notebook/2026-11-29-quick-plan-refit.md.
     ("resnet8", "fp32", 12): (0.192, 1.7, 3.0),
     ("resnet8", "int8", 12): (0.364, 3.5, 5.0),
 }
