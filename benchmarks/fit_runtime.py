@@ -1,7 +1,7 @@
 """Fit the plan's wall-time model (``lpdt.plan.runtime``) to the jobs of a finished pipeline.
 
 Usage: ``.venv/bin/python benchmarks/fit_runtime.py [--results results] [--speed fp32=1.8,...]
-[--fit-start]``
+[--fit-start] [--hold GOSSIP_NS,minilm,...]``
 
 A training job is what Snakemake timed (``results/benchmarks/train/<job>.tsv``): one run, or a
 batch of runs that one ``lpdt train`` trained one after another (config ``batch_runs``; its runs
@@ -16,7 +16,8 @@ modelled as the plan models it (``runtime.run_seconds``, summed over its runs):
            + rounds x nodes x gossiped entries x (GOSSIP_NS + TOPK_NS [sparse]) x fp32
 
 and the training and gossip constants are fitted by least squares (``--fit-start``: the two
-start-up constants too). ``key`` is the run's (model, precision, px), with its own column for a
+start-up constants too; ``--hold``: the columns whose labels start with the given prefixes keep
+the plan's values). ``key`` is the run's (model, precision, px), with its own column for a
 compiled step (``runtime.COMPILED_MS``). The factors are the speed probe's on the machine that
 ran the jobs (``--speed``, as the plan's line printed them: ``fp32=1.81,int8=2.21,int8_ops=1.99``;
 default 1, the reference machine), so the fitted constants are the reference machine's whatever
@@ -24,8 +25,8 @@ machine ran the jobs, and the probe's ``PROBE_REF_MS`` stays. Without ``--speed`
 running machine's, and its probe must become ``PROBE_REF_MS`` (``benchmarks/bench_runtime.py
 --probe 5 --jobs 2``).
 
-It prints the constants in the form of ``runtime.STEP_MS`` / ``COMPILED_MS`` / ``GOSSIP_NS`` /
-``TOPK_NS``, and each job's error before and after (in sample: the fit is checked on the jobs it
+It prints each column's constant (fitted or held, beside the plan's) and each job's time:
+measured, with the plan's constants and with these (in sample: the fit is checked on the jobs it
 was fitted to, no measure of the plan's error elsewhere). Columns that the jobs cannot tell
 apart (a model trained on one node count only: its gossip grows with its samples) make the
 split between them arbitrary; the printed rank says when.
