@@ -82,9 +82,9 @@ def job_runs(results: Path, job: str) -> list[str]:
     return [job]
 
 
-def jobs(results: Path) -> list[Job]:
-    """Every finished training job under ``results`` whose runs all have a record and a cost
-    (``runtime.cost_kinds``)."""
+def jobs(results: Path, skipped: list[str] | None = None) -> list[Job]:
+    """Every finished training job under ``results`` whose runs all have a readable record and a
+    cost (``runtime.cost_kinds``); the others are named in ``skipped``, with why."""
     out = []
     for bench in sorted((results / "benchmarks" / "train").glob("*.tsv")):
         seconds = runtime.benchmark_seconds(bench)
@@ -92,13 +92,15 @@ def jobs(results: Path) -> list[Job]:
             continue
         runs = []
         for run_id in job_runs(results, bench.stem):
-            rec_path = results / "runs" / run_id / record.METRICS_FILE
-            if not rec_path.exists():
+            try:
+                rec = record.read(results / "runs" / run_id / record.METRICS_FILE)
+            except record.RecordError as e:
+                why = f"{bench.stem}: {e}"
                 break
-            rec = record.read(rec_path)
             cfg = rec.config
             kinds = runtime.cost_kinds(cfg)
             if kinds is None:
+                why = f"{bench.stem}: run {run_id} has no cost in lpdt.plan.runtime.STEP_MS"
                 break
             samples = rec.time.iterations * runtime.per_node_batch(cfg) * cfg["topology"]["nodes"]
             runs.append(Run(run_id, cfg, samples, kinds))
@@ -108,6 +110,9 @@ def jobs(results: Path) -> list[Job]:
                 graphs = {runtime.compiled_shape(r.cfg): r.cfg for r in runs if r.kinds.compiled}
                 measured = sum(runtime.warm_compile_seconds(c) for c in graphs.values())
             out.append(Job(bench.stem, seconds, runs, measured))
+            continue
+        if skipped is not None:
+            skipped.append(why)
     return out
 
 
@@ -171,16 +176,28 @@ def current(name: Any) -> float:
     return runtime.STEP_MS[name][0]
 
 
+def held_columns(names: list[Any], hold: tuple[str, ...]) -> np.ndarray:
+    """Which columns ``hold`` names (their labels start with one of its prefixes); a prefix that
+    names none is an error, not a fit of everything."""
+    labels = [label(n) for n in names]
+    unknown = [h for h in hold if not any(lab.startswith(h) for lab in labels)]
+    if unknown:
+        raise SystemExit(
+            f"--hold {','.join(unknown)}: no such column; columns: {', '.join(labels)}"
+        )
+    return np.array([lab.startswith(hold) if hold else False for lab in labels], dtype=bool)
+
+
 def least_squares(
     names: list[Any], x: np.ndarray, y: np.ndarray, hold: tuple[str, ...] = ()
-) -> tuple[np.ndarray, int]:
-    """(the constants: the plan's own for the columns whose label starts with one of ``hold``,
-    fitted for the others, 0 for a column no job uses; the rank of the fitted columns)."""
-    held = np.array([label(n).startswith(hold) if hold else False for n in names])
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """(the constants: the plan's own for the columns ``hold`` names, fitted for the others, 0
+    for a column no job uses; which were fitted; their rank)."""
+    held = held_columns(names, hold)
     coef = np.array([current(n) if h else 0.0 for n, h in zip(names, held, strict=True)])
     fit = x.any(axis=0) & ~held
     coef[fit], *_ = np.linalg.lstsq(x[:, fit], y - x @ coef, rcond=None)
-    return coef, int(np.linalg.matrix_rank(x[:, fit]))
+    return coef, fit, int(np.linalg.matrix_rank(x[:, fit]))
 
 
 def main() -> None:
@@ -196,15 +213,14 @@ def main() -> None:
     )
     a = ap.parse_args()
     speed = parse_speed(a.speed)
-    js = jobs(Path(a.results))
+    skipped: list[str] = []
+    js = jobs(Path(a.results), skipped)
+    for why in skipped:
+        print(f"skipped {why}")
     if not js:
         raise SystemExit(f"no finished training jobs with a benchmark file under {a.results}")
     names, x, y = design(js, speed, a.fit_start)
-    hold = tuple(h for h in a.hold.split(",") if h)
-    coef, rank = least_squares(names, x, y, hold)
-    fitted = x.any(axis=0) & ~np.array(
-        [label(n).startswith(hold) if hold else False for n in names]
-    )
+    coef, fitted, rank = least_squares(names, x, y, tuple(h for h in a.hold.split(",") if h))
     print(
         f"{len(js)} jobs, {sum(len(j.runs) for j in js)} runs; {int(fitted.sum())} columns "
         f"fitted, rank {rank}"

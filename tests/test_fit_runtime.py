@@ -121,17 +121,31 @@ def test_the_fit_recovers_the_constants_the_jobs_ran_with(
     assert sorted(j.name for j in js) == sorted(JOBS)
     assert sum(len(j.runs) for j in js) == sum(len(r) for r in JOBS.values())
     names, x, y = fit_runtime.design(js, SPEED, fit_start=False)
-    coef, rank = fit_runtime.least_squares(names, x, y)
+    coef, _, rank = fit_runtime.least_squares(names, x, y)
     assert rank == len(names)
     fitted = dict(zip(names, coef, strict=True))
     for name, value in TRUTH.items():
         assert fitted[name] == pytest.approx(value, rel=1e-4), name
     # the start-up constants too, once they are columns
     names, x, y = fit_runtime.design(js, SPEED, fit_start=True)
-    coef, _ = fit_runtime.least_squares(names, x, y)
+    coef, _, _ = fit_runtime.least_squares(names, x, y)
     fitted = dict(zip(names, coef, strict=True))
     assert fitted["START_S"] == pytest.approx(runtime.START_S, rel=1e-3)
     assert fitted["BATCHED_START_S"] == pytest.approx(runtime.BATCHED_START_S, rel=1e-3)
+
+
+def test_a_damaged_record_skips_its_job_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_results(tmp_path, monkeypatch)
+    (tmp_path / "runs" / "000002r1" / "metrics.json").write_text("{not json")
+    skipped: list[str] = []
+    js = fit_runtime.jobs(tmp_path, skipped)
+    assert "seeds-bbbbbbbbbbbb-000002" not in {j.name for j in js} and len(js) == len(JOBS) - 1
+    assert len(skipped) == 1 and skipped[0].startswith("seeds-bbbbbbbbbbbb-000002: ")
+    names, x, y = fit_runtime.design(js, SPEED, fit_start=False)
+    with pytest.raises(SystemExit, match="--hold resnet99: no such column"):  # a typo
+        fit_runtime.least_squares(names, x, y, ("GOSSIP_NS", "resnet99"))
 
 
 def test_no_jobs_is_an_error_not_a_traceback(
@@ -151,7 +165,7 @@ def test_held_columns_keep_the_plan_s_constants(
     """``--hold``: the held columns keep the plan's values and the others absorb the difference."""
     write_results(tmp_path, monkeypatch)
     names, x, y = fit_runtime.design(fit_runtime.jobs(tmp_path), SPEED, fit_start=False)
-    coef, rank = fit_runtime.least_squares(names, x, y, ("GOSSIP_NS", "vgg11"))
+    coef, _, rank = fit_runtime.least_squares(names, x, y, ("GOSSIP_NS", "vgg11"))
     fitted = dict(zip(names, coef, strict=True))
     assert rank == len(names) - 2
     assert fitted["GOSSIP_NS"] == runtime.GOSSIP_NS
