@@ -19,11 +19,12 @@ and the training and gossip constants are fitted by least squares (``--fit-start
 start-up constants too; ``--hold``: the columns whose labels start with the given prefixes keep
 the plan's values). ``key`` is the run's (model, precision, px), with its own column for a
 compiled step (``runtime.COMPILED_MS``). The factors are the speed probe's on the machine that
-ran the jobs (``--speed``, as the plan's line printed them: ``fp32=1.81,int8=2.21,int8_ops=1.99``;
-default 1, the reference machine), so the fitted constants are the reference machine's whatever
-machine ran the jobs, and the probe's ``PROBE_REF_MS`` stays. Without ``--speed`` they are the
-running machine's, and its probe must become ``PROBE_REF_MS`` (``benchmarks/bench_runtime.py
---probe 5 --jobs 2``).
+ran the jobs: by default those the plan recorded beside its table
+(``results/plan-<scale>.probe.json``), else ``--speed`` as the plan's line printed them
+(``fp32=1.81,int8=2.21,int8_ops=1.99``), so the fitted constants are the reference machine's
+whatever machine ran the jobs, and the probe's ``PROBE_REF_MS`` stays. With ``--speed
+reference`` (1) they are the running machine's, and its probe must become ``PROBE_REF_MS``
+(``benchmarks/bench_runtime.py --probe 5 --jobs 2``).
 
 It prints each column's constant (fitted or held, beside the plan's) and each job's time:
 measured, with the plan's constants and with these (in sample: the fit is checked on the jobs it
@@ -43,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from lpdt import record
-from lpdt.plan import runtime
+from lpdt.plan import probe, runtime
 
 COMPILED_LINE = re.compile(r"compiled the [a-z ]+ in ([0-9.]+) s")
 
@@ -116,9 +117,23 @@ def jobs(results: Path, skipped: list[str] | None = None) -> list[Job]:
     return out
 
 
-def parse_speed(text: str | None) -> dict[str, float] | None:
-    """``fp32=1.81,int8=2.21,int8_ops=1.99`` -> factors (None: the reference machine)."""
+def parse_speed(text: str | None, results: Path) -> dict[str, float] | None:
+    """``--speed``: ``fp32=1.81,int8=2.21,int8_ops=1.99`` -> factors; ``reference`` -> None (the
+    reference machine); none given: the factors the newest plan under ``results`` scaled its
+    estimates by (``plan-<scale>.probe.json``, which ``snakemake plan`` writes beside its table),
+    else None."""
     if not text:
+        plans = sorted(results.glob("plan-*.probe.json"), key=lambda p: p.stat().st_mtime)
+        if not plans:
+            print("--speed: no plan's factors under the results: the reference machine's (1)")
+            return None
+        try:
+            speed = probe.read_factors(plans[-1])
+        except ValueError as e:
+            raise SystemExit(f"--speed: {e}") from None
+        print(f"--speed: {speed or 'the reference machine (unscaled)'}, from {plans[-1]}")
+        return speed
+    if text == "reference":
         return None
     try:
         pairs = [item.split("=") for item in text.split(",")]
@@ -203,7 +218,11 @@ def least_squares(
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default="results")
-    ap.add_argument("--speed", help="the probe's factors on the machine that ran the jobs")
+    ap.add_argument(
+        "--speed",
+        help="the probe's factors on the machine that ran the jobs (KIND=FACTOR,...; "
+        "'reference': none; default: those the newest plan under --results recorded)",
+    )
     ap.add_argument("--fit-start", action="store_true", help="fit START_S and BATCHED_START_S")
     ap.add_argument(
         "--hold",
@@ -212,7 +231,7 @@ def main() -> None:
         "(resnet8/int8, GOSSIP_NS, minilm, ...)",
     )
     a = ap.parse_args()
-    speed = parse_speed(a.speed)
+    speed = parse_speed(a.speed, Path(a.results))
     skipped: list[str] = []
     js = jobs(Path(a.results), skipped)
     for why in skipped:

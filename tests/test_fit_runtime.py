@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from lpdt.plan import runtime
+from lpdt.plan import probe, runtime, table
 from tests.fake_records import fake_record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,6 +146,19 @@ def test_a_damaged_record_skips_its_job_by_name(
     names, x, y = fit_runtime.design(js, SPEED, fit_start=False)
     with pytest.raises(SystemExit, match="--hold resnet99: no such column"):  # a typo
         fit_runtime.least_squares(names, x, y, ("GOSSIP_NS", "resnet99"))
+
+
+def test_the_factors_come_from_the_plan_s_record_unless_given(tmp_path: Path) -> None:
+    """``--speed`` omitted: the newest plan's recorded factors (none recorded: the reference's);
+    ``reference``: none; a damaged record is an error naming it."""
+    assert fit_runtime.parse_speed(None, tmp_path) is None
+    probe.write_factors(table.probe_file(tmp_path / "plan-quick.tsv"), SPEED, "line")
+    assert fit_runtime.parse_speed(None, tmp_path) == SPEED
+    assert fit_runtime.parse_speed("reference", tmp_path) is None
+    assert fit_runtime.parse_speed("fp32=2,int8=3", tmp_path) == {"fp32": 2.0, "int8": 3.0}
+    (tmp_path / "plan-quick.probe.json").write_text("{")
+    with pytest.raises(SystemExit, match="plan-quick.probe.json: not a plan's speed factors"):
+        fit_runtime.parse_speed(None, tmp_path)
 
 
 def test_no_jobs_is_an_error_not_a_traceback(

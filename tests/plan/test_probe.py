@@ -168,3 +168,17 @@ def test_the_probe_check_finds_the_quick_scales_claim_cells():
         assert run.config["seed"] == 1234
     with pytest.raises(SystemExit, match="no Table 3 claim cells"):
         claim_cells("smoke")
+
+
+def test_the_recorded_factors_read_back_and_a_damaged_file_is_named(tmp_path) -> None:
+    """``write_factors`` / ``read_factors``: the plan's factors beside its table (None: the plan
+    was not scaled); a file that is not such a record is a ValueError naming it."""
+    path = tmp_path / "plan-quick.probe.json"
+    probe.write_factors(path, {"fp32": 1.76, "int8": 2.04, "int8_ops": 1.91}, "speed probe ...")
+    assert probe.read_factors(path) == {"fp32": 1.76, "int8": 2.04, "int8_ops": 1.91}
+    probe.write_factors(path, None, None)
+    assert probe.read_factors(path) is None
+    for text in ("{not json", "[]", '{"factors": {"fp32": "fast"}}'):
+        path.write_text(text)
+        with pytest.raises(ValueError, match="plan-quick.probe.json: not a plan's speed factors"):
+            probe.read_factors(path)

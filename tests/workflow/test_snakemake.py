@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from lpdt import grid
+from lpdt.plan import probe
 from lpdt.report import artifacts
 
 REPO = Path(__file__).resolve().parents[2]
@@ -203,12 +204,16 @@ def test_plan_probes_this_machine_only_when_printed_and_not_when_turned_off(tmp_
     pattern = r"^speed probe \(\d+ at once\): fp32 [\d.]+ ms/step .*: estimates scaled$"
     assert re.search(pattern, on.stdout, re.M), on.stdout
     assert "scaled to this machine" in on.stdout
+    # the factors beside the table, for a refit of this invocation's jobs (fit_runtime.py)
+    recorded = probe.read_factors(wd / "results/plan-smoke.probe.json")
+    assert recorded is not None and set(recorded) == set(probe.KINDS)
     off = snakemake(
         wd, "--cores", "1", "--forceall", "plan", "--config", "scale=smoke", "plan_probe=False"
     )
     assert off.returncode == 0, off.stderr[-2000:]
     assert "speed probe: off (config plan_probe)" in off.stdout
     assert "scaled to this machine" not in off.stdout
+    assert probe.read_factors(wd / "results/plan-smoke.probe.json") is None
 
 
 # slow (23 s; plan_check's comparison is tested in tests/plan/test_runtime.py): make test-slow runs it

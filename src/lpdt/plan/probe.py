@@ -45,6 +45,7 @@ and writes the plan's line.
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing as mp
 import os
@@ -375,3 +376,19 @@ def measure(slots: int) -> tuple[ProbeResult, str]:
     before = _cpu_times()
     result = probe_speed(slots)
     return result, probe_line(result, slots, steal_share(before, _cpu_times()))
+
+
+def write_factors(path: Path, speed: Mapping[str, float] | None, line: str | None) -> None:
+    """Record the factors a plan scaled its costs by (None: unscaled) and its probe line."""
+    path.write_text(json.dumps({"factors": dict(speed) if speed else None, "line": line}) + "\n")
+
+
+def read_factors(path: Path) -> dict[str, float] | None:
+    """The factors ``write_factors`` recorded (None: the plan was not scaled). Raises
+    ``ValueError`` for a file that is not such a record."""
+    try:
+        data = json.loads(path.read_text())
+        factors = data["factors"]
+        return None if factors is None else {str(k): float(v) for k, v in factors.items()}
+    except (OSError, KeyError, TypeError, AttributeError, ValueError) as e:
+        raise ValueError(f"{path}: not a plan's speed factors ({e})") from None

@@ -21,6 +21,13 @@ from lpdt import grid
 from lpdt.plan import probe, runtime, samples
 
 
+def probe_file(plan_tsv: str | Path) -> Path:
+    """Where the plan writes the speed factors it scaled ``plan_tsv``'s estimates by:
+    ``plan-<scale>.probe.json`` beside it."""
+    plan_tsv = Path(plan_tsv)
+    return plan_tsv.with_name(f"{plan_tsv.stem}.probe.json")
+
+
 def write_plan(
     runs: Mapping[str, grid.GridRun],
     batches: Mapping[str, list[str]],
@@ -61,6 +68,9 @@ def write_plan(
             probe_text = f"speed probe failed ({e}): the reference machine's costs, unscaled"
     elif machine == "cpu":
         probe_text = "speed probe: off (config plan_probe): the reference machine's costs, unscaled"
+    # The factors beside the table (none: the reference's costs, unscaled), so that the jobs of
+    # this invocation can refit the costs later (benchmarks/fit_runtime.py reads them).
+    probe.write_factors(probe_file(out), speed, probe_text)
     rows = samples.plan_rows(dict(runs))
     # An empty torch.compile cache (a fresh machine): each compiled shape's first job compiles
     # cold (runtime.COLD_COMPILE_S). lpdt's cache: lpdt.default_inductor_cache_dir.
