@@ -79,13 +79,16 @@ def job_runs(results: Path, job: str) -> list[str]:
     """The runs a job trained, in order: its batch's stamp, else the job is one run."""
     stamp = results / "batches" / f"{job}.txt"
     if stamp.exists():
-        return [line for line in stamp.read_text().split() if line]
+        return stamp.read_text().split()
     return [job]
 
 
-def jobs(results: Path, skipped: list[str] | None = None) -> list[Job]:
+def jobs(
+    results: Path, speed: dict[str, float] | None = None, skipped: list[str] | None = None
+) -> list[Job]:
     """Every finished training job under ``results`` whose runs all have a readable record and a
-    cost (``runtime.cost_kinds``); the others are named in ``skipped``, with why."""
+    cost (``runtime.cost_kinds``); the others are named in ``skipped``, with why. A job without a
+    log is held at the plan's warm compiles on a machine of ``speed``."""
     out = []
     for bench in sorted((results / "benchmarks" / "train").glob("*.tsv")):
         seconds = runtime.benchmark_seconds(bench)
@@ -107,9 +110,12 @@ def jobs(results: Path, skipped: list[str] | None = None) -> list[Job]:
             runs.append(Run(run_id, cfg, samples, kinds))
         else:
             measured = compile_seconds(results / "logs" / "train" / f"{bench.stem}.log")
-            if measured is None:  # no log: each compiled graph's first run compiles warm
-                graphs = {runtime.compiled_shape(r.cfg): r.cfg for r in runs if r.kinds.compiled}
-                measured = sum(runtime.warm_compile_seconds(c) for c in graphs.values())
+            if measured is None:  # no log: each graph's first run compiles warm, as planned
+                graphs = {runtime.compiled_shape(r.cfg): r for r in runs if r.kinds.compiled}
+                measured = sum(
+                    r.kinds.factors(speed)[2] * runtime.warm_compile_seconds(r.cfg)
+                    for r in graphs.values()
+                )
             out.append(Job(bench.stem, seconds, runs, measured))
             continue
         if skipped is not None:
@@ -233,7 +239,7 @@ def main() -> None:
     a = ap.parse_args()
     speed = parse_speed(a.speed, Path(a.results))
     skipped: list[str] = []
-    js = jobs(Path(a.results), skipped)
+    js = jobs(Path(a.results), speed, skipped)
     for why in skipped:
         print(f"skipped {why}")
     if not js:

@@ -140,7 +140,7 @@ def test_a_damaged_record_skips_its_job_by_name(
     write_results(tmp_path, monkeypatch)
     (tmp_path / "runs" / "000002r1" / "metrics.json").write_text("{not json")
     skipped: list[str] = []
-    js = fit_runtime.jobs(tmp_path, skipped)
+    js = fit_runtime.jobs(tmp_path, SPEED, skipped)
     assert "seeds-bbbbbbbbbbbb-000002" not in {j.name for j in js} and len(js) == len(JOBS) - 1
     assert len(skipped) == 1 and skipped[0].startswith("seeds-bbbbbbbbbbbb-000002: ")
     names, x, y = fit_runtime.design(js, SPEED, fit_start=False)
@@ -170,6 +170,21 @@ def test_no_jobs_is_an_error_not_a_traceback(
     monkeypatch.setattr("sys.argv", ["fit_runtime.py", "--speed", "fp32:2"])
     with pytest.raises(SystemExit, match="expected KIND=FACTOR"):
         fit_runtime.main()
+
+
+def test_a_job_without_a_log_holds_the_plan_s_warm_compiles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No log to read its compile time from: the job is held at what the plan counts, the warm
+    compiles scaled as the plan scales them, and the fit still gives the constants back."""
+    write_results(tmp_path, monkeypatch)
+    for log in (tmp_path / "logs/train").glob("*.log"):
+        log.unlink()
+    names, x, y = fit_runtime.design(fit_runtime.jobs(tmp_path, SPEED), SPEED, fit_start=False)
+    coef, _, _ = fit_runtime.least_squares(names, x, y)
+    fitted = dict(zip(names, coef, strict=True))
+    for name, value in TRUTH.items():
+        assert fitted[name] == pytest.approx(value, rel=1e-4), name
 
 
 def test_held_columns_keep_the_plan_s_constants(
