@@ -78,6 +78,37 @@ def test_lpdt_train_on_cuda_learns_like_on_cpu(tmp_path, monkeypatch, precision,
     assert abs(acc_gpu - acc_cpu) <= 5.0, (acc_gpu, acc_cpu)
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["node-by-node", "batched"])
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_training_iterations_on_cuda_never_wait_for_the_gpu(precision, batched):
+    """On the GPU the iterations of an epoch (batches copied from the host, the eager steps, the
+    optimiser, compression and gossip) make no call that waits for the device: torch's own sync
+    checker (``torch.cuda.set_sync_debug_mode("error")``) raises on any. The CPU counts the same
+    calls without a GPU (tests/engine/test_host_syncs.py); this checks what they cannot see."""
+    cfg = load_config(
+        None,
+        [
+            *TINY,
+            "device=cuda",
+            f"precision.mode={precision}",
+            f"train.batch_nodes={str(batched).lower()}",
+            "algorithm.name=choco",
+            "algorithm.compression.name=topk_int8",
+            "algorithm.compression.ratio=0.9",
+        ],
+    )
+    run = Run(cfg, log=lambda s: None)
+    run.state.train()
+    run.iteration(0.1)  # the first: host staging blocks and caches are allocated
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        losses = [run.iteration(0.1) for _ in range(3)]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert all(bool(torch.isfinite(loss)) for loss in losses)
+
+
 def _resnet20(precision: str) -> nn.Module:
     """fp32; ``int8``: nearest rounding and fp32 gradients (deterministic); ``int8-stochastic``:
     the 8-bit recipe as trained (stochastic activations and gradients)."""

@@ -130,7 +130,8 @@ def test_no_import_circle():
 # The packages of lpdt from the bottom up: a package imports only packages of a lower layer
 # (the top-level modules count as packages). Same-layer packages import nothing of each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "typed"),  # the error base class; the typed trees' JSON reading and writing
+    # the error base class; the typed trees' JSON reading and writing; host-to-device copies
+    ("errors", "typed", "transfer"),
     ("io", "registry", "plugins"),  # atomic files; the name registries; plugin loading
     ("record",),  # the run record: metrics.json and history.csv
     ("provenance",),  # what produced a run: the code, the machine

@@ -10,14 +10,18 @@ node by node and batched, eager here and compiled where the compiled steps are t
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
+from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS
 from lpdt.decentral.streams import NodeStreams
 from lpdt.engine.batched import BatchedSteps
-from lpdt.engine.opcount import OpCounter, count_ops
+from lpdt.engine.opcount import OpCounter, TransferCounter, count_ops
 from lpdt.engine.steps import Steps
 from lpdt.layers.quant import kernel
+from lpdt.transfer import to_device
 from tests.engine.test_batched import NODES, node_batches, state_pair
 
 
@@ -67,13 +71,14 @@ def test_a_training_step_reads_nothing_on_the_host(gpu_path, precision, batched)
 
 
 def test_the_counter_sees_a_host_read():
-    """It can fail: ``.item()`` and a Python branch on a tensor each count one."""
+    """It can fail: ``.item()``, a Python branch on a tensor and a boolean mask each count one."""
     t = torch.ones(3)
     with OpCounter() as counted:
         t.sum().item()
         if t.sum() > 0:
             pass
-    assert counted.host_syncs == 2
+        t[t > 0]  # its size depends on the values: nonzero
+    assert counted.host_syncs == 3, counted.counts
 
 
 def test_the_cpu_fast_path_reads_the_seed_on_the_host(monkeypatch):
@@ -88,15 +93,83 @@ def test_the_cpu_fast_path_reads_the_seed_on_the_host(monkeypatch):
     assert counted.host_syncs > 0
 
 
-@pytest.mark.parametrize("precision", ["fp32", "int8"])
-def test_an_iteration_reads_the_host_once(gpu_path, precision):
-    """Around the step, a whole iteration (the steps, the optimiser, compression and gossip)
-    reads the host once: the divergence check on the mean loss (``Run.iteration``)."""
-    from lpdt.engine.run import Run
+def _combinations() -> list[tuple[str, str]]:
+    """Every algorithm with every compressor it takes (the registries: a plugin's too)."""
+    return [
+        (a, c)
+        for a in ALGORITHMS.names()
+        for c in COMPRESSORS.names()
+        if ALGORITHMS.get(a).compresses or c == "none"
+    ]
+
+
+def _iteration_config(precision: str, algorithm: str, compressor: str, batched: bool):
     from tests.engine.test_loop import cfg
 
-    run = Run(cfg(f"precision.mode={precision}"), log=lambda s: None)
+    extra = [
+        f"precision.mode={precision}",
+        f"algorithm.name={algorithm}",
+        f"algorithm.compression.name={compressor}",
+        f"train.batch_nodes={str(batched).lower()}",
+    ]
+    if COMPRESSORS.get(compressor).sparse:
+        extra.append("algorithm.compression.ratio=0.9")
+    return cfg(*extra)
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["node-by-node", "batched"])
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+@pytest.mark.parametrize("algorithm, compressor", _combinations())
+def test_an_iteration_waits_for_nothing(gpu_path, precision, algorithm, compressor, batched):
+    """A whole iteration (the batches' copies, the steps, the optimiser, compression and
+    gossip) neither reads a value on the host nor makes a copy that waits for the device: on a
+    GPU the host runs ahead, preparing the next batches while the device works. The divergence
+    check reads the epoch's summed loss once, at its end (``Run.train_epoch``)."""
+    from lpdt.engine.run import Run
+
+    run = Run(_iteration_config(precision, algorithm, compressor, batched), log=lambda s: None)
+    assert (run.batched is not None) == batched
     run.state.train()
     run.iteration(0.1)
-    _, counted = count_ops(run.iteration, 0.1)
-    assert counted.host_syncs == 1, counted.counts
+    with TransferCounter() as transfers:
+        _, counted = count_ops(run.iteration, 0.1)
+    assert counted.total > 0  # the counter saw the iteration
+    assert counted.host_syncs == 0, counted.counts
+    assert transfers.total == 0, transfers.counts
+
+
+def test_an_epoch_reads_the_host_at_its_end(gpu_path):
+    """``train_epoch`` waits for the device twice, after its last iteration: the summed loss
+    and whether every node's weights are finite."""
+    from lpdt.engine.run import Run
+
+    run = Run(_iteration_config("int8", "choco", "topk", False), log=lambda s: None)
+    assert run.iters > 1
+    with TransferCounter() as transfers:
+        loss, counted = count_ops(run.train_epoch, 0.1)
+    assert math.isfinite(loss)
+    assert counted.host_syncs == 2, counted.counts
+    assert transfers.total == 0, transfers.counts
+
+
+def test_the_transfer_counter_sees_each_kind_of_wait():
+    """It can fail: each call that would wait for a GPU counts, on the CPU too, and
+    ``to_device``'s queued copy does not."""
+    t = torch.ones(3)
+    with TransferCounter() as counted:
+        t.tolist()
+        t.numpy()
+        t.cpu()
+        t.to("cpu")
+        t.to(torch.device("cpu"), torch.float64)
+        t.to(t)
+        torch.tensor([1.0], device="cpu")
+        t.to(torch.float64)  # no device named: not a copy between devices
+        to_device(t, "cpu")
+    assert dict(counted.counts) == {
+        "tolist": 1,
+        "numpy": 1,
+        "cpu": 1,
+        "to(device)": 3,
+        "tensor(device=)": 1,
+    }

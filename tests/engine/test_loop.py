@@ -3,6 +3,7 @@
 import csv
 import datetime as dt
 import json
+import math
 import os
 import signal
 import subprocess
@@ -151,6 +152,29 @@ def test_divergence_ends_cleanly(tmp_path):
     m = json.loads((out / "metrics.json").read_text())
     assert m["status"] == "diverged" and m["final"] == {}
     assert len(m["history"]) >= 1
+
+
+def test_a_non_finite_loss_mid_epoch_makes_that_epoch_diverge():
+    """The loss is read on the host once an epoch (``Run.train_epoch``), not every iteration:
+    one non-finite mean loss in the middle of an epoch still makes that epoch's result NaN,
+    with every node's weights finite (only the loss check can have caught it)."""
+    from lpdt.engine.run import Run
+
+    run = Run(cfg(), log=lambda s: None)
+    mean, calls = run.group.mean, []
+
+    def poisoned(rows: torch.Tensor) -> torch.Tensor:
+        calls.append(rows.shape)
+        out = mean(rows)
+        return out.new_full(out.shape, math.nan) if len(calls) == 2 else out
+
+    run.group.mean = poisoned  # type: ignore[method-assign]
+    assert math.isnan(run.train_epoch(0.1))
+    assert run.iterations == run.iters > 2  # the epoch ran to its end
+    assert bool(run.state.finite_rows().all())
+    # and without the poison the same epoch is finite
+    clean = Run(cfg(), log=lambda s: None)
+    assert math.isfinite(clean.train_epoch(0.1))
 
 
 def test_bad_config_exits_2_with_one_line(tmp_path, capsys):

@@ -33,6 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from lpdt.decentral.catalog import COMPRESSORS
+from lpdt.transfer import to_device
 
 # LayerwiseCompressor's compressions (and the names the reference's byte counter knows)
 SPARSIFIERS = ("none", "topk", "randomk")
@@ -133,6 +134,22 @@ def message_bytes(numels: Sequence[int], compression: str, ratio: float) -> int:
     return 6 * kept_total(numels, compression, ratio) + 3
 
 
+class OnDevice:
+    """A tensor built on the host once (an index) and its copy on each device it is used on,
+    copied the first time: a copy every iteration would make a GPU's host wait for the device
+    each time (``lpdt.transfer``)."""
+
+    def __init__(self, host: torch.Tensor) -> None:
+        self.host = host
+        self._copies: dict[str, torch.Tensor] = {}
+
+    def on(self, device: torch.device) -> torch.Tensor:
+        copy = self._copies.get(str(device))
+        if copy is None:
+            copy = self._copies[str(device)] = to_device(self.host, device)
+        return copy
+
+
 class LayerwiseCompressor:
     """Row-wise (per node) layer-wise top-k / random-k over a flat ``[m, P]`` state.
 
@@ -188,7 +205,7 @@ class LayerwiseCompressor:
         key = (m, str(device))
         idx = self._index_cache.get(key)
         if idx is None or idx.shape[0] != len(offs):
-            idx = (offs[:, None] + torch.arange(m)[None, :]).to(device)
+            idx = to_device(offs[:, None] + torch.arange(m)[None, :], device)
             self._index_cache[key] = idx
         return idx
 
@@ -196,10 +213,10 @@ class LayerwiseCompressor:
         """Uniform scores ``[m, T, numel]`` for random-k: one draw per row from its generator."""
         gens = self.generator
         if isinstance(gens, torch.Generator) or gens is None:
-            return torch.rand(shape, generator=gens, device="cpu").to(device)
+            return to_device(torch.rand(shape, generator=gens, device="cpu"), device)
         if len(gens) != shape[0]:
             raise ValueError(f"random-k: {len(gens)} generators for {shape[0]} rows")
-        return torch.stack([torch.rand(shape[1:], generator=g) for g in gens]).to(device)
+        return to_device(torch.stack([torch.rand(shape[1:], generator=g) for g in gens]), device)
 
     def select(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The kept entries of every row: ``(positions [m, K] int64, values [m, K])``."""
@@ -304,7 +321,7 @@ class QuantizingCompressor:
         seg = torch.empty(self.p_total, dtype=torch.long)
         for t, (off, m) in enumerate(segments):
             seg[off : off + m] = t
-        self.seg = seg  # [P]: the tensor of each position
+        self.seg = OnDevice(seg)  # [P]: the tensor of each position
         self.tensors = len(segments)
         if compression == "qsgd":
             if not 1 <= levels <= 8:
@@ -323,7 +340,7 @@ class QuantizingCompressor:
 
     def _per_tensor(self, x: torch.Tensor, reduce: str) -> torch.Tensor:
         """``[m, T]``: ``reduce`` ("amax" / "amin" / "sum") of every tensor of every row."""
-        idx = self.seg.to(x.device).expand(x.shape[0], -1)
+        idx = self.seg.on(x.device).expand(x.shape[0], -1)
         init = {"amax": -math.inf, "amin": math.inf, "sum": 0.0}[reduce]
         out = torch.full((x.shape[0], self.tensors), init, dtype=x.dtype, device=x.device)
         return out.scatter_reduce_(1, idx, x, reduce)
@@ -331,12 +348,14 @@ class QuantizingCompressor:
     def _uniform(self, x: torch.Tensor) -> torch.Tensor:
         gens = self.generator
         if isinstance(gens, torch.Generator) or gens is None:
-            return torch.rand(x.shape, generator=gens).to(x.device)
-        return torch.stack([torch.rand(x.shape[1:], generator=g) for g in gens]).to(x.device)
+            return to_device(torch.rand(x.shape, generator=gens), x.device)
+        return to_device(
+            torch.stack([torch.rand(x.shape[1:], generator=g) for g in gens]), x.device
+        )
 
     def decode(self, stats: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
         """Values ``[m, P]`` of the codes ``[m, P]`` with per-tensor ``stats [m, T, k]``."""
-        seg = self.seg.to(codes.device)
+        seg = self.seg.on(codes.device)
         c = codes.to(torch.float32)
         if self.compression == "qsgd":
             return c.mul_(stats[:, :, 0][:, seg]).div_(self.s)
@@ -344,7 +363,7 @@ class QuantizingCompressor:
         return c.mul_((hi - lo) / self.s).add_(lo)
 
     def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        seg = self.seg.to(x.device)
+        seg = self.seg.on(x.device)
         if self.compression == "qsgd":
             norm = self._per_tensor(x * x, "sum").sqrt_()  # [m, T]
             full = norm[:, seg]
@@ -404,7 +423,7 @@ class SparseInt8Compressor(LayerwiseCompressor):
         # The tensor of every kept entry, in select()'s order (kept_base holds its offset).
         offsets = torch.tensor([off for off, _ in segments], dtype=torch.long)
         order = torch.argsort(offsets)
-        self.kept_seg = order[torch.searchsorted(offsets[order], self.kept_base)]
+        self.kept_seg = OnDevice(order[torch.searchsorted(offsets[order], self.kept_base)])
 
     def message_bytes(self) -> int:
         """Exactly what goes on the wire (alignment padding aside): the weight, ``[min, max]``
@@ -412,14 +431,14 @@ class SparseInt8Compressor(LayerwiseCompressor):
         return 4 + 8 * self.tensors + (1 + self.index_dtype.itemsize) * self.total_kept
 
     def _range(self, vals: torch.Tensor, reduce: str) -> torch.Tensor:
-        idx = self.kept_seg.to(vals.device).expand(vals.shape[0], -1)
+        idx = self.kept_seg.on(vals.device).expand(vals.shape[0], -1)
         init = math.inf if reduce == "amin" else -math.inf
         out = torch.full((vals.shape[0], self.tensors), init, dtype=vals.dtype, device=vals.device)
         return out.scatter_reduce_(1, idx, vals, reduce)
 
     def decode(self, stats: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
         """Kept values ``[m, K]`` of the codes with per-tensor ``stats [m, T, 2]``."""
-        seg = self.kept_seg.to(codes.device)
+        seg = self.kept_seg.on(codes.device)
         lo, hi = stats[:, :, 0][:, seg], stats[:, :, 1][:, seg]
         return codes.to(torch.float32).mul_((hi - lo) / 255).add_(lo)
 
@@ -429,7 +448,7 @@ class SparseInt8Compressor(LayerwiseCompressor):
             out = self._out = torch.empty_like(x)
         out.zero_()
         cols, vals = self.select(x)
-        seg = self.kept_seg.to(x.device)
+        seg = self.kept_seg.on(x.device)
         lo, hi = self._range(vals, "amin"), self._range(vals, "amax")
         step = ((hi - lo) / 255)[:, seg]
         q = (vals - lo[:, seg]) / torch.where(step > 0, step, 1.0)

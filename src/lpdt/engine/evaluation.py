@@ -32,6 +32,7 @@ from torch import nn
 
 from lpdt.data.base import Dataset, balanced_subset
 from lpdt.engine.steps import Steps
+from lpdt.transfer import to_device
 
 # The random stream of the curve's evaluation: (run seed, node, CURVE_STREAM, epoch). The node
 # streams are 0-2 (``lpdt.decentral.streams``); this one is never drawn from by training.
@@ -54,7 +55,7 @@ def evaluate(
     correct = torch.zeros((), dtype=torch.int64, device=device)
     for start in range(0, len(rows), batch):
         x, y = data.batch("test", rows[start : start + batch])
-        correct += (steps.predict(model, x.to(device)) == y.to(device)).sum()
+        correct += (steps.predict(model, to_device(x, device)) == to_device(y, device)).sum()
     return 100.0 * int(correct) / len(rows)
 
 
@@ -146,7 +147,7 @@ def evaluate_nodes(
                     with node_rng(k):
                         draws.append(draw_seed(device))
                 seeds = torch.stack(draws)
-            x, y = torch.stack(xs).to(device), torch.stack(ys).to(device)
+            x, y = to_device(torch.stack(xs), device), to_device(torch.stack(ys), device)
             pred = batched_predict(stacked.model, stacked.params, stacked.buffers, x, seeds)
             correct += (pred == y).sum(1)
             continue
@@ -154,7 +155,9 @@ def evaluate_nodes(
             if len(c):
                 x, y = data.batch("test", c)
                 with node_rng(k):
-                    correct[k] += (steps.predict(model, x.to(device)) == y.to(device)).sum()
+                    correct[k] += (
+                        steps.predict(model, to_device(x, device)) == to_device(y, device)
+                    ).sum()
     return [100.0 * int(c) / len(r) for c, r in zip(correct.tolist(), idx, strict=True)]
 
 

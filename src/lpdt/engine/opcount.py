@@ -4,11 +4,16 @@ On a GPU an eager step's time is mostly its number of kernel launches (docs/engi
 GPU"), and a step that reads a tensor's value on the host (``.item()``, ``int(t)``, a Python
 ``if`` on a tensor) waits there for the device to finish everything queued before. Both can be
 counted on the CPU: every aten operation passes a Python dispatch mode, and each of those reads
-is one ``aten._local_scalar_dense``. So the tests pin the step's host synchronisations at zero
-(``tests/engine/test_host_syncs.py``, eager; the compiled steps' equality tests) and
-``benchmarks/bench_compile.py`` records its operations, with no GPU. (``.tolist()`` and
-``.numpy()`` of a CPU tensor read its memory without dispatching: on the CPU they are invisible
-here.)
+is one ``aten._local_scalar_dense`` (an operation whose output is sized by the values, such as
+a boolean mask, makes the host wait too, and counts with them). So the tests pin the step's host
+synchronisations at zero (``tests/engine/test_host_syncs.py``, eager; the compiled steps'
+equality tests) and ``benchmarks/bench_compile.py`` records its operations, with no GPU.
+
+Some waits dispatch nothing on the CPU: ``.tolist()`` and ``.numpy()`` of a CPU tensor read its
+memory directly, and ``t.to(device)`` on a CPU run copies nothing, where on a GPU it is a copy
+that waits for the device (``lpdt.transfer``). ``TransferCounter`` sees them one level up, as
+the Python calls they are: ``OpCounter`` and ``TransferCounter`` together count a whole training
+iteration's waits on any device (``tests/engine/test_host_syncs.py``).
 
 A compiled graph runs its kernels without passing the dispatch mode; what it cannot hold (a
 host read) is a graph break, which ``fullgraph=True`` and ``torch._dynamo.explain`` catch.
@@ -19,6 +24,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # Operations that only make a new view of a tensor's memory (no kernel on a GPU).
@@ -48,6 +55,21 @@ VIEWS = frozenset(
 # The operation a host read of a tensor's value dispatches (``item``, ``int``, ``float``,
 # ``bool``, and a Python branch on a tensor, via ``is_nonzero``).
 HOST_SYNC = "aten._local_scalar_dense.default"
+# Indexing operations, which with a boolean mask (``t[t > 0]``) find the kept positions first.
+_INDEXING = frozenset(("aten.index.Tensor", "aten.index_put.default", "aten.index_put_.default"))
+# Operations whose output's size depends on the values: on a GPU the host waits to learn it
+# (on the CPU they dispatch no host read of their own).
+SIZED_BY_VALUES = frozenset(
+    f"aten.{name}"
+    for name in (
+        "nonzero.default",
+        "masked_select.default",
+        "_unique2.default",
+        "unique_consecutive.default",
+        "unique_dim.default",
+        "repeat_interleave.Tensor",
+    )
+)
 
 
 class OpCounter(TorchDispatchMode):
@@ -58,6 +80,7 @@ class OpCounter(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.counts: Counter[str] = Counter()
+        self.bool_masks = 0  # indexing operations with a boolean mask, among ``counts``
 
     def __torch_dispatch__(
         self,
@@ -66,7 +89,12 @@ class OpCounter(TorchDispatchMode):
         args: tuple[Any, ...] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        self.counts[str(func)] += 1
+        name = str(func)
+        self.counts[name] += 1
+        if name in _INDEXING and any(
+            i is not None and i.dtype == torch.bool for i in args[1]
+        ):  # the kept positions are found first (nonzero): sized by the values
+            self.bool_masks += 1
         return func(*args, **(kwargs or {}))
 
     @property
@@ -81,8 +109,62 @@ class OpCounter(TorchDispatchMode):
 
     @property
     def host_syncs(self) -> int:
-        """The reads of a tensor's value on the host (each a device synchronisation on a GPU)."""
-        return self.counts[HOST_SYNC]
+        """The reads of a tensor's value on the host, and the operations sized by values (each
+        a device synchronisation on a GPU)."""
+        waits = (HOST_SYNC, *SIZED_BY_VALUES)
+        return sum(self.counts[name] for name in waits) + self.bool_masks
+
+
+# Reads of a tensor's memory on the host that dispatch no aten operation for a CPU tensor.
+_HOST_READS = {torch.Tensor.tolist: "tolist", torch.Tensor.numpy: "numpy"}
+# Copies to the host, each a wait for the device on a GPU.
+_TO_HOST = {torch.Tensor.cpu: "cpu"}
+
+
+class TransferCounter(TorchFunctionMode):
+    """Counts the Python calls inside the block that make a GPU's host wait for the device
+    whatever device the tensors are on now: reads of a tensor's memory (``tolist``, ``numpy``),
+    copies to the host (``cpu()``), and copies that name a device (``to(device)``, ``cuda()``,
+    ``torch.tensor(..., device=...)``) other than ``lpdt.transfer.to_device``'s queued ones
+    (``non_blocking=True`` from the host). ``counts`` by kind; ``total``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: Counter[str] = Counter()
+
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        kind = _HOST_READS.get(func) or _TO_HOST.get(func)
+        if kind is None and func is torch.Tensor.cuda:
+            kind = "cuda"
+        elif kind is None and func is torch.Tensor.to and _waits(args, kwargs):
+            kind = "to(device)"
+        elif kind is None and func in (torch.tensor, torch.as_tensor) and "device" in kwargs:
+            kind = f"{func.__name__}(device=)"
+        if kind is not None:
+            self.counts[kind] += 1
+        return func(*args, **kwargs)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+def _waits(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``Tensor.to(*args, **kwargs)`` names a device and is not a queued copy from the
+    host (``non_blocking=True``, positional or not, on a host tensor)."""
+    rest = args[1:]
+    names_device = "device" in kwargs or any(
+        isinstance(a, (torch.device, str, torch.Tensor)) for a in rest
+    )
+    queued = bool(kwargs.get("non_blocking")) or any(a is True for a in rest)
+    return names_device and not (queued and args[0].device.type == "cpu")
 
 
 def count_ops(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, OpCounter]:

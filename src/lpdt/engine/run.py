@@ -48,6 +48,7 @@ from lpdt.models import build_model
 from lpdt.record import (
     HistoryRow,
 )
+from lpdt.transfer import to_device
 
 
 def partition_indices(labels: np.ndarray, cfg: RunConfig) -> list[np.ndarray]:
@@ -148,14 +149,15 @@ class Run:
 
     # -- one iteration -----------------------------------------------------------------------
     def batch(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Row k's next training mini-batch (its sampler, its augmentation stream)."""
-        x, y = self.data.batch(
+        """Row k's next training mini-batch (its sampler, its augmentation stream), on the host:
+        the callers copy it to the device with ``to_device``, which does not wait for the
+        device (one copy for all nodes where they step batched)."""
+        return self.data.batch(
             "train",
             self.samplers[k].next(),
             augment=self.cfg.data.augment,
             generator=self.streams.aug[k],
         )
-        return x.to(self.device), y.to(self.device)
 
     def local_gradients(self) -> torch.Tensor:
         """Forward/backward on every held node at z/w; gradients land in the state's rows.
@@ -166,22 +168,29 @@ class Run:
         batches = [self.batch(k) for k in range(st.nodes)]  # each node's own sampler and stream
         self.samples += sum(len(y) for _, y in batches)
         with st.debiased():  # the gradient is taken at z / w
+            dev = self.device
             if self.batched is not None and len({len(y) for _, y in batches}) == 1:
-                x, y = (torch.stack(t) for t in zip(*batches, strict=True))
+                x, y = (to_device(torch.stack(t), dev) for t in zip(*batches, strict=True))
                 return self.batched.train_step(x, y, self.batched.seeds(self.streams.node))
             losses = []
             for k, (model, (x, y)) in enumerate(zip(st.models, batches, strict=True)):
                 with self.streams.node(k):
-                    losses.append(self.steps.train_step(model, x, y))
+                    losses.append(
+                        self.steps.train_step(model, to_device(x, dev), to_device(y, dev))
+                    )
             return torch.stack(losses)
 
-    def iteration(self, lr: float) -> torch.Tensor | None:
+    def iteration(self, lr: float) -> torch.Tensor:
         """One training iteration of the held nodes: gradients at z/w, the local step, gossip.
-        Returns the mean loss over all nodes; None (nothing stepped) when it is not finite."""
+        Returns the mean loss over all nodes, on the device.
+
+        Nothing here reads a value on the host: on a GPU that would wait for the step to finish
+        before the host could copy the next batches and launch the gossip. So a non-finite loss
+        is not caught here but at the end of the epoch (``train_epoch``), which then reports the
+        divergence in the same epoch as a check here would; the iterations in between step on
+        (their state is not used again: a diverged run is neither checkpointed nor evaluated)."""
         losses = self.local_gradients()
         loss = self.group.mean(losses)  # over all nodes: a non-finite loss anywhere shows
-        if not torch.isfinite(loss):
-            return None
         self.state.step(self.opt, lr)
         self.state.gossip(self.algo, self.opt, lr)  # z += delta; w <- mixed; QGM's fold
         self.bytes_train += self.msg_bytes * self.msgs_per_round
@@ -196,19 +205,20 @@ class Run:
         ``on_iteration(losses)`` is called after every iteration (progress output).
         """
         self.state.train()
-        total = torch.zeros(())
+        total = torch.zeros((), device=self.device)
         t0 = time.perf_counter()
         for _ in range(self.iters):
             loss = self.iteration(lr)
-            if loss is None:
-                return math.nan
-            total += loss.cpu()
+            total += loss  # the same float32 additions, in the same order, as on the host
             if on_iteration is not None:
                 on_iteration(loss.reshape(1))
-        self.train_s += time.perf_counter() - t0
+        mean_loss = float(total) / self.iters  # the epoch's wait for the device
+        self.train_s += time.perf_counter() - t0  # so the epoch's time includes the device's
+        if not math.isfinite(mean_loss):  # a non-finite loss anywhere: the same on every process
+            return math.nan
         if float(self.group.mean(self.state.finite_rows())) < 1.0:
             return math.nan
-        return float(total) / self.iters
+        return mean_loss
 
     @torch.no_grad()
     def final_gossip(self) -> None:
@@ -219,7 +229,7 @@ class Run:
                 for k, model in enumerate(self.state.models):
                     x, _ = self.batch(k)
                     with self.streams.node(k):
-                        model(x)
+                        model(to_device(x, self.device))
             # lr only scales QGM's buffer, which is no longer used
             self.state.gossip(self.algo, self.opt, lr=1.0)
             self.bytes_final += self.msg_bytes * self.msgs_per_round
