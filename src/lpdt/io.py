@@ -83,6 +83,12 @@ def _atomic(path: Path, write: Callable[[IO[Any]], object], mode: str) -> None:
         raise
 
 
+def write_atomic(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Write ``path`` through ``write(f)`` (a binary file) at once or not at all: readers never
+    see half a file, and a failure (a full disk: ``NoSpaceError``) leaves nothing behind."""
+    _atomic(path, write, "wb")
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     _atomic(path, lambda f: f.write(text), "w")
 

@@ -11,6 +11,7 @@ import torch
 from lpdt.config import DataConfig
 from lpdt.data import DATASETS, images, load_dataset
 from lpdt.data.base import DatasetError, balanced_subset, data_root
+from lpdt.data.imagenette import ImagenetteDataset, decoded_key
 from lpdt.data.transforms import random_crop_flip
 
 
@@ -201,6 +202,69 @@ def test_imagenette_subset(tmp_path):
     write_imagenette(tmp_path)
     ds = load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path), train_subset=6))
     assert np.bincount(ds.labels("train")).tolist() == [2, 2, 2]
+
+
+def _imagenette(folder: Path, cache_dir: Path | None) -> ImagenetteDataset:
+    return ImagenetteDataset(DataConfig(dataset="imagenette"), folder, cache_dir=cache_dir)
+
+
+def _epoch(ds: ImagenetteDataset) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(3)
+    train = [ds.batch("train", torch.tensor(b), True, gen)[0] for b in ([5, 0, 7], [11, 2])]
+    return [*train, ds.batch("test", torch.arange(6))[0]]
+
+
+def test_imagenette_decodes_once_into_a_file_with_the_same_pixels(tmp_path, capsys):
+    """The decoded file gives the batches a decode would, bit for bit; later datasets read it
+    without decoding; a damaged file is rewritten; an unwritable place decodes every batch."""
+    folder = write_imagenette(tmp_path)
+    decoded = _epoch(_imagenette(folder, None))  # no cache: decoded every batch
+    assert "decoding" not in capsys.readouterr().out
+    cache = tmp_path / "cache"
+    first = _epoch(_imagenette(folder, cache))
+    out = capsys.readouterr().out
+    assert out.count("decoding the 12 train images once") == 1 and "decoding the 6 test" in out
+    assert all(torch.equal(a, b) for a, b in zip(first, decoded, strict=True))
+    files = sorted(cache.iterdir())
+    assert sorted(f.suffix for f in files) == [".json", ".json", ".u8", ".u8"]
+    stamps = [f.stat().st_mtime_ns for f in files]
+    again = _epoch(_imagenette(folder, cache))
+    assert "decoding" not in capsys.readouterr().out  # read from the file
+    assert [f.stat().st_mtime_ns for f in files] == stamps
+    assert all(torch.equal(a, b) for a, b in zip(again, decoded, strict=True))
+    # a truncated file: rewritten, the same pixels
+    pixels = next(f for f in files if f.name.startswith("train") and f.suffix == ".u8")
+    pixels.write_bytes(pixels.read_bytes()[:-10])
+    mended = _epoch(_imagenette(folder, cache))
+    assert "rewriting a damaged one" in capsys.readouterr().out
+    assert all(torch.equal(a, b) for a, b in zip(mended, decoded, strict=True))
+    # a cache folder that cannot be made (a file in its place): one line, then decoded batches
+    blocked = tmp_path / "blocked"
+    blocked.write_text("")
+    fallback = _epoch(_imagenette(folder, blocked / "imagenette"))
+    assert capsys.readouterr().out.count("decoding every batch instead") == 2  # train, test
+    assert all(torch.equal(a, b) for a, b in zip(fallback, decoded, strict=True))
+
+
+def test_imagenette_cache_key_follows_the_files(tmp_path):
+    """Another image in a file's place is another key: its pixels are decoded anew."""
+    folder = write_imagenette(tmp_path)
+    files = sorted(folder.glob("train/*/*.JPEG"))
+    key = decoded_key(files)
+    assert decoded_key(files) == key
+    first = files[0]
+    first.write_bytes(files[1].read_bytes())
+    assert decoded_key(files) != key
+
+
+def test_load_imagenette_keeps_its_decoded_files_under_the_data_root(tmp_path):
+    write_imagenette(tmp_path)
+    ds = load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path)))
+    ds.batch("test", torch.arange(2))
+    assert sorted(p.suffix for p in (tmp_path / ".cache" / "imagenette").iterdir()) == [
+        ".json",
+        ".u8",
+    ]
 
 
 REAL = Path("/usr/share/datasets/fashion-mnist")

@@ -1,28 +1,45 @@
-"""``imagenette``: the fast.ai ImageNet subset, read lazily from class folders (ImageFolder order).
+"""``imagenette``: the fast.ai ImageNet subset, read from class folders (ImageFolder order).
 
-Images are decoded per batch with PIL (a small LRU cache keeps recently used images, already
-resized to 256 px on the short side), never held in memory in full. Transforms follow the
-reference (reference §1.3): train Resize(256) -> RandomResizedCrop(224) -> flip -> normalise (ImageNet
-mean/std); test Resize(256) -> CenterCrop(224) -> normalise. Random crops and flips are drawn from
-the ``generator`` argument so that runs are reproducible.
+Transforms follow the reference (reference §1.3): train Resize(256) -> RandomResizedCrop(224) ->
+flip -> normalise (ImageNet mean/std); test Resize(256) -> CenterCrop(224) -> normalise. Random
+crops and flips are drawn from the ``generator`` argument so that runs are reproducible.
+
+**Decoded once.** Decoding a JPEG and resizing it to 256 px is most of the reader's cost (about
+2 of 2.6 ms an image of a training batch on the project's CPU: ``benchmarks/bench_readers.py``),
+and an epoch meets every image once. So the first batch of a split decodes the split's images
+(the subset the config keeps) once, with the same code as before, into one file of uint8 pixels
+under ``<root>/.cache/imagenette/`` with an index beside it; every later batch, run and process
+on the machine reads the pixels from that file, memory-mapped (the operating system keeps one
+copy in memory for all of them). The key of the file covers the image files (path, size, time),
+the resize and the versions of PIL and torchvision that decoded them, so the pixels are the
+ones a decode would give, bit for bit. Where the cache cannot be written (a read-only data
+root), the reader says so once and decodes every batch, keeping recently used images in a small
+LRU cache, as it did before.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import torch
 
 from lpdt.data.base import Dataset, DatasetError, balanced_subset, data_root, dataset_info
+from lpdt.io import write_atomic, write_json_atomic
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 LAYOUTS = ("imagenette2", "imagenette2-320", "imagenette2-160", "imagenette")
 _EXTENSIONS = (".jpg", ".jpeg", ".png")
+RESIZE = 256  # the short side every image is decoded to (the reference's Resize(256))
+# The decoded cache's layout; a change of ``_decode``'s arithmetic must change it too.
+DECODED_VERSION = 1
 
 
 def _find_root(root: Path) -> Path | None:
@@ -65,8 +82,115 @@ def _rrc_params(h: int, w: int, gen: torch.Generator | None) -> tuple[int, int, 
     return (h - ch) // 2, (w - cw) // 2, ch, cw
 
 
+def decode(path: Path) -> torch.Tensor:
+    """The image at ``path`` as uint8 ``[3, H, W]``, resized to ``RESIZE`` px on the short side."""
+    import torchvision.transforms.v2.functional as TF  # here: ~1 s to import, for this reader
+    from PIL import Image
+
+    try:
+        with Image.open(path) as im:
+            img = TF.pil_to_tensor(im.convert("RGB"))
+    except Exception as e:
+        raise DatasetError(f"corrupt image {path}: {e}") from None
+    return TF.resize(img, [RESIZE], antialias=True)
+
+
+class DecodedImages:
+    """The images of one split, decoded, in one memory-mapped file of uint8 pixels: image ``i``
+    is ``shapes[i]`` bytes from ``offsets[i]``."""
+
+    def __init__(self, data: Path, offsets: list[int], shapes: list[tuple[int, int, int]]) -> None:
+        self._pixels = np.memmap(data, dtype=np.uint8, mode="r")
+        self._offsets, self._shapes = offsets, shapes
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        c, h, w = self._shapes[i]
+        start = self._offsets[i]
+        # a copy: the map is read-only, and the image is small (about 260 KB)
+        return torch.from_numpy(np.array(self._pixels[start : start + c * h * w])).view(c, h, w)
+
+
+def decoded_key(files: list[Path]) -> str:
+    """What the decoded pixels depend on: the files (path, size, time), the resize, the cache's
+    layout, and the libraries that decode and resize."""
+    import PIL
+    import torchvision
+
+    stats = []
+    for f in files:
+        st = f.stat()
+        stats.append([str(f.resolve()), st.st_size, st.st_mtime_ns])
+    blob = {
+        "version": DECODED_VERSION,
+        "resize": RESIZE,
+        "pil": PIL.__version__,
+        "torchvision": torchvision.__version__,
+        "files": stats,
+    }
+    return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def open_decoded(files: list[Path], cache_dir: Path | None, split: str) -> DecodedImages | None:
+    """The decoded file of these ``files`` under ``cache_dir``, written first if there is none
+    (or a damaged one); None without ``cache_dir``, or where it cannot be written (said once)."""
+    if cache_dir is None:
+        return None
+    base = cache_dir / f"{split}-{decoded_key(files)}"
+    data, index = base.with_suffix(".u8"), base.with_suffix(".json")
+    found = _read_index(index, data, len(files))
+    if found is not None:
+        return DecodedImages(data, *found)
+    what = "rewriting a damaged one" if index.exists() else "once"
+    print(
+        f"imagenette: decoding the {len(files):,} {split} images {what} into {data} "
+        f"(later batches and runs read them from there)",
+        flush=True,
+    )
+    t0 = time.perf_counter()
+    offsets: list[int] = []
+    shapes: list[tuple[int, int, int]] = []
+
+    def write(f: IO[bytes]) -> None:
+        for path in files:
+            img = decode(path)
+            offsets.append(f.tell())
+            shapes.append((int(img.shape[0]), int(img.shape[1]), int(img.shape[2])))
+            f.write(img.numpy().tobytes())
+
+    try:
+        write_atomic(data, write)
+        size = data.stat().st_size
+        meta = {"version": DECODED_VERSION, "offsets": offsets, "shapes": shapes, "bytes": size}
+        write_json_atomic(index, meta)
+    except OSError as e:  # a read-only or full data root: decode every batch instead
+        print(f"imagenette: cannot write {data} ({e}); decoding every batch instead", flush=True)
+        return None
+    print(f"imagenette: decoded {len(files):,} {split} images in {time.perf_counter() - t0:.1f} s")
+    return DecodedImages(data, offsets, shapes)
+
+
+def _read_index(
+    index: Path, data: Path, images: int
+) -> tuple[list[int], list[tuple[int, int, int]]] | None:
+    """The offsets and shapes of a decoded file whose index and size agree; None otherwise."""
+    try:
+        meta = json.loads(index.read_text())
+        offsets = [int(o) for o in meta["offsets"]]
+        shapes = [(int(c), int(h), int(w)) for c, h, w in meta["shapes"]]
+        ok = (
+            meta["version"] == DECODED_VERSION
+            and len(offsets) == len(shapes) == images
+            and data.stat().st_size == int(meta["bytes"])
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return (offsets, shapes) if ok else None
+
+
 class ImagenetteDataset(Dataset):
-    def __init__(self, cfg: Any, folder: Path, cache_size: int = 256) -> None:
+    def __init__(
+        self, cfg: Any, folder: Path, cache_dir: Path | None = None, lru_size: int = 256
+    ) -> None:
         classes = sorted(p.name for p in (folder / "train").iterdir() if p.is_dir())
         if not classes:
             raise DatasetError(f"imagenette: no class folders in {folder / 'train'}")
@@ -83,30 +207,31 @@ class ImagenetteDataset(Dataset):
             keep = balanced_subset(labels, k)
             self._files[split] = [files[i] for i in keep]
             self._y[split] = torch.from_numpy(labels[keep])
-        self._cache: OrderedDict[Path, torch.Tensor] = OrderedDict()
-        self._cache_size = cache_size
+        # Each split's decoded file, opened at its first batch (None: decode every batch).
+        self._cache_dir = cache_dir
+        self._decoded: dict[str, DecodedImages | None] = {}
+        self._lru: OrderedDict[Path, torch.Tensor] = OrderedDict()
+        self._lru_size = lru_size
         self.info = dataset_info(cfg, "imagenette", str(folder), len(classes), (3, 224, 224))
 
     def labels(self, split: str) -> np.ndarray:
         return self._y[split].numpy()
 
-    def _load(self, path: Path) -> torch.Tensor:
-        """Decoded image, resized to 256 on the short side, uint8 [3, H, W] (cached)."""
-        if path in self._cache:
-            self._cache.move_to_end(path)
-            return self._cache[path]
-        import torchvision.transforms.v2.functional as TF  # here: ~1 s to import, for this reader
-        from PIL import Image
-
-        try:
-            with Image.open(path) as im:
-                img = TF.pil_to_tensor(im.convert("RGB"))
-        except Exception as e:
-            raise DatasetError(f"corrupt image {path}: {e}") from None
-        img = TF.resize(img, [256], antialias=True)
-        self._cache[path] = img
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+    def _image(self, split: str, i: int) -> torch.Tensor:
+        """Image ``i`` of ``split``, decoded and resized to ``RESIZE`` on the short side, uint8
+        ``[3, H, W]``: from the split's decoded file, or decoded now where there is none."""
+        if split not in self._decoded:
+            self._decoded[split] = open_decoded(self._files[split], self._cache_dir, split)
+        decoded = self._decoded[split]
+        if decoded is not None:
+            return decoded[i]
+        path = self._files[split][i]
+        if path in self._lru:
+            self._lru.move_to_end(path)
+            return self._lru[path]
+        img = self._lru[path] = decode(path)
+        if len(self._lru) > self._lru_size:
+            self._lru.popitem(last=False)
         return img
 
     def batch(
@@ -121,7 +246,7 @@ class ImagenetteDataset(Dataset):
         idx = torch.as_tensor(idx, dtype=torch.long)
         out = []
         for i in idx.tolist():
-            img = self._load(self._files[split][i])
+            img = self._image(split, i)
             if augment and split == "train":
                 top, left, ch, cw = _rrc_params(img.shape[1], img.shape[2], generator)
                 img = TF.resized_crop(img, top, left, ch, cw, [224, 224], antialias=True)
@@ -133,7 +258,7 @@ class ImagenetteDataset(Dataset):
         x = torch.stack(out).float().div_(255.0)
         mean = torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)
         std = torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
-        return (x - mean) / std, self._y[split][idx]
+        return x.sub_(mean).div_(std), self._y[split][idx]  # in place: the same values
 
 
 def load_imagenette(cfg: Any) -> ImagenetteDataset:
@@ -154,4 +279,4 @@ def load_imagenette(cfg: Any) -> ImagenetteDataset:
             f"(or {root}/imagenette/{{train,val}}); set data.download: true, or extract "
             f"imagenette2.tgz from https://github.com/fastai/imagenette into {root}"
         )
-    return ImagenetteDataset(cfg, folder)
+    return ImagenetteDataset(cfg, folder, cache_dir=root / ".cache" / "imagenette")
