@@ -43,7 +43,7 @@ def _trained(*extra: str) -> Run:
     run = Run(cfg(*extra), log=lambda s: None)
     run.state.train()
     for _ in range(3):
-        assert run.iteration(0.1) is not None
+        assert torch.isfinite(run.iteration(0.1))
     return run
 
 
@@ -89,6 +89,24 @@ def test_run_evaluates_batched_where_it_trains_batched():
     n_test = len(run.data.labels("test"))
     for key in batched:
         _assert_same_accuracies([batched[key]], [node_by_node[key]], INT8, n_test)
+
+
+def test_batched_evaluation_reads_the_ranges_the_nodes_hold_now():
+    """The gossiped 8-bit ranges that a batched evaluation reads are the nodes' own, as gossip
+    and the final rounds left them, not the training step's copies from before the gossip."""
+    run = _trained("train.batch_nodes=true", "algorithm.name=choco", *INT8)
+    run.final_gossip()  # forwards and gossip after the last step: the ranges move again
+    stacked = run._stacked()
+    assert stacked is not None
+    held = [dict(m.named_buffers()) for m in run.state.models]
+    gossiped = [name for name in stacked.buffers if name.endswith(("running_min", "running_max"))]
+    assert gossiped
+    moved = 0
+    for name in gossiped:
+        want = torch.stack([b[name] for b in held])
+        assert torch.equal(stacked.buffers[name], want), name
+        moved += not torch.equal(run.batched.buffers[name], want)  # the step's own copies
+    assert moved > 0  # the step's copies went stale: the check above can tell
 
 
 def _assert_same_accuracies(

@@ -162,6 +162,13 @@ class BatchedSteps:
                     torch._dynamo.mark_static_address(t)
             self._compiled = torch.compile(batched_losses, dynamic=False, **kw)
 
+    def held_buffers(self) -> dict[str, torch.Tensor]:
+        """Every buffer as the nodes hold it now, stacked: the gossiped ones as the views of
+        ``x``'s rows (which gossip and the final rounds move; ``buffers`` holds the training
+        step's private copies of them, current only while a step runs), the local ones as they
+        are (the replicas' own buffers are views of them)."""
+        return {**self.buffers, **self._gossiped}
+
     @property
     def compiled(self) -> bool:
         """Whether the step runs compiled (False also after a compile that failed)."""
