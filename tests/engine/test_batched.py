@@ -271,16 +271,16 @@ def test_auto_batches_on_cuda_only_and_models_without_dropout():
 def test_a_step_that_does_not_compile_runs_eagerly_and_says_so(monkeypatch):
     """A torch that cannot trace or compile the batched step (a ``TorchDynamoException``, as
     torch 2.11's dynamo refused the 8-bit step's autograd Functions on an H100) runs it eagerly,
-    with the same numbers, and one line says why. The failure here comes after a forward has
-    run (as a backward that fails to lower would): the forward writes no buffer (it returns the
-    running ranges' updates), so the eager step starts from the same state."""
+    with the same numbers, and one line says why. The failure here comes after the forward has
+    updated the 8-bit running ranges (as a backward that fails to lower would): they are put
+    back first, so the eager step starts from the same state."""
     from torch._dynamo.exc import TorchDynamoException
 
     from lpdt.engine.batched import batched_losses
 
     def refusing_compile(fn, **kw):
         def compiled(*args):
-            batched_losses(*args)  # a forward ran, as a compiled one would
+            batched_losses(*args)  # updates the running ranges, as a compiled forward would
             raise TorchDynamoException("You tried to vmap over ApplyTemplate\nmore")
 
         return compiled

@@ -93,22 +93,20 @@ def test_run_evaluates_batched_where_it_trains_batched():
 
 def test_batched_evaluation_reads_the_ranges_the_nodes_hold_now():
     """The gossiped 8-bit ranges that a batched evaluation reads are the nodes' own, as gossip
-    and the final rounds left them (until 2026-11-29 they were the training step's private
-    copies from before the iteration's gossip)."""
+    and the final rounds left them, not the training step's copies from before the gossip."""
     run = _trained("train.batch_nodes=true", "algorithm.name=choco", *INT8)
-    held = [dict(m.named_buffers()) for m in run.state.models]
-    names = [name for name in held[0] if name.endswith(("running_min", "running_max"))]
-    assert names
-    before = {name: torch.stack([b[name] for b in held]).clone() for name in names}
     run.final_gossip()  # forwards and gossip after the last step: the ranges move again
     stacked = run._stacked()
     assert stacked is not None
+    held = [dict(m.named_buffers()) for m in run.state.models]
+    gossiped = [name for name in stacked.buffers if name.endswith(("running_min", "running_max"))]
+    assert gossiped
     moved = 0
-    for name in names:
+    for name in gossiped:
         want = torch.stack([b[name] for b in held])
         assert torch.equal(stacked.buffers[name], want), name
-        moved += not torch.equal(before[name], want)
-    assert moved > 0  # the final rounds moved them: a stale copy would be told apart
+        moved += not torch.equal(run.batched.buffers[name], want)  # the step's own copies
+    assert moved > 0  # the step's copies went stale: the check above can tell
 
 
 def _assert_same_accuracies(

@@ -50,7 +50,6 @@ from lpdt.decentral.state import NodeState
 from lpdt.engine.device import Log
 from lpdt.engine.steps import compile_allowed, is_quantized, prepare_compile
 from lpdt.errors import LpdtError
-from lpdt.layers.quant import running
 from lpdt.layers.quant.convert import draws_noise
 from lpdt.layers.quant.quantizers import draw_seed, noise_seed, vmapped
 
@@ -59,10 +58,18 @@ class BatchNodesError(LpdtError, ValueError):
     """A model that the batched step cannot run (one line for the CLI)."""
 
 
-# What a batched forward returns beside the losses: for each running-statistics update of the
-# 8-bit layers, in call order, (the layer, its buffer's name, the momentum), and its values
-# stacked over the nodes (``lpdt.layers.quant.running``).
-Updates = tuple[list[tuple[nn.Module, str, float]], tuple[torch.Tensor, ...]]
+def _node_loss(
+    params: dict[str, torch.Tensor],
+    model: nn.Module,
+    buffers: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    seed: torch.Tensor | None,
+) -> torch.Tensor:
+    """One node's loss with its own parameters, buffers and noise seed (vmapped over the nodes)."""
+    with noise_seed(seed) if seed is not None else contextlib.nullcontext():
+        out = torch.func.functional_call(model, (params, buffers), (x,))
+    return F.cross_entropy(out, y)
 
 
 def batched_losses(
@@ -72,40 +79,18 @@ def batched_losses(
     x: torch.Tensor,
     y: torch.Tensor,
     seeds: torch.Tensor | None,
-) -> tuple[torch.Tensor, Updates]:
-    """The n nodes' losses ``[n]``, one vmapped forward (x ``[n, B, ...]``, y ``[n, B]``), and
-    the running-statistics updates of their 8-bit layers (applied by the caller: the forward
-    writes no buffer).
+) -> torch.Tensor:
+    """The n nodes' losses ``[n]``, one vmapped forward (x ``[n, B, ...]``, y ``[n, B]``).
 
     The gradient is taken from outside the vmap, by ordinary autograd on the stacked
     parameters (``BatchedSteps.train_step``): node k's loss depends on row k only, so the
     gradient of their sum is each node's own gradient. (``torch.func.grad`` inside the vmap
     cannot run the 8-bit layers' custom operators' autograd formulas, and dynamo cannot vmap
     over an autograd.Function: ``lpdt.layers.quant.vmap_ops``.)"""
-    which: list[list[tuple[nn.Module, str, float]]] = []  # filled once, by the vmapped trace
-
-    def node_loss(
-        p: dict[str, torch.Tensor],
-        b: dict[str, torch.Tensor],
-        xk: torch.Tensor,
-        yk: torch.Tensor,
-        seed: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-        """One node's loss with its own parameters, buffers and noise seed, and its updates."""
-        saved = running.collecting()
-        try:
-            with noise_seed(seed) if seed is not None else contextlib.nullcontext():
-                out = torch.func.functional_call(model, (p, b), (xk,))
-        finally:
-            updates = running.collected(saved)
-        which.append([(m, name, momentum) for m, name, _, momentum in updates])
-        return F.cross_entropy(out, yk), tuple(value for _, _, value, _ in updates)
-
     seed_dim = None if seeds is None else 0
-    node = torch.func.vmap(node_loss, in_dims=(0, 0, 0, 0, seed_dim), randomness="error")
+    node = torch.func.vmap(_node_loss, in_dims=(0, None, 0, 0, 0, seed_dim), randomness="error")
     with vmapped():
-        losses, values = node(params, buffers, x, y, seeds)
-    return losses, (which[0], values)
+        return node(params, model, buffers, x, y, seeds)
 
 
 def not_batchable(model: nn.Module) -> str | None:
@@ -148,12 +133,13 @@ class BatchedSteps:
         n = state.nodes
         # The parameters as leaves of autograd that share the storage of x's rows (the
         # optimiser's in-place updates of x are theirs), and where their gradients go. The
-        # buffers: the gossiped ones (8-bit running ranges) as views of x's rows too, the local
-        # ones stacked (the replicas hold views of them). The forward writes none of them: it
-        # returns its running-statistics updates, applied after the backward (``_apply``).
+        # gossiped buffers (8-bit running ranges, rows of x too) are updated in place by the
+        # forward: it updates private copies, copied in before and back after each step,
+        # because AOTAutograd refuses an input mutated in place that shares storage with
+        # inputs that require a gradient.
         self.params: dict[str, torch.Tensor] = {}
         self.grads: dict[str, torch.Tensor] = {}  # views of state.grad's rows
-        self.buffers: dict[str, torch.Tensor] = {}
+        self._gossiped: dict[str, torch.Tensor] = {}  # views of x's rows
         for seg in state.segments:
             view = state.x[:, seg.offset : seg.offset + seg.numel].view(n, *seg.shape)
             if seg.trainable:
@@ -161,11 +147,10 @@ class BatchedSteps:
                 rows = state.grad[:, seg.offset : seg.offset + seg.numel]
                 self.grads[seg.name] = rows.view(n, *seg.shape)
             else:
-                self.buffers[seg.name] = view
+                self._gossiped[seg.name] = view
+        self.buffers = {name: view.clone() for name, view in self._gossiped.items()}
         self.buffers.update(state.stack_local_buffers())
-        # A layer of the replica that functional_call runs -> its buffers' prefix in ``buffers``.
-        self._prefix = {id(m): f"{name}." if name else "" for name, m in model.named_modules()}
-        self._compiled: Callable[..., tuple[torch.Tensor, Updates]] | None = None
+        self._compiled: Callable[..., torch.Tensor] | None = None
         self._size: int | None = None  # the batch size the compiled step is specialised to
         self._graphs = False  # CUDA graphs: mark each step, copy what it returns
         if compile and compile_allowed(model, log, batched=True):
@@ -176,6 +161,13 @@ class BatchedSteps:
                 for t in (*self.params.values(), *self.buffers.values(), *self.grads.values()):
                     torch._dynamo.mark_static_address(t)
             self._compiled = torch.compile(batched_losses, dynamic=False, **kw)
+
+    def held_buffers(self) -> dict[str, torch.Tensor]:
+        """Every buffer as the nodes hold it now, stacked: the gossiped ones as the views of
+        ``x``'s rows (which gossip and the final rounds move; ``buffers`` holds the training
+        step's private copies of them, current only while a step runs), the local ones as they
+        are (the replicas' own buffers are views of them)."""
+        return {**self.buffers, **self._gossiped}
 
     @property
     def compiled(self) -> bool:
@@ -204,54 +196,47 @@ class BatchedSteps:
         A compiled step is specialised to the first call's batch size; other sizes (an epoch's
         short last batch) run the same function eagerly, as ``Steps`` does."""
         args = (self.state.models[0], self.params, self.buffers, x, y, seeds)
+        gossiped = list(self._gossiped.values())
+        private = [self.buffers[name] for name in self._gossiped]
+        if gossiped:
+            torch._foreach_copy_(private, gossiped)
         if self._graphs:
             torch.compiler.cudagraph_mark_step_begin()
         if self._compiled is None:
-            losses, grads, updates = self._run(batched_losses, args)
+            losses, grads = self._run(batched_losses, args)
         elif self._size is None:
             self._size = x.shape[1]
-            losses, grads, updates = self._first_compiled_call(args)
+            losses, grads = self._first_compiled_call(args)
         elif x.shape[1] == self._size:
-            losses, grads, updates = self._run(self._compiled, args)
+            losses, grads = self._run(self._compiled, args)
         else:
-            losses, grads, updates = self._run(batched_losses, args)
+            losses, grads = self._run(batched_losses, args)
         torch._foreach_copy_(list(self.grads.values()), grads)
-        self._apply(updates)
+        if gossiped:
+            torch._foreach_copy_(gossiped, private)
         # A CUDA graph's outputs are overwritten by its next replay: keep a copy.
         return losses.detach().clone() if self._graphs else losses.detach()
 
     def _run(
-        self, fn: Callable[..., tuple[torch.Tensor, Updates]], args: tuple
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], Updates]:
-        """The losses of ``fn``, their gradients with respect to the stacked parameters, and the
-        forward's running-statistics updates."""
-        losses, updates = fn(*args)
+        self, fn: Callable[..., torch.Tensor], args: tuple
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """The losses of ``fn`` and their gradients with respect to the stacked parameters."""
+        losses = fn(*args)
         grads = torch.autograd.grad(losses.sum(), tuple(self.params.values()))
-        return losses, grads, updates
+        return losses, grads
 
-    def _apply(self, updates: Updates) -> None:
-        """Every node's running-statistics updates, into the stacked buffers (one foreach
-        operation per momentum: ``lpdt.layers.quant.running.apply``)."""
-        which, values = updates
-        running.apply(
-            [
-                (self.buffers[self._prefix[id(m)] + name], value, momentum)
-                for (m, name, momentum), value in zip(which, values, strict=True)
-            ]
-        )
-
-    def _first_compiled_call(
-        self, args: tuple
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, ...], Updates]:
+    def _first_compiled_call(self, args: tuple) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """The first call of the compiled step, which traces and compiles its forward (and, at
         the first backward, lowers its backward). Where torch cannot trace or compile it (a
         ``TorchDynamoException``: dynamo refused an operation, or inductor failed), the step
-        runs eagerly, the same arithmetic, and says so in one line: the forward writes no
-        buffer, so the eager step starts from the same state. Any other error is an error."""
+        runs eagerly, the same arithmetic, and says so in one line; the buffers the forward may
+        have updated (the running ranges, when the backward failed to compile) are put back
+        first, so the eager step starts from the same state. Any other error is an error."""
         from torch._dynamo.exc import TorchDynamoException  # imported by compiling anyway
 
         assert self._compiled is not None
         self.log("compiling the batched training step (torch.compile)")
+        saved = [b.clone() for b in self.buffers.values()]
         t0 = time.perf_counter()
         try:
             out = self._run(self._compiled, args)
@@ -261,6 +246,7 @@ class BatchedSteps:
                 f"({type(e).__name__}: {str(e).splitlines()[0][:160]}); it runs eagerly"
             )
             self._compiled, self._graphs = None, False
+            torch._foreach_copy_(list(self.buffers.values()), saved)
             return self._run(batched_losses, args)
         self.log(f"  compiled the batched training step in {time.perf_counter() - t0:.1f} s")
         return out

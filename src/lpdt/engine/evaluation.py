@@ -97,7 +97,7 @@ def batched_predict(
 class StackedNodes:
     """The held nodes as stacked tensors for ``batched_predict``: parameters and gossiped buffers
     are views of the rows of ``state.x``, local buffers rows of one tensor per name (what
-    ``lpdt.engine.batched.BatchedSteps`` holds; ``params`` / ``buffers`` are its dicts)."""
+    ``lpdt.engine.batched.BatchedSteps`` holds: its ``params`` and ``held_buffers()``)."""
 
     model: nn.Module  # one replica: its code, run with each node's tensors
     params: dict[str, torch.Tensor]

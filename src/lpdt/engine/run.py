@@ -240,7 +240,7 @@ class Run:
         b = self.batched
         if b is None:
             return None
-        return StackedNodes(self.state.models[0], b.params, b.buffers, b.quantized)
+        return StackedNodes(self.state.models[0], b.params, b.held_buffers(), b.quantized)
 
     def evaluate_all(self) -> dict[str, float]:
         """Accuracy of every node's model and of the exact average model, and consensus distance

@@ -52,7 +52,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from lpdt.engine.device import Log
-from lpdt.layers.quant import running
 
 # How many Steps of this process compile (see Steps.__init__, the recompile limit).
 _compiling_steps = 0
@@ -210,18 +209,12 @@ class Steps:
         return frozenset(self._compiled)
 
     def train_step(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Forward, loss and backward of one node; returns the detached loss. The 8-bit layers'
-        running statistics are updated at its end, together (``lpdt.layers.quant.running``)."""
+        """Forward, loss and backward of one node; returns the detached loss."""
         fn, first = self._function("train", x)
         with self._timed("train", first), self._noise(x.device, self.noisy):
             self._mark_step()
-            saved = running.collecting()
-            try:
-                loss = fn(model, x, y)
-            finally:
-                updates = running.collected(saved)
+            loss = fn(model, x, y)
             loss.backward()
-            running.apply([(getattr(m, name), v, mom) for m, name, v, mom in updates])
         return self._kept(loss.detach())
 
     @torch.no_grad()

@@ -43,8 +43,7 @@ from lpdt.layers.quant.functions import (
     ste,
     ste_minmax,
 )
-from lpdt.layers.quant.quantizers import batch_range
-from lpdt.layers.quant.running import update_running
+from lpdt.layers.quant.quantizers import batch_range, is_vmapped
 from lpdt.layers.quant.spec import DEFAULT_SPEC, RANGE_MOMENTUM, QuantSpec
 
 
@@ -61,12 +60,24 @@ def qweight(module: nn.Module, name: str) -> torch.Tensor:
     return ste_minmax(getattr(module, name), spec.weight_bits)
 
 
+def update_running(
+    running: torch.Tensor, batch: torch.Tensor, momentum: float = RANGE_MOMENTUM
+) -> None:
+    """``running <- lerp(running, batch, momentum)`` in place (the buffer may be a view of the
+    engine's flat tensor). Under vmap (the batched step) out of place and copied back: vmap has no
+    batching rule for an in-place lerp (it would loop over the nodes); the same values."""
+    if is_vmapped():
+        running.copy_(torch.lerp(running, batch, momentum))
+    else:
+        running.lerp_(batch, momentum)
+
+
 class QuantMeasure(nn.Module):
     """Input-activation quantiser with a running range (reference ``QuantMeasure``).
 
-    Training: range = batch mean of per-sample min / max; the running range moves towards it,
-    ``r <- 0.1 r + 0.9 batch``, in place (the engine turns these buffers into views of its flat
-    gossip tensor), at the end of the training step (``running``). Eval: the running range. Buffers ``running_min``/``running_max`` (shape
+    Training: range = batch mean of per-sample min / max; the running range is updated in place,
+    ``r <- 0.1 r + 0.9 batch`` (in place because the engine turns these buffers into views of its
+    flat gossip tensor). Eval: the running range. Buffers ``running_min``/``running_max`` (shape
     [1]) are listed in ``gossip_buffers`` when the ranges travel with the model.
     """
 
@@ -86,8 +97,9 @@ class QuantMeasure(nn.Module):
             return x
         if self.training:
             lo, hi = batch_range(x)
-            update_running(self, "running_min", lo)
-            update_running(self, "running_max", hi)
+            with torch.no_grad():
+                update_running(self.running_min, lo)
+                update_running(self.running_max, hi)
         else:
             lo, hi = self.running_min, self.running_max
         return ste(x, lo, hi, self.bits, self.stochastic, self.noise_salt)
@@ -246,8 +258,9 @@ class QRangeBatchNormAct2d(nn.Module):
             xc = x.transpose(0, 1).reshape(x.shape[1], -1)  # [C, B*H*W], sample-major
             rng, s = chunked_mean_range(xc, self.chunks)
             mean, scale = xc.mean(-1), 1.0 / (rng * range_constant_chunked(s) + self.eps)
-            update_running(self, "running_mean", mean, self.momentum)
-            update_running(self, "running_scale", scale, self.momentum)
+            with torch.no_grad():
+                update_running(self.running_mean, mean.detach(), self.momentum)
+                update_running(self.running_scale, scale.detach(), self.momentum)
         else:
             mean, scale = self.running_mean, self.running_scale
         k = ste_minmax(scale, self.spec.weight_bits) * qweight(self, "weight")
