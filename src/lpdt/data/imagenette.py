@@ -38,7 +38,7 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 LAYOUTS = ("imagenette2", "imagenette2-320", "imagenette2-160", "imagenette")
 _EXTENSIONS = (".jpg", ".jpeg", ".png")
 RESIZE = 256  # the short side every image is decoded to (the reference's Resize(256))
-# The decoded cache's layout; a change of ``_decode``'s arithmetic must change it too.
+# The decoded file's layout; a change of ``decode``'s arithmetic must change it too.
 DECODED_VERSION = 1
 
 
@@ -140,7 +140,7 @@ def open_decoded(files: list[Path], cache_dir: Path | None, split: str) -> Decod
     found = _read_index(index, data, len(files))
     if found is not None:
         return DecodedImages(data, *found)
-    what = "rewriting a damaged one" if index.exists() else "once"
+    what = "again (the file there was damaged)" if index.exists() else "once"
     print(
         f"imagenette: decoding the {len(files):,} {split} images {what} into {data} "
         f"(later batches and runs read them from there)",
