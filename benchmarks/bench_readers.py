@@ -4,7 +4,8 @@ on fake files in the real formats (CIFAR-10's python pickles, an Imagenette fold
 The paper's price (``lpdt.plan.gpu``) measured CIFAR-10's data cost on a GPU host and carries it
 to Imagenette by these readers' difference on the project's CPU. Each round reads one epoch of a
 fresh dataset object in a random order, in batches of ``--batch``, one thread, after a warm-up
-batch (the imports and the files' first open are not counted): an epoch of the real Imagenette
+epoch (the imports, the files' first open and Imagenette's decoded file, written once, are not
+counted): an epoch of the real Imagenette
 (9,469 training images) meets each image once, as a fresh object does here. The Imagenette
 images are ``--width`` x ``--height`` JPEGs of smooth content with noise at quality 90 (the
 full-size Imagenette's images are ImageNet's, most about 500 x 375).

@@ -20,7 +20,9 @@ import torch
 
 def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
     """``t`` on ``device``, copied without waiting for the device where ``t`` is on the host and
-    ``device`` is a GPU (the same values as ``t.to(device)``)."""
+    ``device`` is a GPU (the same values as ``t.to(device)``). ``t`` is staged in a fresh pinned
+    copy, so the caller may change it at once; a tensor already pinned is copied from itself and
+    must stay unchanged until the copy has run."""
     device = torch.device(device)
     if t.device.type != "cpu":  # not a copy from the host: a device's own rules
         return t.to(device)

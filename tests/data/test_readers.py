@@ -225,7 +225,7 @@ def test_imagenette_decodes_once_into_a_file_with_the_same_pixels(tmp_path, caps
     out = capsys.readouterr().out
     assert out.count("decoding the 12 train images once") == 1 and "decoding the 6 test" in out
     assert all(torch.equal(a, b) for a, b in zip(first, decoded, strict=True))
-    files = sorted(cache.iterdir())
+    files = sorted(f for f in cache.iterdir() if f.suffix != ".lock")
     assert sorted(f.suffix for f in files) == [".json", ".json", ".u8", ".u8"]
     stamps = [f.stat().st_mtime_ns for f in files]
     again = _epoch(_imagenette(folder, cache))
@@ -259,14 +259,49 @@ def test_imagenette_cache_key_follows_the_files(tmp_path):
     assert decoded_key(files) != key
 
 
+def test_imagenette_waits_for_another_writer_at_most_its_bound(tmp_path, monkeypatch, capsys):
+    """While another process holds the decoded file's lock (writing it), a reader waits, says
+    so once, and after ``LOCK_WAIT_S`` decodes every batch instead, with the same pixels."""
+    import subprocess
+    import sys
+
+    from lpdt.data import imagenette
+
+    folder = write_imagenette(tmp_path)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    files = sorted(folder.glob("val/*/*.JPEG"))  # the test split, in the reader's order
+    lock = cache / f"test-{decoded_key(files)}.lock"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time; f = open(sys.argv[1], 'ab'); fcntl.lockf(f, fcntl.LOCK_EX);"
+            " print('held', flush=True); time.sleep(60)",
+            str(lock),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(imagenette, "LOCK_WAIT_S", 1.0)
+        got = _imagenette(folder, cache).batch("test", torch.arange(6))[0]
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    out = capsys.readouterr().out
+    assert out.count("waiting for another process decoding the test images") == 1
+    assert "decoding every batch instead" in out and "waited 1 s" in out
+    assert torch.equal(got, _imagenette(folder, None).batch("test", torch.arange(6))[0])
+
+
 def test_load_imagenette_keeps_its_decoded_files_under_the_data_root(tmp_path):
     write_imagenette(tmp_path)
     ds = load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path)))
     ds.batch("test", torch.arange(2))
-    assert sorted(p.suffix for p in (tmp_path / ".cache" / "imagenette").iterdir()) == [
-        ".json",
-        ".u8",
-    ]
+    kinds = sorted(p.suffix for p in (tmp_path / ".cache" / "imagenette").iterdir())
+    assert kinds == [".json", ".lock", ".u8"]
 
 
 REAL = Path("/usr/share/datasets/fashion-mnist")

@@ -164,12 +164,17 @@ def test_the_transfer_counter_sees_each_kind_of_wait():
         t.to(torch.device("cpu"), torch.float64)
         t.to(t)
         torch.tensor([1.0], device="cpu")
+        t.to(0 if torch.cuda.is_available() else "cpu")  # an index names a GPU
+        t.to("cpu", torch.float64, False, True)  # a positional copy=True is not non_blocking
+        t.to(t, non_blocking=True, copy=True)  # queued from the host: does not wait
         t.to(torch.float64)  # no device named: not a copy between devices
+        t.to(device=None, dtype=torch.float64)
+        torch.tensor([1.0], device=None)
         to_device(t, "cpu")
     assert dict(counted.counts) == {
         "tolist": 1,
         "numpy": 1,
         "cpu": 1,
-        "to(device)": 3,
+        "to(device)": 5,
         "tensor(device=)": 1,
     }

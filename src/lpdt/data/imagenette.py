@@ -10,20 +10,23 @@ and an epoch meets every image once. So the first batch of a split decodes the s
 (the subset the config keeps) once, with the same code as before, into one file of uint8 pixels
 under ``<root>/.cache/imagenette/`` with an index beside it; every later batch, run and process
 on the machine reads the pixels from that file, memory-mapped (the operating system keeps one
-copy in memory for all of them). The key of the file covers the image files (path, size, time),
-the resize and the versions of PIL and torchvision that decoded them, so the pixels are the
-ones a decode would give, bit for bit. Where the cache cannot be written (a read-only data
-root), the reader says so once and decodes every batch, keeping recently used images in a small
-LRU cache, as it did before.
+copy in memory for all of them; one process writes it while the others wait). The key of the
+file covers the image files (path, size, time), the resize, the versions of PIL, torchvision and
+torch that decoded them and the CPU's code path, so the pixels are the ones a decode would give
+there, bit for bit. Where the cache cannot be written (a read-only data root), the reader says
+so once and decodes every batch, keeping recently used images in a small LRU cache, as it did
+before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -111,8 +114,10 @@ class DecodedImages:
 
 
 def decoded_key(files: list[Path]) -> str:
-    """What the decoded pixels depend on: the files (path, size, time), the resize, the cache's
-    layout, and the libraries that decode and resize."""
+    """What the decoded pixels depend on: the files (path, size, time), the resize, the file's
+    layout, the libraries that decode and resize, and the CPU's code path."""
+    import platform
+
     import PIL
     import torchvision
 
@@ -125,6 +130,10 @@ def decoded_key(files: list[Path]) -> str:
         "resize": RESIZE,
         "pil": PIL.__version__,
         "torchvision": torchvision.__version__,
+        # torch's uint8 resize takes other code paths on other CPUs (AVX2 / AVX-512 / arm64
+        # against the default), which round some pixels one level apart
+        "torch": torch.__version__,
+        "cpu": [platform.machine(), torch.backends.cpu.get_cpu_capability()],
         "files": stats,
     }
     return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:20]
@@ -132,7 +141,10 @@ def decoded_key(files: list[Path]) -> str:
 
 def open_decoded(files: list[Path], cache_dir: Path | None, split: str) -> DecodedImages | None:
     """The decoded file of these ``files`` under ``cache_dir``, written first if there is none
-    (or a damaged one); None without ``cache_dir``, or where it cannot be written (said once)."""
+    (or a damaged one); None without ``cache_dir``, or where it cannot be written (said once).
+
+    One process writes it at a time (a lock file beside it); the others wait, at most
+    ``LOCK_WAIT_S``, and then read what it wrote."""
     if cache_dir is None:
         return None
     base = cache_dir / f"{split}-{decoded_key(files)}"
@@ -140,6 +152,51 @@ def open_decoded(files: list[Path], cache_dir: Path | None, split: str) -> Decod
     found = _read_index(index, data, len(files))
     if found is not None:
         return DecodedImages(data, *found)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        with _exclusive(base.with_suffix(".lock"), split):
+            found = _read_index(index, data, len(files))  # written while this one waited
+            if found is not None:
+                return DecodedImages(data, *found)
+            return _write_decoded(files, data, index, split)
+    except OSError as e:  # a read-only or full data root: decode every batch instead
+        print(f"imagenette: cannot write {data} ({e}); decoding every batch instead", flush=True)
+        return None
+
+
+# How long a process waits for another one that is writing the same decoded file.
+LOCK_WAIT_S = 1800.0
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path, split: str) -> Iterator[None]:
+    """Hold the lock ``path`` (a POSIX record lock, which NFS honours; the kernel drops it when
+    its holder dies); waiting for another holder is said once and bounded by ``LOCK_WAIT_S``
+    (then an ``OSError``)."""
+    import fcntl
+
+    with open(path, "ab") as f:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        said = False
+        while True:
+            try:
+                fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise OSError(f"waited {LOCK_WAIT_S:.0f} s for {path}") from None
+                if not said:
+                    print(f"imagenette: waiting for another process decoding the {split} images")
+                    said = True
+                time.sleep(0.5)
+        try:
+            yield
+        finally:
+            fcntl.lockf(f, fcntl.LOCK_UN)
+
+
+def _write_decoded(files: list[Path], data: Path, index: Path, split: str) -> DecodedImages:
+    """Decode ``files`` into ``data`` and write its ``index`` (an ``OSError`` where it cannot)."""
     what = "again (the file there was damaged)" if index.exists() else "once"
     print(
         f"imagenette: decoding the {len(files):,} {split} images {what} into {data} "
@@ -157,14 +214,14 @@ def open_decoded(files: list[Path], cache_dir: Path | None, split: str) -> Decod
             shapes.append((int(img.shape[0]), int(img.shape[1]), int(img.shape[2])))
             f.write(img.numpy().tobytes())
 
-    try:
-        write_atomic(data, write)
-        size = data.stat().st_size
-        meta = {"version": DECODED_VERSION, "offsets": offsets, "shapes": shapes, "bytes": size}
-        write_json_atomic(index, meta)
-    except OSError as e:  # a read-only or full data root: decode every batch instead
-        print(f"imagenette: cannot write {data} ({e}); decoding every batch instead", flush=True)
-        return None
+    write_atomic(data, write)
+    meta = {
+        "version": DECODED_VERSION,
+        "offsets": offsets,
+        "shapes": shapes,
+        "bytes": data.stat().st_size,
+    }
+    write_json_atomic(index, meta)
     print(f"imagenette: decoded {len(files):,} {split} images in {time.perf_counter() - t0:.1f} s")
     return DecodedImages(data, offsets, shapes)
 

@@ -12,8 +12,10 @@ equality tests) and ``benchmarks/bench_compile.py`` records its operations, with
 Some waits dispatch nothing on the CPU: ``.tolist()`` and ``.numpy()`` of a CPU tensor read its
 memory directly, and ``t.to(device)`` on a CPU run copies nothing, where on a GPU it is a copy
 that waits for the device (``lpdt.transfer``). ``TransferCounter`` sees them one level up, as
-the Python calls they are: ``OpCounter`` and ``TransferCounter`` together count a whole training
-iteration's waits on any device (``tests/engine/test_host_syncs.py``).
+the Python calls they are. Together the two count the waits of the calls lpdt's training
+iteration makes, on any device (``tests/engine/test_host_syncs.py``); they are not a list of
+every torch call that waits (``torch.equal`` and ``bincount`` count; ``np.asarray(t)`` or
+``t.new_tensor(...)`` would not).
 
 A compiled graph runs its kernels without passing the dispatch mode; what it cannot hold (a
 host read) is a graph break, which ``fullgraph=True`` and ``torch._dynamo.explain`` catch.
@@ -57,9 +59,9 @@ VIEWS = frozenset(
 HOST_SYNC = "aten._local_scalar_dense.default"
 # Indexing operations, which with a boolean mask (``t[t > 0]``) find the kept positions first.
 _INDEXING = frozenset(("aten.index.Tensor", "aten.index_put.default", "aten.index_put_.default"))
-# Operations whose output's size depends on the values: on a GPU the host waits to learn it
-# (on the CPU they dispatch no host read of their own).
-SIZED_BY_VALUES = frozenset(
+# Operations that make a GPU's host wait for the values (on the CPU they dispatch no host read
+# of their own): those whose output's size depends on them, and ``equal`` (a Python bool).
+WAITS_FOR_VALUES = frozenset(
     f"aten.{name}"
     for name in (
         "nonzero.default",
@@ -68,6 +70,8 @@ SIZED_BY_VALUES = frozenset(
         "unique_consecutive.default",
         "unique_dim.default",
         "repeat_interleave.Tensor",
+        "bincount.default",
+        "equal.default",
     )
 )
 
@@ -111,7 +115,7 @@ class OpCounter(TorchDispatchMode):
     def host_syncs(self) -> int:
         """The reads of a tensor's value on the host, and the operations sized by values (each
         a device synchronisation on a GPU)."""
-        waits = (HOST_SYNC, *SIZED_BY_VALUES)
+        waits = (HOST_SYNC, *WAITS_FOR_VALUES)
         return sum(self.counts[name] for name in waits) + self.bool_masks
 
 
@@ -145,7 +149,7 @@ class TransferCounter(TorchFunctionMode):
             kind = "cuda"
         elif kind is None and func is torch.Tensor.to and _waits(args, kwargs):
             kind = "to(device)"
-        elif kind is None and func in (torch.tensor, torch.as_tensor) and "device" in kwargs:
+        elif kind is None and func in (torch.tensor, torch.as_tensor) and kwargs.get("device"):
             kind = f"{func.__name__}(device=)"
         if kind is not None:
             self.counts[kind] += 1
@@ -158,13 +162,16 @@ class TransferCounter(TorchFunctionMode):
 
 def _waits(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether ``Tensor.to(*args, **kwargs)`` names a device and is not a queued copy from the
-    host (``non_blocking=True``, positional or not, on a host tensor)."""
-    rest = args[1:]
-    names_device = "device" in kwargs or any(
-        isinstance(a, (torch.device, str, torch.Tensor)) for a in rest
-    )
-    queued = bool(kwargs.get("non_blocking")) or any(a is True for a in rest)
-    return names_device and not (queued and args[0].device.type == "cpu")
+    host (``non_blocking=True`` on a host tensor). The arguments are read as ``Tensor.to`` reads
+    them (``torch._C._nn._parse_to``: a device, a string, an index, another tensor), without
+    ``copy``, which it refuses (a keyword, or the last positional argument)."""
+    rest = list(args[1:])
+    kw = {k: v for k, v in kwargs.items() if k != "copy"}
+    try:
+        device, _, non_blocking, _ = torch._C._nn._parse_to(*rest, **kw)
+    except RuntimeError:  # a positional ``copy``
+        device, _, non_blocking, _ = torch._C._nn._parse_to(*rest[:-1], **kw)
+    return device is not None and not (non_blocking and args[0].device.type == "cpu")
 
 
 def count_ops(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, OpCounter]:

@@ -184,11 +184,13 @@ class Run:
         """One training iteration of the held nodes: gradients at z/w, the local step, gossip.
         Returns the mean loss over all nodes, on the device.
 
-        Nothing here reads a value on the host: on a GPU that would wait for the step to finish
-        before the host could copy the next batches and launch the gossip. So a non-finite loss
-        is not caught here but at the end of the epoch (``train_epoch``), which then reports the
-        divergence in the same epoch as a check here would; the iterations in between step on
-        (their state is not used again: a diverged run is neither checkpointed nor evaluated)."""
+        Nothing here reads a value on the host (in one process: the distributed engine's
+        collectives over gloo copy through the host by design): on a GPU that would wait for the
+        step to finish before the host could copy the next batches and launch the gossip. So a
+        non-finite loss is not caught here but at the end of the epoch (``train_epoch``), which
+        then reports the divergence in the same epoch as a check here would; the iterations in
+        between step on (their state is not used again: a diverged run is neither checkpointed
+        nor evaluated) and count in the run's counters (iterations, samples, bytes)."""
         losses = self.local_gradients()
         loss = self.group.mean(losses)  # over all nodes: a non-finite loss anywhere shows
         self.state.step(self.opt, lr)
