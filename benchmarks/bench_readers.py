@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import pickle
 import statistics
 import sys
 import tempfile
@@ -29,21 +28,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests' CIFAR-10 writer
+from tests.data.test_readers import write_cifar10  # noqa: E402
+
 COLUMNS = ["reader", "images", "batch", "rounds", "ms_per_image", "ms_min", "ms_max", "torch"]
-
-
-def write_cifar10(root: Path, images: int) -> None:
-    """CIFAR-10's python pickles: ``images`` training images in five batches, a small test batch."""
-    folder = root / "cifar-10-batches-py"
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    per_batch = max(1, images // 5)
-    for name, n in [(f"data_batch_{i}", per_batch) for i in range(1, 6)] + [("test_batch", 10)]:
-        batch = {
-            b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
-            b"labels": [i % 10 for i in range(n)],
-        }
-        (folder / name).write_bytes(pickle.dumps(batch))
 
 
 def write_imagenette(root: Path, images: int, width: int, height: int) -> None:
@@ -107,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="lpdt-readers-") as tmp:
         root = Path(tmp)
-        write_cifar10(root, args.images)
+        write_cifar10(root, per_batch=max(1, args.images // 5))  # five training batches
         write_imagenette(root, args.images, args.width, args.height)
         for dataset in ("cifar10", "imagenette"):
             row = measure(dataset, root, args)

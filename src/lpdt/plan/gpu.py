@@ -106,18 +106,24 @@ INT8_COMPILE = 137.1 / 40.06
 # what else it holds does not grow with the reader's work, as a ratio of readers would have it
 # (which priced Imagenette at 63x CIFAR-10's term, from readers timed on a loaded VM). The text
 # datasets are tokenised once and indexed (assumed: 0.05x CIFAR-10's reader).
+_CIFAR_READER_MS = 0.0188
 READER_MS = {
-    "cifar10": 0.0188,
+    "cifar10": _CIFAR_READER_MS,
     "imagenette": 0.4994,
-    "agnews": 0.05 * 0.0188,
-    "sentlen": 0.05 * 0.0188,
+    "agnews": 0.05 * _CIFAR_READER_MS,
+    "sentlen": 0.05 * _CIFAR_READER_MS,
 }
+
+
+def reader_extra_ms(dataset: str) -> float:
+    """What ``dataset``'s reader costs an image beyond CIFAR-10's (0 for a dataset not in
+    ``READER_MS``)."""
+    return READER_MS.get(dataset, _CIFAR_READER_MS) - _CIFAR_READER_MS
 
 
 def data_ms_per_image(dataset: str) -> float:
     """The host's data cost of one training image (or text) of ``dataset`` on the H100's host."""
-    extra = READER_MS.get(dataset, READER_MS["cifar10"]) - READER_MS["cifar10"]
-    return DATA_MS_PER_IMAGE["cifar10"] + extra
+    return DATA_MS_PER_IMAGE["cifar10"] + reader_extra_ms(dataset)
 
 
 # Not measured on a GPU: (low, central, high) of what the price assumes.
@@ -442,7 +448,7 @@ def _basis(
     """``measured`` (the step measured, with the measured job's data and gossip) or ``derived:``
     what was derived from what."""
     how = f"{'batched' if batched else 'node by node'} {mode}"
-    extra = READER_MS.get(dataset, READER_MS["cifar10"]) - READER_MS["cifar10"]
+    extra = reader_extra_ms(dataset)
     data = "" if dataset == "cifar10" else f"; data: {dataset} reader {extra:+.3g} ms an image"
     if row is not None:
         return f"measured ({how} step: {row.source}; gossip, data: Table 3 job){data}"

@@ -57,6 +57,8 @@ from pathlib import Path
 from queue import Empty
 from typing import Any
 
+from lpdt.io import write_json_atomic
+
 PROBE_MODEL = "resnet8"
 PROBE_BATCH = 8
 PROBE_PX = 12
@@ -380,7 +382,7 @@ def measure(slots: int) -> tuple[ProbeResult, str]:
 
 def write_factors(path: Path, speed: Mapping[str, float] | None, line: str | None) -> None:
     """Record the factors a plan scaled its costs by (None: unscaled) and its probe line."""
-    path.write_text(json.dumps({"factors": dict(speed) if speed else None, "line": line}) + "\n")
+    write_json_atomic(path, {"factors": dict(speed) if speed else None, "line": line})
 
 
 def read_factors(path: Path) -> dict[str, float] | None:
