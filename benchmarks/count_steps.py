@@ -43,12 +43,14 @@ def main() -> None:
         t0 = time.perf_counter()
         c = count_step(*k)
         kt = ke = None
+        moved = ""
         if "all" in compile_models or k[0] in compile_models:
-            kt, ke = count_kernels(*k)
+            kt, ke, b = count_kernels(*k)
+            moved = f", compiled_bytes_train={b:.4g}"
         print(
             f"    {k!r}: StepCounts({c.ops_train}, {c.ops_eval}, {c.flops_train:.4g}, "
             f"{c.flops_eval:.4g}, {c.bytes_train:.4g}, {c.bytes_eval:.4g}, {kt}, {ke}, "
-            f"{c.params}, {c.dropout}),"
+            f"{c.params}, {c.dropout}{moved}),"
             f"  # {time.perf_counter() - t0:.0f} s",
             flush=True,
         )

@@ -300,8 +300,8 @@ def test_share_slowdown(monkeypatch):
 def test_paper_plan_prints_gpu_hours(tmp_path):
     """The paper plan (H100 prices) on 2 GPUs: every run priced, the grid total with its range,
     evaluation's share, the wall time on 2 GPUs (batched jobs one per GPU: their sharing was
-    not measured), the three most expensive groups and the 8-bit lever; the per-run table has
-    the basis column."""
+    not measured), the three most expensive groups and the levers, none above the total; the
+    per-run table has the basis column."""
     wd = workdir(tmp_path)
     r = run_workflow(wd, "--cores", "1", "plan", "--config", "scale=paper", "plan_gpus=2")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -312,7 +312,16 @@ def test_paper_plan_prints_gpu_hours(tmp_path):
     assert m and int(m[2]) <= int(m[1]) <= int(m[3]), out[-3000:]
     assert re.search(r"wall time on 2 GPU\(s\): ~\d+ h, 1 job\(s\) per GPU", out), out[-3000:]
     assert len(re.search(r"most expensive: (.*)", out)[1].split(";")) == 3
-    assert "if the 8-bit step cost 2x the fp32 step" in out
+    levers = re.findall(r"^  (.*): ~(\d+) GPU-hours \(range (\d+)-(\d+)\)$", out, re.M)
+    assert [t.split(" ")[:3] for t, *_ in levers] == [
+        ["the", "8-bit", "step"],
+        ["the", "host's", "data"],
+        ["both", "of", "these"],
+        ["k", "jobs", "shared"],
+    ], out[-3000:]
+    total = int(re.search(r"grid total: ~(\d+)", out)[1])
+    assert all(int(lo) <= int(mid) <= int(hi) for _, mid, lo, hi in levers)
+    assert all(int(mid) <= total for _, mid, _, _ in levers)
     rows = list(csv.DictReader((wd / "results/plan-paper.tsv").open(), delimiter="\t"))
     assert len(rows) == 289 and all(r["basis"].startswith(("measured", "derived")) for r in rows)
     assert {r["k"] for r in rows} == {"1"}

@@ -17,6 +17,12 @@ Per (model, normalisation, precision, input px or tokens), one node's step:
   (``torch._inductor.metrics.generated_kernel_count``, a cold compile on the CPU; its C++ kernels
   fuse as its GPU kernels do, give or take), where counted; None: not counted (the price takes
   ``ops x`` the counted models' ratio).
+- ``compiled_bytes_train``: bytes per sample that the compiled training step's kernels read and
+  write (inductor's own count, ``GraphLowering.count_bytes``, over its fused kernels and the
+  extern convolutions and products), where counted. Fused kernels keep intermediates in
+  registers, so the compiled step moves far fewer bytes than its operations write eagerly:
+  where not counted, the price takes ``2 x bytes_train`` (written, then read again) times the
+  counted models' ratio of its precision (``traffic``).
 
 ``COUNTS`` holds them for the paper grid's models, counted by ``benchmarks/count_steps.py`` (the
 commit and date with the table); ``count_step`` counts one model (the slow test of the paper
@@ -45,6 +51,7 @@ class StepCounts:
     kernels_eval: int | None = None
     params: int = 0  # trainable parameters (10 classes)
     dropout: bool = False  # random operations: the batched step refuses it (runs node by node)
+    compiled_bytes_train: float | None = None
 
 
 # (model, norm, precision, px or tokens) -> counts. Counted 2026-11-28 on the project's 2-core CPU,
@@ -58,7 +65,10 @@ class StepCounts:
 # (``quantizers._step_keys``) takes 13-19 % fewer eager operations (ResNet-20 10,153 -> 8,719,
 # VGG-11 3,640 -> 3,207, ResNet-54 24,883 -> 21,304; `benchmarks/count_steps.py`), so the eager
 # 8-bit prices are high by up to that share until a GPU measures the new code and both are
-# recounted together (the compiled kernels did not move).
+# recounted together (the compiled kernels did not move). ``compiled_bytes_train``: ResNet-20's
+# rows only, counted 2026-11-29 on the same CPU (`benchmarks/count_steps.py --kernels resnet20`,
+# the code of 4b0f476: the 8-bit row's is today's compiled step, whose graph the table of keys did
+# not change); the other models' are derived (``lpdt.plan.gpu.traffic``).
 COUNTS: dict[tuple[str, str, str, int], StepCounts] = {
     ("distilbert", "evonorm", "fp32", 128): StepCounts(
         1170, 251, 3.352e10, 1.087e10, 1.809e08, 4.37e07, None, None, 66961162, True
@@ -73,24 +83,84 @@ COUNTS: dict[tuple[str, str, str, int], StepCounts] = {
         9572, 4489, 1.065e10, 3.627e09, 1.51e09, 7.465e08, None, None, 11186442, False
     ),
     ("resnet20", "batchnorm", "fp32", 32): StepCounts(
-        308, 96, 2.44e08, 8.163e07, 5.506e06, 2.704e06, 276, 41, 272474, False
+        308,
+        96,
+        2.44e08,
+        8.163e07,
+        5.506e06,
+        2.704e06,
+        276,
+        41,
+        272474,
+        False,
+        compiled_bytes_train=1.333e07,
     ),
     ("resnet20", "evonorm", "fp32", 32): StepCounts(
-        1324, 371, 2.44e08, 8.163e07, 2.088e07, 5.973e06, 311, 104, 273258, False
+        1324,
+        371,
+        2.44e08,
+        8.163e07,
+        2.088e07,
+        5.973e06,
+        311,
+        104,
+        273258,
+        False,
+        compiled_bytes_train=2.285e07,
     ),
     ("resnet20", "groupnorm", "fp32", 32): StepCounts(
-        350, 75, 2.44e08, 8.163e07, 5.506e06, 2.704e06, None, None, 272474, False
+        350,
+        75,
+        2.44e08,
+        8.163e07,
+        5.506e06,
+        2.704e06,
+        None,
+        None,
+        272474,
+        False,
+        compiled_bytes_train=1.344e07,
     ),
     ("resnet20", "rangebn", "fp32", 32): StepCounts(
-        1736, 264, 2.44e08, 8.163e07, 1.594e07, 4.309e06, None, None, 272474, False
+        1736,
+        264,
+        2.44e08,
+        8.163e07,
+        1.594e07,
+        4.309e06,
+        None,
+        None,
+        272474,
+        False,
+        compiled_bytes_train=2.003e07,
     ),
     ("resnet20", "rangeen", "fp32", 32): StepCounts(
-        1450, 434, 2.44e08, 8.163e07, 1.777e07, 4.4e06, 441, 83, 273258, False
+        1450,
+        434,
+        2.44e08,
+        8.163e07,
+        1.777e07,
+        4.4e06,
+        441,
+        83,
+        273258,
+        False,
+        compiled_bytes_train=2.468e07,
     ),
     # kernels_train: benchmarks/bench_launches.py, a cold compile of the node step on this CPU,
     # torch 2.14.1, commit 511f83c (docs/notebook/2026-11-28-8bit-compiles-batched.md)
     ("resnet20", "rangeen", "int8", 32): StepCounts(
-        10153, 4769, 2.44e08, 8.163e07, 1.407e08, 6.99e07, 905, None, 273258, False
+        10153,
+        4769,
+        2.44e08,
+        8.163e07,
+        1.407e08,
+        6.99e07,
+        905,
+        None,
+        273258,
+        False,
+        compiled_bytes_train=3.341e07,
     ),
     ("resnet54", "evonorm", "fp32", 32): StepCounts(
         3184, 896, 6.687e08, 2.232e08, 5.074e07, 1.459e07, None, None, 760458, False
@@ -248,9 +318,11 @@ def count_step(model: str, norm: str, precision: str, px: int, classes: int = 10
     )
 
 
-def count_kernels(model: str, norm: str, precision: str, px: int) -> tuple[int, int]:
+def count_kernels(model: str, norm: str, precision: str, px: int) -> tuple[int, int, float]:
     """Kernels inductor generates for the compiled training step and evaluation forward of one
-    node (a cold compile into a throw-away cache, minutes on a 2-core CPU)."""
+    node, and the training step's bytes per sample read and written by its kernels
+    (``StepCounts.compiled_bytes_train``: the difference of batches 4 and 2, like
+    ``count_step``'s). Cold compiles into a throw-away cache, minutes on a 2-core CPU."""
     import tempfile
 
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="lpdt-count-")
@@ -264,19 +336,29 @@ def count_kernels(model: str, norm: str, precision: str, px: int) -> tuple[int, 
     from lpdt.models import build_model
 
     inductor_config.fx_graph_cache = False
+    # inductor counts the bytes its kernels move only while its metrics log is on
+    torch._logging.set_logs(inductor_metrics=True)
     cfg = load_config(
         None,
         [f"model.name={model}", f"model.norm={norm}", f"precision.mode={precision}", "device=cpu"],
     )
-    torch.manual_seed(0)
-    net = build_model(cfg, 10, (3, px, px))
-    x, y = torch.randn(2, 3, px, px), torch.randint(0, 10, (2,))
-    steps = Steps(net, compile=True, log=lambda s: None)
-    metrics.reset()
-    net.train()
-    steps.train_step(net, x, y)
-    train = metrics.generated_kernel_count
-    metrics.reset()
-    net.eval()
-    steps.predict(net, x)
-    return train, metrics.generated_kernel_count
+    moved: list[float] = []
+    train = evaluation = 0
+    for b in (2, 4):
+        torch._dynamo.reset()  # each batch size compiles its own graphs, counted alone
+        torch.manual_seed(0)
+        net = build_model(cfg, 10, (3, px, px))
+        x, y = torch.randn(b, 3, px, px), torch.randint(0, 10, (b,))
+        steps = Steps(net, compile=True, log=lambda s: None)
+        metrics.reset()
+        net.train()
+        steps.train_step(net, x, y)
+        moved.append(float(metrics.num_bytes_accessed))
+        if b == 2:
+            train = metrics.generated_kernel_count
+            metrics.reset()
+            net.eval()
+            steps.predict(net, x)
+            evaluation = metrics.generated_kernel_count
+    torch._logging.set_logs()
+    return train, evaluation, (moved[1] - moved[0]) / 2

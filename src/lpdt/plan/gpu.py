@@ -135,6 +135,9 @@ ASSUMED: dict[str, tuple[float, float, float]] = {
     "topk_ns": (0.1, 0.25, 0.5),  # ns per gossiped entry of top-k's selection
     "data": (0.7, 1.0, 1.5),  # the host's reader cost against the measured / derived one
     "gossip_ms": (0.7, 1.0, 1.3),  # the measured gossip term, carried to other models
+    # A kernel's least time on the GPU itself (a few elements; the launch's host side hidden by
+    # other jobs on the same GPU): only the floor under k jobs per GPU uses it (``Price.work``).
+    "kernel_busy_us": (1.5, 3.0, 5.0),
 }
 # A measured step's own spread (the same step measured twice: 9.97 / 11.8 ms compiled, 17.7 /
 # 20.9 ms eager): its price is used within this factor.
@@ -274,6 +277,11 @@ class Price:
     eval_s: float
     basis: str
     batched: bool
+    # (low, central, high) seconds of the GPU's own work in the run: its operations' FLOPs and
+    # bytes and each launch's least time on the GPU (``ASSUMED``), without the host's side of
+    # launching, reading data and gossiping. However many jobs share a GPU, a run takes at least
+    # this much of it: the floor under k jobs per GPU.
+    work: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def scaled(self, f: float) -> Price:
         return dataclasses.replace(
@@ -308,12 +316,50 @@ def _measured_row(cfg: Mapping[str, Any], px: int, mode: Mode, batched: bool) ->
     return None
 
 
-def _work_ms(c: counts_mod.StepCounts, text: bool, images: float, train: bool, i: int) -> float:
-    """The GPU's own time for ``images`` samples: FLOPs at the assumed rate plus the bytes the
-    operations write, read again, at the assumed bandwidth (ms; ``i``: low, central, high)."""
+def _work_ms(
+    c: counts_mod.StepCounts,
+    text: bool,
+    images: float,
+    train: bool,
+    i: int,
+    key: tuple[str, str] = ("evonorm", "fp32"),
+    compiled: bool = False,
+) -> float:
+    """The GPU's own time for ``images`` samples: FLOPs at the assumed rate plus the bytes moved
+    (``traffic``, ``key``: the step's normalisation and precision; an evaluation forward's:
+    written, read again) at the assumed bandwidth (ms; ``i``: low, central, high)."""
     rate = ASSUMED["matmul_tflops" if text else "conv_tflops"][i] * 1e12
-    flops, written = (c.flops_train, c.bytes_train) if train else (c.flops_eval, c.bytes_eval)
-    return images * (flops / rate + 2 * written / (ASSUMED["hbm_tbps"][i] * 1e12)) * 1e3
+    flops = c.flops_train if train else c.flops_eval
+    moved = traffic(c, *key, compiled) if train else 2 * c.bytes_eval
+    return images * (flops / rate + moved / (ASSUMED["hbm_tbps"][i] * 1e12)) * 1e3
+
+
+def traffic(c: counts_mod.StepCounts, norm: str, precision: str, compiled: bool) -> float:
+    """Bytes a training step moves per sample: eagerly, what its operations write, read again
+    (``2 x bytes_train``); compiled, what its kernels read and write, counted
+    (``compiled_bytes_train``) or its eager bytes times ``traffic_ratio``."""
+    if not compiled:
+        return 2 * c.bytes_train
+    if c.compiled_bytes_train is not None:
+        return c.compiled_bytes_train
+    return 2 * c.bytes_train * traffic_ratio(norm, precision)
+
+
+def traffic_ratio(norm: str, precision: str, leave_out: str | None = None) -> float:
+    """Compiled over eager bytes moved (``traffic``) of the counted rows with this normalisation
+    and precision (ResNet-20's: fusion saves most where a normalisation is many small
+    operations, EvoNorm's and the 8-bit layers', and nothing for BatchNorm's one kernel), else
+    of all counted rows of the precision; 1 where none is counted. ``leave_out``: a model whose
+    rows are not used (the check of the derivation on a counted model)."""
+    for match in (lambda k: k[1:3] == (norm, precision), lambda k: k[2] == precision):
+        pairs = [
+            (r.compiled_bytes_train, 2 * r.bytes_train)
+            for k, r in counts_mod.COUNTS.items()
+            if match(k) and k[0] != leave_out and r.compiled_bytes_train is not None
+        ]
+        if pairs:
+            return sum(a or 0.0 for a, _ in pairs) / sum(b for _, b in pairs)
+    return 1.0
 
 
 def launch_ms(
@@ -345,16 +391,21 @@ def run_price(
     samples: int | None,
     lm: LaunchModel | None = None,
     int8_as_fp32: float | None = None,
+    reader_only: bool = False,
 ) -> Price | None:
     """The run's price on one H100 (None: its dataset size or its model's counts unknown).
     ``int8_as_fp32``: price an 8-bit run's step and forwards at this multiple of the same
     model's fp32 step (compiled and batched as fp32's); by default an 8-bit run that trains
-    batched and compiled is priced so, at ``INT8_BATCHED_COMPILED``."""
+    batched and compiled is priced so, at ``INT8_BATCHED_COMPILED``. ``reader_only``: the data
+    term is the dataset's reader alone (``READER_MS``), as it would be if the host's work no
+    longer added to the GPU's (a lever, not measured: ``DATA_MS_PER_IMAGE`` was measured with a
+    loop that waited for the GPU every iteration)."""
     if samples is None:
         return None
     lm = lm or fit()
     n, b = int(cfg["topology"]["nodes"]), runtime.per_node_batch(cfg)
     px, name, precision = runtime.input_px(cfg), cfg["model"]["name"], cfg["precision"]["mode"]
+    norm = cfg["model"]["norm"]
     c = counts_mod.COUNTS.get(counts_mod.key(dict(cfg), px))
     if c is None:
         return None
@@ -372,7 +423,10 @@ def run_price(
     row = None if factor != 1.0 else _measured_row(cfg, px, mode, batched)
     iters = samples / (n * b)
     dataset = cfg["data"]["dataset"]
-    data_ms = data_ms_per_image(dataset)
+    data_ms = (
+        READER_MS.get(dataset, _CIFAR_READER_MS) if reader_only else data_ms_per_image(dataset)
+    )
+    measured_data = dataset == "cifar10" and not reader_only
     sparse = COMPRESSORS.get(cfg["algorithm"]["compression"]["name"]).sparse
     entries = n * ((spec.gossiped if spec else None) or c.params)
     full, curve = runtime.full_eval_images(cfg), runtime.curve_images(cfg)
@@ -380,7 +434,11 @@ def run_price(
     curve_chunk = max(1, min(eval_bs, -(-int(cfg["train"].get("curve_images") or 0) // n)))
     eval_compiled = mode == "compiled" and cfg["train"].get("compile_eval", True) and not batched
     rounds = int(cfg["train"].get("final_gossip_rounds") or 0)
-    totals, evals = [], []
+    # The GPU's launches per training iteration and per evaluated image, for the floor.
+    train_launches = kernels(c, precision) if mode == "compiled" else float(c.ops_train)
+    train_launches *= 1 if batched else n
+    eval_launches = c.ops_eval / (eval_bs * (n if batched else 1))  # the batched forward: n models
+    totals, evals, works = [], [], []
     for i in range(3):
         spread = MEASURED_SPREAD[i]
         if row is not None:
@@ -389,13 +447,15 @@ def run_price(
             err = lm.compiled_err if mode == "compiled" else lm.eager_err
             launch = launch_ms(lm, cs, prec, mode, n, batched, True) * (1 + (i - 1) * err)
             launch *= factor
-        step = _combine(launch, _work_ms(c, text, n * b, True, i), i)
-        data = n * b * data_ms * (spread if dataset == "cifar10" else ASSUMED["data"][i])
-        gossip = 0.0
+        step_work = _work_ms(c, text, n * b, True, i, (norm, precision), mode == "compiled")
+        step = _combine(launch, step_work, i)
+        data = n * b * data_ms * (spread if measured_data else ASSUMED["data"][i])
+        gossip = gossip_work = 0.0
         if n > 1:
-            gossip = GOSSIP_MS * ASSUMED["gossip_ms"][i]
-            gossip += entries * 4 * ASSUMED["gossip_passes"][i] / (ASSUMED["hbm_tbps"][i] * 1e9)
-            gossip += entries * ASSUMED["topk_ns"][i] / 1e6 if sparse else 0.0
+            gossip_work = entries * 4 * ASSUMED["gossip_passes"][i] / (ASSUMED["hbm_tbps"][i] * 1e9)
+            gossip_work += entries * ASSUMED["topk_ns"][i] / 1e6 if sparse else 0.0
+            gossip = GOSSIP_MS * ASSUMED["gossip_ms"][i] + gossip_work
+        busy_ms = ASSUMED["kernel_busy_us"][i] / 1e3
         err = lm.compiled_err if eval_compiled else lm.eager_err
         node_eval_mode: Mode = "compiled" if eval_compiled else "eager"
         one = launch_ms(lm, cs, prec, node_eval_mode, 1, False, False) * factor
@@ -426,6 +486,15 @@ def run_price(
         total_ms = iters * (step + data + gossip) + eval_ms + final_ms
         totals.append(START_S + compile_s + total_ms / 1e3)
         evals.append(eval_ms / 1e3)
+        eval_images = full + curve
+        works.append(
+            (
+                iters * (step_work + train_launches * busy_ms + gossip_work)
+                + eval_images * (work + eval_launches * busy_ms)
+                + rounds * gossip_work
+            )
+            / 1e3
+        )
     return Price(
         seconds=totals[1],
         low=totals[0],
@@ -433,6 +502,8 @@ def run_price(
         eval_s=evals[1],
         basis=_basis(row, mode, batched, c, prec, dataset, factor),
         batched=batched,
+        # a run alone costs its price: sharing a GPU never makes it cost more
+        work=(min(works[0], totals[0]), min(works[1], totals[1]), min(works[2], totals[2])),
     )
 
 

@@ -1,6 +1,6 @@
 """The plan of a GPU scale (``snakemake plan --config scale=paper``): every run priced on one H100
 (``lpdt.plan.gpu``), the grid's GPU-hours with a low-high range, evaluation's share, the three
-most expensive model x precision groups, and what the 8-bit step of issue 51 would change.
+most expensive model x precision groups, and what each lever would change (``LEVERS``).
 Writes the per-run table with each price's basis (docs/compute.md, "The paper's price")."""
 
 from __future__ import annotations
@@ -17,6 +17,36 @@ from lpdt.plan.samples import plan_rows
 
 # The 8-bit step issue 51 aims at: the batched compiled 8-bit round at most 2x the fp32 one.
 INT8_TARGET = 2.0
+
+
+# The levers the plan prints beside the grid total: what the price would be if ...
+LEVERS = {
+    "int8": f"the 8-bit step cost {INT8_TARGET:g}x the fp32 step (issue 51's target)",
+    "reader": "the host's data term were its reader's alone (the loop no longer waits for the GPU)",
+    "both": "both of these",
+    "floor": "k jobs shared each GPU, at best: each run's GPU work (FLOPs, bytes, kernels)",
+}
+
+
+def levers(
+    cfg: Mapping[str, Any], samples: int | None, lm: gpu.LaunchModel, price: gpu.Price, k: int
+) -> dict[str, tuple[float, float, float]]:
+    """Each lever's (low, central, high) GPU-seconds for one run that ``price`` prices at k
+    jobs per GPU (``LEVERS``): the 8-bit step at ``INT8_TARGET`` x fp32's, the data term the
+    reader's alone, both, and the run's GPU work (``gpu.Price.work``: the least GPU time any
+    number of jobs per GPU leaves it)."""
+
+    def share(p: gpu.Price | None) -> tuple[float, float, float]:
+        p = p or price
+        s = gpu.share_slowdown(cfg["model"]["name"], k, p.batched) or 1.0
+        return (p.low * s / k, p.seconds * s / k, p.high * s / k)
+
+    return {
+        "int8": share(gpu.run_price(cfg, samples, lm, int8_as_fp32=INT8_TARGET)),
+        "reader": share(gpu.run_price(cfg, samples, lm, reader_only=True)),
+        "both": share(gpu.run_price(cfg, samples, lm, int8_as_fp32=INT8_TARGET, reader_only=True)),
+        "floor": price.work,
+    }
 
 
 def job_k(config: Mapping[str, Any], model: str, batched: bool, on_cluster: bool) -> int:
@@ -42,7 +72,8 @@ def write_gpu_plan(
     lm = gpu.fit()
     rows = plan_rows(dict(runs))
     jobs: list[tuple[float, int]] = []
-    lever = [0.0, 0.0, 0.0]  # GPU-hours with the 8-bit step at INT8_TARGET x fp32's
+    # GPU-seconds (low, central, high) with each lever (``levers``)
+    lever = {name: [0.0, 0.0, 0.0] for name in LEVERS}
     group: dict[tuple[str, str], float] = {}
     samples: Counter[tuple[str, str]] = Counter()
     low_high: dict[tuple[str, str], list[float]] = {}
@@ -78,8 +109,8 @@ def write_gpu_plan(
         low_high[g] = [low_high[g][0] + own[0], low_high[g][1] + own[2]]
         eval_s += price.eval_s / k
         eval_share = max(eval_share, price.eval_s / price.seconds)
-        alt = gpu.run_price(cfg, r["samples"], lm, int8_as_fp32=INT8_TARGET) or price
-        lever = [x + y / k for x, y in zip(lever, (alt.low, alt.seconds, alt.high), strict=True)]
+        for name, seconds in levers(cfg, r["samples"], lm, price, k).items():
+            lever[name] = [x + y for x, y in zip(lever[name], seconds, strict=True)]
     with open(out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t")
         w.writeheader()
@@ -118,10 +149,10 @@ def write_gpu_plan(
             f"{m} {p} ~{s / 3600:.0f} GPU-h ({s / max(total[1], 1e-9):.0%})" for (m, p), s in top
         )
     )
-    print(
-        f"if the 8-bit step cost {INT8_TARGET:g}x the fp32 step (issue 51's target): "
-        f"~{lever[1] / 3600:.0f} GPU-hours (range {lever[0] / 3600:.0f}-{lever[2] / 3600:.0f})"
-    )
+    print("what would change it (levers, none measured on a GPU yet):")
+    for name, text in LEVERS.items():
+        lo, mid, hi = (x / 3600 for x in lever[name])
+        print(f"  {text}: ~{mid:.0f} GPU-hours (range {lo:.0f}-{hi:.0f})")
     if unpriced:
         print(f"  ({unpriced} runs have no step counts in lpdt.plan.counts and are not counted)")
     print(f"per-run table: {out}")
