@@ -20,9 +20,9 @@ Per (model, normalisation, precision, input px or tokens), one node's step:
 - ``compiled_bytes_train``: bytes per sample that the compiled training step's kernels read and
   write (inductor's own count, ``GraphLowering.count_bytes``, over its fused kernels and the
   extern convolutions and products), where counted. Fused kernels keep intermediates in
-  registers, so the compiled step moves far fewer bytes than its operations write eagerly:
-  where not counted, the price takes ``2 x bytes_train`` (written, then read again) times the
-  counted models' ratio of its precision (``traffic``).
+  registers, so a compiled step of many small operations (EvoNorm, the 8-bit layers) moves far
+  fewer bytes than its operations write eagerly; where not counted, the price derives it from
+  ResNet-20's counted rows (``lpdt.plan.gpu.traffic``).
 
 ``COUNTS`` holds them for the paper grid's models, counted by ``benchmarks/count_steps.py`` (the
 commit and date with the table); ``count_step`` counts one model (the slow test of the paper
@@ -31,6 +31,7 @@ grid's first iterations recounts them). Nothing here imports torch at module lev
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -66,9 +67,11 @@ class StepCounts:
 # VGG-11 3,640 -> 3,207, ResNet-54 24,883 -> 21,304; `benchmarks/count_steps.py`), so the eager
 # 8-bit prices are high by up to that share until a GPU measures the new code and both are
 # recounted together (the compiled kernels did not move). ``compiled_bytes_train``: ResNet-20's
-# rows only, counted 2026-11-29 on the same CPU (`benchmarks/count_steps.py --kernels resnet20`,
-# the code of 4b0f476: the 8-bit row's is today's compiled step, whose graph the table of keys did
-# not change); the other models' are derived (``lpdt.plan.gpu.traffic``).
+# rows only, counted 2026-11-29 on the project's VM (an Intel Xeon that day; `python
+# benchmarks/count_steps.py --kernels resnet20`, the code of 4b0f476). The 8-bit row's other
+# numbers are the older code's (above); its compiled bytes are today's compiled step, which the
+# table of noise keys did not change (that table serves the eager path only). The other models'
+# compiled bytes are derived (``lpdt.plan.gpu.traffic``).
 COUNTS: dict[tuple[str, str, str, int], StepCounts] = {
     ("distilbert", "evonorm", "fp32", 128): StepCounts(
         1170, 251, 3.352e10, 1.087e10, 1.809e08, 4.37e07, None, None, 66961162, True
@@ -329,36 +332,44 @@ def count_kernels(model: str, norm: str, precision: str, px: int) -> tuple[int, 
     os.environ["LPDT_QUANT_KERNEL"] = "0"
     import torch
     import torch._inductor.config as inductor_config
-    from torch._inductor import metrics
+    from torch._inductor import compile_fx, metrics
 
     from lpdt.config import load_config
     from lpdt.engine.steps import Steps
     from lpdt.models import build_model
 
     inductor_config.fx_graph_cache = False
-    # inductor counts the bytes its kernels move only while its metrics log is on
-    torch._logging.set_logs(inductor_metrics=True)
     cfg = load_config(
         None,
         [f"model.name={model}", f"model.norm={norm}", f"precision.mode={precision}", "device=cpu"],
     )
+    # Inductor counts the bytes its kernels move only while its metrics logger is enabled for
+    # INFO; enabled here directly (torch._logging.set_logs ignores a call when TORCH_LOGS is
+    # set), with no handler, so nothing is printed, and put back after.
+    log = compile_fx.inductor_metrics_log
+    level = log.level
+    log.setLevel(logging.INFO)
     moved: list[float] = []
     train = evaluation = 0
-    for b in (2, 4):
-        torch._dynamo.reset()  # each batch size compiles its own graphs, counted alone
-        torch.manual_seed(0)
-        net = build_model(cfg, 10, (3, px, px))
-        x, y = torch.randn(b, 3, px, px), torch.randint(0, 10, (b,))
-        steps = Steps(net, compile=True, log=lambda s: None)
-        metrics.reset()
-        net.train()
-        steps.train_step(net, x, y)
-        moved.append(float(metrics.num_bytes_accessed))
-        if b == 2:
-            train = metrics.generated_kernel_count
+    try:
+        for b in (2, 4):
+            torch._dynamo.reset()  # each batch size compiles its own graphs, counted alone
+            torch.manual_seed(0)
+            net = build_model(cfg, 10, (3, px, px))
+            x, y = torch.randn(b, 3, px, px), torch.randint(0, 10, (b,))
+            steps = Steps(net, compile=True, log=lambda s: None)
             metrics.reset()
-            net.eval()
-            steps.predict(net, x)
-            evaluation = metrics.generated_kernel_count
-    torch._logging.set_logs()
+            net.train()
+            steps.train_step(net, x, y)
+            moved.append(float(metrics.num_bytes_accessed))
+            if b == 2:
+                train = metrics.generated_kernel_count
+                metrics.reset()
+                net.eval()
+                steps.predict(net, x)
+                evaluation = metrics.generated_kernel_count
+    finally:
+        log.setLevel(level)
+    if min(moved) <= 0:
+        raise RuntimeError(f"inductor counted no bytes for {model} {norm} {precision} ({moved})")
     return train, evaluation, (moved[1] - moved[0]) / 2

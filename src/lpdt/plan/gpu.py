@@ -130,7 +130,7 @@ def data_ms_per_image(dataset: str) -> float:
 ASSUMED: dict[str, tuple[float, float, float]] = {
     "conv_tflops": (300.0, 150.0, 75.0),  # TF32 convolutions (cuDNN's default), effective
     "matmul_tflops": (50.0, 35.0, 20.0),  # fp32 matrix products (torch's default: no TF32)
-    "hbm_tbps": (3.0, 2.0, 1.2),  # memory bandwidth for the bytes the operations write (x2)
+    "hbm_tbps": (3.0, 2.0, 1.2),  # memory bandwidth for the bytes a step moves (``traffic``)
     "gossip_passes": (10.0, 20.0, 30.0),  # passes over the [n, P] state per iteration
     "topk_ns": (0.1, 0.25, 0.5),  # ns per gossiped entry of top-k's selection
     "data": (0.7, 1.0, 1.5),  # the host's reader cost against the measured / derived one
@@ -277,10 +277,11 @@ class Price:
     eval_s: float
     basis: str
     batched: bool
-    # (low, central, high) seconds of the GPU's own work in the run: its operations' FLOPs and
-    # bytes and each launch's least time on the GPU (``ASSUMED``), without the host's side of
-    # launching, reading data and gossiping. However many jobs share a GPU, a run takes at least
-    # this much of it: the floor under k jobs per GPU.
+    # (low, central, high) seconds of the GPU's own work in the run: per step (and forward) the
+    # larger of its FLOPs and bytes at the assumed rates and its launches at each one's least
+    # time on the GPU (``ASSUMED``), without the host's side of launching, reading data and
+    # gossiping. However many jobs share a GPU, a run takes at least this much of it: the floor
+    # under k jobs per GPU.
     work: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
     def scaled(self, f: float) -> Price:
@@ -322,40 +323,58 @@ def _work_ms(
     images: float,
     train: bool,
     i: int,
-    key: tuple[str, str] = ("evonorm", "fp32"),
+    key: tuple[str, str, str, int] | None = None,
     compiled: bool = False,
 ) -> float:
     """The GPU's own time for ``images`` samples: FLOPs at the assumed rate plus the bytes moved
-    (``traffic``, ``key``: the step's normalisation and precision; an evaluation forward's:
-    written, read again) at the assumed bandwidth (ms; ``i``: low, central, high)."""
+    (a training step's: ``traffic`` of its ``COUNTS`` key; an evaluation forward's: written, read
+    again) at the assumed bandwidth (ms; ``i``: low, central, high)."""
     rate = ASSUMED["matmul_tflops" if text else "conv_tflops"][i] * 1e12
     flops = c.flops_train if train else c.flops_eval
-    moved = traffic(c, *key, compiled) if train else 2 * c.bytes_eval
+    moved = (
+        traffic(key, compiled) if train and key else 2 * (c.bytes_train if train else c.bytes_eval)
+    )
     return images * (flops / rate + moved / (ASSUMED["hbm_tbps"][i] * 1e12)) * 1e3
 
 
-def traffic(c: counts_mod.StepCounts, norm: str, precision: str, compiled: bool) -> float:
-    """Bytes a training step moves per sample: eagerly, what its operations write, read again
-    (``2 x bytes_train``); compiled, what its kernels read and write, counted
-    (``compiled_bytes_train``) or its eager bytes times ``traffic_ratio``."""
+# The normalisation and precision of the rows whose compiled bytes carry over to other models
+# (``traffic``): fp32 EvoNorm, the paper's full-precision norm.
+_BASE = ("evonorm", "fp32")
+
+
+def traffic(key: tuple[str, str, str, int], compiled: bool) -> float:
+    """Bytes the training step of ``COUNTS[key]`` moves per sample: eagerly, what its
+    operations write, read again (``2 x bytes_train``); compiled, what its kernels read and
+    write, counted (``compiled_bytes_train``) or derived. Derived: the model's fp32 EvoNorm
+    step, its eager bytes times ResNet-20's compiled / eager ratio (``traffic_ratio``); another
+    normalisation or precision, that times ResNet-20's compiled bytes of it over its fp32
+    EvoNorm's (the 8-bit layers add their quantisers to the same activations: 1.46x)."""
+    c = counts_mod.COUNTS[key]
     if not compiled:
         return 2 * c.bytes_train
     if c.compiled_bytes_train is not None:
         return c.compiled_bytes_train
+    model, norm, precision, px = key
+    base = (model, *_BASE, px)
+    ref = {
+        k[1:3]: r.compiled_bytes_train for k, r in counts_mod.COUNTS.items() if k[0] == "resnet20"
+    }
+    if (norm, precision) != _BASE and base in counts_mod.COUNTS and ref.get((norm, precision)):
+        return traffic(base, True) * (ref[(norm, precision)] or 0.0) / (ref.get(_BASE) or 1.0)
     return 2 * c.bytes_train * traffic_ratio(norm, precision)
 
 
-def traffic_ratio(norm: str, precision: str, leave_out: str | None = None) -> float:
+def traffic_ratio(norm: str, precision: str) -> float:
     """Compiled over eager bytes moved (``traffic``) of the counted rows with this normalisation
-    and precision (ResNet-20's: fusion saves most where a normalisation is many small
-    operations, EvoNorm's and the 8-bit layers', and nothing for BatchNorm's one kernel), else
-    of all counted rows of the precision; 1 where none is counted. ``leave_out``: a model whose
-    rows are not used (the check of the derivation on a counted model)."""
+    and precision (ResNet-20's; fusion saves most where a normalisation is many small operations,
+    EvoNorm's 0.55x, the 8-bit layers' 0.12x; BatchNorm's and GroupNorm's single native kernels
+    read more than their writes count, 1.2x), else of all counted rows of the precision; 1 where
+    none is counted."""
     for match in (lambda k: k[1:3] == (norm, precision), lambda k: k[2] == precision):
         pairs = [
             (r.compiled_bytes_train, 2 * r.bytes_train)
             for k, r in counts_mod.COUNTS.items()
-            if match(k) and k[0] != leave_out and r.compiled_bytes_train is not None
+            if match(k) and r.compiled_bytes_train is not None
         ]
         if pairs:
             return sum(a or 0.0 for a, _ in pairs) / sum(b for _, b in pairs)
@@ -379,6 +398,13 @@ def launch_ms(
     if batched:
         return lm.eager_a_ms + lm.batched_eager * lm.eager_op_ms * ops
     return nodes * (lm.eager_a_ms + lm.eager_op_ms * ops)
+
+
+def _gpu_ms(work_ms: float, launches: float, busy_ms: float) -> float:
+    """The GPU's least time for ``work_ms`` of FLOPs and bytes spread over ``launches`` kernels
+    that each take at least ``busy_ms``: the larger of the two (a lower bound; the sum of each
+    kernel's larger one is more)."""
+    return max(work_ms, launches * busy_ms)
 
 
 def _combine(launch: float, work: float, i: int) -> float:
@@ -405,8 +431,8 @@ def run_price(
     lm = lm or fit()
     n, b = int(cfg["topology"]["nodes"]), runtime.per_node_batch(cfg)
     px, name, precision = runtime.input_px(cfg), cfg["model"]["name"], cfg["precision"]["mode"]
-    norm = cfg["model"]["norm"]
-    c = counts_mod.COUNTS.get(counts_mod.key(dict(cfg), px))
+    key = counts_mod.key(dict(cfg), px)
+    c = counts_mod.COUNTS.get(key)
     if c is None:
         return None
     spec = MODELS.find(name)
@@ -434,10 +460,13 @@ def run_price(
     curve_chunk = max(1, min(eval_bs, -(-int(cfg["train"].get("curve_images") or 0) // n)))
     eval_compiled = mode == "compiled" and cfg["train"].get("compile_eval", True) and not batched
     rounds = int(cfg["train"].get("final_gossip_rounds") or 0)
-    # The GPU's launches per training iteration and per evaluated image, for the floor.
+    # The GPU's launches per training iteration and per evaluated image, for the floor
+    # (``Price.work``): a batched forward evaluates n models at once, the average model alone.
     train_launches = kernels(c, precision) if mode == "compiled" else float(c.ops_train)
     train_launches *= 1 if batched else n
-    eval_launches = c.ops_eval / (eval_bs * (n if batched else 1))  # the batched forward: n models
+    one_forward = kernels(c, precision, False) if eval_compiled else float(c.ops_eval)
+    node_launches = c.ops_eval / (n * eval_bs) if batched else one_forward / eval_bs
+    curve_launches = c.ops_eval / (curve_chunk * (n if batched else 1))
     totals, evals, works = [], [], []
     for i in range(3):
         spread = MEASURED_SPREAD[i]
@@ -447,7 +476,7 @@ def run_price(
             err = lm.compiled_err if mode == "compiled" else lm.eager_err
             launch = launch_ms(lm, cs, prec, mode, n, batched, True) * (1 + (i - 1) * err)
             launch *= factor
-        step_work = _work_ms(c, text, n * b, True, i, (norm, precision), mode == "compiled")
+        step_work = _work_ms(c, text, n * b, True, i, key, mode == "compiled")
         step = _combine(launch, step_work, i)
         data = n * b * data_ms * (spread if measured_data else ASSUMED["data"][i])
         gossip = gossip_work = 0.0
@@ -469,12 +498,12 @@ def run_price(
             if batched
             else (lm.eager_a_ms + lm.eager_op_ms * cs.ops_eval) * factor / curve_chunk
         )
-        work = _work_ms(c, text, 1, False, i)
+        eval_work = _work_ms(c, text, 1, False, i)
         node_images = full * n / (n + 1) if cfg["train"].get("node_eval") != "sharded" else full / 2
         eval_ms = (
-            node_images * _combine(per_node * (1 + (i - 1) * err), work, i)
-            + (full - node_images) * _combine(one / eval_bs * (1 + (i - 1) * err), work, i)
-            + curve * _combine(per_curve * (1 + (i - 1) * err), work, i)
+            node_images * _combine(per_node * (1 + (i - 1) * err), eval_work, i)
+            + (full - node_images) * _combine(one / eval_bs * (1 + (i - 1) * err), eval_work, i)
+            + curve * _combine(per_curve * (1 + (i - 1) * err), eval_work, i)
         )
         final_ms = rounds * (n * (lm.eager_a_ms + lm.eager_op_ms * cs.ops_eval) + gossip + data)
         compile_s = 0.0
@@ -486,12 +515,13 @@ def run_price(
         total_ms = iters * (step + data + gossip) + eval_ms + final_ms
         totals.append(START_S + compile_s + total_ms / 1e3)
         evals.append(eval_ms / 1e3)
-        eval_images = full + curve
         works.append(
             (
-                iters * (step_work + train_launches * busy_ms + gossip_work)
-                + eval_images * (work + eval_launches * busy_ms)
-                + rounds * gossip_work
+                iters * (_gpu_ms(step_work, train_launches, busy_ms) + gossip_work)
+                + node_images * _gpu_ms(eval_work, node_launches, busy_ms)
+                + (full - node_images) * _gpu_ms(eval_work, one_forward / eval_bs, busy_ms)
+                + curve * _gpu_ms(eval_work, curve_launches, busy_ms)
+                + rounds * (gossip_work + n * c.ops_eval * busy_ms)
             )
             / 1e3
         )
@@ -502,8 +532,7 @@ def run_price(
         eval_s=evals[1],
         basis=_basis(row, mode, batched, c, prec, dataset, factor),
         batched=batched,
-        # a run alone costs its price: sharing a GPU never makes it cost more
-        work=(min(works[0], totals[0]), min(works[1], totals[1]), min(works[2], totals[2])),
+        work=(works[0], works[1], works[2]),
     )
 
 

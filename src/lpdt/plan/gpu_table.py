@@ -37,7 +37,7 @@ def levers(
     number of jobs per GPU leaves it)."""
 
     def share(p: gpu.Price | None) -> tuple[float, float, float]:
-        p = p or price
+        assert p is not None  # priced as ``price`` was, with a lever
         s = gpu.share_slowdown(cfg["model"]["name"], k, p.batched) or 1.0
         return (p.low * s / k, p.seconds * s / k, p.high * s / k)
 
