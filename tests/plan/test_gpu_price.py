@@ -54,10 +54,9 @@ def test_every_paper_run_has_a_price_with_its_basis_and_range(paper):
     assert basis == {"measured", "derived"}
 
 
-def test_a_measured_step_prices_the_run_as_measured(paper):
-    """The Table 3 ResNet-20 fp32 cells on 8 nodes train with the batched step that was timed on
-    the H100 (15.75 ms a round): their price is that step, the Table 3 job's data and gossip."""
-    cfg = next(
+def _table3_fp32_cell(paper: dict[str, grid.GridRun]) -> dict:
+    """A Table 3 ResNet-20 fp32 run on 8 nodes: the cell whose batched step the H100 timed."""
+    return next(
         r.config
         for r in paper.values()
         if r.config["model"]["name"] == "resnet20"
@@ -65,6 +64,12 @@ def test_a_measured_step_prices_the_run_as_measured(paper):
         and r.config["model"]["norm"] == "evonorm"
         and r.config["topology"]["nodes"] == 8
     )
+
+
+def test_a_measured_step_prices_the_run_as_measured(paper):
+    """The Table 3 ResNet-20 fp32 cells on 8 nodes train with the batched step that was timed on
+    the H100 (15.75 ms a round): their price is that step, the Table 3 job's data and gossip."""
+    cfg = _table3_fp32_cell(paper)
     p = gpu.run_price(cfg, samples.samples_per_run(cfg))
     assert p is not None and p.batched and p.basis.startswith("measured")
     iters = 196 * 200
@@ -77,14 +82,7 @@ def test_a_measured_iteration_holds_its_gpu_work(paper):
     GPU time, at the assumed rates) fits in the time the H100 took: in the measured Table 3 cell
     an iteration took its step (15.75 ms) plus the gossip term (20.9 ms), and the GPU's own work
     in it, even at the high end of the assumptions, cannot be more."""
-    cfg = next(
-        r.config
-        for r in paper.values()
-        if r.config["model"]["name"] == "resnet20"
-        and r.config["precision"]["mode"] == "fp32"
-        and r.config["model"]["norm"] == "evonorm"
-        and r.config["topology"]["nodes"] == 8
-    )
+    cfg = _table3_fp32_cell(paper)
     p = gpu.run_price(cfg, samples.samples_per_run(cfg))
     assert p is not None and p.basis.startswith("measured")
     iters = 196 * 200
