@@ -346,9 +346,10 @@ def traffic(key: tuple[str, str, str, int], compiled: bool) -> float:
     """Bytes the training step of ``COUNTS[key]`` moves per sample: eagerly, what its
     operations write, read again (``2 x bytes_train``); compiled, what its kernels read and
     write, counted (``compiled_bytes_train``) or derived. Derived: the model's fp32 EvoNorm
-    step, its eager bytes times ResNet-20's compiled / eager ratio (``traffic_ratio``); another
-    normalisation or precision, that times ResNet-20's compiled bytes of it over its fp32
-    EvoNorm's (the 8-bit layers add their quantisers to the same activations: 1.46x)."""
+    step, its eager bytes times the counted rows' compiled / eager ratio (``traffic_ratio``);
+    another normalisation or precision, that times ResNet-20's compiled bytes of it over its
+    fp32 EvoNorm's (the 8-bit layers add their quantisers to the same activations: 1.46x;
+    VGG-11's, counted, 1.17x)."""
     c = counts_mod.COUNTS[key]
     if not compiled:
         return 2 * c.bytes_train
@@ -366,10 +367,10 @@ def traffic(key: tuple[str, str, str, int], compiled: bool) -> float:
 
 def traffic_ratio(norm: str, precision: str) -> float:
     """Compiled over eager bytes moved (``traffic``) of the counted rows with this normalisation
-    and precision (ResNet-20's; fusion saves most where a normalisation is many small operations,
-    EvoNorm's 0.55x, the 8-bit layers' 0.12x; BatchNorm's and GroupNorm's single native kernels
-    read more than their writes count, 1.2x), else of all counted rows of the precision; 1 where
-    none is counted."""
+    and precision, pooled by bytes (ResNet-20's and VGG-11's; fusion saves most where a
+    normalisation is many small operations, EvoNorm's 0.55-0.57x, the 8-bit layers' 0.12-0.16x;
+    BatchNorm's and GroupNorm's single native kernels read more than their writes count, 1.2x),
+    else of all counted rows of the precision; 1 where none is counted."""
     for match in (lambda k: k[1:3] == (norm, precision), lambda k: k[2] == precision):
         pairs = [
             (r.compiled_bytes_train, 2 * r.bytes_train)
