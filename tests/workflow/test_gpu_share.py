@@ -62,9 +62,12 @@ def test_visible_gpu_ids_keep_the_names_of_cuda_visible_devices(tmp_path):
 def _hold(out: Path, release: Path) -> str:
     """A job's body: write the CUDA_VISIBLE_DEVICES it got into ``out``, then hold on until
     ``release`` exists (at most WAIT_S)."""
+    # written whole, then renamed: the test waits for the file and must never read it half
+    # written (an empty read failed once on a loaded machine)
     return (
         "import os, pathlib, time\n"
-        f"pathlib.Path({str(out)!r}).write_text(os.environ['CUDA_VISIBLE_DEVICES'])\n"
+        f"pathlib.Path({str(out) + '.tmp'!r}).write_text(os.environ['CUDA_VISIBLE_DEVICES'])\n"
+        f"os.replace({str(out) + '.tmp'!r}, {str(out)!r})\n"
         f"end = time.monotonic() + {WAIT_S}\n"
         f"while not pathlib.Path({str(release)!r}).exists() and time.monotonic() < end:\n"
         "    time.sleep(0.05)\n"
@@ -74,13 +77,7 @@ def _hold(out: Path, release: Path) -> str:
 def _holder(lock_dir: Path, out: Path, release: Path, *, units: int = 1, timeout: float = 30):
     """A job on 2 fake GPUs with 2 slots each: takes its slots, writes the CUDA_VISIBLE_DEVICES
     it got into ``out``, and holds the slots until ``release`` exists (at most WAIT_S)."""
-    body = (
-        "import os, pathlib, time\n"
-        f"pathlib.Path({str(out)!r}).write_text(os.environ['CUDA_VISIBLE_DEVICES'])\n"
-        f"end = time.monotonic() + {WAIT_S}\n"
-        f"while not pathlib.Path({str(release)!r}).exists() and time.monotonic() < end:\n"
-        "    time.sleep(0.05)\n"
-    )
+    body = _hold(out, release)
     cmd = [sys.executable, "-m", "lpdt.gpus", "slot", "--dir", str(lock_dir), "--gpus", "0,1"]
     cmd += ["--per-gpu", "2", "--units", str(units), "--timeout", str(timeout), "--"]
     return subprocess.Popen(
