@@ -115,10 +115,16 @@ READER_MS = {
 }
 
 
+def reader_ms(dataset: str) -> float:
+    """What ``dataset``'s reader costs an image (``READER_MS``; CIFAR-10's for a dataset not in
+    it)."""
+    return READER_MS.get(dataset, _CIFAR_READER_MS)
+
+
 def reader_extra_ms(dataset: str) -> float:
     """What ``dataset``'s reader costs an image beyond CIFAR-10's (0 for a dataset not in
     ``READER_MS``)."""
-    return READER_MS.get(dataset, _CIFAR_READER_MS) - _CIFAR_READER_MS
+    return reader_ms(dataset) - _CIFAR_READER_MS
 
 
 def data_ms_per_image(dataset: str) -> float:
@@ -282,7 +288,7 @@ class Price:
     # time on the GPU (``ASSUMED``), without the host's side of launching, reading data and
     # gossiping. However many jobs share a GPU, a run takes at least this much of it: the floor
     # under k jobs per GPU.
-    work: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    work: tuple[float, float, float]
 
     def scaled(self, f: float) -> Price:
         return dataclasses.replace(
@@ -317,23 +323,11 @@ def _measured_row(cfg: Mapping[str, Any], px: int, mode: Mode, batched: bool) ->
     return None
 
 
-def _work_ms(
-    c: counts_mod.StepCounts,
-    text: bool,
-    images: float,
-    train: bool,
-    i: int,
-    key: tuple[str, str, str, int] | None = None,
-    compiled: bool = False,
-) -> float:
-    """The GPU's own time for ``images`` samples: FLOPs at the assumed rate plus the bytes moved
-    (a training step's: ``traffic`` of its ``COUNTS`` key; an evaluation forward's: written, read
-    again) at the assumed bandwidth (ms; ``i``: low, central, high)."""
+def _work_ms(flops: float, moved: float, text: bool, images: float, i: int) -> float:
+    """The GPU's own time for ``images`` samples of ``flops`` FLOPs and ``moved`` bytes each:
+    the FLOPs at the assumed rate plus the bytes at the assumed bandwidth (ms; ``i``: low,
+    central, high)."""
     rate = ASSUMED["matmul_tflops" if text else "conv_tflops"][i] * 1e12
-    flops = c.flops_train if train else c.flops_eval
-    moved = (
-        traffic(key, compiled) if train and key else 2 * (c.bytes_train if train else c.bytes_eval)
-    )
     return images * (flops / rate + moved / (ASSUMED["hbm_tbps"][i] * 1e12)) * 1e3
 
 
@@ -360,8 +354,9 @@ def traffic(key: tuple[str, str, str, int], compiled: bool) -> float:
     ref = {
         k[1:3]: r.compiled_bytes_train for k, r in counts_mod.COUNTS.items() if k[0] == "resnet20"
     }
-    if (norm, precision) != _BASE and base in counts_mod.COUNTS and ref.get((norm, precision)):
-        return traffic(base, True) * (ref[(norm, precision)] or 0.0) / (ref.get(_BASE) or 1.0)
+    other, fp32 = ref.get((norm, precision)), ref.get(_BASE)
+    if (norm, precision) != _BASE and base in counts_mod.COUNTS and other and fp32:
+        return traffic(base, True) * other / fp32
     return 2 * c.bytes_train * traffic_ratio(norm, precision)
 
 
@@ -450,9 +445,7 @@ def run_price(
     row = None if factor != 1.0 else _measured_row(cfg, px, mode, batched)
     iters = samples / (n * b)
     dataset = cfg["data"]["dataset"]
-    data_ms = (
-        READER_MS.get(dataset, _CIFAR_READER_MS) if reader_only else data_ms_per_image(dataset)
-    )
+    data_ms = reader_ms(dataset) if reader_only else data_ms_per_image(dataset)
     measured_data = dataset == "cifar10" and not reader_only
     sparse = COMPRESSORS.get(cfg["algorithm"]["compression"]["name"]).sparse
     entries = n * ((spec.gossiped if spec else None) or c.params)
@@ -468,6 +461,9 @@ def run_price(
     one_forward = kernels(c, precision, False) if eval_compiled else float(c.ops_eval)
     node_launches = c.ops_eval / (n * eval_bs) if batched else one_forward / eval_bs
     curve_launches = c.ops_eval / (curve_chunk * (n if batched else 1))
+    # Bytes moved per sample: the training step's as it runs (``traffic``), an evaluation
+    # forward's written and read again.
+    train_moved, eval_moved = traffic(key, mode == "compiled"), 2 * c.bytes_eval
     totals, evals, works = [], [], []
     for i in range(3):
         spread = MEASURED_SPREAD[i]
@@ -477,7 +473,7 @@ def run_price(
             err = lm.compiled_err if mode == "compiled" else lm.eager_err
             launch = launch_ms(lm, cs, prec, mode, n, batched, True) * (1 + (i - 1) * err)
             launch *= factor
-        step_work = _work_ms(c, text, n * b, True, i, key, mode == "compiled")
+        step_work = _work_ms(c.flops_train, train_moved, text, n * b, i)
         step = _combine(launch, step_work, i)
         data = n * b * data_ms * (spread if measured_data else ASSUMED["data"][i])
         gossip = gossip_work = 0.0
@@ -499,7 +495,7 @@ def run_price(
             if batched
             else (lm.eager_a_ms + lm.eager_op_ms * cs.ops_eval) * factor / curve_chunk
         )
-        eval_work = _work_ms(c, text, 1, False, i)
+        eval_work = _work_ms(c.flops_eval, eval_moved, text, 1, i)
         node_images = full * n / (n + 1) if cfg["train"].get("node_eval") != "sharded" else full / 2
         eval_ms = (
             node_images * _combine(per_node * (1 + (i - 1) * err), eval_work, i)
