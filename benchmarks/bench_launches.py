@@ -10,10 +10,12 @@ GPU"), and both counts can be taken on the CPU:
   launch per round on a GPU (the batched round's graph runs once for all nodes; the node-by-node
   round runs its graph once per node, so its launches per round are ``kernels x nodes``);
 - ``aten_ops_round``: the aten operations one eager round dispatches (``lpdt.engine.opcount``),
-  each a launch on a GPU (views aside), with the quantisers on the tensor path a GPU takes
-  (``LPDT_QUANT_KERNEL=0``): n node steps, or the one batched step; ``launches_round``: those
-  that are not views (``opcount.VIEWS``); ``host_syncs_round``: reads of a tensor on the host in
-  that round;
+  each a launch on a GPU (views aside), with the quantisers on the path a GPU takes
+  (``LPDT_QUANT_KERNEL=0``, ``LPDT_QUANT_FUSED=1``: each rounding one compiled kernel,
+  ``lpdt.layers.quant.fused``): n node steps, or the one batched step; ``launches_round``: those
+  that are not views (``opcount.VIEWS``); ``*_unfused``: the same with the rounding as tensor
+  operations (``LPDT_QUANT_FUSED=0``); ``host_syncs_round``: reads of a tensor on the host in
+  that round (fused);
 - ``compile_s``: the first compiled round from an **empty** inductor cache (each row runs in a
   fresh process with a cache of its own), so compile times compare side by side;
 - ``ms_round_eager`` / ``ms_round_compiled``: median wall time of a round on this device.
@@ -49,6 +51,8 @@ COLUMNS = [
     "kernels",
     "aten_ops_round",
     "launches_round",
+    "aten_ops_round_unfused",
+    "launches_round_unfused",
     "host_syncs_round",
     "compile_s",
     "ms_round_eager",
@@ -67,7 +71,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     from lpdt.engine.batched import BatchedSteps
     from lpdt.engine.opcount import count_ops, inductor_kernels
     from lpdt.engine.steps import Steps
-    from lpdt.layers.quant import kernel
+    from lpdt.layers.quant import fused, kernel
 
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -112,12 +116,16 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     row: dict[str, object] = {}
     eager, _ = runner(False)
     eager()  # warm-up (builds the C++ kernel where it runs)
-    os.environ[kernel.ENV] = "0"  # the tensor path a GPU takes
-    _, counted = count_ops(eager)
-    del os.environ[kernel.ENV]
-    row["aten_ops_round"] = counted.total
-    row["launches_round"] = counted.launches
-    row["host_syncs_round"] = counted.host_syncs
+    os.environ[kernel.ENV] = "0"  # the path a GPU takes: no C++ kernel, ...
+    for fused_mode, suffix in (("1", ""), ("0", "_unfused")):  # ... the quantiser fused
+        os.environ[fused.ENV] = fused_mode
+        eager()  # warm-up: compiles the fused quantiser
+        _, counted = count_ops(eager)
+        row[f"aten_ops_round{suffix}"] = counted.total
+        row[f"launches_round{suffix}"] = counted.launches
+        if not suffix:
+            row["host_syncs_round"] = counted.host_syncs
+    del os.environ[kernel.ENV], os.environ[fused.ENV]
     row["ms_round_eager"] = timed(eager, args.iters)
     compiled, steps = runner(True)
     before = inductor_kernels()

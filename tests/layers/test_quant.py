@@ -411,7 +411,7 @@ def test_dither_eager_equals_compiled_and_fuses_into_the_rounding_kernel():
     out, (code,) = run_and_get_code(f, g, seed)
     assert torch.equal(out, quantize_minmax(g, 8, True, seed, 7))
     assert code.count("async_compile.cpp") == 1, "range and rounding in one fused kernel"
-    assert "amax" in code and "round" in code
+    assert "aminmax" in code and "round" in code  # the range (torch.aminmax) and the rounding
     assert not any(op in code for op in ("randint", "rand_like", "inductor_lookup_seed", "philox"))
 
 

@@ -28,7 +28,6 @@ from lpdt.layers.quant.quantizers import (
     is_vmapped,
     quantize,
     quantize_minmax,
-    quantize_minmax_nodes,
     step_seed,
 )
 
@@ -158,8 +157,8 @@ class _QuantGrad(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx: Any, g: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # noqa: D102
-        (seed,) = ctx.saved_tensors
-        return quantize_minmax_nodes(g[None], ctx.bits, seed, ctx.salt)[0], None, None, None
+        (seed,) = ctx.saved_tensors  # one node: quantize_minmax_nodes' arithmetic for n = 1
+        return quantize_minmax(g, ctx.bits, True, seed, ctx.salt), None, None, None
 
 
 class _BiprecConv(torch.autograd.Function):

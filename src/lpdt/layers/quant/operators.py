@@ -49,8 +49,11 @@ def to_levels(
 
 def stacked(t: torch.Tensor, dim: int | None, n: int) -> torch.Tensor:
     """A vmap rule's operand with its node axis first (an unbatched one repeated n times, as a
-    view); also ``vmap_ops``'."""
-    return t.expand(n, *t.shape) if dim is None else t.movedim(dim, 0)
+    view; one whose node axis is first already, as it is: no view dispatched); also
+    ``vmap_ops``' and ``fused``'."""
+    if dim is None:
+        return t.expand(n, *t.shape)
+    return t if dim == 0 else t.movedim(dim, 0)
 
 
 # -- the noise ---------------------------------------------------------------------------------

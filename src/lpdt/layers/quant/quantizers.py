@@ -25,7 +25,7 @@ from collections.abc import Iterator
 
 import torch
 
-from lpdt.layers.quant import kernel
+from lpdt.layers.quant import fused, kernel
 from lpdt.layers.quant.noise_hash import (
     MASK32,
     SALT,
@@ -205,24 +205,53 @@ def quantize(
     if torch.compiler.is_compiling() and x.dtype == lo.dtype == hi.dtype:
         # One operator that inductor lowers to one expression (``operators``): the same
         # arithmetic in one graph node instead of about fifty.
-        shape = torch.broadcast_shapes(x.shape, lo.shape, hi.shape)
-        blocks = None
-        if stochastic:
-            blocks = draw_seed(x.device) if seed is None else seed.to(x.device)
-            blocks = blocks.reshape(-1) if rows else blocks.reshape(())
-        return quantize_levels(
-            x.expand(shape), lo.expand(shape), hi.expand(shape), blocks, levels, salt
-        )
+        return quantize_levels(*_operands(x, lo, hi, stochastic, seed, rows), levels, salt)
     k = None if rows else _eager_kernel(x, lo, hi)
     if k is not None:  # the same bits in one pass (lpdt.layers.quant.kernel)
         key = _kernel_key(x, stochastic, seed, salt)
-        shape = torch.broadcast_shapes(x.shape, lo.shape, hi.shape)
+        shape = _shape(x, lo, hi)
         return k.quantize(x, lo, hi, levels, MIN_STEP, stochastic, key).view(shape)
+    if fused.enabled(x.device) and x.dtype == lo.dtype == hi.dtype:
+        # Off the CPU: the same operator compiled once into one kernel (``fused``), one launch
+        # instead of about forty.
+        xs, _, _, blocks = _operands(x, lo, hi, stochastic, seed, rows, expand_ranges=False)
+        return fused.quantize(xs, lo, hi, blocks, levels, salt)
     noise = None
     if stochastic:  # shaped like the result: x, or x broadcast against the range (a view)
-        shape = torch.broadcast_shapes(x.shape, lo.shape, hi.shape)
+        shape = _shape(x, lo, hi)
         noise = dither(x if x.shape == shape else x.expand(shape), seed, salt, rows)
     return to_levels(x, lo, hi, levels, noise, in_place=not _vmapped)
+
+
+def _operands(
+    x: torch.Tensor,
+    lo: torch.Tensor,
+    hi: torch.Tensor,
+    stochastic: bool,
+    seed: torch.Tensor | None,
+    rows: bool,
+    expand_ranges: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The rounding operators' operands of a ``quantize`` call: ``x``, ``lo`` and ``hi``
+    expanded to one shape (views; the ranges as they are without ``expand_ranges``), and the
+    seed as the blocks it keys (0-d, or ``[n]`` with ``rows``; a fresh draw if None; None for
+    nearest rounding)."""
+    shape = _shape(x, lo, hi)
+    blocks = None
+    if stochastic:
+        blocks = draw_seed(x.device) if seed is None else seed.to(x.device)
+        blocks = blocks.reshape(-1) if rows else blocks.reshape(())
+    if expand_ranges:
+        lo, hi = lo.expand(shape), hi.expand(shape)
+    return x if x.shape == shape else x.expand(shape), lo, hi, blocks
+
+
+def _shape(x: torch.Tensor, lo: torch.Tensor, hi: torch.Tensor) -> torch.Size:
+    """The broadcast shape of ``x`` and its range: ``x``'s for a one-value range of no more
+    dimensions (every call in a step; ``torch.broadcast_shapes`` costs about 50 us eagerly)."""
+    if all(r.numel() == 1 and r.dim() <= x.dim() for r in (lo, hi)):
+        return x.shape
+    return torch.broadcast_shapes(x.shape, lo.shape, hi.shape)
 
 
 def _eager_kernel(x: torch.Tensor, *ranges: torch.Tensor) -> kernel.Kernel | None:
@@ -265,7 +294,8 @@ def quantize_minmax(
     if k is not None:  # the range and the rounding in one call (lpdt.layers.quant.kernel)
         key = _kernel_key(x, stochastic, seed, salt)
         return k.quantize_minmax(x, float(2**bits - 1), MIN_STEP, stochastic, key)
-    return quantize(x, x.amin(), x.amax(), bits, stochastic, seed, salt)
+    lo, hi = torch.aminmax(x)  # one pass, one launch: the same values as amin and amax
+    return quantize(x, lo, hi, bits, stochastic, seed, salt)
 
 
 def quantize_minmax_nodes(
@@ -289,11 +319,12 @@ def quantize_minmax_nodes(
     if _eager_kernel(x) is not None:
         return torch.stack([quantize_minmax(x[k], bits, True, seeds[k], salt) for k in range(n)])
     flat = x.reshape(n, -1)
-    lo, hi = flat.amin(1, keepdim=True), flat.amax(1, keepdim=True)
+    lo, hi = torch.aminmax(flat, dim=1, keepdim=True)
     return quantize(flat, lo, hi, bits, True, seeds, salt, rows=True).view(x.shape)
 
 
 def batch_range(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The activation range of a batch: the batch means of the per-sample min and max, ``[1]`` each."""
     xs = x.detach().reshape(x.shape[0], -1)
-    return xs.amin(-1).mean().reshape(1), xs.amax(-1).mean().reshape(1)
+    lo, hi = torch.aminmax(xs, dim=-1)
+    return lo.mean().reshape(1), hi.mean().reshape(1)
