@@ -92,10 +92,12 @@ sys.path.insert(0, str(HERE))  # bench_compile's model builder and device sync
 from bench_compile import build, sync  # noqa: E402
 
 from lpdt.engine.opcount import OpCounter, inductor_kernels  # noqa: E402
+from lpdt.layers.quant import fused  # noqa: E402
 from lpdt.plan.gpu import INT8_COMPILE  # noqa: E402
 
 VARIANTS = (
     "eager",
+    "eager-unfused",
     "sequential",
     "graphs",
     "batched-eager",
@@ -110,6 +112,7 @@ DEFAULT_VARIANTS = ("eager", "batched-eager", "batched")
 # The uncompiled twin of each variant: what a compiled variant that ran eagerly would time again.
 EAGER_TWIN = {
     "eager": "eager",
+    "eager-unfused": "eager-unfused",
     "sequential": "eager",
     "graphs": "eager",
     "batched-eager": "batched-eager",
@@ -117,6 +120,9 @@ EAGER_TWIN = {
     "batched-graphs": "batched-eager",
     "batched-combo": "batched-eager",
 }
+# "eager-unfused": the eager node-by-node step with the 8-bit rounding as tensor operations
+# (``LPDT_QUANT_FUSED=0``), the step the H100 measured on 2026-11-27 (1,353 ms a round); "eager"
+# fuses each rounding into one compiled kernel off the CPU (lpdt.layers.quant.fused).
 # "batched-combo": the batched step compiled with inductor's combo kernels (independent small
 # kernels launched as one; a GPU option, not lpdt's default). Most of the 8-bit step's extra
 # kernels are a few elements each (per quantiser: two batch means and two running-range
@@ -126,6 +132,7 @@ EAGER_TWIN = {
 # target: the 8-bit batched round against the fp32 one), then the rest.
 PRIORITY = (
     "eager",
+    "eager-unfused",
     "batched-eager",
     "batched",
     "batched-combo",
@@ -285,13 +292,33 @@ def make_runner(
 
         return Runner(round_batched, state.grad, lambda: steps.compiled, notes)
     step = Steps(state.models[0], compile, mode, log=notes.append, compile_eval=False)
+    fused_mode = "0" if variant == "eager-unfused" else os.environ.get(fused.ENV)
 
     def round_sequential(x: torch.Tensor, y: torch.Tensor) -> None:
         state.grad.zero_()
-        for k, model in enumerate(state.models):
-            step.train_step(model, x[k], y[k])
+        with _env(fused.ENV, fused_mode):
+            for k, model in enumerate(state.models):
+                step.train_step(model, x[k], y[k])
 
     return Runner(round_sequential, state.grad, lambda: bool(step.compiled), notes)
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str | None) -> Iterator[None]:
+    """``os.environ[name] = value`` inside the block (None: unset), restored after it."""
+    saved = os.environ.get(name)
+
+    def put(v: str | None) -> None:
+        if v is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = v
+
+    put(value)
+    try:
+        yield
+    finally:
+        put(saved)
 
 
 def ran_text(asked: bool, compiled: bool, notes: list[str], precision: str) -> str:

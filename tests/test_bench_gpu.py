@@ -99,8 +99,10 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
         ops[(s["precision"], s["variant"])] = int(s["aten_ops_round"])
         assert 0 < int(s["launches_round"]) < int(s["aten_ops_round"]), s  # views aside
     for p in ("fp32", "int8"):
-        # the same eager step is counted alike whatever its variant's name ...
+        # the same eager step is counted alike whatever its variant's name (on the CPU the
+        # rounding is not fused, so "eager-unfused" is "eager") ...
         assert ops[(p, "eager")] == ops[(p, "sequential")] == ops[(p, "graphs")]
+        assert ops[(p, "eager")] == ops[(p, "eager-unfused")]
         batched = [
             ops[(p, v)] for v in ("batched-eager", "batched", "batched-graphs", "batched-combo")
         ]

@@ -29,6 +29,7 @@ from tests.distributed.worker import node_state, train_briefly
 from tests.engine.test_loop import BASE as TRAIN_BASE
 from tests.engine.test_steps import relative_difference
 from tests.layers.test_quant import check_lowered_quantisers
+from tests.layers.test_quant_fused import check_fused
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="needs a CUDA GPU (torch.cuda.is_available() is False)"
@@ -264,6 +265,13 @@ def test_compiled_quantisers_are_lowered_operators_on_cuda():
     operators never called, the eager bits under vmap and by rows (checked on the CPU in the
     default suite; the lowerings use a private inductor API)."""
     check_lowered_quantisers(CUDA)
+
+
+def test_fused_quantiser_has_the_tensor_operations_bits_on_cuda():
+    """The eager GPU path's fused quantiser (``lpdt.layers.quant.fused``, the default on CUDA):
+    one compiled Triton kernel a call, the bits of the tensor operations in every form the
+    quantisers call it (checked on the CPU in the default suite)."""
+    check_fused(CUDA)
 
 
 # tests/distributed/test_equivalence.py's cases, on the GPU, 4 nodes

@@ -13,6 +13,7 @@
 #   tools/gpu_check.sh tests_8bit # the compiled 8-bit CUDA tests of tests/test_cuda.py and the lowered quantisers
 #   tools/gpu_check.sh combo      # the batched step with and without inductor's combo kernels
 #   tools/gpu_check.sh models     # VGG-11 (hashed dropout: batched too), ResNet-18 (64 px), ResNet-54 steps
+#   tools/gpu_check.sh fused      # the eager 8-bit step with the fused quantiser against without, and its test
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG_DIR=${LOG_DIR:-gpu-logs}
@@ -110,6 +111,17 @@ stage_models() {  # the other models' steps (VGG-11 with hashed dropout, as the 
     --iters 5 --rounds 2 --budget 140 --steps-share 1 2>&1 \
     | grep --line-buffered -v Warning | tee "$LOG_DIR/models.log"
   cp /tmp/bench-models/steps.tsv "$LOG_DIR/models-steps.tsv" 2>/dev/null
+}
+
+# The eager 8-bit step with each rounding one compiled kernel (lpdt.layers.quant.fused, the
+# default on CUDA) against the tensor operations (1,353 ms a round on the H100 of 2026-11-27),
+# node by node, and batched with the fused quantiser; then the fused quantiser's CUDA test.
+stage_fused() {
+  timeout 200 $PY benchmarks/bench_gpu.py --out /tmp/bench-fused --parts steps --precisions int8 \
+    --variants eager,eager-unfused,batched-eager --budget 190 --steps-share 1 2>&1 \
+    | grep --line-buffered -v Warning | tee "$LOG_DIR/fused.log"
+  cp /tmp/bench-fused/steps.tsv "$LOG_DIR/fused-steps.tsv" 2>/dev/null
+  timeout 120 $PY -m pytest -q -p no:cacheprovider tests/test_cuda.py -k fused 2>&1 | tail -5
 }
 
 for s in "$@"; do echo "=== $s"; "stage_$s"; done

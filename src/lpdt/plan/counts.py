@@ -75,7 +75,10 @@ class StepCounts:
 # the derived bytes had been -4 % / +20 % (VGG-11 fp32 / 8-bit) and +4 % / +5 % (ResNet-54) off). The 8-bit rows'
 # other numbers are the older code's (above); their compiled bytes are today's compiled step,
 # which the table of noise keys did not change (that table serves the eager path only). The
-# other models' compiled bytes are derived (``lpdt.plan.gpu.traffic``).
+# other models' compiled bytes are derived (``lpdt.plan.gpu.traffic``). Since 2026-11-29 a GPU's
+# eager 8-bit step rounds each quantiser in one compiled kernel (``lpdt.layers.quant.fused``:
+# ResNet-20's node step 6,398 -> 2,161 launches on the CPU count), whose host cost is not an aten
+# operation's; the eager 8-bit rows stay the measured code's until a GPU times the fused step.
 COUNTS: dict[tuple[str, str, str, int], StepCounts] = {
     ("distilbert", "evonorm", "fp32", 128): StepCounts(
         1170, 251, 3.352e10, 1.087e10, 1.809e08, 4.37e07, None, None, 66961162, True
