@@ -38,8 +38,7 @@ def levers(
 
     def share(p: gpu.Price | None) -> tuple[float, float, float]:
         assert p is not None  # priced as ``price`` was, with a lever
-        s = gpu.share_slowdown(cfg["model"]["name"], k, p.batched) or 1.0
-        return (p.low * s / k, p.seconds * s / k, p.high * s / k)
+        return gpu_share(shared(p, cfg["model"]["name"], k), k)
 
     return {
         "int8": share(gpu.run_price(cfg, samples, lm, int8_as_fp32=INT8_TARGET)),
@@ -47,6 +46,18 @@ def levers(
         "both": share(gpu.run_price(cfg, samples, lm, int8_as_fp32=INT8_TARGET, reader_only=True)),
         "floor": price.work,
     }
+
+
+def shared(price: gpu.Price, model: str, k: int) -> gpu.Price:
+    """``price`` of a run that shares its GPU with k - 1 other jobs: slowed by their measured
+    slowdown (``gpu.share_slowdown``; none where k is 1)."""
+    return price.scaled(gpu.share_slowdown(model, k, price.batched) or 1.0)
+
+
+def gpu_share(price: gpu.Price, k: int) -> tuple[float, float, float]:
+    """The (low, central, high) GPU-seconds of a run priced ``price`` (``shared`` already) at k
+    jobs per GPU: its share of the GPU."""
+    return (price.low / k, price.seconds / k, price.high / k)
 
 
 def job_k(config: Mapping[str, Any], model: str, batched: bool, on_cluster: bool) -> int:
@@ -92,7 +103,7 @@ def write_gpu_plan(
             r.update(est_s=None, low_s=None, high_s=None, eval_s=None, k=None, basis="no counts")
             continue
         k = job_k(config, r["model"], price.batched, on_cluster)
-        price = price.scaled(gpu.share_slowdown(r["model"], k, price.batched) or 1.0)
+        price = shared(price, r["model"], k)
         r.update(
             est_s=round(price.seconds),
             low_s=round(price.low),
@@ -102,7 +113,7 @@ def write_gpu_plan(
             basis=price.basis,
         )
         jobs.append((price.seconds, k))
-        own = [price.low / k, price.seconds / k, price.high / k]  # its share of a GPU
+        own = gpu_share(price, k)
         total = [t + o for t, o in zip(total, own, strict=True)]
         group[g] = group.get(g, 0.0) + own[1]
         low_high.setdefault(g, [0.0, 0.0])
