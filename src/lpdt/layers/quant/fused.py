@@ -97,26 +97,15 @@ def quantize(
     levels: float,
     salt: int,
 ) -> torch.Tensor:
-    """``quantize_fused``, called directly where nothing needs the operator (no vmap, no dispatch
-    mode: the operator's own dispatch costs about 60 us a call eagerly)."""
+    """``quantize_fused``, called directly where nothing needs the operator (no dispatch mode,
+    no torch.func transform such as vmap: the operator's own dispatch costs about 60 us a call
+    eagerly)."""
     x = x.contiguous()  # a copy, if any, is made (and counted) out here: the graph reshapes x
-    if torch._C._len_torch_dispatch_stack() > 0 or torch._C._functorch.is_batchedtensor(x):
+    wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+    if torch._C._len_torch_dispatch_stack() > 0 or any(
+        t is not None and wrapped(t) for t in (x, lo, hi, seed)
+    ):
         return quantize_fused(x, lo, hi, seed, levels, salt)
-    return _fused(x, lo, hi, seed, levels, salt)
-
-
-@torch.library.custom_op("lpdt::quantize_fused", mutates_args=())
-def quantize_fused(
-    x: torch.Tensor,
-    lo: torch.Tensor,
-    hi: torch.Tensor,
-    seed: torch.Tensor | None,
-    levels: float,
-    salt: int,
-) -> torch.Tensor:
-    """``lpdt::quantize_levels(x, lo, hi, seed, levels, salt)``, the same bits, as one compiled
-    kernel; ``lo`` and ``hi`` need only broadcast to ``x``. Called eagerly only
-    (``quantizers``): this operator is never traced."""
     return _fused(x, lo, hi, seed, levels, salt)
 
 
@@ -128,6 +117,9 @@ def _fused(
     levels: float,
     salt: int,
 ) -> torch.Tensor:
+    """``lpdt::quantize_levels(x, lo, hi, seed, levels, salt)``, the same bits, as one compiled
+    kernel; ``lo`` and ``hi`` need only broadcast to ``x``. Called eagerly only
+    (``quantizers``): the operator below is never traced."""
     flat = _operands(x, lo, hi, seed)
     with torch.no_grad():  # one graph whatever the caller's grad mode (the operands need none)
         if seed is None:
@@ -136,6 +128,10 @@ def _fused(
             offset = salted(salt) + _NOT_ZERO_OR_ONE
             out = compiled("stochastic")(*flat, seed, offset, levels)
     return out.view(x.shape)
+
+
+# The same as the operator ``lpdt::quantize_fused`` (its eager implementation; vmap rule below).
+quantize_fused = torch.library.custom_op("lpdt::quantize_fused", mutates_args=())(_fused)
 
 
 def _operands(
