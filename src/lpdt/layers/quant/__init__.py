@@ -6,6 +6,8 @@ file:
 - ``spec``: what is quantised and how (``QuantSpec`` from ``PrecisionConfig``);
 - ``quantizers``: the uniform quantiser (plain tensor functions, fusable by ``torch.compile``);
 - ``kernel``: the same quantiser as one C++ loop for the eager CPU path (the same bits);
+- ``fused``: the same quantiser compiled once into one kernel for the eager path off the CPU
+  (the same bits);
 - ``functions``: the autograd functions (straight-through estimators, gradient quantisation,
   gradient bifurcation for conv / linear);
 - ``modules``: the 8-bit layers (``QConv2d``, ``QLinear``, ``QAdd``, Range-EvoNorm, Range-BN);

@@ -11,7 +11,8 @@ graph computes it inside the fused rounding kernel (no random-number kernel, no 
 Compiled, the noise and the rounding are operators that inductor lowers to one expression each
 (``lpdt.layers.quant.operators``: far fewer graph nodes to compile). Eagerly on the CPU,
 ``quantize`` runs the same arithmetic as one C++ loop instead (``lpdt.layers.quant.kernel``; the
-same bits). The seed is an int64 tensor: the training step's (``noise_seed``:
+same bits), and off the CPU as that operator compiled once into one kernel
+(``lpdt.layers.quant.fused``; the same bits). The seed is an int64 tensor: the training step's (``noise_seed``:
 ``lpdt.engine.steps`` draws one per node step from torch's generator, outside any compiled
 graph, so eager and compiled steps draw the same noise), or, outside a step, a fresh draw from
 torch's generator per call. The salt is a Python int that tells the call sites of one step
@@ -47,7 +48,8 @@ _keys: torch.Tensor | None = None
 _salts_seen = 0
 # Set while the held nodes' step runs under ``torch.func.vmap`` (``lpdt.engine.batched``): the
 # tensors are then per-node views of stacked ones, which neither the C++ kernel nor a read of the
-# seed on the host can take, so the quantisers use their tensor operations (the same bits).
+# seed on the host can take, so the quantisers use their tensor operations, or the fused
+# operator's vmap rule (the same bits).
 _vmapped = False
 
 
