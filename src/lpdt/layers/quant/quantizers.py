@@ -321,12 +321,24 @@ def quantize_minmax_nodes(
     if _eager_kernel(x) is not None:
         return torch.stack([quantize_minmax(x[k], bits, True, seeds[k], salt) for k in range(n)])
     flat = x.reshape(n, -1)
-    lo, hi = torch.aminmax(flat, dim=1, keepdim=True)
+    lo, hi = _row_ranges(flat, 1, keepdim=True)
     return quantize(flat, lo, hi, bits, True, seeds, salt, rows=True).view(x.shape)
 
 
 def batch_range(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The activation range of a batch: the batch means of the per-sample min and max, ``[1]`` each."""
     xs = x.detach().reshape(x.shape[0], -1)
-    lo, hi = torch.aminmax(xs, dim=-1)
+    lo, hi = _row_ranges(xs, -1)
     return lo.mean().reshape(1), hi.mean().reshape(1)
+
+
+def _row_ranges(
+    x: torch.Tensor, dim: int, keepdim: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The min and max of ``x`` along ``dim``: one ``aminmax`` (one launch; compiled, one
+    reduction) where a step compiles or runs the eager GPU path (``fused.enabled``), else
+    ``amin`` and ``amax``, the same values: eagerly on the CPU ``aminmax`` along a dimension is
+    not vectorised (4-5x their time: [32, 16384] 918 against 184 us, one thread)."""
+    if torch.compiler.is_compiling() or fused.enabled(x.device):
+        return torch.aminmax(x, dim=dim, keepdim=keepdim)
+    return x.amin(dim, keepdim=keepdim), x.amax(dim, keepdim=keepdim)
