@@ -77,7 +77,7 @@ class StepCounts:
 # which the table of noise keys did not change (that table serves the eager path only). The
 # other models' compiled bytes are derived (``lpdt.plan.gpu.traffic``). Since 2026-11-29 a GPU's
 # eager 8-bit step rounds each quantiser in one compiled kernel (``lpdt.layers.quant.fused``:
-# ResNet-20's node step 6,398 -> 2,161 launches on the CPU count), whose host cost is not an aten
+# ResNet-20's node step 6,459 -> 2,161 launches on the CPU count), whose host cost is not an aten
 # operation's; the eager 8-bit rows stay the measured code's until a GPU times the fused step.
 COUNTS: dict[tuple[str, str, str, int], StepCounts] = {
     ("distilbert", "evonorm", "fp32", 128): StepCounts(
