@@ -46,7 +46,7 @@ def main() -> None:
         moved = ""
         if "all" in compile_models or k[0] in compile_models:
             kt, ke, b = count_kernels(*k)
-            moved = f", compiled_bytes_train={b:.4g}"
+            moved = f", {b:.4g}"  # compiled_bytes_train, the last field
         print(
             f"    {k!r}: StepCounts({c.ops_train}, {c.ops_eval}, {c.flops_train:.4g}, "
             f"{c.flops_eval:.4g}, {c.bytes_train:.4g}, {c.bytes_eval:.4g}, {kt}, {ke}, "
