@@ -77,10 +77,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 T0 = time.monotonic()  # the budget's clock, started before torch's import (seconds)
 
@@ -232,21 +233,12 @@ def counter_sees_compiled_code() -> bool:
     return _COUNTS_COMPILED
 
 
-@contextlib.contextmanager
-def gpu_path() -> Iterator[None]:
+def gpu_path() -> contextlib.AbstractContextManager[object]:
     """The 8-bit quantisers' tensor operations, as on a GPU (on the CPU they would otherwise
     run a C++ kernel and read the noise seed on the host: ``lpdt.layers.quant.kernel``)."""
     from lpdt.layers.quant import kernel
 
-    old = os.environ.get(kernel.ENV)
-    os.environ[kernel.ENV] = "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ[kernel.ENV]
-        else:
-            os.environ[kernel.ENV] = old
+    return mock.patch.dict(os.environ, {kernel.ENV: "0"})
 
 
 @dataclass
@@ -292,33 +284,15 @@ def make_runner(
 
         return Runner(round_batched, state.grad, lambda: steps.compiled, notes)
     step = Steps(state.models[0], compile, mode, log=notes.append, compile_eval=False)
-    fused_mode = "0" if variant == "eager-unfused" else os.environ.get(fused.ENV)
+    env = {fused.ENV: "0"} if variant == "eager-unfused" else {}
 
     def round_sequential(x: torch.Tensor, y: torch.Tensor) -> None:
         state.grad.zero_()
-        with _env(fused.ENV, fused_mode):
+        with mock.patch.dict(os.environ, env):
             for k, model in enumerate(state.models):
                 step.train_step(model, x[k], y[k])
 
     return Runner(round_sequential, state.grad, lambda: bool(step.compiled), notes)
-
-
-@contextlib.contextmanager
-def _env(name: str, value: str | None) -> Iterator[None]:
-    """``os.environ[name] = value`` inside the block (None: unset), restored after it."""
-    saved = os.environ.get(name)
-
-    def put(v: str | None) -> None:
-        if v is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = v
-
-    put(value)
-    try:
-        yield
-    finally:
-        put(saved)
 
 
 def ran_text(asked: bool, compiled: bool, notes: list[str], precision: str) -> str:

@@ -13,7 +13,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from unittest import mock
 
 import pytest
 import torch
@@ -29,19 +30,9 @@ from lpdt.layers.quant.quantizers import (
 )
 
 
-@contextlib.contextmanager
-def fused_mode(mode: str) -> Iterator[None]:
+def fused_mode(mode: str) -> contextlib.AbstractContextManager[object]:
     """``LPDT_QUANT_FUSED=mode`` and no C++ kernel inside the block (read at each call)."""
-    saved = {k: os.environ.get(k) for k in (fused.ENV, kernel.ENV)}
-    os.environ[fused.ENV], os.environ[kernel.ENV] = mode, "0"
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return mock.patch.dict(os.environ, {fused.ENV: mode, kernel.ENV: "0"})
 
 
 def _cases(device: torch.device) -> list[tuple[str, Callable[[], torch.Tensor]]]:
