@@ -9,6 +9,12 @@ GPU"), and both counts can be taken on the CPU:
   (``torch._inductor.metrics.generated_kernel_count``: forward and backward graphs), each a
   launch per round on a GPU (the batched round's graph runs once for all nodes; the node-by-node
   round runs its graph once per node, so its launches per round are ``kernels x nodes``);
+- ``cuda_kernels``: the Triton kernels the same compiled round launches on a CUDA GPU, counted
+  without one (``lpdt.engine.cudacount``: inductor lowers each graph a second time for CUDA,
+  code generation only; on the CPU only), which fuses otherwise than the CPU's loop nests;
+  ``cuda_kernels_combo``: the same with inductor's combo kernels (``combo_kernels``: independent
+  kernels launched as one, a GPU option); ``cuda_library_calls``: its cuDNN / cuBLAS calls
+  (convolutions, matmuls, operators inductor falls back to);
 - ``aten_ops_round``: the aten operations one eager round dispatches (``lpdt.engine.opcount``),
   each a launch on a GPU (views aside), with the quantisers on the path a GPU takes
   (``LPDT_QUANT_KERNEL=0``, ``LPDT_QUANT_FUSED=1``: each rounding one compiled kernel,
@@ -49,6 +55,9 @@ COLUMNS = [
     "variant",
     "ran",
     "kernels",
+    "cuda_kernels",
+    "cuda_kernels_combo",
+    "cuda_library_calls",
     "aten_ops_round",
     "launches_round",
     "aten_ops_round_unfused",
@@ -138,6 +147,14 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     row["ran"] = "compiled" if ran else "eager (the compile fell back)"
     compiled()
     row["ms_round_compiled"] = timed(compiled, args.iters)
+    if device.type == "cpu":  # after the timed part: each count compiles the round once more
+        from lpdt.engine import cudacount
+
+        for options, suffix in ((None, ""), ({"combo_kernels": True}, "_combo")):
+            with cudacount.counting(options) as launches:
+                runner(True)[0]()  # type: ignore[operator]
+            row[f"cuda_kernels{suffix}"] = launches.kernels
+            row.setdefault("cuda_library_calls", launches.extern)
     row["torch"] = torch.__version__
     return row
 

@@ -191,6 +191,7 @@ ENGINE_ORDER = (
     "sysmetrics",
     "device",
     "opcount",
+    "cudacount",
 )
 
 

@@ -1,0 +1,82 @@
+"""The kernels a compiled step would launch on a CUDA GPU, counted without one
+(``lpdt.engine.cudacount``): small functions whose Triton kernels are known by construction, and
+a compiled training step that still trains as without the count."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from lpdt.engine import cudacount
+from lpdt.engine.steps import Steps
+
+
+def test_a_pointwise_chain_is_one_kernel_and_the_function_still_runs():
+    x = torch.randn(1000)
+    with cudacount.counting() as launches:
+        out = torch.compile(lambda t: (t.sin() * 2).cos(), dynamic=False, fullgraph=True)(x)
+    torch.testing.assert_close(out, (x.sin() * 2).cos())  # float32 rounding of the compiled code
+    assert [(g.backward, g.kernels, g.extern) for g in launches.graphs] == [(False, 1, 0)]
+
+
+def test_a_matmul_is_a_library_call():
+    a, b = torch.randn(64, 32), torch.randn(32, 16)
+    with cudacount.counting() as launches:
+        out = torch.compile(lambda p, q: p @ q, dynamic=False)(a, b)
+    torch.testing.assert_close(out, a @ b)
+    assert (launches.kernels, launches.extern) == (0, 1)
+
+
+def test_the_backward_is_lowered_with_the_forward():
+    """One call, no backward run yet: the forward's kernel (sin and its sum, one reduction) and
+    the backward's (grad * cos(x), one pointwise kernel) are both counted."""
+    x = torch.randn(64, requires_grad=True)
+    with cudacount.counting() as launches:
+        torch.compile(lambda t: t.sin().sum(), dynamic=False)(x)
+    assert [(g.backward, g.kernels) for g in launches.graphs] == [(False, 1), (True, 1)]
+    assert launches.kernels == 2
+
+
+def test_counting_restores_torch_compile_and_refuses_other_modes():
+    compile = torch.compile
+    with cudacount.counting():
+        assert torch.compile is not compile
+        with pytest.raises(ValueError, match="default mode"):
+            torch.compile(lambda t: t, mode="reduce-overhead")
+    assert torch.compile is compile
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.conv2(torch.relu(self.conv1(x))))
+        return self.fc(h.mean((2, 3)))
+
+
+def test_a_compiled_training_step_trains_as_without_the_count():
+    """The step's loss and gradients are those of the same compiled step without counting; on a
+    GPU inductor lays the convolutions' saved activations out channels-last, and the backward
+    is lowered with those strides (restrided), as AOT autograd does with the real forward's."""
+    x, y = torch.randn(4, 3, 8, 8), torch.randint(0, 10, (4,))
+    losses, grads = [], []
+    for count in (False, True):
+        torch.manual_seed(0)
+        net = Net()
+        if count:
+            with cudacount.counting() as launches:
+                losses.append(Steps(net, compile=True, log=lambda m: None).train_step(net, x, y))
+        else:
+            losses.append(Steps(net, compile=True, log=lambda m: None).train_step(net, x, y))
+        grads.append([p.grad.clone() for p in net.parameters()])
+    assert torch.equal(losses[0], losses[1])
+    assert all(torch.equal(a, b) for a, b in zip(*grads, strict=True))
+    forward, backward = launches.graphs
+    assert (forward.backward, backward.backward) == (False, True)
+    assert forward.kernels > 0 and backward.kernels > 0 and launches.extern >= 3
+    assert backward.restrided > 0
