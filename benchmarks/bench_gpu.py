@@ -105,6 +105,7 @@ VARIANTS = (
     "batched",
     "batched-graphs",
     "batched-combo",
+    "batched-combo-nosplit",
 )
 # Not "sequential" by default: on the H200 of 2026-11-28 the batched compiles (fp32 40 s, 8-bit
 # 137 s) left no room in a 5-minute call for the node-by-node ones and the 8-bit jobs (the fp32
@@ -120,6 +121,7 @@ EAGER_TWIN = {
     "batched": "batched-eager",
     "batched-graphs": "batched-eager",
     "batched-combo": "batched-eager",
+    "batched-combo-nosplit": "batched-eager",
 }
 # "eager-unfused": the eager node-by-node step with the 8-bit rounding as tensor operations
 # (``LPDT_QUANT_FUSED=0``), the step the H100 measured on 2026-11-27 (1,353 ms a round); "eager"
@@ -128,7 +130,15 @@ EAGER_TWIN = {
 # kernels launched as one; a GPU option, not lpdt's default). Most of the 8-bit step's extra
 # kernels are a few elements each (per quantiser: two batch means and two running-range
 # updates; docs/notebook/2026-11-28-hashed-dropout.md), so this asks how many launches a
-# horizontal fusion saves there.
+# horizontal fusion saves there. "batched-combo-nosplit": also no split reductions (a large
+# reduction in one kernel instead of a partial kernel and one per output: fewer launches, less
+# parallel). Counted without a GPU (lpdt.engine.cudacount; docs/notebook/
+# 2026-11-29-cuda-kernels-without-a-gpu.md), ResNet-20 x 8 on torch 2.11: 8-bit 863 kernels,
+# 529 with combo kernels, 429 with both (fp32: 230, 173, 156); their time is unmeasured.
+VARIANT_OPTIONS: dict[str, dict] = {
+    "batched-combo": {"combo_kernels": True},
+    "batched-combo-nosplit": {"combo_kernels": True, "split_reductions": False},
+}
 # Warm-up order (across precisions): cheap first, then the batched compiled step (issue 51's
 # target: the 8-bit batched round against the fp32 one), then the rest.
 PRIORITY = (
@@ -137,6 +147,7 @@ PRIORITY = (
     "batched-eager",
     "batched",
     "batched-combo",
+    "batched-combo-nosplit",
     "sequential",
     "batched-graphs",
     "graphs",
@@ -275,7 +286,7 @@ def make_runner(
     mode = "reduce-overhead" if variant.endswith("graphs") else "default"
     notes: list[str] = []
     if variant.startswith("batched"):
-        options = {"combo_kernels": True} if variant == "batched-combo" else None
+        options = VARIANT_OPTIONS.get(variant)
         steps = BatchedSteps(state, compile, mode, log=notes.append, options=options)
 
         def round_batched(x: torch.Tensor, y: torch.Tensor) -> None:

@@ -104,7 +104,14 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
         assert ops[(p, "eager")] == ops[(p, "sequential")] == ops[(p, "graphs")]
         assert ops[(p, "eager")] == ops[(p, "eager-unfused")]
         batched = [
-            ops[(p, v)] for v in ("batched-eager", "batched", "batched-graphs", "batched-combo")
+            ops[(p, v)]
+            for v in (
+                "batched-eager",
+                "batched",
+                "batched-graphs",
+                "batched-combo",
+                "batched-combo-nosplit",
+            )
         ]
         assert len(set(batched)) == 1
         # ... and the node-by-node round is two node steps, each a few dozen operations
