@@ -36,10 +36,14 @@ def test_every_row_compiles_and_counts(tmp_path: Path) -> None:
         assert int(row["kernels"]) > 0 and float(row["compile_s"]) > 0, row
         assert int(row["host_syncs_round"]) == 0, row
         assert 0 < int(row["launches_round"]) <= int(row["aten_ops_round"]), row
+        # on the CPU also the GPU's count, which combo kernels can only lower
+        assert 0 < int(row["cuda_kernels_combo"]) <= int(row["cuda_kernels"]), row
+        assert int(row["cuda_library_calls"]) > 0, row  # the convolutions
     by = {(row["precision"], row["variant"]): row for row in rows}
     for variant in ("sequential", "batched"):  # the quantisers add operations
         fp32, int8 = by["fp32", variant], by["int8", variant]
         assert int(int8["aten_ops_round"]) > int(fp32["aten_ops_round"])
+        assert int(int8["cuda_kernels"]) > int(fp32["cuda_kernels"])
 
 
 def test_bad_input_is_one_line(tmp_path: Path) -> None:
