@@ -40,6 +40,8 @@ from unittest import mock
 
 import torch
 
+from lpdt.errors import LpdtError
+
 # What the device interface answers for cuda:0 while a copy is lowered: an H100 (the H200 has
 # the same SMs and compute capability, which is what inductor's heuristics read).
 GPU = types.SimpleNamespace(
@@ -94,9 +96,10 @@ class CudaLaunches:
         return sum(g.extern for g in self.graphs)
 
 
-class _Generated(Exception):
+class _Generated(LpdtError):
     """Raised with the wrapper's source and the graph's output strides once code generation is
-    done: nothing is loaded."""
+    done: nothing is loaded. Not an error, and caught in this module; an ``LpdtError`` as every
+    exception class of lpdt is (tests/test_errors.py)."""
 
     def __init__(self, source: str, strides: list[tuple[int, ...] | None]) -> None:
         super().__init__("generated")
