@@ -8,7 +8,8 @@ for this machine as usual, and each graph inductor lowers (the forward and, at o
 backward) is also lowered a second time as a CUDA graph:
 
 - the graph is copied after AOT autograd's decompositions, joint-graph passes and partition,
-  which do not depend on the device; every device in the copy becomes ``cuda:0`` and its
+  which ran for the CPU (the same for a GPU but for passes that look at the device, such as
+  ``pad_mm``, which pads matmuls for CUDA); every device in the copy becomes ``cuda:0`` and its
   example inputs become fake CUDA tensors of the same shapes, strides and dtypes;
 - inductor's ``compile_fx_inner`` lowers the copy with Triton scheduling: its post-grad passes,
   fusion and code generation are the GPU's. The device it asks about is an H100 / H200 (132 SMs,
