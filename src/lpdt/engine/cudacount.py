@@ -195,10 +195,7 @@ def _lower_for_cuda(
         for j, stride in enumerate(saved):
             t = fake[first + j]
             if stride is not None and tuple(t.stride()) != stride:
-                with mode:
-                    fake[first + j] = torch.empty_strided(
-                        t.shape, stride, dtype=t.dtype, device=CUDA
-                    )
+                fake[first + j] = _empty_cuda(mode, t, stride)
                 restrided += 1
     # The lowering must not touch what the real compile is handed (its CUDA-graph flag and the
     # forward's device index, which a CUDA forward would set).
@@ -244,13 +241,17 @@ def _on_cuda(value: Any) -> Any:
 def _fake_cuda(mode: Any, value: Any) -> Any:
     """A fake CUDA tensor like ``value`` (nested in lists and tuples too)."""
     if isinstance(value, torch.Tensor) and value.device.type == "cpu":
-        with mode:
-            return torch.empty_strided(
-                value.shape, value.stride(), dtype=value.dtype, device=CUDA
-            ).requires_grad_(value.requires_grad)
+        return _empty_cuda(mode, value, value.stride())
     if isinstance(value, (list, tuple)):
         return type(value)(_fake_cuda(mode, v) for v in value)
     return value
+
+
+def _empty_cuda(mode: Any, like: torch.Tensor, stride: tuple[int, ...]) -> torch.Tensor:
+    """A fake CUDA tensor of ``like``'s shape, dtype and ``requires_grad``, with ``stride``."""
+    with mode:
+        t = torch.empty_strided(like.shape, stride, dtype=like.dtype, device=CUDA)
+    return t.requires_grad_(like.requires_grad)
 
 
 @contextlib.contextmanager
