@@ -12,6 +12,7 @@ from torch import nn
 
 from lpdt.engine import cudacount
 from lpdt.engine.steps import Steps
+from lpdt.layers.norms import group_variance
 
 
 def test_a_pointwise_chain_is_one_kernel_and_the_function_still_runs():
@@ -47,6 +48,26 @@ def test_counting_restores_torch_compile_and_refuses_other_modes():
         with pytest.raises(ValueError, match="default mode"):
             torch.compile(lambda t: t, mode="reduce-overhead")
     assert torch.compile is compile
+
+
+def test_layers_take_a_gpus_formula_while_counting():
+    """EvoNorm's group variance is lowered as a GPU computes it (one ``var``), not as the CPU's
+    centred mean, whose two reductions a GPU runs as four kernels on a channels-last input (a
+    GPU's convolution output), against two for ``var``."""
+    x = torch.randn(8, 16, 32, 32).contiguous(memory_format=torch.channels_last)
+    kernels = []
+    for fn in (
+        lambda t: group_variance(t, 4),
+        lambda t: t.reshape(8, 4, -1).var(-1, unbiased=False),
+        lambda t: (
+            (t.reshape(8, 4, -1) - t.reshape(8, 4, -1).mean(-1, keepdim=True)).square().mean(-1)
+        ),
+    ):
+        torch._dynamo.reset()
+        with cudacount.counting() as launches:
+            torch.compile(fn, dynamic=False, fullgraph=True)(x)
+        kernels.append(launches.kernels)
+    assert kernels[0] == kernels[1] < kernels[2], kernels
 
 
 class Net(nn.Module):

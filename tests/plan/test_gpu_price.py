@@ -143,18 +143,57 @@ def test_the_floor_under_shared_gpus_is_below_every_price(paper):
             assert 0 < work <= price, (r.config["model"], r.config["precision"], p)
 
 
-@pytest.mark.slow
-def test_compiled_bytes_are_recounted_for_resnet20(monkeypatch):
-    """``compiled_bytes_train`` of the fp32 ResNet-20 row is what ``count_kernels`` counts today
-    (two cold compiles, about two minutes): a table out of date with the compiled step fails."""
-    for name in ("TORCHINDUCTOR_CACHE_DIR", "LPDT_QUANT_KERNEL"):  # count_kernels sets them
+def _put_back_after(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """The environment variables ``names`` as they are now, put back after the test (the
+    counting functions of lpdt.plan.counts set them)."""
+    for name in names:
         if name in os.environ:
             monkeypatch.setenv(name, os.environ[name])
         else:
             monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.slow
+def test_compiled_bytes_are_recounted_for_resnet20(monkeypatch):
+    """``compiled_bytes_train`` of the fp32 ResNet-20 row is what ``count_kernels`` counts today
+    (two cold compiles, about two minutes): a table out of date with the compiled step fails."""
+    _put_back_after(monkeypatch, "TORCHINDUCTOR_CACHE_DIR", "LPDT_QUANT_KERNEL")
     _, _, moved = counts.count_kernels("resnet20", "evonorm", "fp32", 32)
     table = counts.COUNTS[("resnet20", "evonorm", "fp32", 32)]
     assert moved == pytest.approx(table.compiled_bytes_train, rel=0.01)
+
+
+@pytest.mark.slow
+def test_gpu_launches_are_recounted_for_resnet20(monkeypatch):
+    """``LAUNCHES`` of the fp32 ResNet-20 row is what ``count_launches`` counts today (a cold
+    compile lowered for CUDA too, about a minute and a half): a table out of date with the
+    compiled step, or with inductor's fusion, fails."""
+    _put_back_after(monkeypatch, "TORCHINDUCTOR_CACHE_DIR", "LPDT_QUANT_KERNEL")
+    train, evaluation = counts.count_launches("resnet20", "evonorm", "fp32", 32)
+    assert train[0] > 0 and train[1] > 0  # Triton kernels and library calls both counted
+    assert (sum(train), sum(evaluation)) == counts.LAUNCHES[("resnet20", "evonorm", "fp32", 32)]
+
+
+def test_the_floor_counts_a_gpus_launches(paper, monkeypatch):
+    """``Price.work`` (the floor under k jobs per GPU) takes a compiled step's launches on a GPU:
+    counted where counted, else the CPU's kernels x the counted rows' ratio (for an fp32
+    training step under 1: Triton fuses more than the CPU's loop nests, library calls
+    included). More launches raise the floor and nothing else."""
+    key = ("resnet20", "evonorm", "fp32", 32)
+    assert gpu.launches(key, "fp32") == counts.LAUNCHES[key][0]
+    ratio = gpu.launches(("resnet20", "groupnorm", "fp32", 32), "fp32") / gpu.kernels(
+        counts.COUNTS[("resnet20", "groupnorm", "fp32", 32)], "fp32"
+    )
+    assert 0.3 < ratio < 1
+    cfg = next(
+        r.config for r in paper.values() if counts.key(r.config, runtime.input_px(r.config)) == key
+    )
+    base = gpu.run_price(cfg, samples.samples_per_run(cfg))
+    train, evaluation = counts.LAUNCHES[key]
+    monkeypatch.setitem(counts.LAUNCHES, key, (10 * train, evaluation))
+    more = gpu.run_price(cfg, samples.samples_per_run(cfg))
+    assert base is not None and more is not None
+    assert more.seconds == base.seconds and more.work[1] > base.work[1]
 
 
 def test_imagenette_is_priced_at_its_224_px_input(paper):

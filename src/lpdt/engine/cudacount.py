@@ -7,6 +7,9 @@ count without a GPU. While ``counting()`` is open, every ``torch.compile``d func
 for this machine as usual, and each graph inductor lowers (the forward and, at once, the
 backward) is also lowered a second time as a CUDA graph:
 
+- the step is traced on the CPU, with the layers' device-dependent formulas chosen as on a GPU
+  (``lpdt.layers.formulas.as_device("cuda")``: EvoNorm's group variance as one ``var``, not the
+  CPU's centred mean), so the step computes the same values, rounded otherwise, while counting;
 - the graph is copied after AOT autograd's decompositions, joint-graph passes and partition,
   which ran for the CPU (the same for a GPU but for passes that look at the device, such as
   ``pad_mm``, which pads matmuls for CUDA); every device in the copy becomes ``cuda:0`` and its
@@ -21,7 +24,8 @@ backward) is also lowered a second time as a CUDA graph:
 
 Checked against a GPU (docs/notebook/2026-11-29-cuda-kernels-without-a-gpu.md): on the code and
 the torch 2.11 of the H200 measurement of 2026-11-28 it gives that measurement's 906 kernels for
-the batched compiled 8-bit ResNet-20 x 8 round exactly, and 230 against 222 for fp32.
+the batched compiled 8-bit ResNet-20 x 8 round exactly, and 230 against 222 for fp32 (counted
+before the layers' formulas followed ``as_device``: fp32's EvoNorm took the CPU's then).
 
 It relies on inductor's internals (``compile_fx``'s ``inner_compile``, ``GraphLowering``,
 ``AsyncCompile``), checked on torch 2.11 and 2.14; a torch that renames them fails loudly here,
@@ -42,6 +46,7 @@ from unittest import mock
 import torch
 
 from lpdt.errors import LpdtError
+from lpdt.layers.formulas import as_device
 
 # What the device interface answers for cuda:0 while a copy is lowered: an H100 (the H200 has
 # the same SMs and compute capability, which is what inductor's heuristics read).
@@ -110,8 +115,9 @@ class _Generated(LpdtError):
 @contextlib.contextmanager
 def counting(options: dict[str, Any] | None = None) -> Iterator[CudaLaunches]:
     """While open, ``torch.compile`` (inductor, default mode) also lowers each graph for CUDA
-    and records its launches in the yielded ``CudaLaunches``; ``options``: inductor options of
-    every compile in it (added to the call's own, e.g. ``{"combo_kernels": True}``)."""
+    and records its launches in the yielded ``CudaLaunches``, and the layers choose their
+    formulas as on a GPU (``as_device("cuda")``); ``options``: inductor options of every compile
+    in it (added to the call's own, e.g. ``{"combo_kernels": True}``)."""
     if torch.cuda.is_available():
         raise RuntimeError(
             "lpdt.engine.cudacount is for machines without a GPU: count the real compile"
@@ -128,7 +134,7 @@ def counting(options: dict[str, Any] | None = None) -> Iterator[CudaLaunches]:
         opts = {**(kw.pop("options", None) or {}), **(options or {})}
         return compile(fn, backend=functools.partial(_compile, record, opts), **kw)
 
-    with mock.patch.object(torch, "compile", compile_also_for_cuda):
+    with mock.patch.object(torch, "compile", compile_also_for_cuda), as_device("cuda"):
         yield record
 
 

@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lpdt.layers.formulas import formula_device
+
 NORM_KINDS = ("batchnorm", "groupnorm", "evonorm", "rangeen", "rangebn")
 # Norm-activation layers: their gate replaces the ReLU, so no separate ReLU follows them.
 SELF_GATED = frozenset({"evonorm", "rangeen"})
@@ -150,10 +152,11 @@ def group_variance(x: torch.Tensor, groups: int) -> torch.Tensor:
     On CPU, ``Tensor.var`` is ~5x slower than mean((x - mean)^2) for these shapes (few long rows;
     it was a fifth of a ResNet-20 step); on GPU the single ``var`` kernel is faster (eager
     ResNet-20 EvoNorm step at batch 32 on an H100: 17.7 ms with ``var``, 27.9 ms centred).
-    Same value either way.
+    Same value either way. The formula follows ``formula_device`` (a CPU trace can take the GPU's:
+    ``lpdt.layers.formulas``).
     """
     xg = x.reshape(x.shape[0], groups, -1)
-    if xg.device.type == "cpu":
+    if formula_device(xg) == "cpu":
         return (xg - xg.mean(-1, keepdim=True)).square().mean(-1)
     return xg.var(-1, unbiased=False)
 

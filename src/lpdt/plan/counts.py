@@ -14,9 +14,11 @@ Per (model, normalisation, precision, input px or tokens), one node's step:
   operation that is not a view): the elementwise traffic of a large input (Imagenette's 224 px),
   which the memory bandwidth bounds.
 - ``kernels_train`` / ``kernels_eval``: the kernels inductor generates for the compiled step
-  (``torch._inductor.metrics.generated_kernel_count``, a cold compile on the CPU; its C++ kernels
-  fuse as its GPU kernels do, give or take), where counted; None: not counted (the price takes
-  ``ops x`` the counted models' ratio).
+  on the CPU (``torch._inductor.metrics.generated_kernel_count``, a cold compile: C++ loop
+  nests), where counted; None: not counted (the price takes ``ops x`` the counted models'
+  ratio). They size a compiled step's time in the launch model: they fit the H100's measured
+  compiled steps at least as well as a GPU's own launches (``LAUNCHES``) do
+  (docs/notebook/2026-11-29-gpu-launches-in-the-price.md).
 - ``compiled_bytes_train``: bytes per sample that the compiled training step's kernels read and
   write (inductor's own count, ``GraphLowering.count_bytes``, over its fused kernels and the
   extern convolutions and products), where counted. Fused kernels keep intermediates in
@@ -24,9 +26,13 @@ Per (model, normalisation, precision, input px or tokens), one node's step:
   fewer bytes than its operations write eagerly; where not counted, the price derives it from
   ResNet-20's counted rows (``lpdt.plan.gpu.traffic``).
 
-``COUNTS`` holds them for the paper grid's models, counted by ``benchmarks/count_steps.py`` (the
-commit and date with the table); ``count_step`` counts one model (the slow test of the paper
-grid's first iterations recounts them). Nothing here imports torch at module level.
+``LAUNCHES`` holds what a compiled step launches on a GPU, the floor's count
+(``count_launches``).
+
+``COUNTS`` holds the others for the paper grid's models, counted by
+``benchmarks/count_steps.py`` (the commit and date with the table); ``count_step`` counts one
+model (the slow test of the paper grid's first iterations recounts them). Nothing here imports
+torch at module level.
 """
 
 from __future__ import annotations
@@ -130,6 +136,28 @@ COUNTS: dict[tuple[str, str, str, int], StepCounts] = {
     ("vgg11", "rangeen", "int8", 224): StepCounts(
         3643, 1698, 4.474e10, 1.497e10, 3.198e09, 1.33e09, 385, 115, 9496522, True, 1.02e09
     ),
+}
+
+# (model, norm, precision, px) -> (training step, evaluation forward): what the compiled step of
+# one node launches on a GPU, the Triton kernels inductor generates for CUDA plus its library
+# calls (convolutions, matmuls), at per-node batch 32, lowered without a GPU by
+# ``lpdt.engine.cudacount`` (``count_launches``; ``benchmarks/count_steps.py --kernels`` prints
+# them). The GPU's own least time per step counts these (``lpdt.plan.gpu.launches``: each kernel
+# occupies the device however fast the host launches it). Counted 2026-11-29 on the project's
+# CPU, torch 2.14.1, the code of 6ab2621 with ``lpdt.layers.formulas`` (EvoNorm's group variance
+# as a GPU computes it) (the 8-bit rows: today's step, not the older code of their other counts). VGG-11's fp32 step at 224 px with inductor's mix-order reduction off: with
+# it on, its lowering for CUDA fails ("AssertionError: 256 v.s. 8192", torch 2.11 and 2.14.1).
+LAUNCHES: dict[tuple[str, str, str, int], tuple[int, int]] = {
+    ("resnet20", "batchnorm", "fp32", 32): (146, 62),
+    ("resnet20", "evonorm", "fp32", 32): (185, 104),
+    ("resnet20", "rangeen", "fp32", 32): (289, 104),
+    ("resnet20", "rangeen", "int8", 32): (831, 245),
+    ("resnet54", "evonorm", "fp32", 32): (441, 254),
+    ("resnet54", "rangeen", "int8", 32): (2041, 605),
+    ("vgg11", "evonorm", "fp32", 224): (170, 56),
+    ("vgg11", "evonorm", "fp32", 32): (151, 50),
+    ("vgg11", "rangeen", "int8", 224): (393, 126),
+    ("vgg11", "rangeen", "int8", 32): (357, 126),
 }
 
 
@@ -320,3 +348,47 @@ def count_kernels(model: str, norm: str, precision: str, px: int) -> tuple[int, 
     if min(moved) <= 0:
         raise RuntimeError(f"inductor counted no bytes for {model} {norm} {precision} ({moved})")
     return train, evaluation, (moved[1] - moved[0]) / 2
+
+
+def count_launches(
+    model: str,
+    norm: str,
+    precision: str,
+    px: int,
+    batch: int = 32,
+    options: dict[str, Any] | None = None,
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Launches on a GPU of one node's compiled training step and of its evaluation forward,
+    each as (Triton kernels, library calls such as convolutions and matmuls) of the graphs
+    inductor lowers for CUDA, counted without a GPU by ``lpdt.engine.cudacount``, at per-node
+    batch ``batch`` (inductor splits a reduction by its size), with inductor ``options``
+    (``cudacount.counting``). ``LAUNCHES`` holds the sums. Cold compiles into a throw-away
+    cache, minutes on a 2-core CPU."""
+    import tempfile
+
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="lpdt-count-")
+    net, _, inputs = _built(model, norm, precision, px)
+    import torch
+    import torch._inductor.config as inductor_config
+
+    from lpdt.engine import cudacount
+    from lpdt.engine.steps import Steps
+
+    inductor_config.fx_graph_cache = False
+    torch._dynamo.reset()
+    x, y = inputs(batch)
+    out = []
+    with cudacount.counting(options) as record:
+        compiled = Steps(net, compile=True, log=lambda s: None)
+        for train in (True, False):
+            start = len(record.graphs)
+            net.train(train)
+            if train:
+                compiled.train_step(net, x, y)
+            else:
+                compiled.predict(net, x)
+            graphs = record.graphs[start:]
+            if not graphs:
+                raise RuntimeError(f"nothing compiled for {model} {norm} {precision} {px}")
+            out.append((sum(g.kernels for g in graphs), sum(g.extern for g in graphs)))
+    return out[0], out[1]

@@ -215,6 +215,27 @@ def kernels_ratio(precision: str, train: bool = True) -> float:
     raise ValueError("no compiled kernel counts in lpdt.plan.counts.COUNTS")
 
 
+def launches(key: tuple[str, str, str, int], precision: str, train: bool = True) -> float:
+    """What the compiled step of ``COUNTS[key]`` launches on a GPU (Triton kernels and library
+    calls): counted (``counts.LAUNCHES``), else its CPU kernels (``kernels``) x the counted rows'
+    launches / kernels of its precision (else fp32's)."""
+    i = 0 if train else 1
+    if key in counts_mod.LAUNCHES:
+        return float(counts_mod.LAUNCHES[key][i])
+    c = counts_mod.COUNTS[key]
+    for p in (precision, "fp32"):
+        pairs = [
+            (float(n[i]), kernels(counts_mod.COUNTS[k], p, train))
+            for k, n in counts_mod.LAUNCHES.items()
+            if k[2] == p and k in counts_mod.COUNTS
+        ]
+        if pairs:
+            return (
+                kernels(c, precision, train) * sum(a for a, _ in pairs) / sum(k for _, k in pairs)
+            )
+    return kernels(c, precision, train)
+
+
 def _fit_eager(rows: Sequence[StepRow]) -> tuple[float, float]:
     """(a, per op) by least squares in relative error."""
     xs = [float(_counts(r).ops_train) for r in rows]
@@ -456,9 +477,9 @@ def run_price(
     rounds = int(cfg["train"].get("final_gossip_rounds") or 0)
     # The GPU's launches per training iteration and per evaluated image, for the floor
     # (``Price.work``): a batched forward evaluates n models at once, the average model alone.
-    train_launches = kernels(c, precision) if mode == "compiled" else float(c.ops_train)
+    train_launches = launches(key, precision) if mode == "compiled" else float(c.ops_train)
     train_launches *= 1 if batched else n
-    one_forward = kernels(c, precision, False) if eval_compiled else float(c.ops_eval)
+    one_forward = launches(key, precision, False) if eval_compiled else float(c.ops_eval)
     node_launches = c.ops_eval / (n * eval_bs) if batched else one_forward / eval_bs
     curve_launches = c.ops_eval / (curve_chunk * (n if batched else 1))
     # Bytes moved per sample: the training step's as it runs (``traffic``), an evaluation

@@ -1,0 +1,34 @@
+"""Which device a layer's formula is chosen for.
+
+Some layers compute one value by a different formula per device, the faster one for each (EvoNorm's
+group variance: ``lpdt.layers.norms.group_variance``). They ask ``formula_device`` rather than the
+tensor's device, so that ``as_device("cuda")`` can make a CPU trace take a GPU's formula:
+``lpdt.engine.cudacount`` counts the kernels a GPU would launch from graphs traced on the CPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+_DEVICE: str | None = None  # set by as_device; dynamo guards on it like any global it reads
+
+
+def formula_device(t: torch.Tensor) -> str:
+    """The device type whose formula a layer computes ``t`` with: ``t``'s own, unless
+    ``as_device`` says otherwise."""
+    return _DEVICE or t.device.type
+
+
+@contextlib.contextmanager
+def as_device(kind: str) -> Iterator[None]:
+    """While open, layers choose their formulas as on a ``kind`` device ("cuda", "cpu"): the
+    same values up to float rounding, computed otherwise."""
+    global _DEVICE
+    before, _DEVICE = _DEVICE, kind
+    try:
+        yield
+    finally:
+        _DEVICE = before
