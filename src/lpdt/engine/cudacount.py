@@ -24,8 +24,9 @@ backward) is also lowered a second time as a CUDA graph:
 
 Checked against a GPU (docs/notebook/2026-11-29-cuda-kernels-without-a-gpu.md): on the code and
 the torch 2.11 of the H200 measurement of 2026-11-28 it gives that measurement's 906 kernels for
-the batched compiled 8-bit ResNet-20 x 8 round exactly, and 230 against 222 for fp32 (counted
-before the layers' formulas followed ``as_device``: fp32's EvoNorm took the CPU's then).
+the batched compiled 8-bit ResNet-20 x 8 round exactly, and its 222 for fp32 (230 while fp32's
+EvoNorm took the CPU's formula, before the layers' formulas followed ``as_device``:
+docs/notebook/2026-11-29-gpu-launches-in-the-price.md).
 
 It relies on inductor's internals (``compile_fx``'s ``inner_compile``, ``GraphLowering``,
 ``AsyncCompile``), checked on torch 2.11 and 2.14; a torch that renames them fails loudly here,

@@ -1,9 +1,10 @@
 """Which device a layer's formula is chosen for.
 
-Some layers compute one value by a different formula per device, the faster one for each (EvoNorm's
-group variance: ``lpdt.layers.norms.group_variance``). They ask ``formula_device`` rather than the
-tensor's device, so that ``as_device("cuda")`` can make a CPU trace take a GPU's formula:
-``lpdt.engine.cudacount`` counts the kernels a GPU would launch from graphs traced on the CPU.
+Some layers compute one value by a different formula per device, the faster one for each
+(EvoNorm's group variance: ``lpdt.layers.norms.group_variance``). They ask ``formula_device``
+rather than the tensor's device, so that ``as_device("cuda")`` can make a CPU trace take a GPU's
+formula: ``lpdt.engine.cudacount`` counts the kernels a GPU would launch from graphs traced on
+the CPU.
 """
 
 from __future__ import annotations

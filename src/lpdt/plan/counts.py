@@ -145,8 +145,9 @@ COUNTS: dict[tuple[str, str, str, int], StepCounts] = {
 # them). The GPU's own least time per step counts these (``lpdt.plan.gpu.launches``: each kernel
 # occupies the device however fast the host launches it). Counted 2026-11-29 on the project's
 # CPU, torch 2.14.1, the code of 6ab2621 with ``lpdt.layers.formulas`` (EvoNorm's group variance
-# as a GPU computes it) (the 8-bit rows: today's step, not the older code of their other counts). VGG-11's fp32 step at 224 px with inductor's mix-order reduction off: with
-# it on, its lowering for CUDA fails ("AssertionError: 256 v.s. 8192", torch 2.11 and 2.14.1).
+# as a GPU computes it); the 8-bit rows are today's step, not the older code of their other
+# counts. VGG-11's fp32 step at 224 px with inductor's mix-order reduction off: with it on, its
+# lowering for CUDA fails ("AssertionError: 256 v.s. 8192", torch 2.11 and 2.14.1).
 LAUNCHES: dict[tuple[str, str, str, int], tuple[int, int]] = {
     ("resnet20", "batchnorm", "fp32", 32): (146, 62),
     ("resnet20", "evonorm", "fp32", 32): (185, 104),
