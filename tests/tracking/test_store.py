@@ -118,6 +118,32 @@ def test_retry_backs_off_on_lock_only():
         tracking.with_retry(lambda: (_ for _ in ()).throw(ValueError("other")), base_s=0.001)
 
 
+def test_retry_when_another_writer_logged_the_same_dataset_first():
+    """Two jobs logging one dataset at once: the later INSERT breaks the datasets table's unique
+    key (16 concurrent writers hit it once, 2026-11-29); the retry finds the row. Any other
+    unique key broken is an error."""
+    race = (
+        "(sqlite3.IntegrityError) UNIQUE constraint failed: datasets.experiment_id, "
+        "datasets.name, datasets.digest"
+    )
+    calls = []
+
+    def once(message):
+        def fn():
+            calls.append(1)
+            if len(calls) == 1:
+                raise RuntimeError(message)
+            return "ok"
+
+        return fn
+
+    assert tracking.with_retry(once(race), base_s=0.001) == "ok" and len(calls) == 2
+    calls.clear()
+    with pytest.raises(RuntimeError, match="runs.run_uuid"):
+        tracking.with_retry(once("UNIQUE constraint failed: runs.run_uuid"), base_s=0.001)
+    assert len(calls) == 1
+
+
 def _worker(args):
     uri, d = args
     return tracking.log_run(d, uri, "lpdt", {"studies": "concurrency"})

@@ -50,18 +50,26 @@ class TrackingError(LpdtError, RuntimeError):
     """The MLflow store cannot be used (bad URI, missing store, files missing in a run dir)."""
 
 
-def _is_locked(e: BaseException) -> bool:
+def _is_transient(e: BaseException) -> bool:
+    """SQLite's lock, or two writers logging one dataset at once: MLflow looks a dataset up and
+    inserts it when absent, so the later insert breaks the table's unique key (seen with 16
+    concurrent jobs, tests/tracking/test_store.py); the retry finds the first writer's row."""
     text = f"{type(e).__name__}: {e}".lower()
-    return "database is locked" in text or "database table is locked" in text
+    return (
+        "database is locked" in text
+        or "database table is locked" in text
+        or "unique constraint failed: datasets." in text
+    )
 
 
 def with_retry(fn: Callable[[], T], attempts: int = 12, base_s: float = 0.05) -> T:
-    """Call ``fn``, retrying with jittered exponential backoff while SQLite reports a lock."""
+    """Call ``fn``, retrying with jittered exponential backoff while SQLite reports a lock or a
+    concurrent writer logged the same dataset first (``_is_transient``)."""
     for k in range(attempts):
         try:
             return fn()
         except Exception as e:
-            if not _is_locked(e) or k == attempts - 1:
+            if not _is_transient(e) or k == attempts - 1:
                 raise
             time.sleep(min(5.0, base_s * 2**k) * (0.5 + random.random()))
     raise AssertionError("unreachable")
