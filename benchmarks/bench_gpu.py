@@ -133,8 +133,9 @@ EAGER_TWIN = {
 # horizontal fusion saves there. "batched-combo-nosplit": also no split reductions (a large
 # reduction in one kernel instead of a partial kernel and one per output: fewer launches, less
 # parallel). Counted without a GPU (lpdt.engine.cudacount; docs/notebook/
-# 2026-11-29-cuda-kernels-without-a-gpu.md), ResNet-20 x 8 on torch 2.11: 8-bit 863 kernels,
-# 529 with combo kernels, 429 with both (fp32: 230, 173, 156); their time is unmeasured.
+# 2026-11-29-cuda-kernels-without-a-gpu.md, -gpu-launches-in-the-price.md), ResNet-20 x 8 on
+# torch 2.11: 8-bit 863 kernels, 529 with combo kernels, 429 with both (fp32: 222, 163, 146);
+# their time is unmeasured.
 VARIANT_OPTIONS: dict[str, dict] = {
     "batched-combo": {"combo_kernels": True},
     "batched-combo-nosplit": {"combo_kernels": True, "split_reductions": False},
