@@ -52,7 +52,8 @@ def gpu_launches(key: tuple[str, str, str, int]) -> tuple[str, str]:
         note = ""
     except InductorError as e:  # the retry's error, if any, is raised
         (tk, tl), (ek, el) = count_launches(*key, options=NO_MIX_ORDER)
-        note = f"; launches with mix-order reduction off ({type(e).__name__}: {str(e)[:60]})"
+        first = (str(e).strip().splitlines() or [""])[0][:60]  # one line: the table's comment
+        note = f"; launches with mix-order reduction off ({type(e).__name__}: {first})"
     return f"launches_train={tk + tl}, launches_eval={ek + el}", note
 
 
