@@ -12,7 +12,7 @@ from torch import nn
 
 from lpdt.engine import cudacount
 from lpdt.engine.steps import Steps
-from lpdt.layers.norms import group_variance
+from lpdt.layers.norms import group_variance, value_range
 
 
 def test_a_pointwise_chain_is_one_kernel_and_the_function_still_runs():
@@ -80,6 +80,19 @@ class Net(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.conv2(torch.relu(self.conv1(x))))
         return self.fc(h.mean((2, 3)))
+
+
+def test_the_range_gradient_is_one_fused_kernel_not_scatters():
+    """Range-EvoNorm's chunk range, compiled: the backward is one pointwise kernel (the select's
+    gradient, fused with the mean's); as ``max(-1).values - min(-1).values`` it was a scatter
+    into zeros for each, five kernels on torch 2.14.1."""
+    x = torch.randn(32, 8, 16, 128, requires_grad=True)
+    with cudacount.counting() as launches:
+        fn = torch.compile(lambda t: value_range(t).mean(-1), dynamic=False, fullgraph=True)
+        fn(x).sum().backward()
+    backward = [g for g in launches.graphs if g.backward]
+    assert [g.kernels for g in backward] == [1]
+    assert "scatter" not in backward[0].source
 
 
 def test_a_compiled_training_step_trains_as_without_the_count():

@@ -316,3 +316,32 @@ def test_value_range_is_the_same_with_and_without_a_gradient_to_route():
     # one +1 (arg-max) and one -1 (arg-min) per row, not split over the ties
     assert torch.equal((xg.grad == 1).sum(-1), torch.ones(6, 5, dtype=torch.long))
     assert torch.equal((xg.grad == -1).sum(-1), torch.ones(6, 5, dtype=torch.long))
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_compiled_value_range_routes_the_same_gradient_bits(device):
+    """Compiled for a GPU, the range takes each row's arg-max / arg-min element by a select (its
+    backward fuses; ``max(-1)``'s is a scatter), for the CPU by ``max`` / ``min``: the same values
+    and gradients, bit for bit, as the eager ``max`` / ``min``, ties and signed zeros included.
+    (A GPU's formula is traced on the CPU under ``as_device``, as ``lpdt.engine.cudacount``
+    does.)"""
+    from lpdt.layers.formulas import as_device
+    from lpdt.layers.norms import value_range
+
+    x = torch.randint(-3, 4, (6, 5, 32)).float()  # many ties, as in 8-bit inputs
+    x[0, 0, :3] = torch.tensor([0.0, -0.0, 0.0])
+    x[0, 1] = -0.0  # a row of negative zeros: max = min = -0.0
+    g = torch.randn(6, 5)
+    outs = []
+    compiled = torch.compile(value_range, dynamic=False, fullgraph=True)
+    for fn, formulas in ((value_range, "cpu"), (compiled, device)):
+        xg = x.clone().requires_grad_(True)
+        with as_device(formulas):
+            r = fn(xg)
+        r.backward(g)
+        outs.append((r.detach(), xg.grad))
+    (r_eager, g_eager), (r_compiled, g_compiled) = outs
+    assert torch.equal(r_compiled, r_eager)
+    assert torch.equal(g_compiled, g_eager)
+    # the eager gradient is Banner et al.'s: +g at one arg-max, -g at one arg-min per row
+    assert torch.equal((g_eager != 0).sum(-1)[1:], torch.full((5, 5), 2))

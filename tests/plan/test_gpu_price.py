@@ -164,14 +164,16 @@ def test_compiled_bytes_are_recounted_for_resnet20(monkeypatch):
 
 
 @pytest.mark.slow
-def test_gpu_launches_are_recounted_for_resnet20(monkeypatch):
-    """``LAUNCHES`` of the fp32 ResNet-20 row is what ``count_launches`` counts today (a cold
-    compile lowered for CUDA too, about a minute and a half): a table out of date with the
-    compiled step, or with inductor's fusion, fails."""
+@pytest.mark.parametrize("norm", ["evonorm", "rangeen"])
+def test_gpu_launches_are_recounted_for_resnet20(monkeypatch, norm):
+    """``LAUNCHES`` of the fp32 ResNet-20 rows is what ``count_launches`` counts today (a cold
+    compile lowered for CUDA too, about a minute and a half each): a table out of date with the
+    compiled step, or with inductor's fusion, fails. Range-EvoNorm's row follows the 8-bit
+    layers' range (``norms.value_range``), which the 8-bit rows share."""
     _put_back_after(monkeypatch, "TORCHINDUCTOR_CACHE_DIR", "LPDT_QUANT_KERNEL")
-    train, evaluation = counts.count_launches("resnet20", "evonorm", "fp32", 32)
+    train, evaluation = counts.count_launches("resnet20", norm, "fp32", 32)
     assert train[0] > 0 and train[1] > 0  # Triton kernels and library calls both counted
-    assert (sum(train), sum(evaluation)) == counts.LAUNCHES[("resnet20", "evonorm", "fp32", 32)]
+    assert (sum(train), sum(evaluation)) == counts.LAUNCHES[("resnet20", norm, "fp32", 32)]
 
 
 def test_the_floor_counts_a_gpus_launches(paper, monkeypatch):

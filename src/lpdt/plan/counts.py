@@ -147,18 +147,21 @@ COUNTS: dict[tuple[str, str, str, int], StepCounts] = {
 # CPU, torch 2.14.1, the code of 6ab2621 with ``lpdt.layers.formulas`` (EvoNorm's group variance
 # as a GPU computes it); the 8-bit rows are today's step, not the older code of their other
 # counts. VGG-11's fp32 step at 224 px with inductor's mix-order reduction off: with it on, its
-# lowering for CUDA fails ("AssertionError: 256 v.s. 8192", torch 2.11 and 2.14.1).
+# lowering for CUDA fails ("AssertionError: 256 v.s. 8192", torch 2.11 and 2.14.1). The
+# Range-EvoNorm rows (fp32 and 8-bit) recounted the same way on the code of 2026-11-29 evening,
+# whose compiled range routes its gradient by a select (``norms.value_range``; they were 289,
+# 831, 2,041, 357 and 393: docs/notebook/2026-11-29-range-gradient-select.md).
 LAUNCHES: dict[tuple[str, str, str, int], tuple[int, int]] = {
     ("resnet20", "batchnorm", "fp32", 32): (146, 62),
     ("resnet20", "evonorm", "fp32", 32): (185, 104),
-    ("resnet20", "rangeen", "fp32", 32): (289, 104),
-    ("resnet20", "rangeen", "int8", 32): (831, 245),
+    ("resnet20", "rangeen", "fp32", 32): (218, 104),
+    ("resnet20", "rangeen", "int8", 32): (761, 245),
     ("resnet54", "evonorm", "fp32", 32): (441, 254),
-    ("resnet54", "rangeen", "int8", 32): (2041, 605),
+    ("resnet54", "rangeen", "int8", 32): (1871, 605),
     ("vgg11", "evonorm", "fp32", 224): (170, 56),
     ("vgg11", "evonorm", "fp32", 32): (151, 50),
-    ("vgg11", "rangeen", "int8", 224): (393, 126),
-    ("vgg11", "rangeen", "int8", 32): (357, 126),
+    ("vgg11", "rangeen", "int8", 224): (362, 126),
+    ("vgg11", "rangeen", "int8", 32): (328, 126),
 }
 
 
