@@ -148,9 +148,12 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     compiled()
     row["ms_round_compiled"] = timed(compiled, args.iters)
     if device.type == "cpu":  # after the timed part: each count compiles the round once more
+        from bench_gpu import VARIANT_OPTIONS  # the GPU run's inductor options, by variant
+
         from lpdt.engine import cudacount
 
-        for options, suffix in ((None, ""), ({"combo_kernels": True}, "_combo")):
+        combo = VARIANT_OPTIONS["batched-combo"]
+        for options, suffix in ((None, ""), (combo, "_combo")):
             with cudacount.counting(options) as launches:
                 runner(True)[0]()  # type: ignore[operator]
             row[f"cuda_kernels{suffix}"] = launches.kernels
