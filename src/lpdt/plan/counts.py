@@ -148,8 +148,8 @@ COUNTS: dict[tuple[str, str, str, int], StepCounts] = {
 # as a GPU computes it); the 8-bit rows are today's step, not the older code of their other
 # counts. VGG-11's fp32 step at 224 px with inductor's mix-order reduction off: with it on, its
 # lowering for CUDA fails ("AssertionError: 256 v.s. 8192", torch 2.11 and 2.14.1). The
-# Range-EvoNorm rows (fp32 and 8-bit) recounted the same way on the code of 2026-11-29 evening,
-# whose compiled range routes its gradient by a select (``norms.value_range``; they were 289,
+# Range-EvoNorm rows (fp32 and 8-bit) recounted the same way on the code of 501b81b, whose
+# range compiled for a GPU routes its gradient by a select (``norms.value_range``; they were 289,
 # 831, 2,041, 357 and 393: docs/notebook/2026-11-29-range-gradient-select.md).
 LAUNCHES: dict[tuple[str, str, str, int], tuple[int, int]] = {
     ("resnet20", "batchnorm", "fp32", 32): (146, 62),
