@@ -300,24 +300,32 @@ def count_step(model: str, norm: str, precision: str, px: int, classes: int = 10
     )
 
 
+def _cold_compiles() -> None:
+    """Every compile from here on in this process starts cold, as on a fresh machine: a
+    throw-away inductor cache folder and no FX graph cache (a count must see inductor's work,
+    not a cache hit)."""
+    import tempfile
+
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="lpdt-count-")
+    import torch._inductor.config as inductor_config
+
+    inductor_config.fx_graph_cache = False
+
+
 def count_kernels(model: str, norm: str, precision: str, px: int) -> tuple[int, int, float]:
     """Kernels inductor generates for the compiled training step and evaluation forward of one
     node, and the training step's bytes per sample read and written by its kernels
     (``StepCounts.compiled_bytes_train``: the difference of batches 4 and 2, like
     ``count_step``'s). Cold compiles into a throw-away cache, minutes on a 2-core CPU."""
-    import tempfile
-
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="lpdt-count-")
+    _cold_compiles()
     os.environ["LPDT_QUANT_KERNEL"] = "0"
     import torch
-    import torch._inductor.config as inductor_config
     from torch._inductor import compile_fx, metrics
 
     from lpdt.config import load_config
     from lpdt.engine.steps import Steps
     from lpdt.models import build_model
 
-    inductor_config.fx_graph_cache = False
     cfg = load_config(
         None,
         [f"model.name={model}", f"model.norm={norm}", f"precision.mode={precision}", "device=cpu"],
@@ -368,17 +376,13 @@ def count_launches(
     batch ``batch`` (inductor splits a reduction by its size), with inductor ``options``
     (``cudacount.counting``). ``LAUNCHES`` holds the sums. Cold compiles into a throw-away
     cache, minutes on a 2-core CPU."""
-    import tempfile
-
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="lpdt-count-")
+    _cold_compiles()
     net, _, inputs = _built(model, norm, precision, px)
     import torch
-    import torch._inductor.config as inductor_config
 
     from lpdt.engine import cudacount
     from lpdt.engine.steps import Steps
 
-    inductor_config.fx_graph_cache = False
     torch._dynamo.reset()
     x, y = inputs(batch)
     out = []
