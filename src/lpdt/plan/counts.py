@@ -318,18 +318,11 @@ def count_kernels(model: str, norm: str, precision: str, px: int) -> tuple[int, 
     (``StepCounts.compiled_bytes_train``: the difference of batches 4 and 2, like
     ``count_step``'s). Cold compiles into a throw-away cache, minutes on a 2-core CPU."""
     _cold_compiles()
-    os.environ["LPDT_QUANT_KERNEL"] = "0"
     import torch
     from torch._inductor import compile_fx, metrics
 
-    from lpdt.config import load_config
     from lpdt.engine.steps import Steps
-    from lpdt.models import build_model
 
-    cfg = load_config(
-        None,
-        [f"model.name={model}", f"model.norm={norm}", f"precision.mode={precision}", "device=cpu"],
-    )
     # Inductor counts the bytes its kernels move only while its metrics logger is enabled for
     # INFO; enabled here directly (torch._logging.set_logs ignores a call when TORCH_LOGS is
     # set), with no handler, so nothing is printed, and put back after.
@@ -341,9 +334,8 @@ def count_kernels(model: str, norm: str, precision: str, px: int) -> tuple[int, 
     try:
         for b in (2, 4):
             torch._dynamo.reset()  # each batch size compiles its own graphs, counted alone
-            torch.manual_seed(0)
-            net = build_model(cfg, 10, (3, px, px))
-            x, y = torch.randn(b, 3, px, px), torch.randint(0, 10, (b,))
+            net, _, inputs = _built(model, norm, precision, px)
+            x, y = inputs(b)
             steps = Steps(net, compile=True, log=lambda s: None)
             metrics.reset()
             net.train()
