@@ -95,6 +95,37 @@ def test_the_range_gradient_is_one_fused_kernel_not_scatters():
     assert "scatter" not in backward[0].source
 
 
+def test_a_norms_parameters_are_quantised_in_one_kernel():
+    """Three parameters of one shape, compiled for a GPU: ``ste_minmax_each`` quantises them in
+    one kernel (their ranges and roundings by rows), where one ``ste_minmax`` each is one kernel
+    each."""
+    from lpdt.layers.quant.functions import ste_minmax, ste_minmax_each
+
+    ps = [torch.randn(8, 1, 64, 1, 1) for _ in range(3)]
+    counts = []
+    for fn in (
+        lambda a, b, c: ste_minmax_each([a, b, c], 8),
+        lambda a, b, c: [ste_minmax(t, 8) for t in (a, b, c)],
+    ):
+        with cudacount.counting() as launches:
+            torch.compile(fn, dynamic=False, fullgraph=True)(*ps)
+        counts.append(launches.kernels)
+    assert counts == [1, 3]
+
+
+def test_a_long_rows_range_is_two_kernels_before_its_rounding():
+    """A gradient quantiser's range of each node's 262,144 values, compiled for a GPU: its
+    pieces' min and max in one kernel, their minima and negated maxima stacked in a second; then
+    the rounding. As one ``aminmax`` inductor split it itself and finished the min and the max
+    in a kernel each: four kernels."""
+    from lpdt.layers.quant.quantizers import quantize_minmax_nodes
+
+    g, seeds = torch.randn(8, 16, 128, 128), torch.arange(8)
+    with cudacount.counting() as launches:
+        torch.compile(lambda t, s: quantize_minmax_nodes(t, 8, s), dynamic=False)(g, seeds)
+    assert launches.kernels == 3
+
+
 def test_a_compiled_training_step_trains_as_without_the_count():
     """The step's loss and gradients are those of the same compiled step without counting; on a
     GPU inductor lays the convolutions' saved activations out channels-last, and the backward

@@ -559,6 +559,68 @@ def test_straight_through_is_q_exactly_with_the_identity_gradient():
         assert straight_through(x, q) is q
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_parameters_quantised_together_are_each_quantised_alone(device):
+    """``ste_minmax_each``: compiled for a GPU (the tensors stacked and quantised by rows, one
+    kernel) or for the CPU (one by one), each tensor gets its own range: the values and the
+    gradients equal eager ``ste_minmax`` of each, bit for bit, node by node under vmap too. The
+    three ranges differ by orders of magnitude and one tensor is constant (a zero range)."""
+    from lpdt.layers.formulas import as_device
+    from lpdt.layers.quant.functions import ste_minmax, ste_minmax_each
+    from lpdt.layers.quant.quantizers import vmapped
+
+    torch.manual_seed(0)
+    xs = [torch.randn(4, 1, 16, 1, 1) * scale for scale in (1e-3, 1.0, 50.0)]
+    xs[0][2] = 0.7  # one node's tensor is constant
+    gs = [torch.randn(4, 1, 16, 1, 1) for _ in xs]
+
+    def each(*ts):
+        return ste_minmax_each(list(ts), 4)
+
+    def alone(*ts):
+        return [ste_minmax(t, 4) for t in ts]
+
+    compiled = torch.compile(torch.vmap(each), dynamic=False, fullgraph=True)
+    outs = []
+    for fn, formulas in ((torch.vmap(alone), "cpu"), (compiled, device)):
+        leaves = [x.clone().requires_grad_(True) for x in xs]
+        with as_device(formulas), vmapped():
+            qs = fn(*leaves)
+        torch.autograd.backward(qs, gs)
+        outs.append(([q.detach() for q in qs], [t.grad for t in leaves]))
+    (q_eager, g_eager), (q_compiled, g_compiled) = outs
+    for a, b in zip(q_eager + g_eager, q_compiled + g_compiled, strict=True):
+        assert torch.equal(a, b)
+    assert len(q_eager[1].unique()) > 2 and torch.equal(g_eager[2], gs[2])
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_compiled_ranges_of_long_rows_are_aminmaxs_values(device):
+    """The ranges the quantisers take, compiled for a GPU (rows longer than ``SPLIT_ROW``
+    reduced in two stages, ``quantizers._split_ranges``) or for the CPU (one ``aminmax``): the
+    values of eager ``aminmax``, row by row and over a whole tensor, with infinities, a NaN
+    and ties of signed zeros."""
+    from lpdt.layers.formulas import as_device
+    from lpdt.layers.quant.quantizers import SPLIT_ROW, quantize_minmax, row_ranges
+
+    torch.manual_seed(0)
+    x = torch.randn(6, 4 * SPLIT_ROW)
+    x[1, 5], x[2, 3 * SPLIT_ROW + 7] = float("inf"), -float("inf")
+    x[3, SPLIT_ROW + 1] = float("nan")
+    x[4] = 0.0
+    x[4, ::3] = -0.0  # a row of signed zeros only
+    rows = torch.compile(lambda t: row_ranges(t, 1, keepdim=True), dynamic=False)
+    whole = torch.compile(lambda t: quantize_minmax(t, 8), dynamic=False)
+    with as_device(device):
+        lo, hi = rows(x)
+        q = whole(x[0])
+    ref_lo, ref_hi = torch.aminmax(x, dim=1, keepdim=True)
+    assert lo.isnan()[3] and hi.isnan()[3]  # torch.equal is False for NaNs: row 3 apart
+    lo, hi, ref_lo, ref_hi = (t[[0, 1, 2, 4, 5]] for t in (lo, hi, ref_lo, ref_hi))
+    assert torch.equal(lo, ref_lo) and torch.equal(hi, ref_hi)
+    assert torch.equal(q, quantize_minmax(x[0], 8))
+
+
 def test_node_stacked_noise_and_rounding_are_each_nodes_own(monkeypatch):
     """``dither(rows=True)`` and ``quantize_minmax_nodes`` (the batched step's gradient
     quantiser, one pass over all nodes) give each node the bits of its own call: its own range,

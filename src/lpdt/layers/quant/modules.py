@@ -42,6 +42,7 @@ from lpdt.layers.quant.functions import (
     quantize_grad,
     ste,
     ste_minmax,
+    ste_minmax_each,
 )
 from lpdt.layers.quant.quantizers import batch_range, is_vmapped
 from lpdt.layers.quant.spec import DEFAULT_SPEC, RANGE_MOMENTUM, QuantSpec
@@ -58,6 +59,13 @@ def qweight(module: nn.Module, name: str) -> torch.Tensor:
     """Parameter ``name``, which the module always has, quantised as ``qparam`` does."""
     spec = cast(QuantSpec, module.spec)  # every quantised module holds its QuantSpec
     return ste_minmax(getattr(module, name), spec.weight_bits)
+
+
+def qweights(module: nn.Module, *names: str) -> list[torch.Tensor]:
+    """Parameters ``names``, which the module always has, all of one shape, each quantised as
+    ``qweight`` does (together: ``ste_minmax_each``)."""
+    spec = cast(QuantSpec, module.spec)
+    return ste_minmax_each([getattr(module, name) for name in names], spec.weight_bits)
 
 
 def update_running(
@@ -206,9 +214,10 @@ class QRangeEvoNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.quantize_input(x)
-        n = x * F.hardsigmoid(x * qweight(self, "v"))
+        v, weight, bias = qweights(self, "v", "weight", "bias")
+        n = x * F.hardsigmoid(x * v)
         s = ste_minmax(self.scale(x), self.spec.weight_bits)
-        out = scale_affine(n, s, qweight(self, "weight"), qweight(self, "bias"))
+        out = scale_affine(n, s, weight, bias)
         return quantize_grad(out, self.spec.grad_bits, self.noise_salt)
 
     def extra_repr(self) -> str:
@@ -263,8 +272,11 @@ class QRangeBatchNormAct2d(nn.Module):
                 update_running(self.running_scale, scale.detach(), self.momentum)
         else:
             mean, scale = self.running_mean, self.running_scale
-        k = ste_minmax(scale, self.spec.weight_bits) * qweight(self, "weight")
-        y = (x - mean[:, None, None]) * k[:, None, None] + qweight(self, "bias")[:, None, None]
+        scale, weight, bias = ste_minmax_each(
+            [scale, self.weight, self.bias], self.spec.weight_bits
+        )
+        k = scale * weight
+        y = (x - mean[:, None, None]) * k[:, None, None] + bias[:, None, None]
         y = quantize_grad(y, self.spec.grad_bits, self.noise_salt)
         return F.relu(y) if self.act_kind == "relu" else y
 
