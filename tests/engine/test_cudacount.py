@@ -113,17 +113,20 @@ def test_a_norms_parameters_are_quantised_in_one_kernel():
     assert counts == [1, 3]
 
 
-def test_a_long_rows_range_is_two_kernels_before_its_rounding():
+@pytest.mark.parametrize(("split", "kernels"), [(True, 3), (False, 1)])
+def test_a_long_rows_range_is_two_kernels_before_its_rounding(split, kernels):
     """A gradient quantiser's range of each node's 262,144 values, compiled for a GPU: its
     pieces' min and max in one kernel, their minima and negated maxima stacked in a second; then
     the rounding. As one ``aminmax`` inductor split it itself and finished the min and the max
-    in a kernel each: four kernels."""
+    in a kernel each: four kernels. Where inductor is told not to split reductions, the range
+    is not split by hand either: one kernel per node's row, the rounding after the reduction in
+    the same kernel (a split by hand would make it three)."""
     from lpdt.layers.quant.quantizers import quantize_minmax_nodes
 
     g, seeds = torch.randn(8, 16, 128, 128), torch.arange(8)
-    with cudacount.counting() as launches:
+    with cudacount.counting({"split_reductions": split}) as launches:
         torch.compile(lambda t, s: quantize_minmax_nodes(t, 8, s), dynamic=False)(g, seeds)
-    assert launches.kernels == 3
+    assert launches.kernels == kernels
 
 
 def test_a_compiled_training_step_trains_as_without_the_count():

@@ -153,6 +153,7 @@ class BatchedSteps:
         self._compiled: Callable[..., torch.Tensor] | None = None
         self._size: int | None = None  # the batch size the compiled step is specialised to
         self._graphs = False  # CUDA graphs: mark each step, copy what it returns
+        self._options = options or {}
         if compile and compile_allowed(model, log, batched=True):
             kw = prepare_compile(mode, self.quantized, options)
             self._graphs = mode == "reduce-overhead"
@@ -232,14 +233,18 @@ class BatchedSteps:
         runs eagerly, the same arithmetic, and says so in one line; the buffers the forward may
         have updated (the running ranges, when the backward failed to compile) are put back
         first, so the eager step starts from the same state. Any other error is an error."""
-        from torch._dynamo.exc import TorchDynamoException  # imported by compiling anyway
+        import torch._inductor.config as inductor_config  # imported by compiling anyway
+        from torch._dynamo.exc import TorchDynamoException
 
         assert self._compiled is not None
         self.log("compiling the batched training step (torch.compile)")
         saved = [b.clone() for b in self.buffers.values()]
         t0 = time.perf_counter()
         try:
-            out = self._run(self._compiled, args)
+            # The options hold while the step is traced too: the layers read some of them
+            # (``split_reductions``: lpdt.layers.quant.quantizers._split_for_a_gpu).
+            with inductor_config.patch(self._options):
+                out = self._run(self._compiled, args)
         except TorchDynamoException as e:
             self.log(
                 f"train.batch_nodes: the batched step did not compile on torch {torch.__version__} "

@@ -135,7 +135,15 @@ def counting(options: dict[str, Any] | None = None) -> Iterator[CudaLaunches]:
         opts = {**(kw.pop("options", None) or {}), **(options or {})}
         return compile(fn, backend=functools.partial(_compile, record, opts), **kw)
 
-    with mock.patch.object(torch, "compile", compile_also_for_cuda), as_device("cuda"):
+    import torch._inductor.config as inductor_config
+
+    # The options hold while the step is traced too: the layers read some of them there
+    # (``split_reductions``: lpdt.layers.quant.quantizers._split_for_a_gpu).
+    with (
+        mock.patch.object(torch, "compile", compile_also_for_cuda),
+        as_device("cuda"),
+        inductor_config.patch(options or {}),
+    ):
         yield record
 
 

@@ -359,9 +359,14 @@ SPLIT_ROW = 8192
 
 
 def _split_for_a_gpu(x: torch.Tensor, dim: int | None = None) -> bool:
-    """Whether a range of ``x`` (along ``dim``; None: all of it) is compiled for a GPU and
-    long enough for ``_split_ranges``."""
+    """Whether a range of ``x`` (along ``dim``; None: all of it) is compiled for a GPU, long
+    enough for ``_split_ranges``, and inductor splits reductions (its ``split_reductions``, on
+    by default: told not to, it takes a range in one kernel, and a split by hand would be two)."""
     if not torch.compiler.is_compiling() or formula_device(x) == "cpu":
+        return False
+    from torch._inductor import config  # loaded by compiling anyway
+
+    if not config.split_reductions:
         return False
     n = x.numel() if dim is None else x.shape[dim]
     return n > SPLIT_ROW and n % SPLIT_ROW == 0
