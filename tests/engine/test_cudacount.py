@@ -129,6 +129,20 @@ def test_a_long_rows_range_is_two_kernels_before_its_rounding(split, kernels):
     assert launches.kernels == kernels
 
 
+def test_an_activation_quantisers_two_batch_means_are_one_kernel():
+    """An activation quantiser in training, compiled for a GPU: the per-sample ranges (one
+    kernel), both batch means with their running-range updates (one kernel: each mean reads
+    the whole stack of minima and maxima), the rounding (one). As two means of two rows they
+    were a kernel each: four."""
+    from lpdt.layers.quant import QuantMeasure
+
+    m, x = QuantMeasure(8, stochastic=False), torch.randn(32, 16, 16, 16)
+    with cudacount.counting() as launches:
+        torch.compile(m, dynamic=False, fullgraph=True)(x)
+    assert launches.kernels == 3
+    assert m.running_min.item() < 0 < m.running_max.item()  # the updates ran
+
+
 def test_a_compiled_training_step_trains_as_without_the_count():
     """The step's loss and gradients are those of the same compiled step without counting; on a
     GPU inductor lays the convolutions' saved activations out channels-last, and the backward

@@ -621,6 +621,24 @@ def test_compiled_ranges_of_long_rows_are_aminmaxs_values(device):
     assert torch.equal(q, quantize_minmax(x[0], 8))
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_compiled_batch_range_is_the_batch_means(device):
+    """``batch_range`` compiled for a GPU (each mean a masked sum over the stacked minima and
+    maxima) or for the CPU: the eager batch means of the per-sample min and max, up to the order
+    of summation; rows short and long (split in two reductions for a GPU)."""
+    from lpdt.layers.formulas import as_device
+    from lpdt.layers.quant.quantizers import batch_range
+
+    torch.manual_seed(0)
+    for x in (torch.randn(32, 16, 8, 8) * 3 + 1, torch.randn(16, 32, 32, 32)):
+        compiled = torch.compile(batch_range, dynamic=False, fullgraph=True)
+        with as_device(device):
+            lo, hi = compiled(x)
+        per_sample = x.reshape(x.shape[0], -1)
+        torch.testing.assert_close(lo, per_sample.amin(1).mean().reshape(1))
+        torch.testing.assert_close(hi, per_sample.amax(1).mean().reshape(1))
+
+
 def test_node_stacked_noise_and_rounding_are_each_nodes_own(monkeypatch):
     """``dither(rows=True)`` and ``quantize_minmax_nodes`` (the batched step's gradient
     quantiser, one pass over all nodes) give each node the bits of its own call: its own range,

@@ -23,6 +23,12 @@ def formula_device(t: torch.Tensor) -> str:
     return _DEVICE or t.device.type
 
 
+def compiled_for_a_gpu(t: torch.Tensor) -> bool:
+    """Whether ``t`` is being traced into a graph compiled for a GPU (``formula_device``),
+    where a formula costs its kernel launches more than its passes over memory."""
+    return torch.compiler.is_compiling() and formula_device(t) != "cpu"
+
+
 @contextlib.contextmanager
 def as_device(kind: str) -> Iterator[None]:
     """While open, layers choose their formulas as on a ``kind`` device ("cuda", "cpu"): the

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from lpdt.layers.formulas import formula_device
+from lpdt.layers.formulas import compiled_for_a_gpu, formula_device
 
 NORM_KINDS = ("batchnorm", "groupnorm", "evonorm", "rangeen", "rangebn")
 # Norm-activation layers: their gate replaces the ReLU, so no separate ReLU follows them.
@@ -97,7 +97,7 @@ def value_range(x: torch.Tensor) -> torch.Tensor:
     """
     if not torch.is_grad_enabled():
         return x.amax(-1) - x.amin(-1)
-    if torch.compiler.is_compiling() and formula_device(x) != "cpu":
+    if compiled_for_a_gpu(x):
         return _picked(x, x.detach().argmax(-1, keepdim=True)) - _picked(
             x, x.detach().argmin(-1, keepdim=True)
         )

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from lpdt.layers.formulas import formula_device
+from lpdt.layers.formulas import compiled_for_a_gpu
 from lpdt.layers.quant import vmap_ops
 from lpdt.layers.quant.nodes import Grads
 from lpdt.layers.quant.quantizers import (
@@ -97,7 +97,7 @@ def ste_minmax_each(xs: list[torch.Tensor], bits: int) -> list[torch.Tensor]:
     """``[ste_minmax(x, bits) for x in xs]`` for tensors of one shape: each over its own
     [min, max], the same values and gradients.
 
-    Compiled for a GPU (``formula_device``), the tensors are stacked and quantised by rows:
+    Compiled for a GPU (``compiled_for_a_gpu``), the tensors are stacked and quantised by rows:
     one reduction and one rounding for all of them, which inductor generates as one kernel
     where each tensor alone was one or two (a range kernel, its rounding fused into a reader),
     and the backward's recomputation likewise: the compiled 8-bit ResNet-20 x 8 round on a GPU's
@@ -107,7 +107,7 @@ def ste_minmax_each(xs: list[torch.Tensor], bits: int) -> list[torch.Tensor]:
     """
     if bits >= 32:
         return list(xs)
-    if not (torch.compiler.is_compiling() and formula_device(xs[0]) != "cpu"):
+    if not compiled_for_a_gpu(xs[0]):
         return [ste_minmax(x, bits) for x in xs]
     stacked = torch.stack(xs)
     rows = stacked.detach().reshape(len(xs), -1)

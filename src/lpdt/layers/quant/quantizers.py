@@ -26,7 +26,7 @@ from collections.abc import Iterator
 
 import torch
 
-from lpdt.layers.formulas import formula_device
+from lpdt.layers.formulas import compiled_for_a_gpu
 from lpdt.layers.quant import fused, kernel
 from lpdt.layers.quant.noise_hash import (
     MASK32,
@@ -330,10 +330,24 @@ def quantize_minmax_nodes(
 
 
 def batch_range(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The activation range of a batch: the batch means of the per-sample min and max, ``[1]`` each."""
+    """The activation range of a batch: the batch means of the per-sample min and max, ``[1]``
+    each.
+
+    Compiled for a GPU, each mean is a sum over the per-sample minima and maxima stacked, the
+    other bound's entries masked to zero, divided by the batch size: the same values up to the
+    order of summation. Why: inductor fuses two reductions into one kernel only where they read
+    the same buffer at the same indices, so two means of two rows were two kernels, each with its
+    running-range update; these two read the whole stack and are one (on a GPU's count the
+    batched 8-bit ResNet-20 x 8 round 635 -> 583 kernels,
+    docs/notebook/2026-11-29-stacked-parameter-quantisers.md)."""
     xs = x.detach().reshape(x.shape[0], -1)
     lo, hi = row_ranges(xs, -1)
-    return lo.mean().reshape(1), hi.mean().reshape(1)
+    if not compiled_for_a_gpu(x):
+        return lo.mean().reshape(1), hi.mean().reshape(1)
+    both = torch.stack([lo, hi])
+    which = torch.arange(2, device=both.device).view(2, 1)
+    means = [torch.where(which == k, both, 0.0).sum().reshape(1) / xs.shape[0] for k in (0, 1)]
+    return means[0], means[1]
 
 
 def row_ranges(
@@ -362,7 +376,7 @@ def _split_for_a_gpu(x: torch.Tensor, dim: int | None = None) -> bool:
     """Whether a range of ``x`` (along ``dim``; None: all of it) is compiled for a GPU, long
     enough for ``_split_ranges``, and inductor splits reductions (its ``split_reductions``, on
     by default: told not to, it takes a range in one kernel, and a split by hand would be two)."""
-    if not torch.compiler.is_compiling() or formula_device(x) == "cpu":
+    if not compiled_for_a_gpu(x):
         return False
     from torch._inductor import config  # loaded by compiling anyway
 
