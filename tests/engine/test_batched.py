@@ -239,6 +239,26 @@ def test_compiled_batched_step_equals_the_sequential_steps(monkeypatch, precisio
     assert steps.compiled
 
 
+@pytest.mark.slow
+def test_compiled_batched_8bit_step_with_a_gpus_formulas_equals_the_sequential_steps():
+    """The compiled batched 8-bit step traced with a GPU's formulas (``as_device("cuda")``:
+    Range-EvoNorm's select, the stacked parameter quantisers, the ranges in two reductions, the
+    masked batch means) computes what the sequential eager steps compute, and really compiled:
+    a GPU's compiled step checked on the CPU (about 45 s on the 2-core VM, an empty cache)."""
+    from lpdt.layers.formulas import as_device
+
+    seq, bat = state_pair("int8", False)
+    streams = [NodeStreams(7, list(range(NODES)), torch.device("cpu")) for _ in "ab"]
+    x, y = node_batches()
+    l_s = _sequential(seq, streams[0], x, y)
+    with as_device("cuda"):
+        steps = BatchedSteps(bat, compile=True, log=lambda m: None)
+        l_b = _batched_step(steps, bat, streams[1], x, y)
+    assert steps.compiled
+    _assert_same(seq, bat, l_s, l_b, 1e-3)
+    torch.testing.assert_close(bat.x, seq.x)  # parameters and running ranges
+
+
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
 def test_a_run_with_batched_nodes_equals_the_sequential_run(tmp_path, precision):
     """``lpdt train`` end to end (two epochs of the tiny CNN on 8 nodes, gossip and evaluation
