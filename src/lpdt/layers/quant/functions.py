@@ -30,6 +30,7 @@ from lpdt.layers.quant.quantizers import (
     is_vmapped,
     quantize,
     quantize_minmax,
+    row_ranges,
     step_seed,
 )
 
@@ -111,7 +112,7 @@ def ste_minmax_each(xs: list[torch.Tensor], bits: int) -> list[torch.Tensor]:
         return [ste_minmax(x, bits) for x in xs]
     stacked = torch.stack(xs)
     rows = stacked.detach().reshape(len(xs), -1)
-    lo, hi = torch.aminmax(rows, dim=1, keepdim=True)
+    lo, hi = row_ranges(rows, 1, keepdim=True)
     q = quantize(rows, lo, hi, bits, stochastic=False).view(stacked.shape)
     return list(straight_through(stacked, q).unbind(0))
 
