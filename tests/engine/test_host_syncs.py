@@ -46,12 +46,11 @@ def _batched_step(steps: BatchedSteps, x, y) -> None:
 
 # Eager steps, every precision, node by node and batched. The compiled steps are counted where
 # their graphs are compiled anyway, so that the suite compiles each graph once (a compile of
-# these tiny models takes 6-16 s on the 2-core VM, empty cache): fp32 and 8-bit with nearest
-# rounding node by node in tests/engine/test_steps.py (test_compiled_step_equals_eager), fp32
-# and the paper's 8-bit recipe batched in tests/engine/test_batched.py
-# (test_compiled_batched_step_equals_the_sequential_steps). The compiled 8-bit recipe node by
-# node is not counted: its graph has no break (test_batched.py, test_steps_trace_to_one_graph_
-# without_breaks), and a host read would be one.
+# these tiny models takes 6-16 s on the 2-core VM, empty cache): node by node in
+# tests/engine/test_steps.py, fp32 (test_compiled_step_equals_eager) and the paper's 8-bit recipe
+# in float64 (test_compiled_8bit_stochastic_step_draws_the_eager_noise); fp32 and the paper's
+# 8-bit recipe batched in tests/engine/test_batched.py
+# (test_compiled_batched_step_equals_the_sequential_steps).
 @pytest.mark.parametrize("batched", [False, True])
 @pytest.mark.parametrize("precision", ["fp32", "int8"])
 def test_a_training_step_reads_nothing_on_the_host(gpu_path, precision, batched):
