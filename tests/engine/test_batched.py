@@ -288,6 +288,36 @@ def test_auto_batches_on_cuda_only_and_models_without_dropout():
     assert use_batched(True, cnn, cpu) and not use_batched(False, cnn, cuda)
 
 
+def test_every_compiled_call_holds_the_steps_inductor_options(monkeypatch):
+    """The batched step's inductor options are in inductor's config while each compiled call
+    runs, not only the first: dynamo traces the step's Python at any recompile too, and the
+    layers read some options there (``split_reductions``: the quantisers' split by hand). Here
+    ``torch.compile`` returns a function that records the option at each call, and an eager
+    call (another batch size) sees the default."""
+    import torch._inductor.config as inductor_config
+
+    seen: list[bool] = []
+
+    def recording_compile(fn, **kw):
+        def run(*args):
+            seen.append(inductor_config.split_reductions)
+            return fn(*args)
+
+        return run
+
+    monkeypatch.setattr(torch, "compile", recording_compile)
+    _, state = state_pair("fp32", True)
+    steps = BatchedSteps(
+        state, compile=True, log=lambda m: None, options={"split_reductions": False}
+    )
+    streams = NodeStreams(7, list(range(NODES)), torch.device("cpu"))
+    x, y = node_batches()
+    for _ in range(3):
+        _batched_step(steps, state, streams, x, y)
+    _batched_step(steps, state, streams, x[:, :5], y[:, :5])  # eager: not recorded
+    assert seen == [False, False, False] and inductor_config.split_reductions
+
+
 def test_a_step_that_does_not_compile_runs_eagerly_and_says_so(monkeypatch):
     """A torch that cannot trace or compile the batched step (a ``TorchDynamoException``, as
     torch 2.11's dynamo refused the 8-bit step's autograd Functions on an H100) runs it eagerly,

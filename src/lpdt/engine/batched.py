@@ -209,7 +209,8 @@ class BatchedSteps:
             self._size = x.shape[1]
             losses, grads = self._first_compiled_call(args)
         elif x.shape[1] == self._size:
-            losses, grads = self._run(self._compiled, args)
+            with self._options_held():  # a recompile traces with them too
+                losses, grads = self._run(self._compiled, args)
         else:
             losses, grads = self._run(batched_losses, args)
         torch._foreach_copy_(list(self.grads.values()), grads)
@@ -226,6 +227,18 @@ class BatchedSteps:
         grads = torch.autograd.grad(losses.sum(), tuple(self.params.values()))
         return losses, grads
 
+    def _options_held(self) -> contextlib.AbstractContextManager:
+        """The step's inductor options patched into inductor's config while a compiled call
+        runs. Why: ``torch.compile`` applies them in its backend only, but dynamo traces the
+        step's Python before that, at the first call and at any recompile, and the layers read
+        some of them there (``split_reductions``: lpdt.layers.quant.quantizers._split_for_a_gpu).
+        No options: nothing is patched."""
+        if not self._options:
+            return contextlib.nullcontext()
+        import torch._inductor.config as inductor_config  # imported by compiling anyway
+
+        return inductor_config.patch(self._options)
+
     def _first_compiled_call(self, args: tuple) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """The first call of the compiled step, which traces and compiles its forward (and, at
         the first backward, lowers its backward). Where torch cannot trace or compile it (a
@@ -233,7 +246,6 @@ class BatchedSteps:
         runs eagerly, the same arithmetic, and says so in one line; the buffers the forward may
         have updated (the running ranges, when the backward failed to compile) are put back
         first, so the eager step starts from the same state. Any other error is an error."""
-        import torch._inductor.config as inductor_config  # imported by compiling anyway
         from torch._dynamo.exc import TorchDynamoException
 
         assert self._compiled is not None
@@ -241,9 +253,7 @@ class BatchedSteps:
         saved = [b.clone() for b in self.buffers.values()]
         t0 = time.perf_counter()
         try:
-            # The options hold while the step is traced too: the layers read some of them
-            # (``split_reductions``: lpdt.layers.quant.quantizers._split_for_a_gpu).
-            with inductor_config.patch(self._options):
+            with self._options_held():
                 out = self._run(self._compiled, args)
         except TorchDynamoException as e:
             self.log(
