@@ -113,17 +113,27 @@ def test_a_norms_parameters_are_quantised_in_one_kernel():
     assert counts == [1, 3]
 
 
-@pytest.mark.parametrize(("split", "kernels"), [(True, 3), (False, 1)])
-def test_a_long_rows_range_is_two_kernels_before_its_rounding(split, kernels):
-    """A gradient quantiser's range of each node's 262,144 values, compiled for a GPU: its
-    pieces' min and max in one kernel, their minima and negated maxima stacked in a second; then
-    the rounding. As one ``aminmax`` inductor split it itself and finished the min and the max
-    in a kernel each: four kernels. Where inductor is told not to split reductions, the range
-    is not split by hand either: one kernel per node's row, the rounding after the reduction in
-    the same kernel (a split by hand would make it three)."""
+@pytest.mark.parametrize(
+    ("shape", "split", "kernels"),
+    [
+        ((8, 16, 128, 128), True, 3),
+        ((8, 16, 128, 128), False, 1),
+        ((8, 32, 32, 3, 3), True, 2),
+        ((8, 64, 64, 3, 3), True, 3),
+    ],
+)
+def test_a_long_rows_range_is_two_kernels_before_its_rounding(shape, split, kernels):
+    """A quantiser's range of each node's values, compiled for a GPU: its pieces' min and max in
+    one kernel, their minima and negated maxima stacked in a second; then the rounding, which
+    inductor may fuse with the second. Rows: a gradient's 262,144 values (32 pieces of 8,192), a
+    convolution's weights of 9,216 (2 of 4,608) and 36,864 (6 of 6,144). As one ``aminmax``
+    inductor split each itself and finished the min and the max in a kernel each: four
+    kernels. Where inductor is told not to split reductions, the range is not split by hand
+    either: one kernel per node's row, the rounding after the reduction in the same kernel (a
+    split by hand would make it three)."""
     from lpdt.layers.quant.quantizers import quantize_minmax_nodes
 
-    g, seeds = torch.randn(8, 16, 128, 128), torch.arange(8)
+    g, seeds = torch.randn(*shape), torch.arange(8)
     with cudacount.counting({"split_reductions": split}) as launches:
         torch.compile(lambda t, s: quantize_minmax_nodes(t, 8, s), dynamic=False)(g, seeds)
     assert launches.kernels == kernels

@@ -597,9 +597,9 @@ def test_parameters_quantised_together_are_each_quantised_alone(device):
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_compiled_ranges_of_long_rows_are_aminmaxs_values(device):
     """The ranges the quantisers take, compiled for a GPU (rows longer than ``SPLIT_ROW``
-    reduced in two stages, ``quantizers._split_ranges``) or for the CPU (one ``aminmax``): the
-    values of eager ``aminmax``, row by row and over a whole tensor, with infinities, a NaN
-    and ties of signed zeros."""
+    reduced in two stages, ``quantizers._split_ranges``, whether or not a multiple of it) or for
+    the CPU (one ``aminmax``): the values of eager ``aminmax``, row by row and over a whole
+    tensor, with infinities, a NaN and ties of signed zeros."""
     from lpdt.layers.formulas import as_device
     from lpdt.layers.quant.quantizers import SPLIT_ROW, quantize_minmax, row_ranges
 
@@ -611,14 +611,16 @@ def test_compiled_ranges_of_long_rows_are_aminmaxs_values(device):
     x[4, ::3] = -0.0  # a row of signed zeros only
     rows = torch.compile(lambda t: row_ranges(t, 1, keepdim=True), dynamic=False)
     whole = torch.compile(lambda t: quantize_minmax(t, 8), dynamic=False)
-    with as_device(device):
-        lo, hi = rows(x)
-        q = whole(x[0])
-    ref_lo, ref_hi = torch.aminmax(x, dim=1, keepdim=True)
-    assert lo.isnan()[3] and hi.isnan()[3]  # torch.equal is False for NaNs: row 3 apart
-    lo, hi, ref_lo, ref_hi = (t[[0, 1, 2, 4, 5]] for t in (lo, hi, ref_lo, ref_hi))
-    assert torch.equal(lo, ref_lo) and torch.equal(hi, ref_hi)
-    assert torch.equal(q, quantize_minmax(x[0], 8))
+    # Rows of 4 x SPLIT_ROW (pieces of SPLIT_ROW) and of 4.5 x SPLIT_ROW (6 pieces of 6,144).
+    for t in (x, x[:, : 9 * SPLIT_ROW // 2]):
+        with as_device(device):
+            lo, hi = rows(t)
+            q = whole(t[0])
+        ref_lo, ref_hi = torch.aminmax(t, dim=1, keepdim=True)
+        assert lo.isnan()[3] and hi.isnan()[3]  # torch.equal is False for NaNs: row 3 apart
+        lo, hi, ref_lo, ref_hi = (r[[0, 1, 2, 4, 5]] for r in (lo, hi, ref_lo, ref_hi))
+        assert torch.equal(lo, ref_lo) and torch.equal(hi, ref_hi)
+        assert torch.equal(q, quantize_minmax(t[0], 8))
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])

@@ -366,38 +366,56 @@ def row_ranges(
     return x.amin(dim, keepdim=keepdim), x.amax(dim, keepdim=keepdim)
 
 
-# Elements per partial range of ``_split_ranges``: inductor's own split of the ranges of a
-# batched 8-bit ResNet-20 step for a GPU (rows of 16,384 and 262,144 elements were each cut into
-# pieces of 8,192).
+# The longest piece of ``_split_ranges``: inductor's own split of the ranges of a batched 8-bit
+# ResNet-20 step for a GPU (rows of 16,384 and 262,144 elements were each cut into pieces of
+# 8,192; rows of 9,216 into two of 4,608; rows of 8,192 or fewer were not cut).
 SPLIT_ROW = 8192
+# The shortest piece ``_split_pieces`` accepts: a row that no piece count of at most
+# SPLIT_ROW and at least this divides is left to inductor.
+MIN_PIECE = 1024
 
 
 def _split_for_a_gpu(x: torch.Tensor, dim: int | None = None) -> bool:
     """Whether a range of ``x`` (along ``dim``; None: all of it) is compiled for a GPU, long
-    enough for ``_split_ranges``, and inductor splits reductions (its ``split_reductions``, on
-    by default: told not to, it takes a range in one kernel, and a split by hand would be two)."""
+    enough for ``_split_ranges`` (and cut evenly by ``_split_pieces``), and inductor splits
+    reductions (its ``split_reductions``, on by default: told not to, it takes a range in one
+    kernel, and a split by hand would be two)."""
     if not compiled_for_a_gpu(x):
         return False
     from torch._inductor import config  # loaded by compiling anyway
 
     if not config.split_reductions:
         return False
-    n = x.numel() if dim is None else x.shape[dim]
-    return n > SPLIT_ROW and n % SPLIT_ROW == 0
+    return _split_pieces(x.numel() if dim is None else x.shape[dim]) > 1
+
+
+def _split_pieces(n: int) -> int:
+    """How many equal pieces ``_split_ranges`` cuts a row of ``n`` into: the fewest that are at
+    most ``SPLIT_ROW`` long, where one such count with pieces of at least ``MIN_PIECE`` divides
+    ``n``; else 1 (not cut). A multiple of ``SPLIT_ROW`` is cut into pieces of ``SPLIT_ROW``."""
+    if n <= SPLIT_ROW:
+        return 1
+    for pieces in range(-(-n // SPLIT_ROW), n // MIN_PIECE + 1):
+        if n % pieces == 0:
+            return pieces
+    return 1
 
 
 def _split_ranges(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The min and max of each row of ``x`` (along its last dimension, a multiple of
-    ``SPLIT_ROW`` long) in two reductions: the min and max of each piece of ``SPLIT_ROW``
-    elements, then the min of the pieces' minima and of their negated maxima, stacked.
+    """The min and max of each row of ``x`` (along its last dimension, cut into
+    ``_split_pieces`` equal pieces) in two reductions: the min and max of each piece, then the
+    min of the pieces' minima and of their negated maxima, stacked.
 
     The same values as ``aminmax`` (a min of minima is the min; ``-min(-m)`` is ``max(m)``; a
     NaN stays a NaN). Why: for a GPU inductor splits a long ``aminmax`` itself, but finishes
     the min and the max in two kernels (they read two buffers, and it fuses kernels that share
     a read); stacked, they are one. Three launches become two per range: 709 -> 635 kernels for
-    the batched 8-bit ResNet-20 x 8 round on a GPU's count
-    (docs/notebook/2026-11-29-stacked-parameter-quantisers.md). The CPU keeps one ``aminmax``."""
-    pieces = x.reshape(*x.shape[:-1], x.shape[-1] // SPLIT_ROW, SPLIT_ROW)
-    lo, hi = torch.aminmax(pieces, dim=-1)
+    the batched 8-bit ResNet-20 x 8 round on a GPU's count, rows a multiple of ``SPLIT_ROW``
+    (docs/notebook/2026-11-29-stacked-parameter-quantisers.md); 583 -> 566 with the other rows
+    longer than it, the convolutions' weights of 9,216 and 36,864 values per node (where the
+    rounding also joins the second reduction: four kernels became two or three;
+    docs/notebook/2026-11-30-test-suite-cold-compiles.md). The CPU keeps one ``aminmax``."""
+    pieces = _split_pieces(x.shape[-1])
+    lo, hi = torch.aminmax(x.reshape(*x.shape[:-1], pieces, x.shape[-1] // pieces), dim=-1)
     both = torch.stack([lo, hi.neg()]).amin(-1)
     return both[0], both[1].neg()
