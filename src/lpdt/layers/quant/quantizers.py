@@ -370,8 +370,8 @@ def row_ranges(
 # ResNet-20 step for a GPU (rows of 16,384 and 262,144 elements were each cut into pieces of
 # 8,192; rows of 9,216 into two of 4,608; rows of 8,192 or fewer were not cut).
 SPLIT_ROW = 8192
-# The shortest piece ``_split_pieces`` accepts: a row that no piece count of at most
-# SPLIT_ROW and at least this divides is left to inductor.
+# The shortest piece ``_split_pieces`` cuts: a row that cannot be cut into equal pieces of
+# MIN_PIECE to SPLIT_ROW values is left to inductor.
 MIN_PIECE = 1024
 
 
@@ -390,9 +390,10 @@ def _split_for_a_gpu(x: torch.Tensor, dim: int | None = None) -> bool:
 
 
 def _split_pieces(n: int) -> int:
-    """How many equal pieces ``_split_ranges`` cuts a row of ``n`` into: the fewest that are at
-    most ``SPLIT_ROW`` long, where one such count with pieces of at least ``MIN_PIECE`` divides
-    ``n``; else 1 (not cut). A multiple of ``SPLIT_ROW`` is cut into pieces of ``SPLIT_ROW``."""
+    """How many equal pieces ``_split_ranges`` cuts a row of ``n`` values into: the smallest
+    count that divides ``n`` into pieces of at most ``SPLIT_ROW`` and at least ``MIN_PIECE``
+    values (a multiple of ``SPLIT_ROW``: pieces of ``SPLIT_ROW``); 1, not cut, for a row of at
+    most ``SPLIT_ROW`` or where no such count exists."""
     if n <= SPLIT_ROW:
         return 1
     for pieces in range(-(-n // SPLIT_ROW), n // MIN_PIECE + 1):
