@@ -298,7 +298,7 @@ def quantize_minmax(
         key = _kernel_key(x, stochastic, seed, salt)
         return k.quantize_minmax(x, float(2**bits - 1), MIN_STEP, stochastic, key)
     if _split_for_a_gpu(x):
-        lo, hi = (r.reshape(()) for r in row_ranges(x.reshape(1, -1), 1))
+        lo, hi = (r.reshape(()) for r in _split_ranges(x.reshape(1, -1)))
     else:
         lo, hi = torch.aminmax(x)  # one pass, one launch: the same values as amin and amax
     return quantize(x, lo, hi, bits, stochastic, seed, salt)
