@@ -171,3 +171,34 @@ def test_a_compiled_training_step_trains_as_without_the_count():
     assert (forward.backward, backward.backward) == (False, True)
     assert forward.kernels > 0 and backward.kernels > 0 and launches.extern >= 3
     assert backward.restrided > 0
+
+
+def test_the_batched_gradient_quantisers_forward_copy_is_fused(monkeypatch):
+    """Under vmap (the batched step), compiled for a GPU: the gradient quantiser's operator is a
+    copy that inductor fuses, so the forward's one library call is the convolution's. As an
+    operator's own copy it was a library call of its own (two). The CPU's eager quantiser
+    kernel is off, as on a GPU: torch 2.11 traces the backward with ``is_compiling()`` false."""
+    from lpdt.layers.quant import kernel, vmap_ops
+    from lpdt.layers.quant.quantizers import vmapped
+
+    x = torch.randn(4, 2, 3, 8, 8, requires_grad=True)
+    w = torch.randn(4, 5, 3, 3, 3, requires_grad=True)
+    seeds = torch.arange(4)
+    monkeypatch.setenv(kernel.ENV, "0")
+
+    def node(xk: torch.Tensor, wk: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        y = vmap_ops.biprec_conv2d(xk, wk, None, [1, 1], [1, 1], [1, 1], 1, 8, s, 1)
+        return vmap_ops.quant_grad(y, 8, s, 2).sin()
+
+    def round(*operands: torch.Tensor) -> torch.Tensor:
+        with vmapped():  # as the batched step traces its nodes
+            return torch.func.vmap(node)(*operands).sum()
+
+    with cudacount.counting() as launches:
+        out = torch.compile(round, dynamic=False, fullgraph=True)(x, w, seeds)
+    out.backward()
+    forward = launches.graphs[0]
+    assert not forward.backward
+    assert forward.extern == 1
+    assert "= torch.ops.lpdt.biprec_conv2d_nodes.default(" in forward.source
+    assert x.grad is not None and w.grad is not None

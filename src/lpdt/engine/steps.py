@@ -150,6 +150,12 @@ def prepare_compile(mode: str, quantized: bool, options: dict | None = None) -> 
     # quantised activation stored once instead of recomputed in each kernel that reads it
     # (lpdt.layers.quant.functions.stored).
     importlib.import_module("torch._inductor.inductor_prims")  # 0.8 s: only when compiling
+    # The quantisers' operators are in a traced graph by name only: their sources join the
+    # caches' key (lpdt.layers.quant.cache_key), unless the process set a pass of its own.
+    if torch._inductor.config.post_grad_custom_post_pass is None:
+        from lpdt.layers.quant.cache_key import SourceKey
+
+        torch._inductor.config.post_grad_custom_post_pass = SourceKey()
     kw: dict = {}
     if mode != "default":
         if options:

@@ -8,7 +8,9 @@ lower in one go, and inductor still fuses each into the kernels around it.
 
 - ``lpdt::dither_hash`` (``noise_hash``): the 16-bit noise levels, int64;
 - ``lpdt::quantize_levels`` (``quantizers``): ``quantize``'s rounding to the levels over a range,
-  with the noise when stochastic.
+  with the noise when stochastic;
+- ``lpdt::quant_grad_nodes`` (``vmap_ops``, the batched step's gradient quantiser): its
+  forward, a copy of its operand, as that copy (``register_copy``).
 
 Each expression performs the operations of the eager tensor code in the same order with the
 same types, so that the bits are the same (``tests/layers/test_quant.py`` compares them).
@@ -29,6 +31,39 @@ from lpdt.layers.quant.noise_hash import GOLDEN, MASK32, ROUNDS, salted
 from lpdt.layers.quant.spec import MIN_STEP
 
 _registered = False
+_copies: set[Any] = set()
+
+
+def _compiler() -> tuple[Any, Any, Any]:
+    """Inductor's ``Pointwise``, ``register_lowering`` and ``ops``. The compiler is imported here
+    and not at the top: an eager process never loads it. Outside the fake-tensor mode that
+    called us, so that the import's own tensors are real."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with _disable_current_modes():
+        from torch._inductor.ir import Pointwise
+        from torch._inductor.lowering import register_lowering
+        from torch._inductor.virtualized import ops
+    return Pointwise, register_lowering, ops
+
+
+def register_copy(op: Any) -> None:
+    """Lower ``op``, an operator whose output is a copy of its first operand, as that copy: a
+    pointwise read that inductor fuses into the kernels around it (once per process and op)."""
+    if op in _copies:
+        return
+    pointwise, register_lowering, _ = _compiler()
+
+    @register_lowering(op, type_promotion_kind=None)
+    def _copy(x: Any, *_: Any) -> Any:
+        return pointwise.create(
+            device=x.get_device(),
+            dtype=x.get_dtype(),
+            inner_fn=x.make_loader(),
+            ranges=list(x.get_size()),
+        )
+
+    _copies.add(op)
 
 
 def register() -> None:
@@ -36,15 +71,9 @@ def register() -> None:
     global _registered
     if _registered:
         return
-    # The compiler is imported here and not above: an eager process never loads it. Outside the
-    # fake-tensor mode that called us, so that the import's own tensors are real.
     import sympy  # type: ignore[import-untyped]
-    from torch.utils._python_dispatch import _disable_current_modes
 
-    with _disable_current_modes():
-        from torch._inductor.ir import Pointwise
-        from torch._inductor.lowering import register_lowering
-        from torch._inductor.virtualized import ops
+    Pointwise, register_lowering, ops = _compiler()
 
     def constant(value: int) -> Any:
         return ops.constant(value, torch.int64)

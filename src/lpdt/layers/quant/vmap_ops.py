@@ -22,9 +22,12 @@ autograd formula (it asks for an autograd.Function), and an autograd.Function ca
 inside a vmap rule (no kernel for the vmap mode). Outside vmap the layers call the sequential
 autograd Functions of ``functions``, which run the same ``nodes`` arithmetic with n = 1.
 
-The operators' forward is opaque to inductor: for the convolution and the linear layer it is the
-extern kernel they run anyway; the gradient quantiser's forward is a copy (an operator's output
-may not alias its input).
+The operators' forward is opaque to inductor for the convolution and the linear layer: the extern
+kernel they run anyway. The gradient quantiser's forward is a copy (an operator's output may not
+alias its input), which inductor lowers as a copy fused into the kernels around it
+(``lowering.register_copy``): as the operator's own, it was a kernel of its own on a GPU (30 in a
+batched 8-bit ResNet-20 forward), which also kept the next activation quantiser's range out of
+the kernel that makes its operand (docs/notebook/2026-11-30-fused-gradient-quantiser-copy.md).
 """
 
 from collections.abc import Sequence
@@ -33,6 +36,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from lpdt.layers.quant import lowering
 from lpdt.layers.quant.nodes import (
     Grads,
     conv2d_nodes,
@@ -62,7 +66,15 @@ def _quant_grad_forward(x: torch.Tensor, bits: int, seed: torch.Tensor, salt: in
 quant_grad_nodes = torch.library.custom_op(
     "lpdt::quant_grad_nodes", _quant_grad_forward, mutates_args=()
 )
-quant_grad_nodes.register_fake(_quant_grad_forward)
+
+
+@quant_grad_nodes.register_fake
+def _quant_grad_nodes_fake(
+    x: torch.Tensor, bits: int, seed: torch.Tensor, salt: int
+) -> torch.Tensor:
+    # traced now: inductor may lower the graph next, and fuse the copy
+    lowering.register_copy(torch.ops.lpdt.quant_grad_nodes.default)
+    return _quant_grad_forward(x, bits, seed, salt)
 
 
 def quant_grad_setup(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
