@@ -4,9 +4,10 @@ does not show.
 Why: inductor's and AOTAutograd's caches key a compiled step by its traced graph, in which the
 8-bit layers' operators (``operators``, ``vmap_ops``) appear by name only. Their vmap rules,
 fake implementations and inductor lowerings (``lowering``) are not in the key, so a process
-running a changed rule or lowering was handed the code compiled before the change: when the
-batched convolution's operator took one more operand, the cached code called it with the old
-ones (a crash; a changed arithmetic would have been silent). ``SourceKey`` is a post-grad pass
+running a changed rule or lowering was handed the code compiled before the change: when an
+experiment gave the batched convolution's operator one more operand, the cached code called it
+with the old ones (a crash; a changed arithmetic would have run silently;
+docs/notebook/2026-11-30-fused-gradient-quantiser-copy.md). ``SourceKey`` is a post-grad pass
 that changes nothing; inductor puts its ``uuid``, a hash of this package's sources, in the key.
 """
 
