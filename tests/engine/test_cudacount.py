@@ -173,18 +173,16 @@ def test_a_compiled_training_step_trains_as_without_the_count():
     assert backward.restrided > 0
 
 
-def test_the_batched_gradient_quantisers_forward_copy_is_fused(monkeypatch):
+def test_the_batched_gradient_quantisers_forward_copy_is_fused():
     """Under vmap (the batched step), compiled for a GPU: the gradient quantiser's operator is a
     copy that inductor fuses, so the forward's one library call is the convolution's. As an
-    operator's own copy it was a library call of its own (two). The CPU's eager quantiser
-    kernel is off, as on a GPU: torch 2.11 traces the backward with ``is_compiling()`` false."""
-    from lpdt.layers.quant import kernel, vmap_ops
+    operator's own copy it was a library call of its own (two)."""
+    from lpdt.layers.quant import vmap_ops
     from lpdt.layers.quant.quantizers import vmapped
 
     x = torch.randn(4, 2, 3, 8, 8, requires_grad=True)
     w = torch.randn(4, 5, 3, 3, 3, requires_grad=True)
     seeds = torch.arange(4)
-    monkeypatch.setenv(kernel.ENV, "0")
 
     def node(xk: torch.Tensor, wk: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         y = vmap_ops.biprec_conv2d(xk, wk, None, [1, 1], [1, 1], [1, 1], 1, 8, s, 1)

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import re
 import types
 from collections.abc import Callable, Iterator
@@ -48,6 +49,7 @@ import torch
 
 from lpdt.errors import LpdtError
 from lpdt.layers.formulas import as_device
+from lpdt.layers.quant import kernel
 
 # What the device interface answers for cuda:0 while a copy is lowered: an H100 (the H200 has
 # the same SMs and compute capability, which is what inductor's heuristics read).
@@ -117,8 +119,10 @@ class _Generated(LpdtError):
 def counting(options: dict[str, Any] | None = None) -> Iterator[CudaLaunches]:
     """While open, ``torch.compile`` (inductor, default mode) also lowers each graph for CUDA
     and records its launches in the yielded ``CudaLaunches``, and the layers choose their
-    formulas as on a GPU (``as_device("cuda")``); ``options``: inductor options of every compile
-    in it (added to the call's own, e.g. ``{"combo_kernels": True}``)."""
+    formulas as on a GPU (``as_device("cuda")``; the CPU's eager quantiser kernel is off, as
+    ``LPDT_QUANT_KERNEL=0``: torch 2.11 traces an operator's backward with ``is_compiling()``
+    false, where the kernel would read a traced seed); ``options``: inductor options of every
+    compile in it (added to the call's own, e.g. ``{"combo_kernels": True}``)."""
     if torch.cuda.is_available():
         raise RuntimeError(
             "lpdt.engine.cudacount is for machines without a GPU: count the real compile"
@@ -141,6 +145,7 @@ def counting(options: dict[str, Any] | None = None) -> Iterator[CudaLaunches]:
     # (``split_reductions``: lpdt.layers.quant.quantizers._split_for_a_gpu).
     with (
         mock.patch.object(torch, "compile", compile_also_for_cuda),
+        mock.patch.dict(os.environ, {kernel.ENV: "0"}),
         as_device("cuda"),
         inductor_config.patch(options or {}),
     ):
