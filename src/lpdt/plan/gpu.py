@@ -94,9 +94,14 @@ START_S = 8.0
 # (torch 2.11, ResNet-20 x 8, per-node batch 32, 32 px; docs/notebook/2026-11-28-h200.md):
 # 25.75 / 10.03 ms. An 8-bit run that trains batched and compiled is priced at this multiple of
 # its model's fp32 step on the H100 (the H200's fp32 round, 10.03 ms, ran faster than the
-# H100's 15.75: the ratio, not the H200's times, carries over).
+# H100's 15.75: the ratio, not the H200's times, carries over). That run's code (511f83c)
+# launched 906 Triton kernels a batched 8-bit round against fp32's 222; the code of today
+# launches 600 on the same torch (``lpdt.engine.cudacount``; docs/int8.md, "Launches (what a
+# GPU pays for)"), so the ratio is likely high for what runs now. It is kept until a GPU
+# measures the current code: how a round's time follows its kernels was never measured (two
+# programs, two points).
 INT8_BATCHED_COMPILED = 25.75 / 10.03
-# Its first compile against fp32's, the same H200 run: 137.1 / 40.1 s.
+# Its first compile against fp32's, the same H200 run and code: 137.1 / 40.1 s.
 INT8_COMPILE = 137.1 / 40.06
 # The readers on the project's 2-core CPU, ms an image of an augmented training batch of 32, one
 # thread (``benchmarks/bench_readers.py``, 2026-11-29, fake files in the real formats; Imagenette:
