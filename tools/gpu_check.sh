@@ -12,6 +12,7 @@
 #   tools/gpu_check.sh bench_gpu  # benchmarks/bench_gpu.py's default call (steps and k jobs)
 #   tools/gpu_check.sh tests_8bit # the compiled 8-bit CUDA tests of tests/test_cuda.py and the lowered quantisers
 #   tools/gpu_check.sh combo      # the batched step with and without inductor's combo kernels
+#   tools/gpu_check.sh graphs     # the batched step with and without CUDA graphs, fp32 and 8-bit
 #   tools/gpu_check.sh models     # VGG-11 (hashed dropout: batched too), ResNet-18 (64 px), ResNet-54 steps
 #   tools/gpu_check.sh fused      # the eager 8-bit step with the fused quantiser against without, and its test
 set -uo pipefail
@@ -104,6 +105,18 @@ stage_combo() {
     --variants batched,batched-combo,batched-combo-nosplit --budget 280 --steps-share 1 2>&1 \
     | grep --line-buffered -v Warning | tee "$LOG_DIR/combo.log"
   cp /tmp/bench-combo/steps.tsv "$LOG_DIR/combo-steps.tsv" 2>/dev/null
+}
+
+# CUDA graphs (train.compile_mode: reduce-overhead) on the batched compiled step, fp32 and 8-bit
+# (issue 51). On the H200 of 2026-11-28 the 8-bit round took 25.75 ms for 906 kernels, 28 us a
+# kernel, where fp32's took 10.03 ms for 222 (45 us a kernel), and on the H100 CUDA graphs added
+# nothing to the batched fp32 round: if the 8-bit round waits on the host's launches, replaying
+# them as one graph removes that wait (docs/notebook/2026-11-30-kernel-levers-not-kept.md).
+stage_graphs() {
+  timeout $(( ${BENCH_BUDGET:-280} + 15 )) $PY benchmarks/bench_gpu.py --out /tmp/bench-graphs \
+    --parts steps --variants batched,batched-graphs --budget "${BENCH_BUDGET:-280}" \
+    --steps-share 1 2>&1 | grep --line-buffered -v Warning | tee "$LOG_DIR/graphs.log"
+  cp /tmp/bench-graphs/steps.tsv "$LOG_DIR/graphs-steps.tsv" 2>/dev/null
 }
 
 stage_models() {  # the other models' steps (VGG-11 with hashed dropout, as the paper scale runs it)
