@@ -10,7 +10,8 @@ and 8-bit: the paper's recipe), in the variants
   vmapped step);
 - ``batched``: ``BatchedSteps`` compiled;
 - ``graphs`` / ``batched-graphs`` (not in the default list): ``sequential`` / ``batched`` with
-  ``train.compile_mode: reduce-overhead`` (CUDA graphs).
+  ``train.compile_mode: reduce-overhead`` (CUDA graphs; ``ran`` says whether inductor used them
+  or in how many graphs it skipped them, ``tools/gpu_check.sh graphs``).
 
 Each variant warms up with three rounds (``compile_s``: the first, which compiles; ``first_s``:
 all three), and one more round is counted (``lpdt.engine.opcount``): ``aten_ops_round``,
@@ -262,6 +263,7 @@ class Runner:
     grad: torch.Tensor
     compiled: Callable[[], bool]
     notes: list[str]
+    graphs: bool = False  # compiled with CUDA graphs asked for (``reduce-overhead``)
 
 
 def make_runner(
@@ -294,7 +296,8 @@ def make_runner(
             # the nodes' seeds from torch's one generator, in node order (no node streams here)
             steps.train_step(x, y, steps.seeds(lambda _k: contextlib.nullcontext()))
 
-        return Runner(round_batched, state.grad, lambda: steps.compiled, notes)
+        graphs = compile and mode == "reduce-overhead"
+        return Runner(round_batched, state.grad, lambda: steps.compiled, notes, graphs)
     step = Steps(state.models[0], compile, mode, log=notes.append, compile_eval=False)
     env = {fused.ENV: "0"} if variant == "eager-unfused" else {}
 
@@ -304,15 +307,36 @@ def make_runner(
             for k, model in enumerate(state.models):
                 step.train_step(model, x[k], y[k])
 
-    return Runner(round_sequential, state.grad, lambda: bool(step.compiled), notes)
+    graphs = compile and mode == "reduce-overhead"
+    return Runner(round_sequential, state.grad, lambda: bool(step.compiled), notes, graphs)
 
 
-def ran_text(asked: bool, compiled: bool, notes: list[str], precision: str) -> str:
-    """What ran: compiled or eager, and why eager when compiling was asked for."""
+def ran_text(
+    asked: bool, compiled: bool, notes: list[str], precision: str, graph_skips: int | None = None
+) -> str:
+    """What ran: compiled or eager, and why eager when compiling was asked for; with CUDA graphs
+    asked for (``graph_skips`` not None), whether inductor used them: it skips them for a graph
+    it judges unfit (a CPU device, an input mutated that is not static, ...) and says why only
+    in its log (``TORCH_LOGS=cudagraphs``)."""
     if compiled:
         forced = precision == "int8" and os.environ.get("LPDT_FORCED_INT8")
-        return "compiled" + (" (forced)" if forced else "")
+        text = "compiled" + (" (forced)" if forced else "")
+        if graph_skips is not None:
+            text += (
+                f"; CUDA graphs skipped by inductor in {graph_skips} graph(s)"
+                if graph_skips
+                else "; CUDA graphs"
+            )
+        return text
     return "eager" + (f" ({notes[-1].strip()[:150]})" if asked and notes else "")
+
+
+def cudagraph_skips() -> int:
+    """How many compiled graphs inductor has run without CUDA graphs that were asked for, in
+    this process (its own counter)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"]["cudagraph_skips"])
 
 
 @dataclass
@@ -341,7 +365,7 @@ def warm_up(
     precision: str,
 ) -> Warm:
     """Three rounds (compile, record CUDA graphs, warm), then one counted round."""
-    before = inductor_kernels()
+    before, skips_before = inductor_kernels(), cudagraph_skips()
     sync(device)
     t0 = time.perf_counter()
     runner.round(x, y)
@@ -372,7 +396,8 @@ def warm_up(
                 runner.round(x, y)
             sync(device)
             ops, launches, syncs = counter.total, counter.launches, counter.host_syncs
-    ran = ran_text(asked, compiled, runner.notes, precision)
+    skips = cudagraph_skips() - skips_before if runner.graphs else None
+    ran = ran_text(asked, compiled, runner.notes, precision, skips)
     return Warm(
         runner, ran, compiled, compile_s, first_s, last_s, kernels, ops, launches, syncs, grad
     )

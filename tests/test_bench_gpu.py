@@ -140,15 +140,16 @@ def test_steps_and_jobs_tables(tmp_path: Path) -> None:
 # compiled steps of tests/engine stay in it): make test-slow runs it
 @pytest.mark.slow
 def test_a_compiled_step_counts_its_kernels_and_what_dispatches_outside(tmp_path: Path) -> None:
-    """One small compiled case (about 40 s on a busy 2-core VM, a fresh inductor cache): the
+    """One small compiled case (about 50 s on a busy 2-core VM, a fresh inductor cache): the
     batched fp32 step compiles, its kernels are counted, and fewer aten operations dispatch
-    outside its graph than the same step runs eagerly."""
+    outside its graph than the same step runs eagerly. With CUDA graphs asked for, the row says
+    whether inductor used them: on a CPU it skips them for every graph."""
     r = _run(
         *TINY,
         "--precisions",
         "fp32",
         "--variants",
-        "batched-eager,batched",
+        "batched-eager,batched,batched-graphs",
         "--rounds",
         "1",
         "--parts",
@@ -166,6 +167,9 @@ def test_a_compiled_step_counts_its_kernels_and_what_dispatches_outside(tmp_path
     assert 0 < int(compiled["launches_round"]) < int(eager["launches_round"]), rows
     assert compiled["host_syncs_round"] == eager["host_syncs_round"] == "0", rows
     assert float(compiled["ms_round"]) > 0, rows
+    graphs = rows["batched-graphs"]["ran"]
+    assert graphs.startswith("compiled; CUDA graphs skipped by inductor in "), rows
+    assert int(graphs.split(" in ")[1].split()[0]) >= 1, rows
 
 
 def test_a_compiled_variant_that_ran_eagerly_is_not_timed(
@@ -221,6 +225,10 @@ def test_force_int8_compile_lifts_lpdts_guards(
     assert os.environ[steps_module.CUDA_INT8_ENV] == "1"
     assert bench.ran_text(True, True, [], "int8") == "compiled (forced)"
     assert bench.ran_text(True, True, [], "fp32") == "compiled"
+    assert bench.ran_text(True, True, [], "fp32", 0) == "compiled; CUDA graphs"
+    assert bench.ran_text(True, True, [], "fp32", 2) == (
+        "compiled; CUDA graphs skipped by inductor in 2 graph(s)"
+    )
 
 
 @pytest.mark.parametrize(
