@@ -317,7 +317,8 @@ def ran_text(
     """What ran: compiled or eager, and why eager when compiling was asked for; with CUDA graphs
     asked for (``graph_skips`` not None), whether inductor used them: it skips them for a graph
     it judges unfit (a CPU device, an input mutated that is not static, ...) and says why only
-    in its log (``TORCH_LOGS=cudagraphs``)."""
+    in its log (``TORCH_LOGS=cudagraphs``). A forward's skip also turns them off for its
+    backward, which inductor does not count again."""
     if compiled:
         forced = precision == "int8" and os.environ.get("LPDT_FORCED_INT8")
         text = "compiled" + (" (forced)" if forced else "")

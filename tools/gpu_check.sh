@@ -109,9 +109,10 @@ stage_combo() {
 
 # CUDA graphs (train.compile_mode: reduce-overhead) on the batched compiled step, fp32 and 8-bit
 # (issue 51). On the H200 of 2026-11-28 the 8-bit round took 25.75 ms for 906 kernels, 28 us a
-# kernel, where fp32's took 10.03 ms for 222 (45 us a kernel), and on the H100 CUDA graphs added
-# nothing to the batched fp32 round: if the 8-bit round waits on the host's launches, replaying
-# them as one graph removes that wait (docs/notebook/2026-11-30-kernel-levers-not-kept.md).
+# kernel, where fp32's took 10.03 ms for 222 (45 us a kernel); on the H100 the batched fp32 round
+# took the same time with CUDA graphs asked for (whether inductor used them was not recorded; the
+# rows now say). If the 8-bit round waits on the host's launches, replaying them as one graph
+# removes that wait (docs/notebook/2026-11-30-kernel-levers-not-kept.md).
 stage_graphs() {
   timeout $(( ${BENCH_BUDGET:-280} + 15 )) $PY benchmarks/bench_gpu.py --out /tmp/bench-graphs \
     --parts steps --variants batched,batched-graphs --budget "${BENCH_BUDGET:-280}" \
