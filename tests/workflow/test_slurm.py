@@ -28,6 +28,7 @@ from lpdt.report import artifacts
 from tests.servers import wait_until_healthy
 
 from .test_snakemake import REPO, SNAKEMAKE, workdir
+from .test_workflow_catalog import run_workflow
 
 SCRIPT = REPO / "tools" / "slurm_local.sh"
 BASE_PROFILE = REPO / "profiles" / "slurm" / "config.yaml"
@@ -82,6 +83,32 @@ def test_local_cluster_script_parses_and_prints_usage():
     assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
     r = subprocess.run(["bash", str(SCRIPT)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "start DIR" in r.stdout and "stop DIR" in r.stdout
+
+
+def _train_rules(out: str) -> set[str]:
+    """The training rules of a dry run's jobs (rule train, or the batches' train_batch*)."""
+    return set(re.findall(r"^(?:local)?rule (train\w*):", out, re.M))
+
+
+def test_under_the_slurm_profile_every_process_plans_a_job_per_run(tmp_path):
+    """Snakemake reads the workflow before it sets its executor, so the main process cannot ask
+    ``workflow.local_exec`` whether the jobs run on a cluster; it asked, batched the runs, and
+    every SLURM job, a Snakemake process that does not batch, failed to find its batch rule.
+    Dry runs: with profiles/slurm (``--jobs``) a job per run, and with a GPU visible on the
+    submitting machine no local GPU slots; locally (``--cores``) the batches."""
+    profile = slurm_profile(tmp_path / "profile")
+    wd = workdir(tmp_path)
+    args = ("--config", "scale=smoke", "mlflow=False")
+    cluster = ("-n", "--workflow-profile", str(profile), *args)
+    for visible in ("", "0"):
+        r = run_workflow(wd, *cluster, env={"CUDA_VISIBLE_DEVICES": visible})
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert _train_rules(r.stdout) == {"train"}, (visible, r.stdout[-2000:])
+        assert "gpu_slot=" not in r.stderr, (visible, r.stderr[-2000:])
+    local = run_workflow(wd, "-n", "--cores", "2", *args, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert local.returncode == 0, local.stderr[-2000:]
+    rules = _train_rules(local.stdout)
+    assert rules and all(r.startswith("train_batch") for r in rules), local.stdout[-2000:]
 
 
 # -- the cluster and the tracking server (module fixtures, stopped by pid) -----------------------

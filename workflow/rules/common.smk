@@ -47,6 +47,22 @@ except ValueError as e:
 MANIFEST_STAMP = f"{RESULTS}/.manifest/{hashlib.sha1(MANIFEST_TEXT.encode()).hexdigest()[:16]}"
 
 
+# Whether the jobs run under a cluster executor (SLURM), each job a Snakemake process of its own
+# that reads this file again (exec mode remote). Snakemake sets its executor only after reading
+# the file (``workflow.local_exec`` is True while it does), so the main process knows a cluster
+# executor by its job count: ``--jobs`` (the SLURM profile's ``jobs:``) is a cluster executor's
+# number of jobs at once, on the local executor an alias of ``--cores`` (Snakemake's CLI). Every
+# process must agree: a batch rule planned by the main process and not defined in its jobs
+# failed every SLURM job ("'NoneType' object has no attribute 'keys'" while the job built its
+# DAG; tests/workflow/test_slurm.py). A local run given --jobs besides --cores counts as a
+# cluster's here: its runs are not batched (the same results, a job per run). A job's own code
+# (a rule's run: block) sees the executor itself (workflow.local_exec).
+ON_CLUSTER = (
+    workflow.remote_exec
+    or not workflow.local_exec
+    or workflow.resource_settings.nodes is not None
+)
+
 # Batches (config batch_runs; rule train_batch): batch name -> its runs, and run -> its batch.
 # auto: on where the jobs run on this machine's CPU with the simulated engine (not on GPUs, whose
 # jobs share a GPU k at a time, nor under a cluster executor, where a job per run spreads).
@@ -55,12 +71,7 @@ from lpdt import gpus
 GPU_IDS = gpus.visible_gpu_ids()  # this machine's GPUs (rule train's resources: train.smk)
 _batching = config.get("batch_runs", "auto")
 if _batching == "auto":
-    _batching = (
-        config.get("engine", "simulated") == "simulated"
-        and workflow.local_exec
-        and not workflow.remote_exec
-        and not GPU_IDS
-    )
+    _batching = config.get("engine", "simulated") == "simulated" and not ON_CLUSTER and not GPU_IDS
 BATCHES = grid.run_batches(RUNS) if _batching else {}
 BATCH_OF = {r: b for b, ids in BATCHES.items() for r in ids}
 # The first batch of each compiled graph (lpdt.plan.runtime.compiled_shape) starts before the

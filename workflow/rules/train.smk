@@ -60,7 +60,7 @@ def train_cores(wildcards):
 GPUS = len(GPU_IDS)  # GPU_IDS: this machine's GPUs (common.smk)
 # The GPUs whose slots this Snakemake hands out: this machine's, where the jobs run here (not
 # under a cluster executor, whose jobs get their GPUs from SLURM, nor inside such a job).
-SLOT_GPU_IDS = GPU_IDS if workflow.local_exec and not workflow.remote_exec else []
+SLOT_GPU_IDS = [] if ON_CLUSTER else GPU_IDS
 # The machine's GPU shares (lpdt.gpus.acquire): one folder for every invocation and results folder
 # on the machine ($LPDT_GPU_SLOTS, else /tmp/lpdt-gpu-slots), keyed by the GPU.
 GPU_SLOT_DIR = str(gpus.slot_dir())
