@@ -287,6 +287,7 @@ def make_runner(
     state.train()
     compile = compiles(variant) and not eager_only
     mode = "reduce-overhead" if variant.endswith("graphs") else "default"
+    graphs = compile and mode == "reduce-overhead"
     notes: list[str] = []
     if variant.startswith("batched"):
         options = VARIANT_OPTIONS.get(variant)
@@ -296,7 +297,6 @@ def make_runner(
             # the nodes' seeds from torch's one generator, in node order (no node streams here)
             steps.train_step(x, y, steps.seeds(lambda _k: contextlib.nullcontext()))
 
-        graphs = compile and mode == "reduce-overhead"
         return Runner(round_batched, state.grad, lambda: steps.compiled, notes, graphs)
     step = Steps(state.models[0], compile, mode, log=notes.append, compile_eval=False)
     env = {fused.ENV: "0"} if variant == "eager-unfused" else {}
@@ -307,7 +307,6 @@ def make_runner(
             for k, model in enumerate(state.models):
                 step.train_step(model, x[k], y[k])
 
-    graphs = compile and mode == "reduce-overhead"
     return Runner(round_sequential, state.grad, lambda: bool(step.compiled), notes, graphs)
 
 
