@@ -261,7 +261,8 @@ class BatchedSteps:
                 f"({type(e).__name__}: {str(e).splitlines()[0][:160]}); it runs eagerly"
             )
             self._compiled, self._graphs = None, False
-            torch._foreach_copy_(list(self.buffers.values()), saved)
+            if saved:  # a model without buffers (an fp32 model with EvoNorm) has none to restore
+                torch._foreach_copy_(list(self.buffers.values()), saved)
             return self._run(batched_losses, args)
         self.log(f"  compiled the batched training step in {time.perf_counter() - t0:.1f} s")
         return out
