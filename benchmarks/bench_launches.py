@@ -14,7 +14,9 @@ GPU"), and both counts can be taken on the CPU:
   code generation only; on the CPU only), which fuses otherwise than the CPU's loop nests;
   ``cuda_kernels_combo``: the same with inductor's combo kernels (``combo_kernels``: independent
   kernels launched as one, a GPU option); ``cuda_library_calls``: its cuDNN / cuBLAS calls
-  (convolutions, matmuls, operators inductor falls back to);
+  (convolutions, matmuls, operators inductor falls back to); ``cuda_graph_blockers``: what would
+  make inductor leave out CUDA graphs for the round on a GPU, by its checks that need none
+  (``cudacount.Lowered.cudagraph_blocker``), ``none`` if nothing;
 - ``aten_ops_round``: the aten operations one eager round dispatches (``lpdt.engine.opcount``),
   each a launch on a GPU (views aside), with the quantisers on the path a GPU takes
   (``LPDT_QUANT_KERNEL=0``, ``LPDT_QUANT_FUSED=1``: each rounding one compiled kernel,
@@ -58,6 +60,7 @@ COLUMNS = [
     "cuda_kernels",
     "cuda_kernels_combo",
     "cuda_library_calls",
+    "cuda_graph_blockers",
     "aten_ops_round",
     "launches_round",
     "aten_ops_round_unfused",
@@ -158,6 +161,8 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
                 runner(True)[0]()  # type: ignore[operator]
             row[f"cuda_kernels{suffix}"] = launches.kernels
             row.setdefault("cuda_library_calls", launches.extern)
+            blockers = sorted({g.cudagraph_blocker for g in launches.graphs} - {None})
+            row.setdefault("cuda_graph_blockers", "; ".join(blockers) or "none")
     row["torch"] = torch.__version__
     return row
 

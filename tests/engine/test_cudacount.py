@@ -200,3 +200,32 @@ def test_the_batched_gradient_quantisers_forward_copy_is_fused():
     assert forward.extern == 1
     assert "= torch.ops.lpdt.biprec_conv2d_nodes.default(" in forward.source
     assert x.grad is not None and w.grad is not None
+    # nothing in the batched 8-bit operators keeps CUDA graphs out (test_bench_gpu.py: the
+    # whole batched step)
+    assert [g.cudagraph_blocker for g in launches.graphs] == [None, None]
+
+
+@torch.library.custom_op(
+    "lpdt_test::host_step", mutates_args=(), tags=(torch.Tag.cudagraph_unsafe,)
+)
+def _host_step(x: torch.Tensor) -> torch.Tensor:
+    """An operator that says CUDA graphs cannot capture it (as one that reads the host would)."""
+    return x * 2
+
+
+@_host_step.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def test_a_graph_cuda_graphs_cannot_capture_names_its_operator():
+    """``Lowered.cudagraph_blocker``: inductor's own reason to leave out CUDA graphs on a GPU,
+    found without one; a graph without such an operator has none."""
+    x = torch.randn(16)
+    with cudacount.counting() as launches:
+        torch.compile(lambda t: _host_step(t.sin()).cos(), dynamic=False, fullgraph=True)(x)
+        torch.compile(lambda t: t.sin().cos(), dynamic=False, fullgraph=True)(x)
+    blocked, clean = launches.graphs
+    assert blocked.cudagraph_blocker is not None
+    assert "lpdt_test.host_step" in blocked.cudagraph_blocker
+    assert clean.cudagraph_blocker is None

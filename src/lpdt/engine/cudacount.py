@@ -84,6 +84,12 @@ class Lowered:
     extern: int
     restrided: int  # inputs given the CUDA forward's strides (saved activations of a backward)
     source: str = field(repr=False)
+    # Why inductor would not record this graph as a CUDA graph on a GPU (``mode="reduce-overhead"``),
+    # by its own checks that do not need one: an operator it refuses (a host read, a shape that
+    # depends on values, an operator tagged ``cudagraph_unsafe``) or an input that is not a
+    # tensor. None: nothing but a GPU would decide (inputs mutated in place must be static then,
+    # which ``BatchedSteps`` marks them in that mode).
+    cudagraph_blocker: str | None = None
 
 
 @dataclass
@@ -233,7 +239,21 @@ def _lower_for_cuda(
             raise RuntimeError("inductor lowered the CUDA copy without generating its wrapper")
     kernels, extern = len(_LAUNCH.findall(source)), len(_EXTERN.findall(source))
     backward = bool(kwargs.get("is_backward"))
-    return Lowered(backward, kernels, extern, restrided, source), strides
+    blocker = _cudagraph_blocker(copy, fake)
+    return Lowered(backward, kernels, extern, restrided, source, blocker), strides
+
+
+def _cudagraph_blocker(gm: torch.fx.GraphModule, inputs: list) -> str | None:
+    """The first reason inductor's checks before recording a CUDA graph give for ``gm`` (as in
+    ``compile_fx``'s lowering and ``CompiledFxGraph``), of those that do not need a GPU."""
+    from torch._inductor.utils import get_first_incompatible_cudagraph_node
+
+    node = get_first_incompatible_cudagraph_node(gm)
+    if node is not None:
+        return f"operator {node.target} ({node.name})"
+    allowed = (torch.Tensor, torch.SymInt, torch.Generator)
+    others = sorted({type(t).__name__ for t in inputs if not isinstance(t, allowed)})
+    return f"inputs that are not tensors ({', '.join(others)})" if others else None
 
 
 def _cuda_graph(graph: torch.fx.Graph, mode: Any) -> torch.fx.Graph:
