@@ -14,7 +14,7 @@ import torch
 
 from lpdt import grid, record
 from lpdt.config import load_config
-from lpdt.engine.evaluation import curve_rows, evaluate_nodes
+from lpdt.engine.evaluation import curve_rows, curve_streams, evaluate_nodes
 from lpdt.engine.loop import train
 from lpdt.engine.run import Run
 from tests.conftest import TINY
@@ -73,6 +73,50 @@ def test_batched_evaluation_equals_node_by_node(precision, sharded):
         assert torch.equal(a, b)
     if precision:  # 8-bit evaluation does draw from the node streams
         assert not all(torch.equal(a, b) for a, b in zip(before["cpu"], streams[0], strict=True))
+
+
+def test_batched_curve_draws_what_node_by_node_draws():
+    """The curve's streams continue from one evaluation batch to the next: evaluated batched
+    (entered once per batch) each node draws the noise seeds it draws node by node (entered once
+    per node). Until 2026-11-30 each entry reseeded the curve's stream, so every batch of a node
+    drew the same seed batched, and the curve depended on ``train.batch_nodes`` whenever a
+    node's share spanned more than one evaluation batch (here 4 batches of 8)."""
+    run = _trained("train.batch_nodes=true", *INT8)
+    st = run.state
+    subset = curve_rows(run.data.labels("test"), 128, 4)
+    shards = [subset[i::4] for i in range(4)]
+    results, states = [], []
+    for stacked in (None, run._stacked()):
+        streams = curve_streams(run.cfg.seed, run.group.ids, 0, run.device)
+        with st.debiased():
+            results.append(
+                evaluate_nodes(
+                    st.models,
+                    run.data,
+                    run.device,
+                    8,
+                    run.curve_steps,
+                    shards,
+                    streams.node,
+                    stacked,
+                )
+            )
+        states.append(streams.cpu)
+    fresh = curve_streams(run.cfg.seed, run.group.ids, 0, run.device).cpu
+    for a, b, c in zip(*states, fresh, strict=True):
+        assert torch.equal(a, b)
+        assert not torch.equal(a, c)  # the evaluation drew from them
+    _assert_same_accuracies(results[1], results[0], INT8, 32)
+
+
+def test_sharded_evaluation_with_fewer_test_images_than_nodes_is_refused_before_training():
+    """A node whose share of the test split is empty has no accuracy: the run stops at its
+    start with the reason (it raised ZeroDivisionError in the final evaluation, after training)."""
+    from lpdt.config import ConfigError
+
+    with pytest.raises(ConfigError, match="train.node_eval: sharded .* 3 images"):
+        Run(cfg("train.node_eval=sharded", "data.test_subset=3"), log=lambda s: None)
+    Run(cfg("train.node_eval=sharded", "data.test_subset=4"), log=lambda s: None)
 
 
 def test_run_evaluates_batched_where_it_trains_batched():

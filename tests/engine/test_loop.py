@@ -152,6 +152,9 @@ def test_divergence_ends_cleanly(tmp_path):
     m = json.loads((out / "metrics.json").read_text())
     assert m["status"] == "diverged" and m["final"] == {}
     assert len(m["history"]) >= 1
+    # no final gossip rounds ran: the messages are the training rounds', as the bytes say
+    c = m["communication"]
+    assert c["messages_per_node"] == c["bytes_per_node"] / c["bytes_per_message"]
 
 
 def test_a_non_finite_loss_mid_epoch_makes_that_epoch_diverge():

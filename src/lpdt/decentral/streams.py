@@ -26,31 +26,30 @@ import torch
 AUG, COMPRESS, GLOBAL = 0, 1, 2  # stream numbers
 
 
+def stream_seed(*parts: int) -> int:
+    """A 63-bit seed drawn from ``parts`` alone (a run's seed, a node, a stream, ...)."""
+    return int(np.random.SeedSequence(list(parts)).generate_state(2, np.uint64)[0] >> 1)
+
+
 def node_seed(seed: int, node: int, stream: int) -> int:
     """A 63-bit seed for ``stream`` of ``node`` in a run seeded with ``seed``."""
-    return int(np.random.SeedSequence([seed, node, stream]).generate_state(2, np.uint64)[0] >> 1)
+    return stream_seed(seed, node, stream)
 
 
-class NodeStreams:
-    """The random streams of the nodes ``ids`` that this process holds (row k is node ids[k])."""
+class GlobalStreams:
+    """Per-row states of torch's global generator (CPU, and CUDA on a CUDA device), row k
+    seeded with ``seeds[k]``. ``with streams.node(k):`` runs the block in row k's state as its
+    previous block left it, and gives the caller's states back afterwards: whatever the block
+    draws, no other draw of the run changes, and a row's draws do not depend on how its blocks
+    were cut (one block per node, or one per evaluation batch)."""
 
-    def __init__(self, seed: int, ids: Sequence[int], device: torch.device) -> None:
-        self.ids = list(ids)
+    def __init__(self, seeds: Sequence[int], device: torch.device) -> None:
         self.device = device
-        self.aug = [torch.Generator().manual_seed(node_seed(seed, i, AUG)) for i in self.ids]
-        self.compress = [
-            torch.Generator().manual_seed(node_seed(seed, i, COMPRESS)) for i in self.ids
+        self.cpu: list[torch.Tensor] = [torch.Generator().manual_seed(s).get_state() for s in seeds]
+        self.cuda: list[torch.Tensor | None] = [
+            torch.Generator(device).manual_seed(s).get_state() if device.type == "cuda" else None
+            for s in seeds
         ]
-        self.cpu: list[torch.Tensor] = []
-        self.cuda: list[torch.Tensor | None] = []
-        for i in self.ids:
-            g = torch.Generator().manual_seed(node_seed(seed, i, GLOBAL))
-            self.cpu.append(g.get_state())
-            if device.type == "cuda":
-                gc = torch.Generator(device).manual_seed(node_seed(seed, i, GLOBAL))
-                self.cuda.append(gc.get_state())
-            else:
-                self.cuda.append(None)
 
     @contextlib.contextmanager
     def node(self, k: int) -> Iterator[None]:
@@ -69,6 +68,18 @@ class NodeStreams:
             if saved_cuda is not None:
                 self.cuda[k] = torch.cuda.get_rng_state(self.device)
                 torch.cuda.set_rng_state(saved_cuda, self.device)
+
+
+class NodeStreams(GlobalStreams):
+    """The random streams of the nodes ``ids`` that this process holds (row k is node ids[k])."""
+
+    def __init__(self, seed: int, ids: Sequence[int], device: torch.device) -> None:
+        super().__init__([node_seed(seed, i, GLOBAL) for i in ids], device)
+        self.ids = list(ids)
+        self.aug = [torch.Generator().manual_seed(node_seed(seed, i, AUG)) for i in self.ids]
+        self.compress = [
+            torch.Generator().manual_seed(node_seed(seed, i, COMPRESS)) for i in self.ids
+        ]
 
     def state_dict(self) -> dict:
         return {

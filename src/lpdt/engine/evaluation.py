@@ -11,7 +11,7 @@ outputs").
   set of kernels for n nodes instead of n. Both compute the same numbers: every node sees the
   same batches, and an 8-bit node draws the same rounding-noise seeds in its own random stream,
   in the same order (``tests/engine/test_evaluation.py``).
-- ``curve_rows`` and ``private_rng``: the curve's fixed subset and the random state its
+- ``curve_rows`` and ``curve_streams``: the curve's fixed subset and the random streams its
   evaluation runs under, so that it changes nothing of the run (``Run.evaluate_curve``).
 
 Evaluation changes no state of the run but one: an 8-bit model's forward rounds stochastically
@@ -23,7 +23,7 @@ therefore part of the run's identity). The curve draws from a stream of its own 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from lpdt.data.base import Dataset, balanced_subset
+from lpdt.decentral.streams import GlobalStreams, stream_seed
 from lpdt.engine.steps import Steps
 from lpdt.transfer import to_device
 
@@ -118,7 +119,9 @@ def evaluate_nodes(
 ) -> list[float]:
     """Top-1 accuracy (%) of each held node's model on its ``rows[k]`` of the test split (None:
     all of it). ``node_rng(k)``: the random state node k's forward runs under (its stream in
-    ``Run.evaluate_all``, the curve's own in ``Run.evaluate_curve``).
+    ``Run.evaluate_all``, the curve's own in ``Run.evaluate_curve``), a stream that continues
+    from one entry to the next (node by node it is entered once per node, batched once per
+    evaluation batch).
 
     With ``stacked`` all nodes run as one batched forward per evaluation batch; a batch at which
     the nodes' row counts differ (the ragged ends of sharded rows) runs node by node. Each node
@@ -170,21 +173,7 @@ def curve_rows(labels: np.ndarray, images: int, nodes: int) -> torch.Tensor:
     return rows if len(rows) >= nodes else rows.repeat(-(-nodes // len(rows)))[:nodes]
 
 
-@contextlib.contextmanager
-def private_rng(parts: Sequence[int], device: torch.device) -> Iterator[None]:
-    """Run the block with torch's global generator (CPU, and ``device``'s on CUDA) seeded from
-    ``parts`` alone, and give the caller's states back afterwards: whatever the block draws, no
-    other draw of the run changes."""
-    seed = int(np.random.SeedSequence(list(parts)).generate_state(2, np.uint64)[0] >> 1)
-    cuda = device.type == "cuda"
-    saved_cpu = torch.get_rng_state()
-    saved_cuda = torch.cuda.get_rng_state(device) if cuda else None
-    torch.set_rng_state(torch.Generator().manual_seed(seed).get_state())
-    if cuda:
-        torch.cuda.set_rng_state(torch.Generator(device).manual_seed(seed).get_state(), device)
-    try:
-        yield
-    finally:
-        torch.set_rng_state(saved_cpu)
-        if saved_cuda is not None:
-            torch.cuda.set_rng_state(saved_cuda, device)
+def curve_streams(seed: int, ids: Sequence[int], epoch: int, device: torch.device) -> GlobalStreams:
+    """The random streams of the curve's evaluation after ``epoch``: node i's seeded from (run
+    seed, i, ``CURVE_STREAM``, epoch) alone, apart from every stream training draws from."""
+    return GlobalStreams([stream_seed(seed, i, CURVE_STREAM, epoch) for i in ids], device)

@@ -224,6 +224,7 @@ def _run_record(
     resumes."""
     st, info, group = run.state, run.data.info, run.group
     total_bytes = run.bytes_train + run.bytes_final
+    final_rounds = cfg.train.final_gossip_rounds if status == "ok" else 0  # a diverged run: none
     wire_total = group.wire_bytes()
     samples = group.total(run.samples)  # over all processes
     return RunRecord(
@@ -244,7 +245,7 @@ def _run_record(
         final=final,
         communication=Communication(
             bytes_per_message=run.msg_bytes,
-            messages_per_node=run.msgs_per_round * (run.iterations + cfg.train.final_gossip_rounds),
+            messages_per_node=run.msgs_per_round * (run.iterations + final_rounds),
             bytes_per_node=total_bytes,
             bytes_per_node_train=run.bytes_train,
             gb_per_node=total_bytes / 1e9,

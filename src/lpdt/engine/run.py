@@ -13,7 +13,6 @@ node's model, plus the exact average model, is evaluated on the test set.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import random
 import time
@@ -22,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from lpdt.config import RunConfig
+from lpdt.config import ConfigError, RunConfig
 from lpdt.data import load_dataset
 from lpdt.data.sampler import NodeSampler
 from lpdt.decentral.algorithms import make_algorithm
@@ -36,12 +35,11 @@ from lpdt.engine.batched import BatchedSteps, use_batched
 from lpdt.engine.checkpoint import Checkpoint
 from lpdt.engine.device import Log, print_line, resolve_device
 from lpdt.engine.evaluation import (
-    CURVE_STREAM,
     StackedNodes,
     curve_rows,
+    curve_streams,
     evaluate,
     evaluate_nodes,
-    private_rng,
 )
 from lpdt.engine.steps import Steps
 from lpdt.models import build_model
@@ -84,6 +82,12 @@ class Run:
         # Data: one partition and one sampler per node; test data is shared by all nodes.
         self.data = load_dataset(cfg.data)
         n = cfg.topology.nodes
+        n_test = len(self.data.labels("test"))
+        if cfg.train.node_eval == "sharded" and n_test < n:  # a node with no image to score
+            raise ConfigError(
+                f"train.node_eval: sharded gives each of the {n} nodes its share of the test "
+                f"split, which has {n_test} images; use more test images or node_eval: full"
+            )
         parts = partition_indices(self.data.labels("train"), cfg)
         self.samplers = [
             NodeSampler(parts[i], cfg.per_node_batch, seed=cfg.seed * 1000 + i) for i in ids
@@ -282,16 +286,14 @@ class Run:
 
         It changes nothing of the run: the forwards run eagerly (``curve_steps``: a compiled
         evaluation forward keeps the batch size of its first call), under a random stream of
-        their own (``CURVE_STREAM``, seeded from the run's seed, the node and the epoch: the
-        8-bit rounding noise), and the nodes' rows are restored bit for bit after the
-        de-biasing (``x / w * w`` may differ from ``x`` in the last bit)."""
+        their own (``curve_streams``, seeded from the run's seed, the node and the epoch: the
+        8-bit rounding noise, continued from batch to batch), and the nodes' rows are restored
+        bit for bit after the de-biasing (``x / w * w`` may differ from ``x`` in the last bit)."""
         st, g, cfg = self.state, self.group, self.cfg
         subset = curve_rows(self.data.labels("test"), cfg.train.curve_images, g.nodes)
         shards: list[torch.Tensor | None] = [subset[i :: g.nodes] for i in g.ids]
 
-        def rng(k: int) -> contextlib.AbstractContextManager:
-            return private_rng((cfg.seed, g.ids[k], CURVE_STREAM, epoch), self.device)
-
+        streams = curve_streams(cfg.seed, g.ids, epoch, self.device)
         with st.preserved(), st.debiased():
             mine = evaluate_nodes(
                 st.models,
@@ -300,7 +302,7 @@ class Run:
                 cfg.train.eval_batch_size,
                 self.curve_steps,
                 shards,
-                rng,
+                streams.node,
                 self._stacked(),
             )
         accs = g.gather(torch.tensor(mine, dtype=torch.float64)).tolist()
