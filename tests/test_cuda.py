@@ -27,6 +27,7 @@ from lpdt.models import make_model
 from tests.distributed.test_equivalence import BASE as EQUIVALENCE_BASE
 from tests.distributed.worker import node_state, train_briefly
 from tests.engine.test_loop import BASE as TRAIN_BASE
+from tests.engine.test_loop import killed_and_resumed
 from tests.engine.test_steps import relative_difference
 from tests.layers.test_quant import check_lowered_quantisers
 from tests.layers.test_quant_fused import check_fused
@@ -77,6 +78,18 @@ def test_lpdt_train_on_cuda_learns_like_on_cpu(tmp_path, monkeypatch, precision,
     acc_gpu, acc_cpu = gpu["final"]["acc_node_mean"], cpu["final"]["acc_node_mean"]
     assert acc_gpu > 50, acc_gpu  # 10 classes: chance is 10 %
     assert abs(acc_gpu - acc_cpu) <= 5.0, (acc_gpu, acc_cpu)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_a_killed_run_on_cuda_resumes_to_the_same_result(tmp_path, precision):
+    """A run on the GPU killed after a checkpoint resumes from it (the node streams' generator
+    states come back as CPU tensors, as torch takes them) and ends where the uninterrupted run
+    ends. Written 2026-11-30, when the checkpoint was loaded onto the run's device; not yet run
+    on a GPU."""
+    c = load_config(None, [*TINY, f"precision.mode={precision}", "device=cuda"])
+    full, resumed = killed_and_resumed(c, tmp_path)
+    assert resumed.final == full.final
+    assert resumed.communication == full.communication
 
 
 @pytest.mark.parametrize("batched", [False, True], ids=["node-by-node", "batched"])

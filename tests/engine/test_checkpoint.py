@@ -33,7 +33,7 @@ def test_a_runs_checkpoint_round_trips_through_torch_save(tmp_path):
     ck = dataclasses.replace(run.checkpoint(), run_config=run.cfg.to_dict(), wall_s=2.0)
     path = tmp_path / "checkpoint.pt"
     torch.save(ck.to_dict(), path)
-    back = load_checkpoint(run.cfg, path, torch.device("cpu"))
+    back = load_checkpoint(run.cfg, path)
     assert back.epoch == 1 and back.nodes == [0, 1] and back.wall_s == 2.0
     assert back.history == [HistoryRow(epoch=0, lr=0.1, train_loss=1.5, wall_s=2.0)]
     assert torch.equal(back.x, ck.x) and torch.equal(back.w, ck.w)

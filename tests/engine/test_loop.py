@@ -17,7 +17,7 @@ import yaml
 
 from lpdt import record
 from lpdt.cli import main
-from lpdt.config import load_config
+from lpdt.config import RunConfig, load_config
 from lpdt.engine.loop import train
 from lpdt.record import RunRecord
 from tests.conftest import TINY
@@ -88,6 +88,14 @@ def test_killed_run_resumes_to_identical_result(tmp_path, extra):
         "optim.qgm=true",
         *extra,
     )
+    full, resumed = killed_and_resumed(c, tmp_path)
+    assert resumed.final == full.final
+    assert resumed.communication == full.communication
+
+
+def killed_and_resumed(c: RunConfig, tmp_path: Path) -> tuple[RunRecord, RunRecord]:
+    """The run of ``c`` uninterrupted, and the same run killed after epoch 1's checkpoint (of 3)
+    and resumed."""
     full = train(c, tmp_path / "full", log=lambda s: None)
 
     class Killed(Exception):
@@ -101,9 +109,7 @@ def test_killed_run_resumes_to_identical_result(tmp_path, extra):
         train(c, tmp_path / "cut", log=killer)
     assert (tmp_path / "cut" / "checkpoint.pt").exists()
     assert not (tmp_path / "cut" / "metrics.json").exists()
-    resumed = train(c, tmp_path / "cut", resume=True, log=lambda s: None)
-    assert resumed.final == full.final
-    assert resumed.communication == full.communication
+    return full, train(c, tmp_path / "cut", resume=True, log=lambda s: None)
 
 
 def test_checkpoint_every_k_epochs_saves_those_epochs_and_resumes_from_the_last(tmp_path):

@@ -31,8 +31,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import torch
-
 from lpdt import provenance, record
 from lpdt.config import RunConfig, dump_config
 from lpdt.engine.rundir import load_checkpoint, open_run_dir
@@ -95,7 +93,7 @@ def launch_local(
         return done
     checkpoints = sorted(out.glob("checkpoint.rank*.pt"))  # any rank's, current or .prev
     if resume and checkpoints:  # another config's is refused here, in one line
-        load_checkpoint(cfg, checkpoints[0], torch.device("cpu"))
+        load_checkpoint(cfg, checkpoints[0])
     n = cfg.topology.nodes
     grace = float(os.environ.get("LPDT_DIST_GRACE_S", DEFAULT_GRACE_S))
     with tempfile.TemporaryDirectory(prefix="lpdt-launch-") as tmp:

@@ -163,7 +163,7 @@ def _resume(
     every process must call this, it is a collective). Returns which of this process's files
     holds the restored epoch (``None``: a fresh start), the wall time of the earlier sessions,
     and the provenance of the record (that of the session that started the run)."""
-    found = restorable(cfg, ck_path, run.device) if resume else {}
+    found = restorable(cfg, ck_path) if resume else {}
     target = _common_epoch(run.group, found)
     if target:
         holds, ck = found[target]

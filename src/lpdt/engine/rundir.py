@@ -87,22 +87,23 @@ def previous(ck_path: Path) -> Path:
     return ck_path.with_suffix(".prev.pt")
 
 
-def load_checkpoint(cfg: RunConfig, path: Path, device: torch.device) -> Checkpoint:
-    """The checkpoint at ``path``, refused (``RunDirError``) when it is another config's."""
-    raw = torch.load(path, map_location=device, weights_only=False)
+def load_checkpoint(cfg: RunConfig, path: Path) -> Checkpoint:
+    """The checkpoint at ``path``, refused (``RunDirError``) when it is another config's.
+    Loaded on the CPU whatever the run's device: it holds generator states, which torch takes
+    only as CPU tensors, and every other tensor is copied into the run's own (a run on a GPU
+    that mapped it to the GPU could not resume: ``RNG state must be a torch.ByteTensor``)."""
+    raw = torch.load(path, map_location="cpu", weights_only=False)
     if isinstance(raw, dict) and "run_config" in raw:  # another config's: say so, whatever else
         refuse_other_config(cfg, raw["run_config"], path)
     return Checkpoint.from_dict(raw, str(path))
 
 
-def restorable(
-    cfg: RunConfig, ck_path: Path, device: torch.device
-) -> dict[int, tuple[Path, Checkpoint]]:
+def restorable(cfg: RunConfig, ck_path: Path) -> dict[int, tuple[Path, Checkpoint]]:
     """The checkpoints this process could resume from, by epoch: its checkpoint and, in the
     distributed engine, the one of the epoch before (``.prev``), whichever exist."""
     found: dict[int, tuple[Path, Checkpoint]] = {}
     for path in (ck_path, previous(ck_path)):
         if path.exists():
-            ck = load_checkpoint(cfg, path, device)
+            ck = load_checkpoint(cfg, path)
             found.setdefault(int(ck.epoch), (path, ck))
     return found
