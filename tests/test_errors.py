@@ -52,3 +52,19 @@ def test_the_command_line_prints_an_lpdt_error_as_one_line(tmp_path, capsys):
     rc = main(["compare", str(tmp_path), "--vary", "precision", "--a", "fp32", "--b", "int8"])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and err[0].startswith("lpdt compare: ")
+
+
+def test_a_path_of_the_wrong_kind_is_one_line_naming_it(tmp_path, capsys):
+    """An OS error about a path (here a directory given where a file is read) is the user's to
+    fix: one line naming the path, exit 2. An OS error about no path is a bug: its traceback."""
+    from lpdt.cli import main, user_error_line
+
+    rc = main(["report", "--manifest", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and err[0].startswith("lpdt report: error: "), err
+    assert str(tmp_path) in err[0] and "Traceback" not in err[0]
+    assert user_error_line(IsADirectoryError(21, "Is a directory", "x.json")) == (
+        "x.json: Is a directory"
+    )
+    assert user_error_line(OSError(5, "Input/output error")) is None
+    assert user_error_line(TypeError("a bug")) is None

@@ -100,10 +100,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"--- run {i + 1} of {len(cfgs)}: {out}", flush=True)
         try:
             rec = train(cfg, out, resume=args.resume, force=args.force)
-        except (LpdtError, ValueError, KeyError, FileNotFoundError, RuntimeError) as e:
-            if len(cfgs) == 1 or os.environ.get("LPDT_DEBUG"):
+        except Exception as e:
+            line = user_error_line(e)
+            if line is None or len(cfgs) == 1 or os.environ.get("LPDT_DEBUG"):
                 raise
-            print(f"lpdt train: error in run {out}: {error_text(e)}", file=sys.stderr, flush=True)
+            print(f"lpdt train: error in run {out}: {line}", file=sys.stderr, flush=True)
             codes.append(2)
             continue
         if cfg.tracking.mlflow:
@@ -177,25 +178,30 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, plugins.PluginError) as e:
         print(f"lpdt {args.command}: config error: {e}", file=sys.stderr)
         return 2
-    except (LpdtError, ValueError, KeyError, FileNotFoundError, RuntimeError) as e:
-        # lpdt's own errors (lpdt.errors.LpdtError: bad files, missing datasets, a full disk,
-        # ...) and the built-in ones raised for bad names and values, as one line;
-        # LPDT_DEBUG=1 shows the traceback.
-        if os.environ.get("LPDT_DEBUG"):
+    except Exception as e:
+        line = user_error_line(e)  # None: a bug, shown with its traceback
+        if line is None or os.environ.get("LPDT_DEBUG"):
             raise
-        print(
-            f"lpdt {args.command}: error: {error_text(e)} (LPDT_DEBUG=1 for a traceback)",
-            file=sys.stderr,
-        )
+        print(f"lpdt {args.command}: error: {line} (LPDT_DEBUG=1 for a traceback)", file=sys.stderr)
         return 2
-    except OSError as e:
-        # A full disk, from any writer (lpdt.io names the file; others, e.g. a figure's
-        # savefig, give their filename if they know it). Other OS errors keep their traceback.
-        if not no_space(e) or os.environ.get("LPDT_DEBUG"):
-            raise
-        msg = _no_space_line(e)  # (lpdt.io's NoSpaceError is an LpdtError: caught above)
-        print(f"lpdt {args.command}: error: {msg} (LPDT_DEBUG=1 for a traceback)", file=sys.stderr)
-        return 2
+
+
+def user_error_line(e: BaseException) -> str | None:
+    """The one line a user-facing error prints; None for any other exception (a bug: its
+    traceback is shown). User-facing: lpdt's own errors (``lpdt.errors.LpdtError``: bad files,
+    missing datasets, a full disk, ...), the built-in ones raised for bad names and values, and
+    an OS error about a path (a directory where a file goes, a file where a directory goes, no
+    permission) or a full disk from any writer (lpdt.io names the file; others, e.g. a figure's
+    savefig, give their filename if they know it)."""
+    if isinstance(e, LpdtError | ValueError | KeyError | FileNotFoundError | RuntimeError):
+        return error_text(e)
+    if isinstance(e, OSError):
+        if no_space(e):  # (lpdt.io's NoSpaceError is an LpdtError: above)
+            return _no_space_line(e)
+        if e.filename is not None:
+            other = f" -> {e.filename2}" if e.filename2 is not None else ""
+            return f"{e.filename}{other}: {e.strerror or e}"
+    return None
 
 
 def error_text(e: BaseException) -> str:

@@ -57,3 +57,21 @@ def test_an_older_plain_dict_checkpoint_loads_and_a_broken_one_is_named():
         Checkpoint.from_dict(old, "ck.pt")
     with pytest.raises(CheckpointError, match="not a checkpoint"):
         Checkpoint.from_dict([1, 2], "ck.pt")
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "text", "directory"])
+def test_a_damaged_checkpoint_is_named_not_a_traceback(tmp_path, damage):
+    """A checkpoint cut short (a job killed while torch.save wrote it without lpdt's atomic
+    rename, a copy that failed), emptied, replaced by text or by a directory: one error that
+    names the file and what to do (it raised OSError, EOFError or UnpicklingError)."""
+    run = _tiny()
+    path = tmp_path / "checkpoint.pt"
+    torch.save(run.checkpoint().to_dict(), path)
+    whole = path.read_bytes()
+    path.unlink()
+    if damage == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes({"truncated": whole[: len(whole) // 2], "empty": b""}.get(damage, b"x\n"))
+    with pytest.raises(CheckpointError, match=r"checkpoint\.pt: a damaged checkpoint.*--force"):
+        load_checkpoint(run.cfg, path)

@@ -8,13 +8,13 @@ offline. Nothing is synthesised silently: without data and without ``--class-siz
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from lpdt.data.partition import class_histograms, skew_partition
+from lpdt.io import write_json_atomic
 
 # The reference's hard-coded class sizes (reference §1.1).
 PAPER_CLASS_SIZES: dict[str, list[int]] = {
@@ -83,9 +83,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.json:
         path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(result, indent=1))
-        tmp.replace(path)
+        write_json_atomic(path, result)  # nothing left behind if it cannot be written
         print(f"wrote {path}")
     return 0

@@ -9,6 +9,7 @@ discards them instead. A complete run of the same config is returned as it is.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import yaml
 
 from lpdt import record
 from lpdt.config import RunConfig, result_diff
-from lpdt.engine.checkpoint import Checkpoint
+from lpdt.engine.checkpoint import Checkpoint, CheckpointError
 from lpdt.errors import LpdtError
 from lpdt.record import RunRecord
 
@@ -92,7 +93,14 @@ def load_checkpoint(cfg: RunConfig, path: Path) -> Checkpoint:
     Loaded on the CPU whatever the run's device: it holds generator states, which torch takes
     only as CPU tensors, and every other tensor is copied into the run's own (a run on a GPU
     that mapped it to the GPU could not resume: ``RNG state must be a torch.ByteTensor``)."""
-    raw = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        raw = torch.load(path, map_location="cpu", weights_only=False)
+    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as e:  # cut short, not torch's
+        raise CheckpointError(
+            f"{path}: a damaged checkpoint, which cannot be read ({type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else 'no detail'}); delete it to train the run "
+            "from its start, or pass --force"
+        ) from e
     if isinstance(raw, dict) and "run_config" in raw:  # another config's: say so, whatever else
         refuse_other_config(cfg, raw["run_config"], path)
     return Checkpoint.from_dict(raw, str(path))
