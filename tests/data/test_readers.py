@@ -106,6 +106,24 @@ def test_corrupt_cifar_names_file(tmp_path):
         load_dataset(DataConfig(dataset="cifar10", root=str(tmp_path)))
 
 
+@pytest.mark.parametrize(("batch", "label"), [("data_batch_2", 57), ("test_batch", -1)])
+def test_a_label_outside_the_classes_is_refused_before_training(tmp_path, batch, label):
+    """A label no class has (a damaged or foreign file): refused when the data is read. It
+    failed mid-training (57: "Target 57 is out of bounds"), or, in the test split, scored as a
+    wrong prediction in a run that ended "ok" (-1)."""
+    folder = write_cifar10(tmp_path)
+    with open(folder / batch, "rb") as f:
+        d = pickle.load(f)
+    d[b"labels"][3] = label
+    with open(folder / batch, "wb") as f:
+        pickle.dump(d, f)
+    split = "test" if batch == "test_batch" else "train"
+    with pytest.raises(
+        DatasetError, match=rf"cifar10 .*1 {split} label\(s\) outside 0..9, e.g. {label}"
+    ):
+        load_dataset(DataConfig(dataset="cifar10", root=str(tmp_path)))
+
+
 def test_fashion_mnist_idx(tmp_path):
     write_fmnist(tmp_path)
     ds = load_dataset(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -169,3 +171,19 @@ def test_token_cache_hit(tmp_path, monkeypatch) -> None:
     assert len(list((tmp_path / ".cache" / "tokens").glob("*.pt"))) == 1
     load_dataset(cfg(tmp_path, "agnews", max_length=8))  # another length is another cache entry
     assert len(calls) == 4
+
+
+@needs_tokenizer
+@pytest.mark.parametrize("damage", [b"", b"not a torch file", "half"])
+def test_a_damaged_token_cache_is_tokenised_again(tmp_path, damage) -> None:
+    """A cache file emptied, overwritten or cut short is a cache miss: the texts are tokenised
+    again and the cache rewritten (an unreadable cache stopped every later run of the dataset)."""
+    write_agnews_csv(tmp_path)
+    a = load_dataset(cfg(tmp_path, "agnews"))
+    (cache,) = (tmp_path / ".cache" / "tokens").glob("*.pt")
+    whole = cache.read_bytes()
+    cache.write_bytes(whole[: len(whole) // 2] if damage == "half" else damage)
+    b = load_dataset(cfg(tmp_path, "agnews"))
+    assert torch.equal(a.batch("train", torch.arange(12))[0], b.batch("train", torch.arange(12))[0])
+    again = torch.load(cache, weights_only=True)  # rewritten: whole and the same ids
+    assert all(torch.equal(again[k], v) for k, v in torch.load(io.BytesIO(whole)).items())

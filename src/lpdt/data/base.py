@@ -80,6 +80,13 @@ class TensorDataset(Dataset):
         self._x = {"train": train_x, "test": test_x}
         self._y = {"train": train_y.long(), "test": test_y.long()}
         self._transform = transform
+        for split, y in self._y.items():  # a damaged label file: say so before training
+            bad = y[(y < 0) | (y >= info.num_classes)]
+            if len(bad):
+                raise DatasetError(
+                    f"{info.name} ({info.source}): {len(bad)} {split} label(s) outside 0.."
+                    f"{info.num_classes - 1}, e.g. {int(bad[0])}: a damaged or foreign label file"
+                )
 
     def labels(self, split: str) -> np.ndarray:
         return self._y[split].numpy()

@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import pickle
 import re
 import tempfile
 from collections.abc import Callable, Iterable
@@ -98,6 +99,19 @@ def tokenize(tokenizer: Any, texts: Texts, max_length: int) -> torch.Tensor:
 # --- cache -------------------------------------------------------------------------------------
 
 
+def _cached(path: Path) -> dict[str, torch.Tensor] | None:
+    """The token ids cached at ``path``; None when there are none or the file cannot be read (a
+    damaged cache is tokenised again and rewritten, not an error that stops every run)."""
+    if not path.exists():
+        return None
+    try:
+        data = torch.load(path, weights_only=True)
+    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError):
+        return None
+    keys = {"train_x", "train_y", "test_x", "test_y"}
+    return data if isinstance(data, dict) and keys <= data.keys() else None
+
+
 def cache_key(name: str, files: list[Path], tokenizer_name: str, cfg: Any) -> str:
     """Hash of what determines the token ids: files (path, size, mtime), tokenizer, length, subsets."""
     stats = []
@@ -144,9 +158,8 @@ def build_text_dataset(
     tok_name, tok_path = resolve_tokenizer(root)
     key = cache_key(name, files, tok_name, cfg)
     cache = root / ".cache" / "tokens" / f"{name}-{key}.pt"
-    if cache.exists():
-        data = torch.load(cache, weights_only=True)
-    else:
+    data = _cached(cache)
+    if data is None:
         tr_text, tr_y, te_text, te_y = read()
         tr_keep = balanced_subset(tr_y, cfg.train_subset)
         te_keep = balanced_subset(te_y, cfg.test_subset)
