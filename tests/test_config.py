@@ -33,6 +33,15 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
         ("weight_bits=7", "allowed: 4, 8, 16, 32"),
         ("model.range_chunks=0", "'model.range_chunks': must be >= 1"),
         ("model.dropout_noise=philox", "allowed: generator, hash"),
+        # each passed before 2026-11-30 and made a run that ended "ok" with nothing trained
+        # (-1), every accuracy 0 % (-1), or failed late with a message naming no key
+        ("max_iters_per_epoch=-1", "'train.max_iters_per_epoch': must be >= 1 or null"),
+        ("max_iters_per_epoch=0", "'train.max_iters_per_epoch': must be >= 1 or null"),
+        ("eval_batch_size=-1", "'train.eval_batch_size': must be >= 1"),
+        ("eval_batch_size=0", "'train.eval_batch_size': must be >= 1"),
+        ("threads=0", "'threads': must be >= 1 or null"),
+        ("seed=-1", "'seed': must be in [0, 2**32)"),
+        ("partition.seed=4294967296", "'partition.seed': must be in [0, 2**32)"),
     ],
 )
 def test_bad_values_are_one_line_errors(override, needle):

@@ -66,6 +66,12 @@ def check_ranges(cfg: RunConfig) -> None:
     need(cfg.train.eval_every >= 1, "train.eval_every", "must be >= 1")
     need(cfg.train.curve_images >= 0, "train.curve_images", "must be >= 0 (0: no curve)")
     need(cfg.train.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
+    need(cfg.train.eval_batch_size >= 1, "train.eval_batch_size", "must be >= 1")
+    cap = cfg.train.max_iters_per_epoch
+    need(cap is None or cap >= 1, "train.max_iters_per_epoch", "must be >= 1 or null (no cap)")
+    need(cfg.threads is None or cfg.threads >= 1, "threads", "must be >= 1 or null (torch's)")
+    for key, seed in (("seed", cfg.seed), ("partition.seed", cfg.partition.seed)):
+        need(0 <= seed < 2**32, key, "must be in [0, 2**32)")  # numpy's seeds
     need(cfg.model.groups >= 1, "model.groups", "must be >= 1")
     need(
         re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device) is not None,
