@@ -216,6 +216,22 @@ def test_imagenette_folder(tmp_path, layout):
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 
+@pytest.mark.parametrize("where", ["train", "val", "no-val-folder"])
+def test_imagenette_with_a_class_without_images_is_refused(tmp_path, where):
+    """A class folder left empty (a copy cut short) would train and score fewer classes than the
+    dataset names, in a run that ends "ok": refused, naming the class."""
+    import shutil
+
+    folder = write_imagenette(tmp_path)
+    split = "train" if where == "train" else "val"
+    target = folder / split / "n02102040"
+    shutil.rmtree(target)
+    if where != "no-val-folder":
+        target.mkdir()
+    with pytest.raises(DatasetError, match=rf"no images of class n02102040 in .*{split}"):
+        load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path)))
+
+
 def test_imagenette_subset(tmp_path):
     write_imagenette(tmp_path)
     ds = load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path), train_subset=6))

@@ -222,6 +222,17 @@ def test_partial_inputs_degrade(tree: dict, tmp_path: Path) -> None:
     assert claims["energy_20x"] == NO_DATA
 
 
+def test_a_damaged_analysis_file_is_drawn_as_a_message(tree: dict, tmp_path: Path) -> None:
+    """An analysis file of the wrong shape (a list where a mapping goes, an empty histogram) is
+    drawn as its figure's one-line message; the rest of the report is written (it stopped the
+    report with an AttributeError or an IndexError)."""
+    for damaged in ([1, 2], {"dataset": "cifar10", "nodes": 4, "seed": 1, "skews": {"0.0": []}}):
+        (tree["analysis"] / "partition.json").write_text(json.dumps(damaged))
+        out = tmp_path / str(len(str(damaged)))
+        assert cli.run(report_args(tree, out)) == 0
+        assert all((out / "figures" / f"fig{i}.png").exists() for i in artifacts.FIGURE_NUMBERS)
+
+
 # --- claims ----------------------------------------------------------------------------------
 
 

@@ -55,6 +55,8 @@ def _find_root(root: Path) -> Path | None:
 def _scan(folder: Path, classes: list[str]) -> tuple[list[Path], np.ndarray]:
     files, labels = [], []
     for c, name in enumerate(classes):
+        if not (folder / name).is_dir():
+            continue  # a class with no folder here has no images (the caller says so)
         for p in sorted((folder / name).iterdir()):
             if p.suffix.lower() in _EXTENSIONS:
                 files.append(p)
@@ -261,6 +263,12 @@ class ImagenetteDataset(Dataset):
             files, labels = _scan(folder / sub, classes)
             if not files:
                 raise DatasetError(f"imagenette: no images in {folder / sub}/<class>/*.JPEG")
+            empty = [name for c, name in enumerate(classes) if not (labels == c).any()]
+            if empty:  # a run would learn and score fewer classes than it says, and end "ok"
+                raise DatasetError(
+                    f"imagenette: no images of class {', '.join(empty)} in {folder / sub} "
+                    f"(every class of {folder / 'train'} needs some in train and val)"
+                )
             keep = balanced_subset(labels, k)
             self._files[split] = [files[i] for i in keep]
             self._y[split] = torch.from_numpy(labels[keep])

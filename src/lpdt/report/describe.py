@@ -162,16 +162,18 @@ def illustrative_text(runs: pd.DataFrame, scale: str) -> str:
 
 
 def _read_json(path: Path) -> dict | None:
+    """The JSON object in ``path``; None when it cannot be read or is not an object."""
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def partition_text(analysis: Path) -> str:
     files = sorted(Path(analysis).glob("partition*.json"))
     d = _read_json(files[0]) if files else None
-    if not d or not d.get("skews"):
+    if not d or not d.get("skews") or not isinstance(d["skews"], dict):
         return f"no partition JSON in {analysis}"
     skews = sorted(d["skews"], key=float)
     first = d["skews"][skews[0]]

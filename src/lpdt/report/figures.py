@@ -9,7 +9,6 @@ the mean over the seeds at each epoch (lpdt.report.stats.t_interval).
 
 from __future__ import annotations
 
-import json
 import math
 import textwrap
 from pathlib import Path
@@ -461,7 +460,7 @@ def write_figures(
     for figure in artifacts.FIGURE_LIST:
         try:
             fig = figure.make(inputs)
-        except (KeyError, ValueError, TypeError, json.JSONDecodeError) as e:  # bad input: say so
+        except (KeyError, ValueError, TypeError, AttributeError, IndexError) as e:  # bad input
             fig = no_data_figure(figure.stem, f"could not draw {figure.stem}: {e}")
         written += _save(fig, out_dir, figure.stem)
     return written
