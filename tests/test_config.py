@@ -160,3 +160,21 @@ def test_hashed_dropout_is_a_result_key_added_at_the_old_default():
     )
     with pytest.raises(ConfigError, match="'model.dropout_noise': hash replaces nn.Dropout"):
         load_config(None, ["model.name=minilm", "model.dropout_noise=hash"])
+
+
+def test_an_override_of_a_text_key_keeps_its_words():
+    """``--set name=2024-01-01`` names the run "2024-01-01" (YAML reads a date, and refused it:
+    "expected str"), ``name=042`` "042" (YAML 1.1: the octal 34); keys of other types keep
+    YAML's reading, and ``null`` still clears a key that may be null."""
+    for text in ("2024-01-01", "042", "42", "1e3", "yes"):
+        assert load_config(None, [f"name={text}"]).name == text
+    cfg = load_config(None, ["tracking.experiment=2024", "epochs=3", "data.root=null"])
+    assert cfg.tracking.experiment == "2024" and cfg.train.epochs == 3 and cfg.data.root is None
+    assert load_config(None, {"name": "x"}).name == "x"  # a dict of values is taken as it is
+
+
+def test_a_config_file_that_is_not_text_is_named(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe")
+    with pytest.raises(ConfigError, match=r"c\.yaml' is not text"):
+        load_config(p)

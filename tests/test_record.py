@@ -162,6 +162,13 @@ def test_invalid_record_is_one_line_naming_file_and_field(tmp_path, data, says):
     assert says in msg, msg
 
 
+def test_a_record_that_is_not_text_is_one_line(tmp_path):
+    path = tmp_path / "metrics.json"
+    path.write_bytes(b"\x00\xff\xfe binary")
+    msg = _one_line_error(str(path))
+    assert "metrics.json: not text (UTF-8)" in msg, msg
+
+
 def test_missing_record_is_one_line(tmp_path):
     msg = _one_line_error(str(tmp_path / "run"))
     assert "metrics.json does not exist; the run is not complete" in msg

@@ -374,6 +374,8 @@ def read(path: str | Path) -> RunRecord:
         raise RecordError(f"{p} does not exist; the run is not complete") from None
     except OSError as e:
         raise RecordError(f"{p}: cannot be read ({e.strerror or e})") from None
+    except UnicodeDecodeError:
+        raise RecordError(f"{p}: not text (UTF-8); a damaged record") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:

@@ -145,6 +145,29 @@ def parse_value(text: str) -> Any:
         return text
 
 
+def _holds_text(path: str) -> bool:
+    """Whether the config key at dotted ``path`` holds text (``str``, or ``str | None``)."""
+    tp: Any = RunConfig
+    for part in path.split("."):
+        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
+            return False
+        tp = dataclass_shape(tp)[0].get(part)
+    return tp is str or (
+        typing.get_origin(tp) in (types.UnionType, typing.Union)
+        and set(typing.get_args(tp)) == {str, type(None)}
+    )
+
+
+def _override_value(path: str, text: str) -> Any:
+    """An override's value: YAML's reading of ``text``, but for a key that holds text its
+    words as written where YAML would read something else (``name=2024-01-01`` a date,
+    ``name=042`` the octal 34); ``null`` still clears a key that may be null."""
+    value = parse_value(text)
+    if value is None or isinstance(value, str) or not _holds_text(path):
+        return value
+    return text.strip()
+
+
 def set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
     parts = dotted.split(".")
     node = tree
@@ -281,6 +304,8 @@ def load_config(
             raise ConfigError(f"config file {str(p)!r} does not exist")
         try:
             loaded = yaml.safe_load(p.read_text()) or {}
+        except UnicodeDecodeError:
+            raise ConfigError(f"config file {str(p)!r} is not text (UTF-8)") from None
         except yaml.YAMLError as e:
             raise ConfigError(
                 f"config file {str(p)!r} is not valid YAML: {e}".replace("\n", " ")
@@ -297,9 +322,10 @@ def load_config(
             if "=" not in o:
                 raise ConfigError(f"override {o!r} must look like key=value")
             k, v = o.split("=", 1)
-            items.append((k.strip(), parse_value(v)))
+            items.append((k.strip(), v))
     for k, v in items:
-        set_path(tree, resolve_key(k), v)
+        key = resolve_key(k)
+        set_path(tree, key, v if isinstance(overrides, dict) else _override_value(key, v))
     return config_from_dict(tree)
 
 
