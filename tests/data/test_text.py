@@ -101,6 +101,21 @@ def test_sentlen_missing(tmp_path) -> None:
         load_dataset(cfg(tmp_path, "sentlen"))
 
 
+def test_damaged_label_columns_name_the_file(tmp_path) -> None:
+    """A label that is not a number: one error naming the file (and the line), not pandas' or
+    int()'s bare "invalid literal"."""
+    (tmp_path / "sentlen").mkdir()
+    bad = tmp_path / "sentlen" / "sentence_length.txt"
+    bad.write_text("tr\t1\tfine sentence\nte\tfive\tanother one\n")
+    with pytest.raises(DatasetError, match=r"sentence_length\.txt:2: label 'five' is not a number"):
+        text_mod.read_sentlen(bad)
+    write_agnews_csv(tmp_path)
+    csv = tmp_path / "ag_news" / "train.csv"
+    csv.write_text('"x","title","text"\n')
+    with pytest.raises(DatasetError, match=r"train\.csv: not AG News' CSV"):
+        text_mod.read_agnews_csv(csv)
+
+
 def test_sentlen_bins() -> None:
     assert [text_mod.sentlen_bin(n) for n in (4, 5, 8, 9, 16, 20, 21, 25, 26, 28, 29)] == [
         None,

@@ -210,9 +210,12 @@ def read_agnews_csv(path: Path) -> tuple[Texts, np.ndarray]:
     """The original CSV (no header): class 1-4, title, description; text = title + ' ' + description."""
     import pandas as pd
 
-    df = pd.read_csv(path, header=None, names=["label", "title", "description"], dtype=str)
-    df = df.fillna("")
-    labels = df["label"].astype(int).to_numpy(np.int64) - 1
+    try:
+        df = pd.read_csv(path, header=None, names=["label", "title", "description"], dtype=str)
+        df = df.fillna("")
+        labels = df["label"].astype(int).to_numpy(np.int64) - 1
+    except (ValueError, UnicodeDecodeError) as e:  # pandas' ParserError is a ValueError
+        raise DatasetError(f"{path}: not AG News' CSV (label,title,description): {e}") from None
     texts = (df["title"] + " " + df["description"]).str.replace("\\", " ", regex=False).tolist()
     return texts, labels
 
@@ -258,6 +261,8 @@ def read_sentlen(path: Path) -> Splits:
             parts = line.split("\t", 2)
             if len(parts) != 3 or parts[0] not in split_text:
                 raise DatasetError(f"{path}:{n}: expected 'tr|va|te<TAB>label<TAB>sentence'")
+            if not parts[1].strip().lstrip("-").isdigit():
+                raise DatasetError(f"{path}:{n}: label {parts[1]!r} is not a number")
             split_text[parts[0]].append(parts[2])
             split_y[parts[0]].append(int(parts[1]))
     ys = {k: np.asarray(v, dtype=np.int64) for k, v in split_y.items()}
