@@ -147,7 +147,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 # Imports against the layers (at most 2, each with its reason): (importer, imported module).
 UPWARD: dict[tuple[str, str], str] = {
-    ("lpdt.data.cli", "lpdt.config"): "a command (lpdt partition) that builds a DataConfig from its options",
+    (
+        "lpdt.data.cli",
+        "lpdt.config",
+    ): "a command (lpdt partition) that builds a DataConfig from its options",
     ("lpdt.decentral.optim", "lpdt.config"): "the optimizer factories take OptimConfig",
 }
 

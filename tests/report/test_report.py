@@ -89,6 +89,22 @@ def test_aggregate_statuses_and_stand_ins(tree: dict) -> None:
     assert set(KEYS) <= set(df.columns)
 
 
+def test_a_record_copied_into_another_runs_directory_is_refused(tree: dict) -> None:
+    """A run directory holding another run's ``metrics.json`` (a copy, a move gone wrong): the
+    report refuses it, naming the file, instead of showing that run's numbers in this run's
+    cell."""
+    from lpdt.grid import ManifestError
+
+    df, _ = aggregate(tree["manifest"])
+    ok = df[df["status"] == "ok"].drop_duplicates("run_id")
+    a, b = ok.iloc[0], ok.iloc[1]
+    root = tree["manifest"].resolve().parent.parent  # the run dirs are relative to it
+    shutil.copy(root / a["dir"] / "metrics.json", root / b["dir"] / "metrics.json")
+    expected = f"the record of run {a['run_id']}, where the manifest expects run {b['run_id']}"
+    with pytest.raises(ManifestError, match=expected):
+        aggregate(tree["manifest"])
+
+
 def test_the_report_says_which_engine_produced_the_runs(tree: dict) -> None:
     """Runs of both engines mix in one report: the summary counts them per engine and a table's
     setup names the engine when it is not the default simulator."""

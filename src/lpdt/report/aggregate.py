@@ -20,7 +20,7 @@ import pandas as pd
 
 from lpdt import record
 from lpdt.decentral.catalog import COMPRESSORS
-from lpdt.grid import Manifest, ManifestRun
+from lpdt.grid import Manifest, ManifestError, ManifestRun
 from lpdt.models import MODELS
 from lpdt.record import RunRecord
 
@@ -165,6 +165,12 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
             if rid not in cache:
                 f = _run_dir(entry, mpath) / record.METRICS_FILE
                 cache[rid] = record.read(f) if f.exists() else None
+                found = cache[rid]
+                if found is not None and found.run_id != rid:  # another run's file, copied there
+                    raise ManifestError(
+                        f"{f}: the record of run {found.run_id}, where the manifest expects run "
+                        f"{rid}; its numbers would stand in another run's cell"
+                    )
             m = cache[rid]
             seed = entry.seed
             if seed is None and m is not None:  # no seed in the manifest: the record's
