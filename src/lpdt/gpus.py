@@ -114,12 +114,13 @@ def slot_command(
     )
 
 
-def slurm_gres(shards_per_gpu: int, k: int) -> str | None:
+def slurm_gres(shards_per_gpu: float, k: int) -> str | None:
     """A SLURM job's share of a GPU as shards (``sbatch --gres=shard:N``) on a cluster whose GPUs
     have ``shards_per_gpu`` shards each (gres.conf ``Name=shard``): 1/k of them rounded up, so
     that at most k jobs share a GPU (6 shards, k = 4: 2 shards a job, 3 jobs a GPU; rounding
     down gave 1 shard, 6 jobs); None when shards are off (0: a whole GPU, ``--gpus``)."""
-    return f"shard:{-(-shards_per_gpu // max(1, k))}" if shards_per_gpu > 0 else None
+    shards = int(shards_per_gpu)  # (6.0 from a config: SLURM wants 2, not 2.0)
+    return f"shard:{-(-shards // max(1, k))}" if shards > 0 else None
 
 
 # A job that holds a GPU share past HANG_FACTOR x its planned seconds + HANG_MARGIN_S is

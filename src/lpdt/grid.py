@@ -152,7 +152,12 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise GridError(f"{p} does not exist")
-    data = yaml.safe_load(p.read_text()) or {}
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except UnicodeDecodeError:
+        raise GridError(f"{p} is not text (UTF-8)") from None
+    except yaml.YAMLError as e:
+        raise GridError(f"{p} is not valid YAML: {e}".replace("\n", " ")) from None
     if not isinstance(data, dict):
         raise GridError(f"{p} must contain a mapping")
     return data

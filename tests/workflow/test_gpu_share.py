@@ -46,6 +46,7 @@ def test_slot_arithmetic():
     assert gpus.slurm_gres(0, 8) is None
     assert gpus.slurm_gres(8, 2) == "shard:4"
     assert gpus.slurm_gres(4, 8) == "shard:1"
+    assert gpus.slurm_gres(6.0, 4) == "shard:2"  # a float from a config: SLURM wants an integer
 
 
 def test_visible_gpu_ids_keep_the_names_of_cuda_visible_devices(tmp_path):

@@ -143,6 +143,28 @@ def test_unknown_scale_lists_the_scales(tmp_path):
     assert "unknown scale 'huge'" in out and "paper, quick, quick-claims, smoke" in out
 
 
+def test_scales_that_drop_studies_a_results_path_with_a_slash_and_a_broken_studies_file(tmp_path):
+    """Each of these stopped the DAG with an IndexError, printed hundreds of warnings or a YAML
+    traceback (2026-11-30): a scale without Figures 2 and 3 (nothing to analyse), one with no
+    training run (its plan: "no training runs"), ``results=out/``, a studies file that is not
+    YAML."""
+    wd = workdir(tmp_path)
+    scales = wd / "config/scales"
+    (scales / "nofig23.yaml").write_text("base: smoke\nstudies: {fig2: null, fig3: null}\n")
+    trained = [s for s in yaml.safe_load((wd / "config/studies.yaml").read_text())["studies"]]
+    dropped = {s: None for s in trained if s not in ("fig2", "fig3", "cost")}
+    (scales / "notrain.yaml").write_text(yaml.safe_dump({"base": "smoke", "studies": dropped}))
+    r = snakemake(wd, "-n", "--config", "scale=nofig23")
+    assert r.returncode == 0 and "rule report:" in r.stdout, r.stderr[-1500:]
+    r = snakemake(wd, "--cores", "1", "plan", "--config", "scale=notrain")
+    assert r.returncode == 0 and "scale notrain: no training runs" in r.stdout, r.stderr[-1500:]
+    r = snakemake(wd, "-n", "--config", "scale=smoke", "results=out/")
+    assert r.returncode == 0 and "double '/'" not in r.stdout + r.stderr, r.stderr[-1500:]
+    (wd / "bad.yaml").write_text("a: [1,\n")
+    r = snakemake(wd, "-n", "--config", "scale=smoke", "studies=bad.yaml")
+    assert r.returncode != 0 and "bad.yaml is not valid YAML" in r.stdout + r.stderr
+
+
 def test_run_config_typo_names_study_and_key(tmp_path):
     wd = workdir(tmp_path)
     smoke = yaml.safe_load((wd / "config/scales/smoke.yaml").read_text())

@@ -2,6 +2,7 @@
 # The logic is plain Python in lpdt.grid (src/lpdt/grid.py, unit-tested in tests/workflow/).
 
 import hashlib
+import os
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from lpdt.report.claims import study_claims
 PY = sys.executable  # the interpreter running snakemake has lpdt installed
 LPDT = f"{PY} -m lpdt.cli"
 SCALE = config["scale"]
-RESULTS = config["results"]
+RESULTS = os.path.normpath(config["results"])  # results=out/ or results=. : paths Snakemake takes
 RUNS_DIR = f"{RESULTS}/runs"
 MANIFEST = f"{RESULTS}/manifest.json"
 STUDIES_FILE = config["studies"]
@@ -28,7 +29,10 @@ except grid.GridError as e:
     raise WorkflowError(f"scale {SCALE!r}: {e}") from None
 for _path in SCALE_FILES:
     validate(grid.read_yaml(_path), "../schemas/scale.schema.yaml")
-SPEC = grid.load(STUDIES_FILE, SCALE_FILE)
+try:
+    SPEC = grid.load(STUDIES_FILE, SCALE_FILE)
+except grid.GridError as e:  # a studies file that is missing, not YAML or not a mapping
+    raise WorkflowError(str(e)) from None
 validate(SPEC, "../schemas/studies.schema.yaml", set_default=False)
 try:
     RUNS = grid.expand(SPEC)

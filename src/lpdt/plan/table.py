@@ -45,6 +45,10 @@ def write_plan(
     a cluster executor (SLURM), where a job gets a whole GPU unless shards are configured."""
     import lpdt
 
+    if not runs:  # a scale that keeps only the analyses and the cost model
+        Path(out).write_text("")
+        print(f"scale {scale}: no training runs")
+        return
     batch_of = {r: b for b, ids in batches.items() for r in ids}
     # Whose costs: the reference CPU, or (the paper scale's default) one H100; the config
     # schema allows only those (runtime.MACHINES).
@@ -61,6 +65,7 @@ def write_plan(
     slots = max(1, (os.cpu_count() or 1) // max(1, int(config.get("train_threads", 1))))
     speed, probe_text = None, None
     if machine == "cpu" and config.get("plan_probe", True):
+        print(f"speed probe: timing this machine's training steps, {slots} at once ...", flush=True)
         try:
             measured, probe_text = probe.measure(slots)
             speed = probe.speed_factors(measured.ms)
