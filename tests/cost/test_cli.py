@@ -72,6 +72,9 @@ def test_cost_comm_json(capsys, tmp_path):
         (["cost", "comm", "--topology", "hexagon"], "unknown topology"),
         (["cost", "model", "--energy", "fp32_add"], "KEY=PJ"),
         (["cost", "model", "--input-shape", "3,x,32"], "input-shape"),
+        # torch's "expected input[1, 1, 3, 32] to have 3 channels" before 2026-11-30
+        (["cost", "model", "--input-shape", "3,32"], "takes images, channels,height,width"),
+        (["cost", "model", "--classes", "0"], "at least one class"),
         (["cost"], "choose a cost subcommand"),
     ],
 )
@@ -79,6 +82,22 @@ def test_user_errors_are_one_line(capsys, argv, msg):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert msg in err and err.count("\n") == 1
+
+
+def test_an_8bit_table_of_zero_energy_has_no_efficiency_ratio(tmp_path, capsys):
+    """What-if energy tables may be 0 pJ; the FP/8-bit ratio is then no number (it raised
+    ZeroDivisionError)."""
+    argv = [
+        "cost",
+        "all",
+        "--out",
+        str(tmp_path),
+        "--energy",
+        "int8_add=0",
+        "--energy",
+        "int8_mult=0",
+    ]
+    assert main(argv) == 0, capsys.readouterr().err
 
 
 def test_comm_train_size_defaults_to_the_cifar10_size_of_the_runtime_table():

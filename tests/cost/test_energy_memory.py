@@ -22,8 +22,9 @@ def test_energy_table_overrides_and_errors():
     assert t.int8_mult == 0.4 and t.fp32_add == 0.9 and "overridden" in t.source
     with pytest.raises(ValueError, match="unknown energy table key"):
         HOROWITZ_45NM.with_overrides({"int4_add": 0.01})
-    with pytest.raises(ValueError, match=">= 0"):
-        HOROWITZ_45NM.with_overrides({"fp32_add": -1})
+    for bad in (-1, float("inf"), float("nan")):  # inf made every energy NaN
+        with pytest.raises(ValueError, match="must be a finite number >= 0"):
+            HOROWITZ_45NM.with_overrides({"fp32_add": bad})
 
 
 def test_tiny_training_memory_by_hand():

@@ -8,6 +8,7 @@ quantization overhead rows included), as in the paper's Section 5.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -35,8 +36,8 @@ class EnergyTable:
         for k, v in values.items():
             if k not in keys:
                 raise ValueError(f"unknown energy table key {k!r}; allowed: {', '.join(keys)}")
-            if not v >= 0:
-                raise ValueError(f"energy table value {k}={v!r} must be a number >= 0 (pJ)")
+            if not 0 <= v < math.inf:  # (inf: every energy NaN, and JSON has no Infinity)
+                raise ValueError(f"energy table value {k}={v!r} must be a finite number >= 0 (pJ)")
         source = self.source if not values else f"{self.source} (overridden: {', '.join(values)})"
         return dataclasses.replace(self, **{k: float(v) for k, v in values.items()}, source=source)
 

@@ -177,9 +177,15 @@ def build(
     """
     from lpdt.config import ModelConfig, PrecisionConfig
     from lpdt.layers.norms import NORM_KINDS
-    from lpdt.models import make_model
+    from lpdt.models import MODELS, make_model
 
     check_choice(precision, PRECISIONS, "precision")
+    if num_classes < 1:
+        raise ValueError(f"--classes {num_classes}: a model needs at least one class")
+    spec = MODELS.find(name)
+    if spec is not None and spec.inputs == "image" and len(input_shape) != 3:
+        shape = ",".join(map(str, input_shape))
+        raise ValueError(f"--input-shape {shape}: {name} takes images, channels,height,width")
     cfg = ModelConfig(name=name)
     if norm is not None:
         check_choice(norm, NORM_KINDS, "norm")
