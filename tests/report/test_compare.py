@@ -481,3 +481,14 @@ def test_runs_differing_in_a_config_value_of_the_manifest_never_pair(
     }
     assert ("batchnorm", "2") in left and left[("batchnorm", "2")]["why"] == "no pair (unpaired)"
     assert res["overall"]["n"] == 3
+
+
+@pytest.mark.parametrize("text", ["nan,inf", "-inf,1", "nan"])
+def test_a_threshold_that_is_not_a_finite_number_is_refused(text):
+    """As ``--where`` refuses nan and inf: a NaN or infinite threshold gave the verdict
+    "inconclusive" and wrote NaN / Infinity into the JSON."""
+    from lpdt.report.compare import CompareError, parse_threshold
+
+    direction = "within" if "," in text else ">"
+    with pytest.raises(CompareError, match="expected finite numbers"):
+        parse_threshold(text, direction)

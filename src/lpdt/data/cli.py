@@ -8,7 +8,6 @@ offline. Nothing is synthesised silently: without data and without ``--class-siz
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -62,25 +61,21 @@ def _table(hist: np.ndarray) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from lpdt.data.base import DatasetError
-
-    try:
-        name, labels = _labels(args)
-        num_classes = int(labels.max()) + 1
-        result: dict = {"dataset": name, "nodes": args.nodes, "seed": args.seed, "skews": {}}
-        for s in args.skew:
-            parts = skew_partition(labels, args.nodes, s, seed=args.seed)
-            hist = class_histograms(labels, parts, num_classes)
-            result["skews"][str(s)] = hist.tolist()
-            unused = len(labels) - int(hist.sum())
-            print(
-                f"{name}: {args.nodes} nodes, skew {s}, seed {args.seed} ({unused} samples unused)"
-            )
-            print(_table(hist))
-            print()
-    except (ValueError, DatasetError, KeyError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    """Errors (an unknown dataset, bad values) are raised: ``lpdt.cli.main`` prints them as one
+    line, ``lpdt partition: error: ...``, exit 2."""
+    if not 0 <= args.seed < 2**32:  # numpy's seeds, as a run config's partition.seed
+        raise ValueError(f"--seed {args.seed}: must be in [0, 2**32)")
+    name, labels = _labels(args)
+    num_classes = int(labels.max()) + 1
+    result: dict = {"dataset": name, "nodes": args.nodes, "seed": args.seed, "skews": {}}
+    for s in args.skew:
+        parts = skew_partition(labels, args.nodes, s, seed=args.seed)
+        hist = class_histograms(labels, parts, num_classes)
+        result["skews"][str(s)] = hist.tolist()
+        unused = len(labels) - int(hist.sum())
+        print(f"{name}: {args.nodes} nodes, skew {s}, seed {args.seed} ({unused} samples unused)")
+        print(_table(hist))
+        print()
     if args.json:
         path = Path(args.json)
         write_json_atomic(path, result)  # nothing left behind if it cannot be written

@@ -304,6 +304,8 @@ def parse_threshold(text: str | None, direction: str | None) -> Threshold | None
         nums = [float(x) for x in text.split(",")]
     except ValueError:
         raise CompareError(f"--threshold {text!r}: expected a number (within: LO,HI)") from None
+    if not all(math.isfinite(x) for x in nums):  # (as --where refuses nan and inf)
+        raise CompareError(f"--threshold {text!r}: expected finite numbers")
     if direction == "within":
         if len(nums) != 2 or nums[0] > nums[1]:
             raise CompareError(
