@@ -167,3 +167,20 @@ def test_an_atomic_write_gives_the_file_the_mode_open_would(tmp_path):
     )
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "a.txt")], check=True, timeout=60)
     assert stat.S_IMODE((tmp_path / "a.txt").stat().st_mode) == 0o644
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [(b"a,b\n1,2\n3,4,5,6\n", "Expected 2 fields"), (b"", "No columns"), (b"\xff\xfe\x00a", "")],
+)
+def test_a_csv_that_cannot_be_read_is_named(tmp_path, content, says):
+    """Rows of the wrong width (a README passed as --paper), an empty file, bytes that are not
+    text: one line naming the file (pandas' messages name none)."""
+    from lpdt.io import CsvError, read_csv
+
+    path = tmp_path / "t.csv"
+    path.write_bytes(content)
+    with pytest.raises(CsvError, match=rf"t\.csv: not a CSV file that can be read \(.*{says}"):
+        read_csv(path)
+    path.write_text("a,b\n1,2\n")
+    assert read_csv(path)["b"].tolist() == [2]

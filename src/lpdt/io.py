@@ -101,3 +101,19 @@ def torch_save_atomic(path: Path, obj: Any) -> None:
     import torch
 
     _atomic(path, lambda f: torch.save(obj, f), "wb")
+
+
+class CsvError(LpdtError, ValueError):
+    """A CSV file that pandas cannot read (cut short, not text, rows of the wrong width)."""
+
+
+def read_csv(path: str | Path, **kwargs: Any) -> Any:
+    """``pandas.read_csv(path, **kwargs)``, with a file it cannot parse a ``CsvError`` naming
+    the file (pandas' own message names none: "Error tokenizing data. C error: ...")."""
+    import pandas as pd
+
+    try:
+        return pd.read_csv(path, **kwargs)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        detail = " ".join(str(e).split())  # pandas' message may span lines
+        raise CsvError(f"{path}: not a CSV file that can be read ({detail})") from None

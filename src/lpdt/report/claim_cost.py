@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lpdt.io import read_csv
 from lpdt.report.definitions import CLAIMS, Claim
 from lpdt.report.formatting import rounded
 from lpdt.report.stats import HELD, NO_DATA, NOT_HELD
@@ -84,8 +85,8 @@ def cost_claims(cost_dir: Path, claims: Sequence[Claim] = CLAIMS) -> dict[str, d
     (their column of ``table10.csv``), each by the evaluator of its kind."""
     out = {}
     wire, t10 = cost_dir / "wire_bytes.csv", cost_dir / "table10.csv"
-    wire_rows = pd.read_csv(wire) if wire.exists() else None  # each file read once
-    t10_rows = pd.read_csv(t10) if t10.exists() else None
+    wire_rows = read_csv(wire) if wire.exists() else None  # each file read once
+    t10_rows = read_csv(t10) if t10.exists() else None
     for c in claims:
         if c.kind == "cost":
             d = wire_rows
@@ -109,7 +110,7 @@ def paper_cost(
     claim's column, as the paper's metric) as arithmetic."""
     out: dict[str, dict] = {}
     wire = cost_dir / "wire_bytes.csv"
-    d = pd.read_csv(wire) if wire.exists() else None  # read once
+    d = read_csv(wire) if wire.exists() else None  # read once
     t10 = paper[paper["table"] == 10]
     for c in claims:
         if c.kind == "cost" and d is not None:

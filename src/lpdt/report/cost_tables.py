@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import pandas as pd
 
+from lpdt.io import read_csv
 from lpdt.report.describe import cost_setup, energy_text
 from lpdt.report.formatting import as_text, table_cell
 from lpdt.report.table_text import Rendered
@@ -67,7 +68,7 @@ def ops_table(cost_dir: Path, table: int) -> tuple[pd.DataFrame, list[Rendered]]
     if not path.exists():
         formulas.caption.append(f"Numeric counts missing: {path} not found (run `lpdt cost all`).")
         return pd.DataFrame(), [formulas]
-    c = pd.read_csv(path)
+    c = read_csv(path)
     c["formula_adds"] = [f.get(lbl, ("", ""))[0] for lbl in c["label"]]
     c["formula_mults"] = [f.get(lbl, ("", ""))[1] for lbl in c["label"]]
     setup = cost_setup(cost_dir, f"table{table}.csv")
@@ -121,7 +122,7 @@ def table10(cost_dir: Path, paper: pd.DataFrame) -> tuple[pd.DataFrame, list[Ren
     """Memory (MiB) and energy (mJ), ours (cost model) vs the paper's Table 10."""
     p = paper[paper["table"] == 10]
     path = cost_dir / "table10.csv"
-    ours = pd.read_csv(path) if path.exists() else pd.DataFrame()
+    ours = read_csv(path) if path.exists() else pd.DataFrame()
     batch = ", ".join(cost_setup(cost_dir, "table10.csv").get("batch", []))
     title = "Table 10: memory and energy per node per iteration, ours / paper" + (
         f" (our batch: {batch})" if batch else ""
@@ -240,7 +241,7 @@ def data_table(cost_dir: Path) -> Rendered | None:
     path = cost_dir / "table3_data.csv"
     if not path.exists():
         return None
-    d = pd.read_csv(path)
+    d = read_csv(path)
     epochs = d["epochs"] if "epochs" in d else pd.Series([""] * len(d))
     rows = [
         [

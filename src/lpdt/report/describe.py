@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from lpdt.io import read_csv
 from lpdt.report.aggregate import BY_NAME, KEYS
 
 # The order in which coordinates are named; `dataset` is handled by `dataset_text`.
@@ -204,7 +205,7 @@ def cost_setup(cost: Path, csv_name: str) -> dict[str, list]:
     path = Path(cost) / csv_name
     if not path.exists():
         return {}
-    c = pd.read_csv(path)
+    c = read_csv(path)
     return {
         k: sorted({str(v) for v in c[k].dropna()})
         for k in ("model", "norm", "precision", "batch")

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from lpdt.io import read_csv
 from lpdt.report.figures import no_data_figure
 
 
@@ -139,7 +140,7 @@ def fig7(cost: Path) -> plt.Figure:
     mpath, cpath = cost / "fig7_memory.csv", cost / "fig7_compute.csv"
     if not mpath.exists() or not cpath.exists():
         return no_data_figure(title, f"cost model outputs missing in {cost} (run `lpdt cost all`)")
-    mem, comp = pd.read_csv(mpath), pd.read_csv(cpath)
+    mem, comp = read_csv(mpath), read_csv(cpath)
     setup = ", ".join(
         f"{k} {', '.join(sorted({str(v) for v in mem[k]}))}" for k in ("model", "batch") if k in mem
     )

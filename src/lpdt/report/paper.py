@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from lpdt.io import read_csv
 from lpdt.report.aggregate import KEYS, norm_key
 
 COLUMNS = [
@@ -25,7 +26,7 @@ def load_paper(path: str | Path) -> pd.DataFrame:
         raise FileNotFoundError(
             f"paper results {p} not found (pass --paper config/paper_results.csv)"
         )
-    df = pd.read_csv(p, comment="#", dtype=str, keep_default_na=False)
+    df = read_csv(p, comment="#", dtype=str, keep_default_na=False)
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{p}: missing columns {missing}; expected {COLUMNS}")

@@ -34,6 +34,8 @@ from typing import Any
 
 import pandas as pd
 
+from lpdt.io import read_csv
+
 # "Within about a point" of where twice the training takes a cell (the quick scale's target).
 NEAR_POINTS = 1.0
 COLUMNS = [
@@ -207,7 +209,7 @@ def load_check(path: Path | str | None, fallback: Path | str | None = None) -> p
         raise ValueError(
             f"plateau check {path} not found (pass --plateau none to report without one)"
         )
-    df = pd.read_csv(path, comment="#", dtype={"1x commit": str, "2x commit": str})
+    df = read_csv(path, comment="#", dtype={"1x commit": str, "2x commit": str})
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(
