@@ -10,6 +10,7 @@
 
 import time
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version, validate
 
 min_version("9.0")
@@ -29,7 +30,27 @@ report: "workflow/report/workflow.rst"
 for _key, _value in list(config.items()):
     if isinstance(_value, str) and _value.lower() in ("true", "false"):
         config[_key] = _value.lower() == "true"
-validate(config, "workflow/schemas/config.schema.yaml")
+
+
+def _config_error(schema_path):
+    """The config's first violation of the schema as jsonschema ranks them, in one line (Snakemake's
+    own error prints the whole schema after it: about 190 lines for a misspelt key)."""
+    import jsonschema
+    import yaml
+
+    with open(f"{workflow.basedir}/{schema_path}") as f:
+        schema = yaml.safe_load(f)
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(config))
+    if error is None:
+        return None
+    where = ".".join(str(p) for p in error.absolute_path)
+    return f"config{f' {where}' if where else ''}: {error.message}"
+
+
+if (_error := _config_error("workflow/schemas/config.schema.yaml")) is not None:
+    raise WorkflowError(_error)
+validate(config, "workflow/schemas/config.schema.yaml")  # and its defaults
 
 
 include: "workflow/rules/common.smk"

@@ -56,9 +56,18 @@ def job_counts(out: str) -> dict[str, int]:
 
 
 def test_config_typo_names_the_key(tmp_path):
-    r = snakemake(workdir(tmp_path), "-n", "--config", "sclae=paper")
+    """In a few lines: Snakemake's own error printed the whole schema after it (about 190 lines
+    for a misspelt key); a value out of range said only "not valid under any of the given
+    schemas"."""
+    wd = workdir(tmp_path)
+    r = snakemake(wd, "-n", "--config", "sclae=paper")
     assert r.returncode != 0
     assert "'sclae' was unexpected" in r.stdout + r.stderr
+    assert len((r.stdout + r.stderr).strip().splitlines()) < 10
+    r = snakemake(wd, "-n", "--config", "gpu_jobs_per_gpu=0")
+    assert r.returncode != 0 and "config gpu_jobs_per_gpu: 0 is less than the minimum of 1" in (
+        r.stdout + r.stderr
+    )
 
 
 def test_scale_file_typo_names_the_key(tmp_path):
