@@ -492,3 +492,18 @@ def test_a_threshold_that_is_not_a_finite_number_is_refused(text):
     direction = "within" if "," in text else ">"
     with pytest.raises(CompareError, match="expected finite numbers"):
         parse_threshold(text, direction)
+
+
+def test_runs_without_results_say_so(tmp_path: Path) -> None:
+    """A selection whose runs have not finished (a manifest before its runs train, or every run
+    diverged): said so, with the statuses, not "nothing pairs ... they differ in ..."."""
+    from lpdt.report.compare import CompareError
+
+    frame, keys = load_runs(write_runs(tmp_path, known_runs()))
+    frame["status"] = ["missing"] * (len(frame) - 1) + ["diverged"]
+    with pytest.raises(
+        CompareError,
+        match=r"none of the selection's 12 runs has a result yet "
+        r"\(statuses: 11 missing, 1 diverged\)",
+    ):
+        compare(frame, keys, "precision", "fp32", "int8")

@@ -174,6 +174,11 @@ def _refuse(
         )
     if len(pr.pairs):
         return
+    if not (sel["status"] == "ok").any():  # e.g. a manifest's runs before they train
+        raise CompareError(
+            f"none of the selection's {len(sel)} runs has a result yet (statuses: "
+            f"{', '.join(f'{n} {s}' for s, n in sel['status'].value_counts().items())})"
+        )
     differ = []
     for k in [*pk, "seed"]:
         va, vb = {_v(k, x) for x in left[k]}, {_v(k, x) for x in right[k]}
