@@ -151,7 +151,7 @@ class Manifest:
 def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
-        raise GridError(f"{p} does not exist")
+        raise GridError(f"{p} {'is a directory, not a file' if p.is_dir() else 'does not exist'}")
     try:
         data = yaml.safe_load(p.read_text()) or {}
     except UnicodeDecodeError:

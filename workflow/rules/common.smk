@@ -22,7 +22,8 @@ SCALE_FILE = f"{config['scales_dir']}/{SCALE}.yaml"
 
 if not Path(SCALE_FILE).is_file():
     names = sorted(p.stem for p in Path(config["scales_dir"]).glob("*.yaml"))
-    raise WorkflowError(f"unknown scale {SCALE!r}: no {SCALE_FILE}; choose one of: {', '.join(names)}")
+    choose = f"choose one of: {', '.join(names)}" if names else f"{config['scales_dir']} holds no scale"
+    raise WorkflowError(f"unknown scale {SCALE!r}: no {SCALE_FILE}; {choose}")
 try:  # the scale and the scales it names as its `base`
     SCALE_FILES = [str(path) for path, _ in grid.scale_chain(SCALE_FILE)]
 except grid.GridError as e:
