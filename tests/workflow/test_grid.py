@@ -84,6 +84,19 @@ def test_fragment_key_or_table_and_clear_errors():
         grid.fragment(c, "nodez", 8)
 
 
+def test_a_studies_file_that_cannot_be_read_is_one_line(tmp_path):
+    """A directory, text that is not YAML, bytes that are not text: one ``GridError`` each
+    (the directory "did not exist"; the others were tracebacks)."""
+    with pytest.raises(grid.GridError, match="is a directory, not a file"):
+        grid.read_yaml(tmp_path)
+    bad = tmp_path / "s.yaml"
+    for content, says in ((b"a: [1,\n", "is not valid YAML"), (b"\xff\xfe", "is not text")):
+        bad.write_bytes(content)
+        with pytest.raises(grid.GridError, match=rf"s\.yaml {says}") as e:
+            grid.read_yaml(bad)
+        assert "\n" not in str(e.value)
+
+
 def test_expand_shares_runs_and_same_as_copies_them():
     runs = grid.expand(SPEC)
     tab = [r for r in runs.values() if "tab" in r.studies]

@@ -169,6 +169,8 @@ def test_scales_that_drop_studies_a_results_path_with_a_slash_and_a_broken_studi
     assert r.returncode == 0 and "scale notrain: no training runs" in r.stdout, r.stderr[-1500:]
     r = snakemake(wd, "-n", "--config", "scale=smoke", "results=out/")
     assert r.returncode == 0 and "double '/'" not in r.stdout + r.stderr, r.stderr[-1500:]
+    r = snakemake(wd, "-n", "--config", "scales_dir=nope")
+    assert r.returncode != 0 and "nope holds no scale" in r.stdout + r.stderr
     (wd / "bad.yaml").write_text("a: [1,\n")
     r = snakemake(wd, "-n", "--config", "scale=smoke", "studies=bad.yaml")
     assert r.returncode != 0 and "bad.yaml is not valid YAML" in r.stdout + r.stderr
@@ -234,6 +236,7 @@ def test_plan_probes_this_machine_only_when_printed_and_not_when_turned_off(tmp_
     assert on.returncode == 0, on.stderr[-2000:]
     pattern = r"^speed probe \(\d+ at once\): fp32 [\d.]+ ms/step .*: estimates scaled$"
     assert re.search(pattern, on.stdout, re.M), on.stdout
+    assert "speed probe: timing this machine's training steps, 2 at once" in on.stdout
     assert "scaled to this machine" in on.stdout
     # the factors beside the table, for a refit of this invocation's jobs (fit_runtime.py)
     recorded = probe.read_factors(wd / "results/plan-smoke.probe.json")
