@@ -38,7 +38,7 @@ import yaml
 
 from lpdt.config import ConfigError, config_from_dict, deep_merge, set_path
 from lpdt.errors import LpdtError
-from lpdt.io import write_text_atomic
+from lpdt.io import read_yaml_mapping, write_text_atomic
 from lpdt.typed import Reader, to_json
 
 TRAINING_KINDS = ("baseline", "grid")
@@ -149,18 +149,8 @@ class Manifest:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
-    p = Path(path)
-    if not p.is_file():
-        raise GridError(f"{p} {'is a directory, not a file' if p.is_dir() else 'does not exist'}")
-    try:
-        data = yaml.safe_load(p.read_text()) or {}
-    except UnicodeDecodeError:
-        raise GridError(f"{p} is not text (UTF-8)") from None
-    except yaml.YAMLError as e:
-        raise GridError(f"{p} is not valid YAML: {e}".replace("\n", " ")) from None
-    if not isinstance(data, dict):
-        raise GridError(f"{p} must contain a mapping")
-    return data
+    """A studies or scale file's mapping; ``GridError`` (one line) when it cannot be read."""
+    return read_yaml_mapping(path, GridError, str(path))
 
 
 def scale_chain(scale_path: str | Path) -> list[tuple[Path, dict[str, Any]]]:

@@ -117,3 +117,23 @@ def read_csv(path: str | Path, **kwargs: Any) -> Any:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         detail = " ".join(str(e).split())  # pandas' message may span lines
         raise CsvError(f"{path}: not a CSV file that can be read ({detail})") from None
+
+
+def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> dict[str, Any]:
+    """The mapping in the YAML file ``path`` (an empty file: ``{}``); ``error`` with one line
+    starting with ``what`` when the file is missing, a directory, not text, not YAML or not a
+    mapping (a run config, a studies or scale file)."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise error(f"{what} {'is a directory, not a file' if p.is_dir() else 'does not exist'}")
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except UnicodeDecodeError:
+        raise error(f"{what} is not text (UTF-8)") from None
+    except yaml.YAMLError as e:
+        raise error(f"{what} is not valid YAML: {e}".replace("\n", " ")) from None
+    if not isinstance(data, dict):
+        raise error(f"{what} must contain a mapping")
+    return data

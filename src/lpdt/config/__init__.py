@@ -44,6 +44,7 @@ from lpdt.config.schema import (
     TrainConfig,
     result_dict,
 )
+from lpdt.io import read_yaml_mapping
 from lpdt.typed import Reader, dataclass_shape, type_name
 
 __all__ = [  # the schema's names too: callers import everything from lpdt.config
@@ -299,19 +300,7 @@ def load_config(
     """Defaults <- YAML file <- overrides (``["a.b=1", ...]`` or ``{"a.b": 1}``)."""
     tree: dict[str, Any] = {}
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {str(p)!r} does not exist")
-        try:
-            loaded = yaml.safe_load(p.read_text()) or {}
-        except UnicodeDecodeError:
-            raise ConfigError(f"config file {str(p)!r} is not text (UTF-8)") from None
-        except yaml.YAMLError as e:
-            raise ConfigError(
-                f"config file {str(p)!r} is not valid YAML: {e}".replace("\n", " ")
-            ) from None
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"config file {str(p)!r} must contain a mapping")
+        loaded = read_yaml_mapping(path, ConfigError, f"config file {str(path)!r}")
         tree = deep_merge(tree, loaded)
     items: list[tuple[str, Any]]
     if isinstance(overrides, dict):
