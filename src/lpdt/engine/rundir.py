@@ -95,7 +95,7 @@ def load_checkpoint(cfg: RunConfig, path: Path) -> Checkpoint:
     that mapped it to the GPU could not resume: ``RNG state must be a torch.ByteTensor``)."""
     try:
         raw = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as e:  # cut short, not torch's
+    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as e:  # cut short, not a zip
         raise CheckpointError(
             f"{path}: a damaged checkpoint, which cannot be read ({type(e).__name__}: "
             f"{str(e).splitlines()[0] if str(e) else 'no detail'}); delete it to train the run "
