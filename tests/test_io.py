@@ -184,3 +184,22 @@ def test_a_csv_that_cannot_be_read_is_named(tmp_path, content, says):
         read_csv(path)
     path.write_text("a,b\n1,2\n")
     assert read_csv(path)["b"].tolist() == [2]
+
+
+def test_an_output_file_option_refuses_a_directory(tmp_path, capsys):
+    """``--claims out/`` wrote a file named ``out``; a directory given for a file is refused by
+    the option itself, in every command that writes one file."""
+    from lpdt.cli import main
+
+    for argv in (
+        ["report", "--claims", f"{tmp_path}/new/"],
+        ["report", "--pdf", str(tmp_path)],
+        ["topology", "--name", "ring", "--nodes", "4", "--json", str(tmp_path)],
+        ["partition", "--class-sizes", "cifar10", "--json", f"{tmp_path}/x/"],
+        ["cost", "model", "--model", "tiny_cnn", "--json", str(tmp_path)],
+    ):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+        assert "is a directory; give the file's name" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()

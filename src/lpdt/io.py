@@ -137,3 +137,13 @@ def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> di
     if not isinstance(data, dict):
         raise error(f"{what} must contain a mapping")
     return data
+
+
+def output_file(text: str) -> str:
+    """An ``argparse`` type for an option that names a file to write: a name that ends in a
+    slash or is an existing directory is refused (``--claims out/`` wrote a file named ``out``)."""
+    import argparse
+
+    if text.endswith(("/", os.sep)) or Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory; give the file's name")
+    return text

@@ -19,6 +19,7 @@ from lpdt.cost.ops import LAYER_TYPES, MODES, PRECISIONS
 from lpdt.cost.trace import NORM_KINDS as NORMS
 from lpdt.data import full_train_size
 from lpdt.decentral.catalog import ALGORITHMS
+from lpdt.io import output_file
 
 
 def _add_energy(p: argparse.ArgumentParser) -> None:
@@ -35,6 +36,7 @@ def _add_energy(p: argparse.ArgumentParser) -> None:
 def _add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json",
+        type=output_file,
         nargs="?",
         const="-",
         default=None,

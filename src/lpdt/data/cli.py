@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from lpdt.data.partition import class_histograms, skew_partition
-from lpdt.io import write_json_atomic
+from lpdt.io import output_file, write_json_atomic
 
 # The reference's hard-coded class sizes (reference §1.1).
 PAPER_CLASS_SIZES: dict[str, list[int]] = {
@@ -36,7 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-root", default=None, help="data root (default $LPDT_DATA_ROOT or ./data)"
     )
-    parser.add_argument("--json", default=None, help="write the histograms to this JSON file")
+    parser.add_argument(
+        "--json", type=output_file, default=None, help="write the histograms to this JSON file"
+    )
 
 
 def _labels(args: argparse.Namespace) -> tuple[str, np.ndarray]:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from lpdt.decentral.catalog import TOPOLOGIES
+from lpdt.io import output_file
 
 # The graphs are registered, with their names in runs and whether they are directed, in
 # lpdt.decentral.catalog (TOPOLOGIES).
@@ -175,7 +176,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default="directed_ring", help=f"one of: {', '.join(TOPOLOGIES)}")
     p.add_argument("--nodes", type=int, default=8)
     p.add_argument("--rows", type=int, default=None, help="torus rows (default: most square)")
-    p.add_argument("--json", default=None, help="write the description to this JSON file")
+    p.add_argument(
+        "--json", type=output_file, default=None, help="write the description to this JSON file"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

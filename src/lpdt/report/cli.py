@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from lpdt.io import output_file
 from lpdt.report import artifacts
 
 ONLY = ("tables", "figures", "claims", "pdf")
@@ -29,8 +30,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paper", default="config/paper_results.csv", help="the paper's numbers")
     p.add_argument("--tables", default="results/tables", help="output directory for tables")
     p.add_argument("--figures", default="results/figures", help="output directory for figures")
-    p.add_argument("--claims", default="results/claims.json", help="claims check output (+ .md)")
-    p.add_argument("--pdf", default="reports/report.pdf", help="the PDF report")
+    p.add_argument(
+        "--claims",
+        type=output_file,
+        default="results/claims.json",
+        help="claims check output (+ .md)",
+    )
+    p.add_argument("--pdf", type=output_file, default="reports/report.pdf", help="the PDF report")
     p.add_argument(
         "--plateau",
         nargs="+",
