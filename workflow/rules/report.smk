@@ -57,7 +57,10 @@ rule report:
     params:
         # the Snakemake report's figure captions (workflow/report/figN.rst shows its own)
         captions={f: artifacts.snakemake_caption(f, SCALE) for f in artifacts.FIGURES},
-        analysis=f"{RESULTS}/analysis",  # (a scale may draw no partition or graph)
+        # the analyses' folder (a scale may draw no partition or graph: then none is read)
+        analysis=lambda w, input: str(Path(input.analysis[0]).parent)
+        if input.analysis
+        else f"{RESULTS}/analysis",
         tables=lambda w, output: str(Path(output.tables[0]).parent),
         figures=lambda w, output: str(Path(output.figures[0]).parent),
         plateau=PLATEAU_ARG,
