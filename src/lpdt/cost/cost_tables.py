@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -156,7 +155,7 @@ def table10_rows(costs: Costs) -> list[dict]:
                     row[f"energy_{prec}_paper"] = theirs
                     row[f"energy_{prec}_ratio"] = _ratio(en[prec], theirs)
                 # (an 8-bit table overridden to 0 pJ: no ratio)
-                row["energy_efficiency"] = en["fp32"] / en["int8"] if en["int8"] else math.nan
+                row["energy_efficiency"] = _ratio(en["fp32"], en["int8"])
                 row["energy_efficiency_paper"] = (
                     float(p["energy_efficiency"]) if p else float("nan")
                 )
