@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import pickle
 import sqlite3
 import tempfile
 from collections.abc import Callable
@@ -101,6 +102,16 @@ def torch_save_atomic(path: Path, obj: Any) -> None:
     import torch
 
     _atomic(path, lambda f: torch.save(obj, f), "wb")
+
+
+# What ``torch.load`` raises for a file cut short, emptied, a directory or not written by
+# ``torch.save`` (a checkpoint, a token cache): the callers' "cannot be read".
+TORCH_LOAD_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    EOFError,
+    RuntimeError,
+    pickle.UnpicklingError,
+)
 
 
 class CsvError(LpdtError, ValueError):

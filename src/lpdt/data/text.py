@@ -17,7 +17,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import pickle
 import re
 import tempfile
 from collections.abc import Callable, Iterable
@@ -28,6 +27,7 @@ import numpy as np
 import torch
 
 from lpdt.data.base import DatasetError, TensorDataset, balanced_subset, data_root, dataset_info
+from lpdt.io import TORCH_LOAD_ERRORS
 
 CACHE_VERSION = 1  # bump when the reading/tokenising rules change, to invalidate old caches
 FORTUNES_DIR = Path("/usr/share/games/fortunes")
@@ -106,7 +106,7 @@ def _cached(path: Path) -> dict[str, torch.Tensor] | None:
         return None
     try:
         data = torch.load(path, weights_only=True)
-    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError):
+    except TORCH_LOAD_ERRORS:
         return None
     keys = {"train_x", "train_y", "test_x", "test_y"}
     return data if isinstance(data, dict) and keys <= data.keys() else None

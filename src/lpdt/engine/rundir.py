@@ -9,7 +9,6 @@ discards them instead. A complete run of the same config is returned as it is.
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from lpdt import record
 from lpdt.config import RunConfig, result_diff
 from lpdt.engine.checkpoint import Checkpoint, CheckpointError
 from lpdt.errors import LpdtError
+from lpdt.io import TORCH_LOAD_ERRORS
 from lpdt.record import RunRecord
 
 
@@ -95,7 +95,7 @@ def load_checkpoint(cfg: RunConfig, path: Path) -> Checkpoint:
     that mapped it to the GPU could not resume: ``RNG state must be a torch.ByteTensor``)."""
     try:
         raw = torch.load(path, map_location="cpu", weights_only=False)
-    except (OSError, EOFError, RuntimeError, pickle.UnpicklingError) as e:  # cut short, not a zip
+    except TORCH_LOAD_ERRORS as e:
         raise CheckpointError(
             f"{path}: a damaged checkpoint, which cannot be read ({type(e).__name__}: "
             f"{str(e).splitlines()[0] if str(e) else 'no detail'}); delete it to train the run "
