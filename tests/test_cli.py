@@ -43,3 +43,38 @@ def test_the_command_exits_with_mains_code_and_its_output_flushed(tmp_path) -> N
         [sys.executable, "-m", "lpdt.cli"], capture_output=True, text=True, timeout=120
     )
     assert ok.returncode == 0 and "usage: lpdt" in ok.stdout
+
+
+def test_a_reader_that_stops_early_ends_the_command_without_a_traceback(tmp_path) -> None:
+    """``lpdt topology --nodes 5000 | head -1``: a command whose output (here 200 kB, more than
+    a pipe holds) meets a closed pipe stops quietly, with SIGPIPE's status as the shell's own
+    tools do, and its exit handlers still run. It printed a BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import atexit, sys, types\n"
+        "from lpdt import cli\n"
+        "atexit.register(lambda: print('handler ran', file=sys.stderr, flush=True))\n"
+        "cmd = types.ModuleType('lpdt_probe_command')\n"
+        "cmd.add_arguments = lambda p: None\n"
+        "cmd.run = lambda args: [print(f'line {i:06d}') for i in range(20_000)] and 0\n"
+        "sys.modules[cmd.__name__] = cmd\n"
+        "cli.COMMANDS['probe'] = (cmd.__name__, 'prints 200 kB')\n"
+        "sys.argv = ['lpdt', 'probe']\n"
+        "cli.entry()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(probe)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        first = proc.stdout.readline()
+        proc.stdout.close()  # the reader goes, as `head -1` does
+        err = proc.stderr.read()
+        code = proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    assert first == "line 000000\n"
+    assert code == 141 and err == "handler ran\n", err

@@ -10,6 +10,7 @@ import argparse
 import atexit
 import importlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -223,13 +224,28 @@ def entry() -> None:
     one by one: 1.1 s of an 8.5 s one-epoch run, measured on the 2-core reference VM
     (2026-11-27), paid by every training job and every ``lpdt`` a test starts. The exit
     handlers (logging, worker pools) still run, and the standard streams are flushed; an
-    exception that escapes ``main()`` exits the ordinary way, with its traceback.
+    exception that escapes ``main()`` exits the ordinary way, with its traceback, except a
+    closed pipe on the output (``lpdt ... | head``), which ends the command quietly.
     """
-    code = main()
+    try:
+        code = main()
+    except BrokenPipeError:
+        code = _reader_gone()
     atexit._run_exitfuncs()
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _reader_gone()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _reader_gone() -> int:
+    """The reader of the output has gone (``lpdt topology --nodes 500 | head``): no traceback,
+    and the status of a process that SIGPIPE ended, as the shell's own tools give. Standard
+    output now leads nowhere, so that no later write or flush raises again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

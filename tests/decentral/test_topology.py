@@ -76,3 +76,48 @@ def test_describe_is_json_friendly():
     d = describe("directed_ring", 8)
     assert d["edges"][0] == (0, 1) and len(d["edges"]) == 8
     assert d["spectral_gap"] == pytest.approx(1 - math.cos(math.pi / 8))
+
+
+def test_a_symmetric_matrix_has_the_general_solvers_gap_and_a_tiny_gap_prints_its_digits(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The undirected graphs' W is symmetric, and their gap comes from the symmetric solver: the
+    same number as the general one. A gap under 0.001 prints its digits, not 0.0000."""
+    import argparse
+
+    import numpy as np
+
+    from lpdt.decentral.topology import run
+
+    for name in ("ring", "torus", "complete"):
+        w = mixing_matrix(name, 16)
+        assert torch.equal(w, w.T)
+        general = np.sort(np.abs(np.linalg.eigvals(w.numpy())))[::-1]
+        assert spectral_gap(w) == pytest.approx(1 - general[1], abs=1e-12)
+    run(argparse.Namespace(name="ring", nodes=300, rows=None, json=None))
+    first = capsys.readouterr().out.splitlines()[0]
+    gap = 2 / 3 * (1 - math.cos(2 * math.pi / 300))  # 1 - (1/3 + 2/3 cos(2 pi / n))
+    assert f"spectral gap {gap:.3g} " in first, first
+
+
+def test_the_json_is_written_before_the_listing(tmp_path, monkeypatch) -> None:
+    """``lpdt topology --json t.json | head``: the JSON is whole even when the reader of the
+    listing stops after its first line (it was written after the listing, and never)."""
+    import argparse
+    import json
+
+    from lpdt.decentral import topology
+
+    printed: list[str] = []
+
+    def closed_pipe(*args: object, **kwargs: object) -> None:
+        if printed:
+            raise BrokenPipeError(32, "Broken pipe")
+        printed.append(str(args[0]))
+
+    monkeypatch.setattr(topology, "print", closed_pipe, raising=False)
+    out = tmp_path / "t.json"
+    with pytest.raises(BrokenPipeError):
+        topology.run(argparse.Namespace(name="ring", nodes=8, rows=None, json=str(out)))
+    assert printed[0].startswith("ring on 8 nodes")
+    assert json.loads(out.read_text())["nodes"] == 8

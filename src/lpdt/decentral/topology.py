@@ -133,8 +133,13 @@ def check_strongly_connected(w: torch.Tensor) -> None:
 
 
 def spectral_gap(w: torch.Tensor) -> float:
-    """1 - (second largest eigenvalue modulus) of W."""
-    ev = np.sort(np.abs(np.linalg.eigvals(np.asarray(w, dtype=np.float64))))[::-1]
+    """1 - (second largest eigenvalue modulus) of W.
+
+    An undirected graph's W is symmetric, and its eigenvalues come from the symmetric solver:
+    0.4 s instead of 3.3 s for a 2,000-node ring on the 2-core VM (2026-11-30)."""
+    a = np.asarray(w, dtype=np.float64)
+    values = np.linalg.eigvalsh(a) if np.array_equal(a, a.T) else np.linalg.eigvals(a)
+    ev = np.sort(np.abs(values))[::-1]
     return float(1.0 - (ev[1] if len(ev) > 1 else 0.0))
 
 
@@ -149,14 +154,15 @@ def describe(name: str, n: int, rows: int | None = None) -> dict:
     """A JSON-friendly description (for Figure 3 and the CLI)."""
     peers = out_peers(name, n, rows)
     w = matrix_from_peers(peers)
+    gap = spectral_gap(w)
     d: dict = {
         "name": name,
         "nodes": n,
         "W": w.tolist(),
         "edges": sorted({(j, i) for j, outs in enumerate(peers) for i in outs}),
         "directed": TOPOLOGIES.get(name).directed,
-        "spectral_gap": spectral_gap(w),
-        "second_eigenvalue_modulus": 1.0 - spectral_gap(w),
+        "spectral_gap": gap,
+        "second_eigenvalue_modulus": 1.0 - gap,
         "out_peers": peers,
     }
     if name == "torus":
@@ -181,17 +187,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _gap_text(gap: float) -> str:
+    """Four decimals, or three significant digits for a gap under 0.001 (a 2,000-node ring's is
+    3.3e-06, which four decimals print as 0.0000: a graph that never mixes)."""
+    return f"{gap:.4f}" if gap == 0 or abs(gap) >= 1e-3 else f"{gap:.3g}"
+
+
 def run(args: argparse.Namespace) -> int:
     d = describe(args.name, args.nodes, args.rows)
+    if args.json:  # first: the file is whole even if the reader of the listing stops early
+        from lpdt.io import write_json_atomic
+
+        write_json_atomic(Path(args.json), d)
     print(
-        f"{d['name']} on {d['nodes']} nodes: spectral gap {d['spectral_gap']:.4f} "
+        f"{d['name']} on {d['nodes']} nodes: spectral gap {_gap_text(d['spectral_gap'])} "
         f"(second eigenvalue modulus {d['second_eigenvalue_modulus']:.4f})"
     )
     for j, outs in enumerate(d["out_peers"]):
         print(f"  node {j:>2} -> {outs}")
     if args.json:
-        from lpdt.io import write_json_atomic
-
-        write_json_atomic(Path(args.json), d)
         print(f"wrote {args.json}")
     return 0
