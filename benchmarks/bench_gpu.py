@@ -93,7 +93,12 @@ sys.path.insert(0, str(HERE))  # bench_compile's model builder and device sync
 
 from bench_compile import build, sync  # noqa: E402
 
-from lpdt.engine.opcount import OpCounter, inductor_kernels  # noqa: E402
+from lpdt.engine.opcount import (  # noqa: E402
+    OpCounter,
+    OutsideGraphCounter,
+    counter_sees_compiled_code,
+    inductor_kernels,
+)
 from lpdt.layers.quant import fused  # noqa: E402
 from lpdt.plan.gpu import INT8_COMPILE  # noqa: E402
 
@@ -205,45 +210,6 @@ def _error(e: BaseException) -> str:
 def compiles(variant: str) -> bool:
     """Whether ``variant`` asks for a compiled step."""
     return EAGER_TWIN[variant] != variant
-
-
-class OutsideGraphCounter(OpCounter):
-    """``OpCounter`` that lets compiled code run compiled: it then counts only the operations
-    dispatched outside the graphs (extern kernels such as convolutions, autograd's own). Dynamo
-    runs a frame eagerly under a dispatch mode that does not say it ignores compile internals."""
-
-    @classmethod
-    def ignore_compile_internals(cls) -> bool:
-        return True
-
-
-_COUNTS_COMPILED: bool | None = None
-
-
-def counter_sees_compiled_code() -> bool:
-    """Whether compiled code runs compiled under ``OutsideGraphCounter`` on this torch (checked
-    once with a backend whose graph dispatches nothing: under the counter the compiled function
-    then counts 0 operations, its eager run 1)."""
-    global _COUNTS_COMPILED
-    if _COUNTS_COMPILED is None:
-        marker = torch.zeros(1)
-
-        def backend(gm: Any, example_inputs: Any) -> Callable[..., Any]:
-            return lambda *args: (marker,)
-
-        def probe(t: torch.Tensor) -> torch.Tensor:
-            return t + 1
-
-        fn = torch.compile(probe, backend=backend, dynamic=False)
-        t = torch.ones(1)
-        try:
-            fn(t)
-            with OutsideGraphCounter() as counter:
-                out = fn(t)
-            _COUNTS_COMPILED = counter.total == 0 and out is marker
-        except Exception:  # an older torch without the hook or the custom backend's calling form
-            _COUNTS_COMPILED = False
-    return _COUNTS_COMPILED
 
 
 def gpu_path() -> contextlib.AbstractContextManager[object]:

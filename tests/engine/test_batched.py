@@ -10,7 +10,7 @@ from torch import nn
 from lpdt.decentral.state import NodeState
 from lpdt.decentral.streams import NodeStreams
 from lpdt.engine.batched import BatchedSteps, BatchNodesError
-from lpdt.engine.opcount import count_ops
+from lpdt.engine.opcount import count_compiled_ops, count_ops, counter_sees_compiled_code
 from lpdt.engine.steps import Steps
 from lpdt.layers.quant import kernel
 from tests.engine.test_steps import tiny_model
@@ -234,8 +234,14 @@ def test_compiled_batched_step_equals_the_sequential_steps(monkeypatch, precisio
     assert steps.compiled  # not fallen back to eager
     _assert_same(seq, bat, l_s, l_b, 1e-3 if precision == "int8" else 1e-5)
     monkeypatch.setenv(kernel.ENV, "0")  # the quantisers' tensor path, as on a GPU
-    _, counted = count_ops(_batched_step, steps, bat, streams[1], x, y)
-    assert counted.total > 0 and counted.host_syncs == 0, counted.counts
+    # Counted running compiled (what its graph leaves outside, e.g. a graph break's eager code):
+    # fewer operations than the same step eagerly. A plain OpCounter would run it eagerly.
+    assert counter_sees_compiled_code()
+    _, counted = count_compiled_ops(_batched_step, steps, bat, streams[1], x, y)
+    eager = BatchedSteps(seq, compile=False, log=lambda m: None)
+    _, eager_counted = count_ops(_batched_step, eager, seq, streams[0], x, y)
+    assert 0 < counted.total < eager_counted.total, (counted.total, eager_counted.total)
+    assert counted.host_syncs == 0, counted.counts
     assert steps.compiled
 
 

@@ -18,7 +18,13 @@ import torch
 from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS
 from lpdt.decentral.streams import NodeStreams
 from lpdt.engine.batched import BatchedSteps
-from lpdt.engine.opcount import OpCounter, TransferCounter, count_ops
+from lpdt.engine.opcount import (
+    OpCounter,
+    TransferCounter,
+    count_compiled_ops,
+    count_ops,
+    counter_sees_compiled_code,
+)
 from lpdt.engine.steps import Steps
 from lpdt.layers.quant import kernel
 from lpdt.transfer import to_device
@@ -78,6 +84,33 @@ def test_the_counter_sees_a_host_read():
             pass
         t[t > 0]  # its size depends on the values: nonzero
     assert counted.host_syncs == 3, counted.counts
+
+
+def test_the_compiled_code_counter_runs_graphs_compiled_and_sees_a_graph_breaks_host_read():
+    """``count_compiled_ops``, which the compiled steps' checks use: a compiled function runs
+    compiled under it (its graph's operations are not counted, where eagerly they are), a host
+    read at a graph break counts, and the function still compiles for a new shape afterwards (on
+    torch 2.11 a plain ``OpCounter`` made dynamo skip the function for the rest of the process)."""
+    from torch._dynamo.utils import counters
+
+    def clean(t: torch.Tensor) -> torch.Tensor:
+        return (t * 2).sin() + 1
+
+    def breaks(t: torch.Tensor) -> torch.Tensor:
+        return t * t.sum().item()  # a graph break: the read runs eagerly between two graphs
+
+    assert counter_sees_compiled_code()
+    fn, fn_breaks = torch.compile(clean, dynamic=False), torch.compile(breaks, dynamic=False)
+    t = torch.ones(5)
+    fn(t), fn_breaks(t)
+    _, eager = count_ops(clean, t)
+    _, compiled = count_compiled_ops(fn, t)
+    assert eager.total == 3 and compiled.total == 0, (eager.counts, compiled.counts)
+    _, counted = count_compiled_ops(fn_breaks, t)
+    assert counted.host_syncs == 1, counted.counts
+    before = counters["stats"]["unique_graphs"]
+    fn(torch.ones(7))
+    assert counters["stats"]["unique_graphs"] == before + 1
 
 
 def test_the_cpu_fast_path_reads_the_seed_on_the_host(monkeypatch):

@@ -11,7 +11,7 @@ from torch import nn
 
 from lpdt.config import ModelConfig, PrecisionConfig
 from lpdt.decentral.state import NodeState
-from lpdt.engine.opcount import count_ops
+from lpdt.engine.opcount import count_compiled_ops, count_ops, counter_sees_compiled_code
 from lpdt.engine.steps import MIN_TORCH_COMPILED_INT8, Steps, torch_version
 from lpdt.layers import Add
 from lpdt.layers.norms import EvoNormS0
@@ -70,13 +70,20 @@ def _assert_compiled_and_logged(lines: list[str]) -> None:
     assert "compiled the training step in" in lines[1]
 
 
-def _assert_no_host_syncs(monkeypatch, compiled: Steps, model: nn.Module, x, y) -> None:
-    """A further compiled step reads nothing on the host on the GPU's path
-    (tests/engine/test_host_syncs.py, its node-by-node compiled case)."""
-    model.train()
+def _assert_no_host_syncs(monkeypatch, compiled: Steps, eager: Steps, models, x, y) -> None:
+    """A further compiled step reads nothing on the host on the GPU's path, counted with the
+    step running compiled (``OutsideGraphCounter``: what its graphs leave outside, such as a
+    graph break's eager code), so fewer operations than the eager step's
+    (tests/engine/test_host_syncs.py has the eager steps and the counter's own checks).
+    ``models``: the compiled step's and the eager step's."""
+    model, eager_model = models
+    model.train(), eager_model.train()
     monkeypatch.setenv(kernel.ENV, "0")  # the quantisers' tensor path, as on a GPU
-    _, counted = count_ops(compiled.train_step, model, x, y)
-    assert counted.total > 0 and counted.host_syncs == 0, counted.counts
+    assert counter_sees_compiled_code()
+    _, counted = count_compiled_ops(compiled.train_step, model, x, y)
+    _, eager_counted = count_ops(eager.train_step, eager_model, x, y)
+    assert 0 < counted.total < eager_counted.total, (counted.total, eager_counted.total)
+    assert counted.host_syncs == 0, counted.counts
 
 
 def test_compiled_step_equals_eager(monkeypatch):
@@ -102,7 +109,7 @@ def test_compiled_step_equals_eager(monkeypatch):
     _assert_compiled_and_logged(lines)
     model.eval(), ref_model.eval()
     torch.testing.assert_close(compiled.predict(model, x), eager.predict(ref_model, x))
-    _assert_no_host_syncs(monkeypatch, compiled, model, x, y)
+    _assert_no_host_syncs(monkeypatch, compiled, eager, (model, ref_model), x, y)
 
 
 def test_compiled_8bit_step_runs_eagerly_on_a_torch_older_than_verified(monkeypatch):
@@ -266,7 +273,7 @@ def test_compiled_8bit_stochastic_step_draws_the_eager_noise(monkeypatch):
     p_e = eager.predict(ref_model, x)
     torch.manual_seed(7)
     torch.testing.assert_close(compiled.predict(model, x), p_e)
-    _assert_no_host_syncs(monkeypatch, compiled, model, x, y)
+    _assert_no_host_syncs(monkeypatch, compiled, eager, (model, ref_model), x, y)
 
 
 def test_compiled_dropout_draws_the_eager_masks():
