@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from lpdt import cli
@@ -78,3 +80,36 @@ def test_a_reader_that_stops_early_ends_the_command_without_a_traceback(tmp_path
         proc.kill()
     assert first == "line 000000\n"
     assert code == 141 and err == "handler ran\n", err
+
+
+@pytest.mark.parametrize("command", ["train", "topology"])
+def test_ctrl_c_is_one_line_and_sigints_status(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C printed a traceback (38 lines in ``lpdt train``, ending inside ``torch.save``):
+    it is one line, with the status of a process SIGINT ended; a run says how it continues."""
+    import types
+
+    module = types.ModuleType("lpdt_interrupted_command")
+
+    def interrupted(args: object) -> int:
+        raise KeyboardInterrupt
+
+    module.add_arguments = lambda p: None  # type: ignore[attr-defined]
+    module.run = interrupted  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setitem(cli.COMMANDS, command, (module.__name__, "interrupted"))
+    assert cli.main([command]) == 130
+    err = capsys.readouterr().err
+    assert err.startswith(f"lpdt {command}: interrupted") and err.count("\n") == 1
+    assert ("--resume" in err) == (command == "train")
+    monkeypatch.setenv("LPDT_DEBUG", "1")
+    with pytest.raises(KeyboardInterrupt):
+        cli.main([command])
+
+
+def test_memory_that_runs_out_is_one_line() -> None:
+    assert cli.user_error_line(MemoryError()) == "out of memory"
+    assert cli.user_error_line(MemoryError("a 1e6 x 1e6 matrix")) == (
+        "out of memory (a 1e6 x 1e6 matrix)"
+    )

@@ -203,3 +203,42 @@ def test_an_output_file_option_refuses_a_directory(tmp_path, capsys):
         assert e.value.code == 2
         assert "is a directory; give the file's name" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
+
+
+def test_an_unwritable_directory_is_named_not_the_temporary_file(tmp_path, monkeypatch):
+    """mkstemp's error named the temporary name beside the file
+    (``.x.json.hk7iakaf.tmp: Permission denied``); it names the file asked for."""
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(tmp_path / ".x.json.abc.tmp"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(PermissionError) as e:
+        io.write_json_atomic(tmp_path / "x.json", {})
+    assert e.value.filename == str(tmp_path / "x.json")
+
+
+def test_a_file_where_a_directory_goes_is_named(tmp_path, capsys):
+    """``lpdt topology --json afile/x.json`` said "afile: File exists"; every writer through
+    lpdt.io names the file in the way, and the commands refuse an empty path (an unset $OUT:
+    the files landed in the working directory) or a file given for a directory."""
+    from lpdt.cli import main
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    with pytest.raises(io.OutputPathError, match=rf"^{blocker} is a file, not a directory$"):
+        io.write_text_atomic(blocker / "sub" / "x.txt", "x")
+    code = main(["topology", "--nodes", "3", "--json", str(blocker / "x.json")])
+    assert code == 2 and f"{blocker} is a file, not a directory" in capsys.readouterr().err
+    for argv, says in (
+        (["topology", "--nodes", "3", "--json", ""], "an empty path; give the file's name"),
+        (["train", "--out", ""], "an empty path; give the directory's name"),
+        (["cost", "all", "--out", ""], "an empty path; give the directory's name"),
+        (["train", "--out", str(blocker)], f"'{blocker}' is a file, not a directory"),
+        (["cost", "all", "--out", str(blocker)], f"'{blocker}' is a file, not a directory"),
+    ):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2
+        assert says in capsys.readouterr().err, argv
+    assert blocker.read_text() == "x"

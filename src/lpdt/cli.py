@@ -18,7 +18,7 @@ import lpdt
 from lpdt import plugins
 from lpdt.config import ConfigError, RunConfig
 from lpdt.errors import LpdtError
-from lpdt.io import no_space
+from lpdt.io import no_space, output_dir
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -58,6 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--out",
+        type=output_dir,
         action="append",
         default=[],
         help="output directory (default: results/runs/<run_id>); one per --config",
@@ -185,6 +186,15 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"lpdt {args.command}: error: {line} (LPDT_DEBUG=1 for a traceback)", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, and the status of a process SIGINT ended
+        if os.environ.get("LPDT_DEBUG"):
+            raise
+        # a run's files are written atomically: its last checkpoint is whole
+        resume = " (--resume continues a run from its last checkpoint)"
+        print(
+            f"lpdt {args.command}: interrupted{resume * (args.command == 'train')}", file=sys.stderr
+        )
+        return 128 + signal.SIGINT
 
 
 def user_error_line(e: BaseException) -> str | None:
@@ -193,9 +203,11 @@ def user_error_line(e: BaseException) -> str | None:
     missing datasets, a full disk, ...), the built-in ones raised for bad names and values, and
     an OS error about a path (a directory where a file goes, a file where a directory goes, no
     permission) or a full disk from any writer (lpdt.io names the file; others, e.g. a figure's
-    savefig, give their filename if they know it)."""
+    savefig, give their filename if they know it); and memory that ran out."""
     if isinstance(e, LpdtError | ValueError | KeyError | FileNotFoundError | RuntimeError):
         return error_text(e)
+    if isinstance(e, MemoryError):  # e.g. a mixing matrix of 10^6 nodes
+        return f"out of memory{f' ({e})' if str(e) else ''}"
     if isinstance(e, OSError):
         if no_space(e):  # (lpdt.io's NoSpaceError is an LpdtError: above)
             return _no_space_line(e)

@@ -61,15 +61,33 @@ def no_space(exc: BaseException) -> bool:
     return False
 
 
+class OutputPathError(LpdtError, ValueError):
+    """An output path that cannot be written: empty, or under a file where a directory goes."""
+
+
+def make_dirs(directory: Path) -> None:
+    """``directory.mkdir(parents=True, exist_ok=True)``, with a file in the way an
+    ``OutputPathError`` that names it (mkdir says "File exists" or "Not a directory")."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocker = next(
+            (p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()),
+            directory,
+        )
+        raise OutputPathError(f"{blocker} is a file, not a directory") from None
+
+
 def _atomic(path: Path, write: Callable[[IO[Any]], object], mode: str) -> None:
     path = Path(path)
+    make_dirs(path.parent)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as e:
         if no_space(e):
             raise NoSpaceError(path) from e
-        raise
+        # the error names the file asked for, not the temporary name beside it
+        raise type(e)(e.errno, e.strerror, str(path)) from None
     try:
         with os.fdopen(fd, mode) as f:
             write(f)
@@ -151,10 +169,40 @@ def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> di
 
 
 def output_file(text: str) -> str:
-    """An ``argparse`` type for an option that names a file to write: a name that ends in a
-    slash or is an existing directory is refused (``--claims out/`` wrote a file named ``out``)."""
+    """An ``argparse`` type for an option that names a file to write: an empty name (an unset
+    ``$OUT``) and a name that ends in a slash or is an existing directory are refused
+    (``--claims out/`` wrote a file named ``out``). ``-``, standard output, passes: the options
+    that take it say so."""
     import argparse
 
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path; give the file's name")
     if text.endswith(("/", os.sep)) or Path(text).is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a directory; give the file's name")
     return text
+
+
+def output_dir(text: str) -> str:
+    """An ``argparse`` type for an option that names a directory to write in: an empty name (an
+    unset ``$OUT``: the files landed in the working directory) and an existing file are
+    refused."""
+    import argparse
+
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path; give the directory's name")
+    if Path(text).exists() and not Path(text).is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a directory")
+    return text
+
+
+def emit_json(obj: Any, target: str) -> None:
+    """``obj`` as JSON to ``target``: standard output for ``-``, else the file (atomically,
+    then a ``wrote`` line)."""
+    import sys
+
+    if target == "-":
+        json.dump(obj, sys.stdout, indent=2, default=str)
+        print()
+    else:
+        write_json_atomic(Path(target), obj)
+        print(f"wrote {target}")

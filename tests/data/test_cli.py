@@ -46,3 +46,20 @@ def test_bad_values_are_one_line_with_the_commands_name(capsys):
     assert "skew" in _one_line(capsys, "--class-sizes", "cifar10", "--skew", "1.5")
     assert '"' not in _one_line(capsys, "--dataset", "nope")
     assert "--seed -1" in _one_line(capsys, "--class-sizes", "cifar10", "--seed", "-1")
+
+
+def test_json_to_standard_output(tmp_path, capsys, monkeypatch):
+    """``--json -`` prints the JSON instead of the tables (as ``lpdt cost``'s ``--json`` does;
+    it wrote a file named ``-``), and so does ``lpdt topology --json -``."""
+    from lpdt.cli import main
+
+    monkeypatch.chdir(tmp_path)  # where a file named "-" was written
+    written = tmp_path / "p.json"
+    assert cli.run(parse("--class-sizes", "cifar10", "--nodes", "2", "--json", str(written))) == 0
+    capsys.readouterr()
+    assert cli.run(parse("--class-sizes", "cifar10", "--nodes", "2", "--json", "-")) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(written.read_text())
+    assert main(["topology", "--name", "ring", "--nodes", "4", "--json", "-"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["name"] == "ring" and d["nodes"] == 4
+    assert not (tmp_path / "-").exists()

@@ -10,16 +10,13 @@ and every cost table of the paper (``all``).
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-from pathlib import Path
 
 from lpdt.cost.energy import HOROWITZ_45NM, EnergyTable
 from lpdt.cost.ops import LAYER_TYPES, MODES, PRECISIONS
 from lpdt.cost.trace import NORM_KINDS as NORMS
 from lpdt.data import full_train_size
 from lpdt.decentral.catalog import ALGORITHMS
-from lpdt.io import output_file
+from lpdt.io import emit_json, output_dir, output_file
 
 
 def _add_energy(p: argparse.ArgumentParser) -> None:
@@ -99,7 +96,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _add_json(c)
 
     a = sub.add_parser("all", help="write Tables 7/9/10, Figure 7 data and Table 3 'Data' as CSV")
-    a.add_argument("--out", required=True, help="output directory (e.g. results/cost)")
+    a.add_argument(
+        "--out", type=output_dir, required=True, help="output directory (e.g. results/cost)"
+    )
     a.add_argument("--batch", type=int, default=32, help="per-node batch size (default 32)")
     a.add_argument("--off-by-one", action="store_true", help="Table 3: count T-1 messages")
     _add_energy(a)
@@ -130,17 +129,6 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return shape
 
 
-def _emit_json(obj: dict, target: str) -> None:
-    if target == "-":
-        json.dump(obj, sys.stdout, indent=2, default=str)
-        print()
-    else:
-        from lpdt.io import write_json_atomic
-
-        write_json_atomic(Path(target), obj)
-        print(f"wrote {target}")
-
-
 def _run_model(args: argparse.Namespace) -> int:
     from lpdt.cost.model import cost_of
 
@@ -158,7 +146,7 @@ def _run_model(args: argparse.Namespace) -> int:
         d = c.to_dict()
         if args.layers:
             d["layers"] = [r.__dict__ for r in c.records]
-        _emit_json(d, args.json)
+        emit_json(d, args.json)
         return 0
     print(
         f"{c.model} (norm {c.norm}, {c.precision}, batch {c.batch}, {c.params:,} parameters), "
@@ -209,7 +197,7 @@ def _run_comm(args: argparse.Namespace) -> int:
     )
     if args.json:
         d = {"model": args.model, "norm": args.norm, "precision": args.precision}
-        _emit_json(d | v.to_dict(), args.json)
+        emit_json(d | v.to_dict(), args.json)
         return 0
     print(
         f"{args.model}: P = {v.params:,} gossiped entries, {v.kept:,} sent per message "

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from lpdt.data.partition import class_histograms, skew_partition
-from lpdt.io import output_file, write_json_atomic
+from lpdt.io import emit_json, output_file, write_json_atomic
 
 # The reference's hard-coded class sizes (reference §1.1).
 PAPER_CLASS_SIZES: dict[str, list[int]] = {
@@ -37,7 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data-root", default=None, help="data root (default $LPDT_DATA_ROOT or ./data)"
     )
     parser.add_argument(
-        "--json", type=output_file, default=None, help="write the histograms to this JSON file"
+        "--json",
+        type=output_file,
+        default=None,
+        help="write the histograms to this JSON file (-: print them instead of the tables)",
     )
 
 
@@ -70,16 +73,20 @@ def run(args: argparse.Namespace) -> int:
     name, labels = _labels(args)
     num_classes = int(labels.max()) + 1
     result: dict = {"dataset": name, "nodes": args.nodes, "seed": args.seed, "skews": {}}
+    tables = []
     for s in args.skew:
         parts = skew_partition(labels, args.nodes, s, seed=args.seed)
         hist = class_histograms(labels, parts, num_classes)
         result["skews"][str(s)] = hist.tolist()
         unused = len(labels) - int(hist.sum())
-        print(f"{name}: {args.nodes} nodes, skew {s}, seed {args.seed} ({unused} samples unused)")
-        print(_table(hist))
-        print()
+        title = f"{name}: {args.nodes} nodes, skew {s}, seed {args.seed} ({unused} samples unused)"
+        tables.append(f"{title}\n{_table(hist)}\n")
+    if args.json == "-":
+        emit_json(result, "-")
+        return 0
+    if args.json:  # first: the file is whole even if the reader of the tables stops early
+        write_json_atomic(Path(args.json), result)  # nothing left behind if it cannot be written
+    print("\n".join(tables))
     if args.json:
-        path = Path(args.json)
-        write_json_atomic(path, result)  # nothing left behind if it cannot be written
-        print(f"wrote {path}")
+        print(f"wrote {args.json}")
     return 0

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from lpdt.decentral.catalog import TOPOLOGIES
-from lpdt.io import output_file
+from lpdt.io import emit_json, output_file, write_json_atomic
 
 # The graphs are registered, with their names in runs and whether they are directed, in
 # lpdt.decentral.catalog (TOPOLOGIES).
@@ -184,7 +184,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, default=8)
     p.add_argument("--rows", type=int, default=None, help="torus rows (default: most square)")
     p.add_argument(
-        "--json", type=output_file, default=None, help="write the description to this JSON file"
+        "--json",
+        type=output_file,
+        default=None,
+        help="write the description to this JSON file (-: print it instead of the listing)",
     )
 
 
@@ -196,9 +199,10 @@ def _gap_text(gap: float) -> str:
 
 def run(args: argparse.Namespace) -> int:
     d = describe(args.name, args.nodes, args.rows)
+    if args.json == "-":
+        emit_json(d, "-")
+        return 0
     if args.json:  # first: the file is whole even if the reader of the listing stops early
-        from lpdt.io import write_json_atomic
-
         write_json_atomic(Path(args.json), d)
     print(
         f"{d['name']} on {d['nodes']} nodes: spectral gap {_gap_text(d['spectral_gap'])} "
