@@ -98,6 +98,11 @@ def test_an_8bit_table_of_zero_energy_has_no_efficiency_ratio(tmp_path, capsys):
         "int8_mult=0",
     ]
     assert main(argv) == 0, capsys.readouterr().err
+    # what it computes is said before the ~10 s of work, then each file written (8)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("counting the models' operations")
+    assert lines[1].startswith("measuring the messages")
+    assert len(lines) == 10 and all(line.startswith(f"wrote {tmp_path}") for line in lines[2:])
 
 
 def test_comm_train_size_defaults_to_the_cifar10_size_of_the_runtime_table():

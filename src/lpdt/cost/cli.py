@@ -214,7 +214,11 @@ def _run_all(args: argparse.Namespace) -> int:
     from lpdt.cost.cost_tables import write_all
 
     files = write_all(
-        args.out, batch=args.batch, energy=parse_energy(args.energy), off_by_one=args.off_by_one
+        args.out,
+        batch=args.batch,
+        energy=parse_energy(args.energy),
+        off_by_one=args.off_by_one,
+        log=lambda line: print(f"{line} ...", flush=True),
     )
     for path in files.values():
         print(f"wrote {path}")

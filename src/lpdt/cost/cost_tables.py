@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from lpdt.cost import published
@@ -412,15 +412,18 @@ def write_all(
     batch: int = 32,
     energy: EnergyTable = HOROWITZ_45NM,
     off_by_one: bool = False,
+    log: Callable[[str], object] = lambda line: None,
 ) -> dict[str, Path]:
     """Write table7/9/10, fig7_memory/compute, table3_data, wire_bytes CSVs and summary.json to
-    ``out_dir``."""
+    ``out_dir``; ``log`` hears what is being computed (about 10 s in all on the 2-core VM)."""
     from lpdt.io import write_json_atomic, write_text_atomic
 
     out = Path(out_dir)
+    log("counting the models' operations and memory (Tables 7, 9, 10, Figure 7)")
     costs = compute_costs(batch=batch, energy=energy)
     t10 = table10_rows(costs)
     t3 = table3_rows(off_by_one=off_by_one)
+    log("measuring the messages of tiny fp32 and 8-bit runs (wire_bytes)")
     wire = table3_wire_rows()
     files = {
         "table7": (out / "table7.csv", op_table(costs, "training")),
