@@ -242,3 +242,13 @@ def test_a_file_where_a_directory_goes_is_named(tmp_path, capsys):
         assert e.value.code == 2
         assert says in capsys.readouterr().err, argv
     assert blocker.read_text() == "x"
+
+
+def test_a_yaml_error_is_one_line_without_the_carets_padding(tmp_path):
+    """PyYAML's message spans lines, with the line's text and a caret line under it: the one
+    line keeps single spaces (it kept the caret line's padding: ``column 1:          ^``)."""
+    path = tmp_path / "bad.yaml"
+    path.write_text("a: [1\nb: 2\n")
+    with pytest.raises(ValueError, match="is not valid YAML") as e:
+        io.read_yaml_mapping(path, ValueError, "config file")
+    assert "\n" not in str(e.value) and "  " not in str(e.value), str(e.value)

@@ -162,7 +162,8 @@ def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> di
     except UnicodeDecodeError:
         raise error(f"{what} is not text (UTF-8)") from None
     except yaml.YAMLError as e:
-        raise error(f"{what} is not valid YAML: {e}".replace("\n", " ")) from None
+        detail = " ".join(str(e).split())  # PyYAML's message spans lines, with a caret line
+        raise error(f"{what} is not valid YAML: {detail}") from None
     if not isinstance(data, dict):
         raise error(f"{what} must contain a mapping")
     return data
