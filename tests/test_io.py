@@ -252,3 +252,21 @@ def test_a_yaml_error_is_one_line_without_the_carets_padding(tmp_path):
     with pytest.raises(ValueError, match="is not valid YAML") as e:
         io.read_yaml_mapping(path, ValueError, "config file")
     assert "\n" not in str(e.value) and "  " not in str(e.value), str(e.value)
+
+
+def test_a_pipe_whose_reader_has_gone_is_told_without_writing(tmp_path, monkeypatch):
+    """``io.output_reader_gone``: what a distributed run's workers ask before calling a lost
+    peer a failure (``lpdt.engine.worker``); a file or a capture without a descriptor is never
+    a gone reader."""
+    import io as stdio
+
+    r, w = os.pipe()
+    with os.fdopen(w, "w") as pipe, open(tmp_path / "file", "w") as file:
+        monkeypatch.setattr(sys, "stdout", pipe)
+        assert not io.output_reader_gone()
+        os.close(r)  # the reader goes
+        assert io.output_reader_gone()
+        monkeypatch.setattr(sys, "stdout", file)
+        assert not io.output_reader_gone()
+        monkeypatch.setattr(sys, "stdout", stdio.StringIO())
+        assert not io.output_reader_gone()

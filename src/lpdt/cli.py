@@ -18,7 +18,7 @@ import lpdt
 from lpdt import plugins
 from lpdt.config import ConfigError, RunConfig
 from lpdt.errors import LpdtError
-from lpdt.io import no_space, output_dir
+from lpdt.io import no_space, output_dir, reader_gone
 
 # subcommand -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -242,22 +242,14 @@ def entry() -> None:
     try:
         code = main()
     except BrokenPipeError:
-        code = _reader_gone()
+        code = reader_gone()
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()
     except BrokenPipeError:
-        code = _reader_gone()
+        code = reader_gone()
     sys.stderr.flush()
     os._exit(code)
-
-
-def _reader_gone() -> int:
-    """The reader of the output has gone (``lpdt topology --nodes 500 | head``): no traceback,
-    and the status of a process that SIGPIPE ended, as the shell's own tools give. Standard
-    output now leads nowhere, so that no later write or flush raises again."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

@@ -6,6 +6,10 @@ intact. A full device is reported as ``NoSpaceError``: one line naming the file 
 on device while writing <path>"), whatever the writer made of it (``torch.save`` turns it into
 "[enforce fail at inline_container.cc:672] . unexpected pos ..."; the ``OSError`` is in the
 exception's context).
+
+Standard output whose reader has gone (``lpdt ... | head``): ``output_reader_gone`` tells,
+``reader_gone`` makes it lead nowhere and gives the exit status (the command line's, and a
+distributed run's workers', quiet stop).
 """
 
 from __future__ import annotations
@@ -14,7 +18,10 @@ import errno
 import json
 import os
 import pickle
+import select
+import signal
 import sqlite3
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -76,6 +83,38 @@ def make_dirs(directory: Path) -> None:
             directory,
         )
         raise OutputPathError(f"{blocker} is a file, not a directory") from None
+
+
+# The exit status of a process that stopped because its output's reader went away: that of one
+# ended by SIGPIPE, as the shell's own tools give (`yes | head -1`).
+READER_GONE = 128 + signal.SIGPIPE
+
+
+def output_reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has gone (a write would raise
+    ``BrokenPipeError``). Asked without writing: a pipe with no reader polls ``POLLERR``
+    (Linux, macOS); a terminal, a file or ``/dev/null`` never does. ``False`` where it cannot be
+    told (no ``poll``, no file descriptor)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # None, closed, or not a file (a capture)
+        return False
+    if not hasattr(select, "poll"):
+        return False
+    poller = select.poll()
+    poller.register(fd, 0)  # errors are reported whatever the events asked for
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def reader_gone() -> int:
+    """The reader of standard output has gone (``lpdt topology --nodes 500 | head``): point
+    standard output at ``/dev/null``, so that no later write or flush (the interpreter's own, at
+    exit, of what a failed write left in the buffer) raises again, and return ``READER_GONE``,
+    the status to exit with, quietly."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stdout.fileno())
+    os.close(null)
+    return READER_GONE
 
 
 def _atomic(path: Path, write: Callable[[IO[Any]], object], mode: str) -> None:

@@ -2,7 +2,9 @@
 process and no metrics.json behind, and ``--resume`` then reaches the uninterrupted result,
 wherever the kill landed: mid-epoch, between a rank's move of its checkpoint to ``.prev`` and its
 save of the new one, or before a rank's first save (the ranks agree on the newest epoch that all
-of them can restore, or start from scratch)."""
+of them can restore, or start from scratch). A rank that loses its peer says so in one line and
+exits ``PEER_LOST``, whatever gloo's error; a run whose output's reader goes away (``lpdt train
+... | head``) stops quietly with SIGPIPE's status, like the ``lpdt`` command."""
 
 from __future__ import annotations
 
@@ -17,6 +19,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from lpdt.config import dump_config, load_config
+from lpdt.engine.launch import free_port
+from lpdt.engine.worker import PEER_LOST, lost_contact
+from lpdt.io import READER_GONE
 from tests.conftest import TINY
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,11 +44,14 @@ ARGS = [
 TIMEOUT_S = 240
 
 
-def lpdt_train(out: Path, *extra: str, fault: str | None = None) -> subprocess.Popen:
-    """``lpdt train`` of ARGS; ``fault``: the test-only ``LPDT_TEST_FAULT`` kill point
-    (``<point>:<rank>:<epoch>``, see ``lpdt.engine.faults.fault_point``)."""
+def lpdt_train(
+    out: Path, *extra: str, fault: str | None = None, sets: tuple[str, ...] = ()
+) -> subprocess.Popen:
+    """``lpdt train`` of ARGS, then ``sets`` (later overrides win); ``fault``: the test-only
+    ``LPDT_TEST_FAULT`` kill point (``<point>:<rank>:<epoch>``, see
+    ``lpdt.engine.faults.fault_point``)."""
     cmd = [sys.executable, "-m", "lpdt.cli", "train", "--out", str(out), *extra]
-    for a in ARGS:
+    for a in (*ARGS, *sets):
         cmd += ["--set", a]
     env = {**os.environ, "LPDT_DIST_TIMEOUT_S": "60", "LPDT_DIST_GRACE_S": "10"}
     env.pop("LPDT_TEST_FAULT", None)
@@ -146,6 +155,11 @@ def test_killed_rank_stops_the_run_and_resume_reproduces_it(tmp_path, full):
     assert rc == 2
     assert "rank 2 was killed by SIGKILL" in err
     assert err.count("lpdt train: error:") == 1
+    # Each other rank stopped with its one line (gloo's "Connection closed by peer" and the like
+    # gave tracebacks), or was stopped by the launcher, silent, after LPDT_DIST_GRACE_S.
+    assert "Traceback" not in err, err
+    others = [line for line in err.splitlines() if not line.startswith("lpdt train: error:")]
+    assert all(line.startswith("lpdt rank ") and "lost contact" in line for line in others), err
     assert stopped_s < 30
     assert not any(alive(pid) for pid in workers)
     assert not (cut / "metrics.json").exists()
@@ -210,3 +224,121 @@ def test_run_dir_of_another_config_is_refused_and_force_overwrites_it(tmp_path):
     torch.save({"run_config": first, "epoch": 1}, out / "checkpoint.rank0.pt")
     rc, _, err = finish(lpdt_train(out, "--resume", *other))
     assert rc == 2 and err.count("\n") == 1 and "optim.lr" in err, err
+
+
+# Two ranks, the fault point's self-kill: a few seconds, in the default suite.
+TWO_RANKS = [
+    *TINY,
+    "data.train_subset=640",
+    "data.test_subset=40",
+    "topology.nodes=2",
+    "train.batch_size=32",
+    "train.epochs=3",
+    "train.max_iters_per_epoch=2",
+    "engine=distributed",
+]
+
+
+def test_a_rank_that_loses_its_peer_says_so_in_one_line_and_exits_peer_lost(tmp_path):
+    """Rank 1 dies (SIGKILL, at its first save); rank 0's next collective or receive fails with
+    gloo's ``RuntimeError`` ("Connection closed by peer", "Read error ...: Connection reset by
+    peer"): it prints the one lost-contact line and exits ``PEER_LOST``. It printed gloo's
+    traceback and exited 1 (only torch's ``DistError`` was caught), which also let the launcher
+    name it, not the killed rank, as the cause when both ended within one poll."""
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(dump_config(load_config(None, TWO_RANKS)))
+    env = {
+        **os.environ,
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": "2",
+        "LOCAL_WORLD_SIZE": "2",
+        "LPDT_DIST_TIMEOUT_S": "60",
+        "LPDT_TEST_FAULT": "before-save:1:1",
+    }
+    cmd = [sys.executable, "-m", "lpdt.engine.worker", "--config", str(cfg), "--out", str(tmp_path)]
+    procs = [
+        subprocess.Popen(
+            cmd,
+            cwd=REPO,
+            env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in range(2)
+    ]
+    try:
+        errs = [pr.communicate(timeout=TIMEOUT_S)[1] for pr in procs]
+    finally:
+        for pr in procs:  # whatever happened: nothing left behind
+            if pr.poll() is None:
+                pr.kill()
+                pr.wait()
+    assert procs[1].returncode == -signal.SIGKILL, errs[1]
+    assert procs[0].returncode == PEER_LOST, errs[0]
+    assert errs[0].startswith("lpdt rank 0: stopped: lost contact with another rank (")
+    assert errs[0].count("\n") == 1 and "Traceback" not in errs[0], errs[0]
+
+
+GLOO = "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+
+
+@pytest.mark.parametrize(
+    ("message", "lost"),
+    [
+        (
+            GLOO + "pair.cc:561] Connection closed by peer [127.0.0.1]:19875. This is typically "
+            "caused by a remote worker crashing.",
+            True,
+        ),
+        (
+            GLOO + "pair.cc:534] Read error [127.0.0.1]:23982: Connection reset by peer. This is "
+            "typically caused by a remote worker hanging or bugs in the application.",
+            True,
+        ),
+        (GLOO + "pair.cc:598] writev [10.0.0.2]:4242: Broken pipe", True),
+        (GLOO + "pair.cc:810] Socket closed [127.0.0.1]:19875", True),
+        (
+            GLOO + "unbound_buffer.cc:81] Timed out waiting 60000ms for recv operation to complete",
+            True,
+        ),
+        ("[../third_party/gloo/gloo/transport/uv/pair.cc:333] Connection closed by peer", True),
+        # a bug, not a lost peer: a collective called with mismatched sizes, or any other error
+        ("[enforce fail at " + GLOO[1:] + "pair.cc:248] op.nread == op.preamble.nbytes.", False),
+        ("mat1 and mat2 shapes cannot be multiplied (32x10 and 12x4)", False),
+        ("Connection closed by peer", False),  # not gloo's
+    ],
+)
+def test_which_runtime_errors_are_a_lost_peer(message: str, lost: bool):
+    """Gloo's errors for a closed, reset or silent connection are a lost peer; any other
+    ``RuntimeError`` is a bug of the rank and keeps its traceback (``worker_main`` re-raises)."""
+    assert lost_contact(RuntimeError(message)) is lost
+    assert lost_contact(torch.distributed.DistNetworkError("store: connection reset"))
+
+
+def test_a_run_whose_output_reader_goes_away_stops_quietly(tmp_path):
+    """``lpdt train --set engine=distributed ... | head -2``: rank 0's next line meets the closed
+    pipe; it stops quietly, rank 1 (which loses it while the output's reader is gone) too, and
+    ``lpdt train``, whose standard output is the same pipe, ends with SIGPIPE's status and
+    nothing on stderr, as with the simulator. It printed rank 0's BrokenPipeError traceback,
+    rank 1's gloo traceback and "rank 0 failed with exit code 1" (exit 2)."""
+    out = tmp_path / "run"
+    p = lpdt_train(out, sets=(*TWO_RANKS, "train.epochs=30", "train.max_iters_per_epoch=1"))
+    assert p.stdout is not None
+    workers: list[int] = []
+    try:
+        first = p.stdout.readline()  # the launcher's, before it starts the workers
+        start = p.stdout.readline()  # rank 0's start line; 30 epochs' lines would follow
+        workers = children(p.pid)  # both joined the group before rank 0's start line
+        p.stdout.close()  # the reader goes, as `head -2` does
+        rc, _, err = finish(p)
+    finally:
+        for pid in workers:  # whatever happened: nothing left behind
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert first.startswith("engine distributed: starting 2 processes")
+    assert start.startswith("run ")
+    assert rc == READER_GONE and err == "", err
+    assert len(workers) == 2 and not any(alive(pid) for pid in workers)
+    assert not (out / "metrics.json").exists()

@@ -15,11 +15,17 @@ wait runs past ``LPDT_DIST_TIMEOUT_S``); a worker whose failure is a lost peer e
 rest ``LPDT_DIST_GRACE_S`` seconds (default 10) to stop, kills the ones left by pid, and raises
 one ``DistributedError`` that names the rank that failed first. Nothing writes ``metrics.json``
 unless every rank completed; each rank's last epoch checkpoint stays for ``--resume``.
+
+The workers write to this process's standard output. When its reader goes away (``lpdt train
+... | head``), rank 0 stops quietly with ``READER_GONE`` (and the others, which lose it, too);
+that is no failure of the run, so the launcher raises ``BrokenPipeError``, which ``lpdt``
+(``lpdt.cli.entry``) ends quietly with the same status, as for the simulator.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shlex
 import signal
@@ -36,6 +42,7 @@ from lpdt.config import RunConfig, dump_config
 from lpdt.engine.rundir import load_checkpoint, open_run_dir
 from lpdt.engine.worker import LAUNCHER_PID_ENV, PEER_LOST, REFUSED, env_rank, run_worker
 from lpdt.errors import LpdtError
+from lpdt.io import READER_GONE
 from lpdt.record import RunRecord
 
 POLL_S = 0.1
@@ -138,7 +145,8 @@ def launch_local(
 
 
 def _wait_all(procs: list[subprocess.Popen], grace: float) -> None:
-    """Return when every worker exited 0; else stop the rest and raise ``DistributedError``."""
+    """Return when every worker exited 0; else stop the rest and raise ``DistributedError``
+    (``BrokenPipeError`` when the workers stopped because the output's reader went away)."""
     failed: list[tuple[float, int, int]] = []  # (time, rank, exit code)
     deadline: float | None = None
     while True:
@@ -161,8 +169,14 @@ def _wait_all(procs: list[subprocess.Popen], grace: float) -> None:
         time.sleep(POLL_S)
     if not failed:
         return
-    # The cause: the first rank that failed on its own (not because it lost a peer).
-    own = [f for f in failed if f[2] != PEER_LOST]
+    # The cause: the first rank that failed on its own (not because it lost a peer, nor because
+    # the reader of the output went away).
+    own = [f for f in failed if f[2] not in (PEER_LOST, READER_GONE)]
+    if not own and any(f[2] == READER_GONE for f in failed):
+        # The workers' stdout is this process's: its reader has gone for this process too. Not a
+        # failure of the run (its checkpoints stay, as for any stop): lpdt.cli.entry ends
+        # quietly on this, with READER_GONE, as when the simulator's log meets a closed pipe.
+        raise BrokenPipeError(errno.EPIPE, "the reader of the run's output has gone")
     _, rank, code = min(own or failed)
     others = len(procs) - 1
     raise DistributedError(

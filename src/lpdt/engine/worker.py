@@ -6,8 +6,12 @@ environment (``MASTER_ADDR`` / ``MASTER_PORT``) and trains the node of its rank 
 ``lpdt.engine.loop.train``. ``python -m lpdt.engine.worker`` is the command ``launch_local`` starts.
 
 Exit codes of ``python -m lpdt.engine.worker``: 0 done; ``REFUSED`` a one-line error on its stderr (a
-refused run directory or checkpoint); ``PEER_LOST`` it stopped because another rank failed; 1
-this rank failed (traceback on stderr). Under a launcher that sets ``LPDT_LAUNCHER_PID`` the
+refused run directory or checkpoint); ``PEER_LOST`` it stopped because another rank failed (one
+line on its stderr: a ``torch.distributed`` error, or gloo's for a connection closed, reset or
+timed out, ``lost_contact``); ``READER_GONE`` (141, SIGPIPE's status) it stopped quietly because
+the reader of its standard output went away (``lpdt train ... | head``), or lost its peers while
+that reader was gone (they stopped for that reason); 1 this rank failed (traceback on stderr).
+Under a launcher that sets ``LPDT_LAUNCHER_PID`` the
 kernel kills the worker when the launcher dies (Linux).
 """
 
@@ -17,6 +21,7 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -28,11 +33,26 @@ from lpdt.config import ConfigError, RunConfig, load_config
 from lpdt.engine.device import print_line, resolve_device
 from lpdt.engine.loop import train
 from lpdt.engine.rundir import discard
+from lpdt.io import output_reader_gone, reader_gone
 from lpdt.record import RunRecord
 
 PEER_LOST = 75  # a worker's exit code when it stopped because another rank failed
 REFUSED = 2  # a worker's exit code for a one-line error on its stderr (the CLI's code for those)
 LAUNCHER_PID_ENV = "LPDT_LAUNCHER_PID"  # set by the launcher: its pid
+
+# gloo's errors (its IoException: a plain RuntimeError in Python, not a torch.distributed
+# DistError) for a connection to another rank that closed, was reset or stopped answering, as
+# its tcp (and uv) transport words them: "[<path>/gloo/transport/tcp/pair.cc:561] Connection
+# closed by peer [127.0.0.1]:19875. ...", "Read error [...]: Connection reset by peer",
+# "writev [...]: Broken pipe", "Socket closed", "Timed out waiting 60000ms for recv operation to
+# complete" (a hung peer, after LPDT_DIST_TIMEOUT_S). GLOO_ERROR_MSG starts each with the
+# bracketed source file; a failed GLOO_ENFORCE ("[enforce fail at ...]", e.g. a collective
+# called with mismatched sizes) is a bug and does not match.
+_GLOO_LOST = re.compile(
+    r"\[[^\]]*gloo/transport/[^\]]*\] "
+    r"(Connection closed by peer|Read error|writev|Socket closed|Socket unexpectedly closed"
+    r"|Read timeout|Write timeout|Timed out waiting)"
+)
 
 
 def env_rank() -> tuple[int, int] | None:
@@ -97,12 +117,35 @@ def _quiet(msg: str) -> None:
     pass
 
 
+def lost_contact(e: BaseException) -> bool:
+    """Whether ``e`` says that this rank lost contact with another: a ``torch.distributed``
+    error (``DistError``: NCCL, the store, a closed connection), or gloo's ``RuntimeError``
+    for a connection that a peer closed, reset or stopped answering (``_GLOO_LOST``). Any
+    other ``RuntimeError`` is a bug of this rank, not a lost peer."""
+    import torch.distributed as dist
+
+    if isinstance(e, dist.DistError):
+        return True
+    return isinstance(e, RuntimeError) and _GLOO_LOST.match(str(e).lstrip()) is not None
+
+
+def _what(e: BaseException) -> str:
+    """A lost contact's error in a few words: its first line; of gloo's, the words after its
+    source file, up to its advice ("This is typically caused by a remote worker crashing...")."""
+    text = str(e).strip()
+    if not text:
+        return type(e).__name__
+    first = text.splitlines()[0]
+    if _GLOO_LOST.match(first):
+        first = first.split("] ", 1)[1].split(". ", 1)[0]
+    return first
+
+
 def worker_main(argv: list[str] | None = None) -> int:
     """``python -m lpdt.engine.worker --config C --out D [--resume] [--force]``: one worker started
     by ``lpdt.engine.launch.launch_local`` (rank and rendezvous from the environment). Exit codes: 0 done,
-    ``PEER_LOST`` another rank failed, 1 this rank failed (traceback on stderr)."""
-    import torch.distributed as dist
-
+    ``PEER_LOST`` another rank failed, ``READER_GONE`` its output's reader went away, 1 this
+    rank failed (traceback on stderr)."""
     p = argparse.ArgumentParser(prog="python -m lpdt.engine.worker")
     p.add_argument("--config", required=True)
     p.add_argument("--out", required=True)
@@ -125,10 +168,20 @@ def worker_main(argv: list[str] | None = None) -> int:
     except ValueError as e:  # a refused run directory or checkpoint, a bad record: one line
         print(f"lpdt rank {rank}: error: {e}", file=sys.stderr, flush=True)
         return REFUSED
-    except dist.DistError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    except BrokenPipeError:
+        # Rank 0's log met a closed stdout (`lpdt train ... | head`): stop quietly, as the `lpdt`
+        # command does (lpdt.cli.entry); the launcher, whose stdout this is too, then ends
+        # quietly as well. A broken pipe elsewhere, stdout still read, is a bug: its traceback.
+        if not output_reader_gone():
+            raise
+        return reader_gone()
+    except RuntimeError as e:
+        if not lost_contact(e):
+            raise
+        if output_reader_gone():  # the peer stopped because the output's reader went away
+            return reader_gone()
         print(
-            f"lpdt rank {rank}: stopped: lost contact with another rank ({first})",
+            f"lpdt rank {rank}: stopped: lost contact with another rank ({_what(e)})",
             file=sys.stderr,
             flush=True,
         )
