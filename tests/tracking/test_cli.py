@@ -1,10 +1,12 @@
 """`lpdt ui`'s training view rests on facts of the installed MLflow UI's JavaScript
 (lpdt.tracking.cli's and lpdt.tracking.webapp's docstrings): if a release changes them, these
-tests say so; and `python -m lpdt.tracking`'s errors."""
+tests say so; `lpdt ui`'s refusals before its exec; and `python -m lpdt.tracking`'s errors."""
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 import sqlite3
 from pathlib import Path
 
@@ -71,3 +73,69 @@ def test_other_errors_still_raise(tmp_path, monkeypatch):
         cli.main(
             ["sync", "--manifest", str(tmp_path / "m.json"), "--uri", f"sqlite:///{tmp_path}/m.db"]
         )
+
+
+# --- lpdt ui: refused before the exec ------------------------------------------------------------
+
+
+def _ui_refuses(argv: list[str], monkeypatch, capsys) -> str:
+    """``lpdt ui`` with ``argv``: exit 2, one line on stderr (returned), nothing printed on
+    stdout, and no server started (its exec fails the test)."""
+    from lpdt.cli import main
+
+    def no_exec(*args):
+        raise AssertionError("lpdt ui started the server")
+
+    monkeypatch.setattr(os, "execve", no_exec)
+    rc = main(["ui", *argv])
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert rc == 2 and len(lines) == 1 and lines[0].startswith("lpdt ui: error: "), err
+    assert out == ""
+    return lines[0]
+
+
+def test_lpdt_ui_refuses_a_port_in_use(store, monkeypatch, capsys):
+    """A port another process listens on: one line naming the address, exit 2 (MLflow's server
+    logged 'address already in use' and exited 0)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = _ui_refuses(["--uri", store, "--port", str(port)], monkeypatch, capsys)
+    assert f"127.0.0.1:{port}" in line and "in use" in line
+
+
+@pytest.mark.parametrize("port", ["99999", "65536", "-5", "0"])
+def test_lpdt_ui_refuses_a_port_out_of_range(port, tmp_path, monkeypatch, capsys):
+    """A port outside 1..65535 (uvicorn's traceback after the printed address, exit 0; 0 would
+    let the system choose a port the printed address cannot name), before the store is opened."""
+    monkeypatch.chdir(tmp_path)
+    line = _ui_refuses(["--port", port], monkeypatch, capsys)
+    assert f"port {port} is outside 1..65535" in line
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("host", ["999.1.1.1", "192.0.2.1"])
+def test_lpdt_ui_refuses_a_host_it_cannot_listen_on(host, store, monkeypatch, capsys):
+    """A host that resolves to nothing, or an address of another machine (TEST-NET-1): one line
+    naming host:port."""
+    line = _ui_refuses(["--uri", store, "--host", host, "--port", "5000"], monkeypatch, capsys)
+    assert f"cannot listen on {host}:5000" in line
+
+
+@pytest.mark.parametrize("option", ["--uri", "--host"])
+def test_lpdt_ui_refuses_an_empty_uri_or_host(option, tmp_path, monkeypatch, capsys):
+    """``--uri ""`` opened (and created) ./mlflow.db; ``--host ""`` would listen everywhere."""
+    monkeypatch.chdir(tmp_path)
+    line = _ui_refuses([option, ""], monkeypatch, capsys)
+    assert f"pass {option}" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_check_address_accepts_a_free_port_and_leaves_it_free():
+    from lpdt.engine.launch import free_port
+
+    port = free_port()
+    cli.check_address("127.0.0.1", port)
+    cli.check_address("127.0.0.1", port)  # its socket closed: the port is free again

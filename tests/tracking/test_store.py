@@ -721,13 +721,16 @@ def test_lpdt_ui_prints_the_training_runs_address(store, monkeypatch, capsys):
     """`lpdt ui` prints the experiment's run table in the Model training view and the report
     runs' address; then execs one server process of lpdt's MLflow app (its pages in the
     training view: no click to ask for) without a job runner (replaced here by a stub that
-    records the command and its environment)."""
+    records the command and its environment). A free port: `lpdt ui` binds it first."""
+    from lpdt.engine.launch import free_port
+
+    port = free_port()
     exp_id = tracking.init_store(store, "lpdt")
     seen = []
     monkeypatch.setattr(tracking.os, "execve", lambda exe, cmd, env: seen.append((cmd, env)))
-    tracking.ui(store, "127.0.0.1", 5123, "lpdt")
+    tracking.ui(store, "127.0.0.1", port, "lpdt")
     out = capsys.readouterr().out.splitlines()
-    url = f"http://127.0.0.1:5123/#/experiments/{exp_id}/runs?workflowType=machine_learning"
+    url = f"http://127.0.0.1:{port}/#/experiments/{exp_id}/runs?workflowType=machine_learning"
     assert url in out[1] and out[2] == "(Ctrl-C to stop)"
     assert not any("click" in line or "report" in line for line in out)  # nor a report run yet
     cmd, env = seen[0]
@@ -739,16 +742,16 @@ def test_lpdt_ui_prints_the_training_runs_address(store, monkeypatch, capsys):
         "--host",
         "127.0.0.1",
         "--port",
-        "5123",
+        str(port),
     ]
     assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
     tracking.init_store(store, tracking.report_experiment("lpdt"))
-    tracking.ui(store, "127.0.0.1", 5123, "lpdt")
+    tracking.ui(store, "127.0.0.1", port, "lpdt")
     reports = tracking.init_store(store, tracking.report_experiment("lpdt"))
     last = capsys.readouterr().out.splitlines()[-2]
     assert last.startswith("The report of each scale:") and f"/experiments/{reports}/" in last
-    tracking.ui(store, "127.0.0.1", 5123, "other")  # no such experiment: the start page
-    assert "at http://127.0.0.1:5123 (no experiment 'other' yet" in capsys.readouterr().out
+    tracking.ui(store, "127.0.0.1", port, "other")  # no such experiment: the start page
+    assert f"at http://127.0.0.1:{port} (no experiment 'other' yet" in capsys.readouterr().out
 
 
 def test_the_ui_takes_its_workflow_view_from_the_url_parameter():

@@ -20,8 +20,10 @@ training view from any MLflow server).
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,10 @@ from lpdt.tracking.store import (
 from lpdt.tracking.webapp import APP_NAME
 
 _DESCRIPTION = "Run records in MLflow, for browsing and comparing runs (``lpdt ui``)."
+
+# The ports ``lpdt ui`` listens on. Not 0: the system would choose the port after lpdt has
+# printed the address, so the address printed could not name it.
+PORTS = range(1, 65536)
 
 # The UI's sidebar takes its GenAI / Model training switch from this URL parameter (else from the
 # browser's localStorage, default GenAI); verified in MLflow 3.17.2's and 3.18.0's JavaScript.
@@ -83,6 +89,42 @@ def ui_url(host: str, port: int, experiment_id: str | None = None) -> str:
     return f"{base}/#/experiments/{experiment_id}/runs?{WORKFLOW_PARAM}"
 
 
+def check_arguments(uri: str, host: str, port: int) -> None:
+    """Refuse what the server would fail on after lpdt printed its address (an exit status 0
+    and a uvicorn traceback, MLflow's status being lpdt's after the exec), or would take the
+    wrong way: an empty URI (MLflow opened ``./mlflow.db``, creating it), an empty host (every
+    interface), a port outside ``PORTS``."""
+    if not uri.strip():
+        raise TrackingError(f"the tracking URI is empty; pass --uri (default {DEFAULT_URI})")
+    if not host.strip():
+        raise TrackingError("the host is empty; pass --host (default 127.0.0.1)")
+    if port not in PORTS:
+        raise TrackingError(f"port {port} is outside {PORTS.start}..{PORTS.stop - 1} (--port)")
+
+
+def check_address(host: str, port: int) -> None:
+    """Refuse an address the server cannot listen on (a port in use, a host that is no address
+    of this machine or resolves to none), before the exec: MLflow's server logs such an error
+    and exits 0. Binds as the server's ``asyncio`` ``create_server`` binds (every address
+    ``host`` resolves to, with ``SO_REUSEADDR``, IPv6 sockets IPv6-only), then closes the
+    sockets: a port that another process takes in between still fails in the server."""
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, addr in set(found):
+            with socket.socket(family, kind, proto) as s:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                s.bind(addr)
+    except OSError as e:
+        why = e.strerror or str(e)
+        if e.errno == errno.EADDRINUSE:
+            why += " (another process listens there; pass another --port)"
+        elif e.errno == errno.EADDRNOTAVAIL:
+            why += " (not an address of this machine; --host)"
+        raise TrackingError(f"cannot listen on {host}:{port}: {why}") from e
+
+
 def ui(
     uri: str = DEFAULT_URI,
     host: str = "127.0.0.1",
@@ -90,7 +132,10 @@ def ui(
     experiment: str = DEFAULT_EXPERIMENT,
 ) -> int:
     """Serve the MLflow UI for ``uri`` (blocks until interrupted); prints the address of
-    ``experiment``'s training runs (``ui_url``) and of its report runs (``report_experiment``)."""
+    ``experiment``'s training runs (``ui_url``) and of its report runs (``report_experiment``).
+    Bad arguments (``check_arguments``, before the store is opened) and an address the server
+    cannot listen on (``check_address``) are a ``TrackingError`` before anything is printed."""
+    check_arguments(uri, host, port)
     if not app_registered():
         raise TrackingError(
             "lpdt's MLflow app is not installed in this environment (the entry point "
@@ -111,6 +156,7 @@ def ui(
         raise
     except Exception as e:
         raise TrackingError(f"cannot open the MLflow store {uri}: {e}".replace("\n", " ")) from e
+    check_address(host, port)  # last before the exec: the shortest time for another to take it
     cmd = ui_command(uri, host, port)
     if exp is None:
         print(
@@ -134,7 +180,7 @@ def ui(
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--uri", default=DEFAULT_URI, help=f"tracking URI (default {DEFAULT_URI})")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=5000, help="port (default 5000)")
+    p.add_argument("--port", type=int, default=5000, help="port, 1..65535 (default 5000)")
     p.add_argument(
         "--experiment",
         default=DEFAULT_EXPERIMENT,
