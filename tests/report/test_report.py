@@ -24,7 +24,7 @@ from lpdt.report.claims import (
     NOT_HELD,
 )
 from lpdt.report.paper import load_paper
-from tests.report.conftest import PAPER_CSV, report_args, write_cost
+from tests.report.conftest import PAPER_CSV, report_args, report_argv, write_cost
 
 COST_PAPER = Path(__file__).resolve().parents[2] / "src" / "lpdt" / "cost" / "paper_table10.csv"
 
@@ -224,18 +224,74 @@ def test_fig1_last_epoch_from_final_evaluation(tree: dict) -> None:
         assert line.get_ydata()[-1] == pytest.approx(100 - 42.0)
 
 
-def test_partial_inputs_degrade(tree: dict, tmp_path: Path) -> None:
-    """No cost CSVs, no analyses: every output is still written (with 'missing' notes)."""
+def test_partial_inputs_degrade(
+    tree: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No cost CSVs, no analyses: every output is still written (with 'missing' notes), and
+    one warning line per missing folder says so (a mistyped folder was silent)."""
     shutil.rmtree(tree["cost"])
     shutil.rmtree(tree["analysis"])
     out = tmp_path / "o"
     assert cli.run(report_args(tree, out)) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"lpdt report: warning: cost folder {tree['cost']} does not exist; the cost tables, "
+        "Figure 7 and the cost claims have no data",
+        f"lpdt report: warning: analysis folder {tree['analysis']} does not exist; Figures 2 "
+        "and 3 have no data",
+    ]
     assert "not found" in (out / "tables" / "table10.md").read_text()
     assert all((out / "figures" / f"fig{i}.png").exists() for i in artifacts.FIGURE_NUMBERS)
     claims = {
         c["id"]: c["verdict"] for c in json.loads((out / "claims.json").read_text())["claims"]
     }
     assert claims["energy_20x"] == NO_DATA
+
+
+def test_an_input_folder_without_its_files_is_a_warning(tmp_path: Path) -> None:
+    """An empty cost folder, or an analysis folder that is a file, is a warning too; a folder
+    that holds its files is none, and the analysis folder is checked only for the parts that
+    read it (the figures and the PDF)."""
+    empty, file = tmp_path / "empty", tmp_path / "file.json"
+    empty.mkdir()
+    file.write_text("{}")
+    assert cli.input_warnings(empty, file, {"pdf"}) == [
+        f"lpdt report: warning: cost folder {empty} holds no CSV file (`lpdt cost all` writes "
+        "them); the cost tables, Figure 7 and the cost claims have no data",
+        f"lpdt report: warning: analysis folder {file} is not a folder; Figures 2 and 3 have "
+        "no data",
+    ]
+    assert cli.input_warnings(empty, file, {"claims"}) == cli.input_warnings(
+        empty, empty, {"tables"}
+    )
+    assert len(cli.input_warnings(empty, file, {"claims"})) == 1
+    (empty / "table7.csv").write_text("x\n")
+    (tmp_path / "topology_ring.json").write_text("{}")
+    assert cli.input_warnings(empty, tmp_path, set(cli.ONLY)) == []
+
+
+def test_a_claims_file_ending_in_md_is_refused_before_any_work(
+    tree: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--claims out/claims.md`` wrote the Markdown over the JSON (``wrote out/claims.md``
+    twice): one line, exit 2, before the manifest is read or anything written."""
+    from lpdt.cli import main
+    from lpdt.report.claim_text import write_claims
+
+    out = tmp_path / "o"
+    argv = report_argv(tree, out, "claims")
+    argv[argv.index("--claims") + 1] = str(out / "claims.md")
+    assert main(["report", *argv]) == 2
+    got = capsys.readouterr()
+    assert got.out == "" and len(got.err.strip().splitlines()) == 1
+    assert got.err.startswith(
+        f"lpdt report: error: the claims file {out / 'claims.md'} ends in .md"
+    )
+    assert not out.exists()
+    with pytest.raises(ValueError, match="ends in .md"):
+        write_claims([], out / "claims.MD")
+    assert not out.exists()
+    argv[argv.index("--only") + 1] = "tables"  # no claims written: no collision to refuse
+    assert main(["report", *argv]) == 0
 
 
 def test_a_damaged_analysis_file_is_drawn_as_a_message(

@@ -1,7 +1,7 @@
 """The checked claims as text: each result's cells (``effect_text``, ``precision_text``,
 ``paper_effect_text``, ``set_aside_text``), the claims table of ``claims.md`` (``claims_md``),
 and ``write_claims``, which writes ``claims.json`` (docs/claims.md: its fields) and
-``claims.md`` from the results of ``lpdt.report.claims.check_claims``.
+``claims.md`` beside it (``claims_md_path``) from the results of ``lpdt.report.claims.check_claims``.
 """
 
 from __future__ import annotations
@@ -132,6 +132,18 @@ def verdict_counts(claims: Sequence[ClaimResult], kind: str | None = None) -> di
     return {v: sum(c.verdict == v for c in sel) for v in VERDICTS}
 
 
+def claims_md_path(path: Path) -> Path:
+    """Where ``claims.md`` goes beside the claims file ``path`` (JSON): its name with ``.md``.
+    A ``path`` that ends in ``.md`` is refused (``ValueError``): the Markdown would be written
+    over the JSON (``lpdt report --claims out/claims.md`` wrote ``out/claims.md`` twice)."""
+    if path.suffix.lower() == ".md":
+        raise ValueError(
+            f"the claims file {path} ends in .md, but it is JSON, and its Markdown is written "
+            f"beside it as <name>.md; give a .json name, e.g. {path.with_suffix('.json')}"
+        )
+    return path.with_suffix(".md")
+
+
 def write_claims(
     claims: Sequence[ClaimResult],
     path: Path,
@@ -160,7 +172,7 @@ def write_claims(
     if declared_claims(claims):
         doc["declared_counts"] = verdict_counts(declared_claims(claims))
     doc["plateau_rescoring"] = dict(plateau_rescoring) if plateau_rescoring is not None else None
+    md = claims_md_path(path)  # refused before anything is written
     write_json_atomic(path, doc)
-    md = path.with_suffix(".md")
     write_text_atomic(md, claims_md(claims))
     return [path, md]

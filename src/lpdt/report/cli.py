@@ -11,6 +11,7 @@ lpdt report [--manifest results/manifest.json] [--cost results/cost]
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from lpdt.io import output_file
@@ -34,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--claims",
         type=output_file,
         default="results/claims.json",
-        help="claims check output (+ .md)",
+        help="claims check output, JSON (its Markdown is written beside it, .md)",
     )
     p.add_argument("--pdf", type=output_file, default="reports/report.pdf", help="the PDF report")
     p.add_argument(
@@ -54,9 +55,53 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def folder_warning(
+    kind: str, folder: Path, patterns: tuple[str, ...], holds: str, without: str
+) -> str | None:
+    """The warning line for an input folder that does not exist, is a file, or holds no file
+    of ``patterns``; None for one that holds one."""
+    if not folder.exists():
+        state = "does not exist"
+    elif not folder.is_dir():
+        state = "is not a folder"
+    elif not any(next(folder.glob(p), None) for p in patterns):
+        state = f"holds no {holds}"
+    else:
+        return None
+    return f"lpdt report: warning: {kind} folder {folder} {state}; {without}"
+
+
+def input_warnings(cost: Path, analysis: Path, want: set[str]) -> list[str]:
+    """The warning lines for the cost and analysis folders (``folder_warning``): the cost
+    folder's for every part (each reads it), the analysis folder's for the figures and the PDF
+    (the only parts that read it). The report goes on without them (docs/report.md: every part
+    degrades gracefully); the line makes a mistyped ``--cost`` or ``--analysis`` visible, which
+    was a silent "not enough data"."""
+    found = [
+        folder_warning(
+            "cost",
+            cost,
+            ("*.csv",),
+            "CSV file (`lpdt cost all` writes them)",
+            "the cost tables, Figure 7 and the cost claims have no data",
+        )
+    ]
+    if want & {"figures", "pdf"}:
+        found.append(
+            folder_warning(
+                "analysis",
+                analysis,
+                ("partition*.json", "topology*.json"),
+                "partition*.json or topology*.json",
+                "Figures 2 and 3 have no data",
+            )
+        )
+    return [w for w in found if w is not None]
+
+
 def run(args: argparse.Namespace) -> int:
     from lpdt.report.aggregate import aggregate, run_counts
-    from lpdt.report.claim_text import write_claims
+    from lpdt.report.claim_text import claims_md_path, write_claims
     from lpdt.report.claims import check_claims, definitions_hash, study_claims, study_entries
     from lpdt.report.figures import write_figures
     from lpdt.report.paper import load_paper
@@ -66,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
     from lpdt.report.table_text import write_tables
     from lpdt.report.tables import build_tables
 
+    want = set(ONLY) if args.only is None else {args.only}
+    if "claims" in want:
+        claims_md_path(Path(args.claims))  # a --claims ending in .md: refused before any work
     df, manifest = aggregate(args.manifest)
     checks = [args.plateau] if isinstance(args.plateau, str | Path) else list(args.plateau)
     if len(checks) > 2:
@@ -80,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
         f"{args.manifest}: scale {scale}, {c['total']} runs ({c['ok']} ok, {c['diverged']} diverged, "
         f"{c['missing']} missing)"
     )
-    want = set(ONLY) if args.only is None else {args.only}
+    for line in input_warnings(cost, analysis, want):  # after the inputs that must exist
+        print(line, file=sys.stderr, flush=True)
     tables = build_tables(df, paper, cost, scale)
     claims = check_claims(df, paper, cost, study_claims(manifest))  # paper's + the studies'
     if "tables" in want:
