@@ -25,9 +25,12 @@ import os
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # before any import of MLflow
 
 from lpdt.tracking.cli import (  # noqa: E402
+    PORTS,
     WORKFLOW_PARAM,
     add_arguments,
     app_registered,
+    check_address,
+    check_arguments,
     main,
     run,
     ui,
@@ -110,6 +113,7 @@ __all__ = [
     "NOTE_TAG",
     "NO_CLAIM",
     "NO_RECIPE",
+    "PORTS",
     "PRECISION_TOKENS",
     "REPORT_TAG",
     "RUN_FILES",
@@ -125,6 +129,8 @@ __all__ = [
     "app_registered",
     "artifacts_root",
     "cell_name",
+    "check_address",
+    "check_arguments",
     "find_run",
     "flatten",
     "init_store",
