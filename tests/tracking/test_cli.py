@@ -116,10 +116,21 @@ def test_lpdt_ui_refuses_a_port_out_of_range(port, tmp_path, monkeypatch, capsys
     assert not (tmp_path / "results").exists()
 
 
-@pytest.mark.parametrize("host", ["999.1.1.1", "192.0.2.1"])
+@pytest.mark.parametrize("host", ["no-such-host.invalid", "192.0.2.1"])
 def test_lpdt_ui_refuses_a_host_it_cannot_listen_on(host, store, monkeypatch, capsys):
     """A host that resolves to nothing, or an address of another machine (TEST-NET-1): one line
-    naming host:port."""
+    naming host:port. (The name's lookup is answered here, as the resolver would answer it:
+    the tests talk to nothing beyond this machine.)"""
+    import socket
+
+    resolve = socket.getaddrinfo
+
+    def no_such_host(name: str, *args: object, **kwargs: object) -> object:
+        if name == "no-such-host.invalid":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return resolve(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_host)
     line = _ui_refuses(["--uri", store, "--host", host, "--port", "5000"], monkeypatch, capsys)
     assert f"cannot listen on {host}:5000" in line
 
