@@ -154,6 +154,7 @@ def test_an_activation_quantisers_two_batch_means_are_one_kernel():
     assert m.running_min.item() < 0 < m.running_max.item()  # the updates ran
 
 
+@pytest.mark.slow  # two cold compiles, 12-14 s of the default suite on the 2-core VM
 def test_a_compiled_training_step_trains_as_without_the_count():
     """The step's loss and gradients are those of the same compiled step without counting; on a
     GPU inductor lays the convolutions' saved activations out channels-last, and the backward

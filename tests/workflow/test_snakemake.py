@@ -152,11 +152,9 @@ def test_unknown_scale_lists_the_scales(tmp_path):
     assert "unknown scale 'huge'" in out and "paper, quick, quick-claims, smoke" in out
 
 
-def test_scales_that_drop_studies_a_results_path_with_a_slash_and_a_broken_studies_file(tmp_path):
-    """Each of these stopped the DAG with an IndexError, printed hundreds of warnings or a YAML
-    traceback (2026-11-30): a scale without Figures 2 and 3 (nothing to analyse), one with no
-    training run (its plan: "no training runs"), ``results=out/``, a studies file that is not
-    YAML."""
+def test_scales_that_drop_studies(tmp_path):
+    """Each of these stopped the DAG with an IndexError (2026-11-30): a scale without Figures 2
+    and 3 (nothing to analyse), one with no training run (its plan: "no training runs")."""
     wd = workdir(tmp_path)
     scales = wd / "config/scales"
     (scales / "nofig23.yaml").write_text("base: smoke\nstudies: {fig2: null, fig3: null}\n")
@@ -167,6 +165,14 @@ def test_scales_that_drop_studies_a_results_path_with_a_slash_and_a_broken_studi
     assert r.returncode == 0 and "rule report:" in r.stdout, r.stderr[-1500:]
     r = snakemake(wd, "--cores", "1", "plan", "--config", "scale=notrain")
     assert r.returncode == 0 and "scale notrain: no training runs" in r.stdout, r.stderr[-1500:]
+
+
+@pytest.mark.slow
+def test_a_results_path_with_a_slash_a_missing_scales_folder_and_a_broken_studies_file(tmp_path):
+    """The rest of the workflow's edge paths of 2026-11-30 (slow since 2026-11-30: three
+    Snakemake invocations, about 10 s of the default suite): ``results=out/`` printed hundreds
+    of warnings, a studies file that is not YAML a traceback."""
+    wd = workdir(tmp_path)
     r = snakemake(wd, "-n", "--config", "scale=smoke", "results=out/")
     assert r.returncode == 0 and "double '/'" not in r.stdout + r.stderr, r.stderr[-1500:]
     r = snakemake(wd, "-n", "--config", "scales_dir=nope")
