@@ -155,6 +155,8 @@ def _broken(change):
         (_broken(lambda d: d["history"][0].update(epoch="last")), "field 'history[0].epoch'"),
         (_broken(lambda d: d["provenance"].update(git_dirty="yes")), "'provenance.git_dirty'"),
         (_broken(lambda d: d["model"].update(params=True)), "'model.params' must be int, not true"),
+        # lpdt compare paired on it and said "invalid literal for int()", naming no file
+        (_broken(lambda d: d["config"].update(seed="abc")), "config seed 'abc' is not an integer"),
     ],
 )
 def test_invalid_record_is_one_line_naming_file_and_field(tmp_path, data, says):

@@ -277,6 +277,10 @@ class RunRecord:
                 f"run {self.run_id}: status {self.status!r} "
                 + ("needs final metrics" if self.status == "ok" else "has final metrics")
             )
+        # the config's seed pairs runs across conditions (lpdt.report.pairs, lpdt compare)
+        seed = self.config.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"run {self.run_id}: config seed {seed!r} is not an integer")
 
     # -- JSON ----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
