@@ -3,6 +3,8 @@
 import argparse
 import json
 
+import pytest
+
 from lpdt.data import cli
 
 
@@ -63,3 +65,22 @@ def test_json_to_standard_output(tmp_path, capsys, monkeypatch):
     d = json.loads(capsys.readouterr().out)
     assert d["name"] == "ring" and d["nodes"] == 4
     assert not (tmp_path / "-").exists()
+
+
+def test_download_reaches_the_dataset_config(monkeypatch):
+    """A missing dataset's error says "set data.download: true": the command has it as
+    ``--download`` (it had no way to set it). The reader is stood in for: nothing downloads."""
+    import lpdt.data
+    from lpdt.data.base import DatasetError
+
+    seen = []
+
+    def reader(cfg):
+        seen.append(cfg.download)
+        raise DatasetError("stood in")
+
+    monkeypatch.setattr(lpdt.data, "load_dataset", reader)
+    for argv in (["--download"], []):
+        with pytest.raises(DatasetError, match="stood in"):
+            cli.run(parse("--dataset", "cifar10", *argv))
+    assert seen == [True, False]

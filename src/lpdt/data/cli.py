@@ -37,6 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data-root", default=None, help="data root (default $LPDT_DATA_ROOT or ./data)"
     )
     parser.add_argument(
+        "--download",
+        action="store_true",
+        help="download the dataset where it is missing (a run config's data.download: true)",
+    )
+    parser.add_argument(
         "--json",
         type=output_file,
         default=None,
@@ -51,7 +56,7 @@ def _labels(args: argparse.Namespace) -> tuple[str, np.ndarray]:
     from lpdt.config import DataConfig
     from lpdt.data import load_dataset
 
-    ds = load_dataset(DataConfig(dataset=args.dataset, root=args.data_root))
+    ds = load_dataset(DataConfig(dataset=args.dataset, root=args.data_root, download=args.download))
     return args.dataset, ds.labels("train")
 
 
