@@ -103,6 +103,11 @@ def test_an_8bit_table_of_zero_energy_has_no_efficiency_ratio(tmp_path, capsys):
     assert lines[0].startswith("counting the models' operations")
     assert lines[1].startswith("measuring the messages")
     assert len(lines) == 10 and all(line.startswith(f"wrote {tmp_path}") for line in lines[2:])
+    # strict JSON: the ratios that are no number are null (it held NaN)
+    text = (tmp_path / "summary.json").read_text()
+    summary = json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in summary.json"))
+    assert set(summary["energy_efficiency_training"].values()) == {None}
+    assert summary["energy_efficiency_range"] is None
 
 
 def test_comm_train_size_defaults_to_the_cifar10_size_of_the_runtime_table():

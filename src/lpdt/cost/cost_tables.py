@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -59,6 +60,10 @@ def compute_costs(
                     records=records,
                 )
     return costs
+
+
+def _finite_or_none(x: float) -> float | None:
+    return x if math.isfinite(x) else None
 
 
 def _ratio(ours: float, theirs: float) -> float:
@@ -311,8 +316,10 @@ def summary(
     train = [r for r in t10 if r["phase"] == "training"]
     infer = [r for r in t10 if r["phase"] == "inference"]
 
-    def eff(rows: Iterable[dict], key: str) -> dict[str, float]:
-        return {f"{r['model']}/{r['norm']}": r[key] for r in rows}
+    def eff(rows: Iterable[dict], key: str) -> dict[str, float | None]:
+        # a ratio that is no number (a 0 pJ what-if table) is null: summary.json stays strict
+        # JSON (it held NaN, which Python reads and JSON.parse refuses)
+        return {f"{r['model']}/{r['norm']}": _finite_or_none(r[key]) for r in rows}
 
     mem_checks = []
     for r in t10:
@@ -328,7 +335,7 @@ def summary(
                     "reference_exception": exception,
                 }
             )
-    all_eff = [r["energy_efficiency"] for r in t10]
+    all_eff = [r["energy_efficiency"] for r in t10 if math.isfinite(r["energy_efficiency"])]
     return {
         "batch": next(iter(costs.values())).batch if costs else None,
         "paper_source": {
