@@ -238,8 +238,6 @@ def output_dir(text: str) -> str:
 def emit_json(obj: Any, target: str) -> None:
     """``obj`` as JSON to ``target``: standard output for ``-``, else the file (atomically,
     then a ``wrote`` line)."""
-    import sys
-
     if target == "-":
         json.dump(obj, sys.stdout, indent=2, default=str)
         print()
