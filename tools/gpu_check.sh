@@ -13,6 +13,7 @@
 #   tools/gpu_check.sh tests_8bit # the compiled 8-bit CUDA tests of tests/test_cuda.py and the lowered quantisers
 #   tools/gpu_check.sh combo      # the batched step with and without inductor's combo kernels
 #   tools/gpu_check.sh graphs     # the batched step with and without CUDA graphs, fp32 and 8-bit
+#   tools/gpu_check.sh graphs_jobs  # graphs, then k = 1, 4, 8 batched jobs of each precision (one call)
 #   tools/gpu_check.sh models     # VGG-11 (hashed dropout: batched too), ResNet-18 (64 px), ResNet-54 steps
 #   tools/gpu_check.sh fused      # the eager 8-bit step with the fused quantiser against without, and its test
 set -uo pipefail
@@ -118,6 +119,20 @@ stage_graphs() {
     --parts steps --variants batched,batched-graphs --budget "${BENCH_BUDGET:-280}" \
     --steps-share 1 2>&1 | grep --line-buffered -v Warning | tee "$LOG_DIR/graphs.log"
   cp /tmp/bench-graphs/steps.tsv "$LOG_DIR/graphs-steps.tsv" 2>/dev/null
+}
+
+# graphs and bench_gpu's jobs in one call (one machine start; the jobs load the steps part's
+# graphs from its cache): the batched step with and without CUDA graphs, fp32 and 8-bit, then
+# k = 1, 4, 8 concurrent batched Table 3 jobs, 8-bit first. About 9.5 minutes with the defaults.
+stage_graphs_jobs() {
+  local out=/tmp/bench-graphs-jobs
+  rm -rf "$out"
+  timeout $(( ${BENCH_BUDGET:-575} + 15 )) $PY benchmarks/bench_gpu.py --out "$out" \
+    --variants batched,batched-graphs --budget "${BENCH_BUDGET:-575}" \
+    --steps-share "${STEPS_SHARE:-0.7}" 2>&1 | grep --line-buffered -v Warning \
+    | tee "$LOG_DIR/graphs_jobs.log"
+  cp "$out"/*.tsv "$out"/env.txt "$LOG_DIR"/ 2>/dev/null
+  tar -czf "$LOG_DIR/job-logs.tgz" -C "$out" job-logs 2>/dev/null
 }
 
 stage_models() {  # the other models' steps (VGG-11 with hashed dropout, as the paper scale runs it)
