@@ -39,7 +39,9 @@ synthetic dataset: timing only). Per precision, max(k) worker processes start an
 (compile and ``--job-warmup`` iterations: ``warm_s``, ``job_kernels``), all at once when the
 steps part compiled the same step (its graphs are then in the cache), else the first alone and
 then the others; then for each k the first k run together for ``--job-seconds`` on a signal, with
-``cores // k`` threads each, while the others wait idle; images/s per GPU is the sum over the k
+``cores // k`` threads each (or once with each of ``--job-threads``; each job sets its threads and
+runs one untimed iteration first: a new thread count makes dynamo compile the step again, since
+its guards hold the count), while the others wait idle; images/s per GPU is the sum over the k
 jobs. A precision's warm-up is counted in the budget before it starts (estimated from the last
 measured warm-up, else from the steps part's compile of that step, else ``--job-warmup-guess``)
 and bounded by what is left of it; if a worker dies or not every worker is ready in time, all are
@@ -859,13 +861,14 @@ def bench_jobs(
             measured[precision] = warm_s / (2 if staged else 1)
             kernels = max(r["kernels"] for r in workers.ready.values())
             base = None
-            for n, k in enumerate(ks):
+            # each k with cores // k threads a job, or with each of --job-threads
+            phases = [(k, t) for k in ks for t in args.job_threads or [max(1, cores // k)]]
+            for n, (k, threads) in enumerate(phases):
                 if elapsed() + args.job_seconds + margin > args.budget:
                     why = f"skipped: at {elapsed():.0f} s, past --budget {args.budget:g} s"
                     print(f"jobs: {precision} k={k} {why}", flush=True)
-                    table.row(**key, k=k, note=why)
+                    table.row(**key, k=k, threads=threads, note=why)
                     continue
-                threads = max(1, cores // k)
                 # the re-warm after the thread change may compile: up to what is left
                 wait_s = max(args.job_seconds + 60, args.budget - elapsed() - margin)
                 results = workers.phase(n, k, threads, wait_s)
@@ -904,6 +907,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", default="1,4,8", help="k values; empty: no jobs part")
     # 8-bit first: the fp32 batched jobs ran on the H200 of 2026-11-28, the 8-bit ones did not fit
     ap.add_argument("--job-precisions", "--job-precision", default="int8,fp32")
+    ap.add_argument(
+        "--job-threads",
+        default="",
+        help="threads of each job, a phase per value for each k (default: cores // k)",
+    )
     ap.add_argument("--job-seconds", type=float, default=5.0)
     ap.add_argument("--job-samples", type=int, default=8192)
     ap.add_argument("--job-warmup", type=int, default=3, help="iterations before ready")
@@ -955,6 +963,7 @@ def main(argv: list[str] | None = None) -> int:
         args.job_precisions = [p for p in args.job_precisions.split(",") if p]
         args.variants = [v for v in args.variants.split(",") if v]
         args.jobs = [int(k) for k in args.jobs.split(",") if k]
+        args.job_threads = [int(t) for t in args.job_threads.split(",") if t]
         args.alt_jobs = [int(k) for k in args.alt_jobs.split(",") if k]
     except ValueError as e:
         ap.error(str(e))
@@ -978,8 +987,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in (parse_case(c)[0] for c in args.cases) if m not in MODELS.names()]
     if unknown:
         ap.error(f"unknown model {unknown} in --cases: models {MODELS.names()}")
-    if any(k < 1 for k in args.jobs + args.alt_jobs):
-        ap.error(f"--jobs / --alt-jobs: k >= 1, not {args.jobs + args.alt_jobs}")
+    if any(k < 1 for k in args.jobs + args.alt_jobs + args.job_threads):
+        ap.error(
+            f"--jobs / --alt-jobs / --job-threads: each >= 1, not "
+            f"{args.jobs + args.alt_jobs + args.job_threads}"
+        )
     if not 0 < args.steps_share <= 1 or args.budget <= 0:
         ap.error("--budget must be > 0 and --steps-share in (0, 1]")
     parts = [p for p in args.parts.split(",") if p]

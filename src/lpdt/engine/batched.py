@@ -111,6 +111,15 @@ def use_batched(setting: bool | str, model: nn.Module, device: torch.device) -> 
     return bool(setting)
 
 
+def compile_error_text(e: BaseException, limit: int = 300) -> str:
+    """What made a compile fail, in one line: the type and the first line that says something
+    (inductor's ``BackendCompilerFailed`` starts "backend='inductor' raised:" and names the
+    cause on its next line, which the first line alone lost on the H200 of 2026-11-30)."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    said = [line for line in lines if not line.endswith("raised:")]
+    return f"{type(e).__name__}: {said[0] if said else ''}"[:limit]
+
+
 class BatchedSteps:
     """The training step of all held nodes at once, over views of ``state``'s rows."""
 
@@ -258,7 +267,7 @@ class BatchedSteps:
         except TorchDynamoException as e:
             self.log(
                 f"train.batch_nodes: the batched step did not compile on torch {torch.__version__} "
-                f"({type(e).__name__}: {str(e).splitlines()[0][:160]}); it runs eagerly"
+                f"({compile_error_text(e)}); it runs eagerly"
             )
             self._compiled, self._graphs = None, False
             if saved:  # a model without buffers (an fp32 model with EvoNorm) has none to restore

@@ -23,10 +23,20 @@ def formula_device(t: torch.Tensor) -> str:
     return _DEVICE or t.device.type
 
 
+def tracing() -> bool:
+    """Whether the code runs while ``torch.compile`` traces it into a graph: under dynamo, and
+    also where AOT autograd traces a custom operator's backward formula after dynamo, which
+    torch 2.11 does with ``torch.compiler.is_compiling()`` false (torch 2.14.1: true). There
+    the 8-bit backward took the eager GPU path's fused quantiser, an operator inductor cannot
+    trace, and the batched 8-bit step did not compile on a GPU (H200, 2026-11-30). A compile
+    sets its tracing context for both."""
+    return torch.compiler.is_compiling() or torch._guards.TracingContext.try_get() is not None
+
+
 def compiled_for_a_gpu(t: torch.Tensor) -> bool:
     """Whether ``t`` is being traced into a graph compiled for a GPU (``formula_device``),
     where a formula costs its kernel launches more than its passes over memory."""
-    return torch.compiler.is_compiling() and formula_device(t) != "cpu"
+    return tracing() and formula_device(t) != "cpu"
 
 
 @contextlib.contextmanager

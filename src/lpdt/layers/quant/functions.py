@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from lpdt.layers.formulas import compiled_for_a_gpu
+from lpdt.layers.formulas import compiled_for_a_gpu, tracing
 from lpdt.layers.quant import vmap_ops
 from lpdt.layers.quant.nodes import Grads
 from lpdt.layers.quant.quantizers import (
@@ -51,7 +51,7 @@ def straight_through(x: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     # there the arithmetic is always written (inductor fuses it; the value is ``q`` either way).
     if not torch.is_grad_enabled():
         return q
-    if not (torch.compiler.is_compiling() or is_vmapped() or x.requires_grad):
+    if not (tracing() or is_vmapped() or x.requires_grad):
         return q
     return (x - x.detach()) + q
 
@@ -72,7 +72,7 @@ def stored(q: torch.Tensor) -> torch.Tensor:
     """
     # Under vmap (the batched step) ``q.stride()`` is one node's view, not the stacked tensor's
     # layout, and forcing it failed while tracing (a storage out of bounds): left to inductor.
-    if not torch.compiler.is_compiling() or is_vmapped():
+    if not tracing() or is_vmapped():
         return q
     return torch.ops.prims.inductor_force_stride_order(q, q.stride())
 

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 
 import torch
 
-from lpdt.layers.formulas import compiled_for_a_gpu
+from lpdt.layers.formulas import compiled_for_a_gpu, tracing
 from lpdt.layers.quant import fused, kernel
 from lpdt.layers.quant.noise_hash import (
     MASK32,
@@ -159,7 +159,7 @@ def dither(
     if seed is None:
         seed = draw_seed(x.device)
     h: torch.Tensor
-    if torch.compiler.is_compiling():
+    if tracing():
         blocks = seed.reshape(-1) if rows else seed.reshape(())
         h = dither_hash(blocks.to(x.device), x.shape[1:] if rows else x.shape, salt)
     else:
@@ -205,7 +205,7 @@ def quantize(
     if bits >= 32:
         return x.clone()
     levels = float(2**bits - 1)
-    if torch.compiler.is_compiling() and x.dtype == lo.dtype == hi.dtype:
+    if tracing() and x.dtype == lo.dtype == hi.dtype:
         # One operator that inductor lowers to one expression (``operators``): the same
         # arithmetic in one graph node instead of about fifty.
         return quantize_levels(*_operands(x, lo, hi, stochastic, seed, rows), levels, salt)
@@ -263,7 +263,7 @@ def _eager_kernel(x: torch.Tensor, *ranges: torch.Tensor) -> kernel.Kernel | Non
     CPU, scalar ranges, fewer than 2^31 elements, nothing that needs a gradient, not under vmap."""
     tensors = (x, *ranges)
     if (
-        torch.compiler.is_compiling()
+        tracing()
         or _vmapped
         or any(t.dtype != torch.float32 or t.device.type != "cpu" for t in tensors)
         or any(r.numel() != 1 for r in ranges)
@@ -361,7 +361,7 @@ def row_ranges(
     if _split_for_a_gpu(x, dim):
         lo, hi = _split_ranges(x.movedim(dim, -1))
         return (lo.unsqueeze(dim), hi.unsqueeze(dim)) if keepdim else (lo, hi)
-    if torch.compiler.is_compiling() or fused.enabled(x.device):
+    if tracing() or fused.enabled(x.device):
         return torch.aminmax(x, dim=dim, keepdim=keepdim)
     return x.amin(dim, keepdim=keepdim), x.amax(dim, keepdim=keepdim)
 
