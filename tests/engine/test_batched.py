@@ -246,17 +246,22 @@ def test_compiled_batched_step_equals_the_sequential_steps(monkeypatch, precisio
 
 
 @pytest.mark.slow
-def test_compiled_batched_8bit_step_with_a_gpus_formulas_equals_the_sequential_steps():
+def test_compiled_batched_8bit_step_with_a_gpus_formulas_equals_the_sequential_steps(monkeypatch):
     """The compiled batched 8-bit step traced with a GPU's formulas (``as_device("cuda")``:
     Range-EvoNorm's select, the stacked parameter quantisers, the ranges in two reductions, the
-    masked batch means) computes what the sequential eager steps compute, and really compiled:
-    a GPU's compiled step checked on the CPU (about 45 s on the 2-core VM, an empty cache)."""
+    masked batch means) and a GPU's eager quantiser (the fused one, no C++ kernel) computes what
+    the sequential eager steps compute, and really compiled: a GPU's compiled step checked on
+    the CPU (about 45 s on the 2-core VM, an empty cache). With the fused quantiser on, it fell
+    back to eager on torch 2.11 until ``formulas.tracing`` (the H200 of 2026-11-30)."""
     from lpdt.layers.formulas import as_device
+    from lpdt.layers.quant import fused
 
     seq, bat = state_pair("int8", False)
     streams = [NodeStreams(7, list(range(NODES)), torch.device("cpu")) for _ in "ab"]
     x, y = node_batches()
     l_s = _sequential(seq, streams[0], x, y)
+    monkeypatch.setenv(fused.ENV, "1")
+    monkeypatch.setenv(kernel.ENV, "0")
     with as_device("cuda"):
         steps = BatchedSteps(bat, compile=True, log=lambda m: None)
         l_b = _batched_step(steps, bat, streams[1], x, y)
@@ -424,3 +429,18 @@ def test_with_batched_nodes_the_node_step_is_not_compiled_for_the_short_batch():
     assert run.steps.compiled == frozenset({"predict"})
     sequential = Run(cfg("train.batch_nodes=false", "train.compile=true"), log=lambda s: None)
     assert sequential.batched is None and sequential.steps.compiled == {"train", "predict"}
+
+
+def test_a_failed_compile_is_named_by_its_cause():
+    """The fallback's one line names what failed: inductor's error starts "backend='inductor'
+    raised:" and names the cause on the next line (the first line alone said nothing on the
+    H200 of 2026-11-30)."""
+    from lpdt.engine.batched import compile_error_text
+
+    class BackendCompilerFailed(Exception):
+        pass
+
+    e = BackendCompilerFailed("backend='inductor' raised:\nRuntimeError: no fake impl\n\nmore")
+    assert compile_error_text(e) == "BackendCompilerFailed: RuntimeError: no fake impl"
+    assert compile_error_text(ValueError("one line"), limit=14) == "ValueError: on"
+    assert compile_error_text(ValueError("")) == "ValueError: "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from lpdt.layers.formulas import as_device, formula_device
+from lpdt.layers.formulas import as_device, formula_device, tracing
 from lpdt.layers.norms import group_variance
 
 
@@ -27,3 +27,33 @@ def test_group_variance_is_the_same_value_by_either_formula():
         gpu = group_variance(x, 2)
     torch.testing.assert_close(gpu, cpu, rtol=1e-12, atol=0)
     torch.testing.assert_close(cpu, x.reshape(4, 2, -1).var(-1, unbiased=False))
+
+
+_seen: list[bool] = []
+
+
+@torch.library.custom_op("lpdt_test::formulas_probe", mutates_args=())
+def _probe(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+_probe.register_fake(lambda x: x.clone())
+
+
+def _probe_backward(ctx: object, g: torch.Tensor) -> torch.Tensor:
+    _seen.append(tracing())
+    return g
+
+
+_probe.register_autograd(_probe_backward)
+
+
+def test_tracing_holds_where_aot_autograd_traces_an_operators_backward():
+    """``tracing()`` is true while a compile traces an operator's backward formula (torch 2.11
+    says ``is_compiling()`` false there) and false when the same formula runs eagerly."""
+    _seen.clear()
+    x = torch.randn(3, requires_grad=True)
+    torch.compile(lambda t: _probe(t).sum(), fullgraph=True)(x).backward()
+    _probe(x).sum().backward()
+    assert _seen == [True, False]
+    assert not tracing()

@@ -165,6 +165,11 @@ for i, shape in enumerate([(8, 16, 12, 12), (4, 32, 6, 6), (10,), (3, 7), (64, 1
         quantize(x, x.amin().reshape(1), x.amax().reshape(1), 8, True, seed, salt)
     quantize_minmax(x, 8)
     quantize_minmax_nodes(torch.randn(3, *shape), 8, seeds, i)
+# per-node ranges, rounded to nearest; their dimension of size 1 comes out of the broadcast
+# with stride 1 (a norm's parameters) or 0 (a convolution's weights)
+for shape in [(4, 1, 16, 1, 1), (4, 16, 3, 3, 3)]:
+    x3 = torch.randn(*shape)
+    quantize(x3, x3.amin((1, 2, 3, 4), True), x3.amax((1, 2, 3, 4), True), 8, False, None, 0)
 print(json.dumps({"graphs": counters["stats"]["unique_graphs"],
                   "kernels": metrics.generated_kernel_count}))
 """
@@ -173,7 +178,9 @@ print(json.dumps({"graphs": counters["stats"]["unique_graphs"],
 def test_one_kernel_per_graph_and_one_graph_for_every_shape_and_salt():
     """In a fresh process, with inductor's graph caches off (so that every graph is generated,
     not loaded, and counted): six shapes of four ranks, five salts, the three forms (one seed,
-    rows, nearest) compile three graphs of one kernel each. The process shares the suite's
+    rows, nearest) compile three graphs of one kernel each, and nearest rounding with a range
+    per node a fourth, whether the ranges' dimension of size 1 has stride 1 or 0 (a graph each
+    until 2026-11-30: dynamo guards that stride too). The process shares the suite's
     inductor cache (its compiled C++ and the compiler's vector-ISA checks): with an empty cache
     of its own the test took 36-40 s of the suite on the 2-core VM, 22 s of it the ISA checks."""
     env = dict(
@@ -187,7 +194,7 @@ def test_one_kernel_per_graph_and_one_graph_for_every_shape_and_salt():
     )
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    assert got == {"graphs": 3, "kernels": 3}, got
+    assert got == {"graphs": 4, "kernels": 4}, got
 
 
 def test_a_bad_setting_is_named(monkeypatch):
@@ -203,3 +210,30 @@ def test_a_bad_setting_is_named(monkeypatch):
         monkeypatch.setenv(fused.ENV, mode)
         assert fused.enabled(torch.device("cpu")) == cpu
         assert fused.enabled(torch.device("meta")) == other
+
+
+def test_a_compiled_backward_does_not_take_the_fused_path():
+    """An operator's backward formula is traced by AOT autograd after dynamo, where torch 2.11
+    says ``torch.compiler.is_compiling()`` is false: the gradient quantiser's backward took the
+    eager GPU path's fused quantiser there, an operator with no fake implementation, and the
+    batched 8-bit step did not compile on the H200 (2026-11-30). Compiled, the backward traces
+    the quantiser's own operator (``formulas.tracing``) and gives the eager gradient; on torch
+    2.11 this test failed before (BackendCompilerFailed)."""
+    from lpdt.layers.quant.vmap_ops import quant_grad_nodes
+
+    gen = torch.Generator().manual_seed(3)
+    x0 = torch.randn(2, 64, generator=gen)
+    w = torch.randn(2, 64, generator=gen)
+    seeds = torch.tensor([11, 12])
+
+    def loss(x: torch.Tensor) -> torch.Tensor:
+        return (quant_grad_nodes(x, 8, seeds, 5) * w).square().sum()
+
+    grads = []
+    with fused_mode("1"):
+        for fn in (loss, torch.compile(loss, fullgraph=True)):
+            x = x0.clone().requires_grad_()
+            fn(x).backward()
+            grads.append(x.grad)
+    torch.testing.assert_close(grads[1], grads[0])
+    assert not torch.equal(grads[0], 2 * w.square() * x0)  # the gradient was quantised

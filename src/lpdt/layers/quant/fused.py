@@ -20,8 +20,9 @@ of seeds; the noise counts elements in row-major order, so flattening keeps it).
 site's salt is folded into the seed: ``(seed + salted(salt)) & MASK32`` with salt 0 keys the
 same noise as (seed, salt) (``noise_hash``). The offset is passed as a Python integer, which
 dynamo keeps symbolic; it is raised by 2^32 (the same low 32 bits) so that it is never 0 or 1,
-the values dynamo specialises on. So a process compiles about three graphs: stochastic one
-seed, stochastic rows, and nearest.
+the values dynamo specialises on. So a process compiles a few graphs: stochastic one seed,
+stochastic rows, nearest with one range, nearest with a range per node (the batched step), and
+each again for an operand that is not contiguous or a tensor made under ``inference_mode``.
 
 **When.** ``LPDT_QUANT_FUSED``: unset or ``auto``, off the CPU (the CPU runs ``kernel``);
 ``1``, wherever the tensor path runs (the CPU too, with ``LPDT_QUANT_KERNEL=0``: the path a GPU
@@ -150,8 +151,18 @@ def _operands(
         return [t.detach() for t in (x.reshape(-1), *(r.as_strided((1,), (1,)) for r in ranges))]
     lead = x.shape[:k]
     first = (*[slice(None)] * k, *[slice(0, 1)] * (x.dim() - k))  # a range's value per row
-    flat = [t[first].reshape(*lead, 1) for t in ranges]
+    flat = [_size_one_strides(t[first].reshape(*lead, 1)) for t in ranges]
     return [t.detach() for t in (x.reshape(*lead, -1), *flat)]
+
+
+def _size_one_strides(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with stride 1 in its dimensions of size 1 (the same elements): dynamo guards those
+    strides too, and a range row taken from an expanded tensor (stride 0) or not (stride 1)
+    compiled a graph each: three of ``nearest`` for one thread count in a batched eager 8-bit
+    step, and a worker that changed its thread count twice hit dynamo's recompile limit
+    (an error with ``fullgraph``; the H200 of 2026-11-30)."""
+    strides = [1 if size == 1 else stride for size, stride in zip(t.shape, t.stride(), strict=True)]
+    return t if strides == list(t.stride()) else t.as_strided(t.shape, strides)
 
 
 def _varying(t: torch.Tensor) -> int:
