@@ -14,6 +14,7 @@
 #   tools/gpu_check.sh combo      # the batched step with and without inductor's combo kernels
 #   tools/gpu_check.sh graphs     # the batched step with and without CUDA graphs, fp32 and 8-bit
 #   tools/gpu_check.sh graphs_jobs  # graphs, then k = 1, 4, 8 batched jobs of each precision (one call)
+#   tools/gpu_check.sh threads    # one fp32 Table 3 job with 16, 4, 2 and again 16 threads
 #   tools/gpu_check.sh models     # VGG-11 (hashed dropout: batched too), ResNet-18 (64 px), ResNet-54 steps
 #   tools/gpu_check.sh fused      # the eager 8-bit step with the fused quantiser against without, and its test
 set -uo pipefail
@@ -133,6 +134,19 @@ stage_graphs_jobs() {
     | tee "$LOG_DIR/graphs_jobs.log"
   cp "$out"/*.tsv "$out"/env.txt "$LOG_DIR"/ 2>/dev/null
   tar -czf "$LOG_DIR/job-logs.tgz" -C "$out" job-logs 2>/dev/null
+}
+
+# One fp32 job alone took 375 ms an iteration at 16 threads where four at once took 29 ms each
+# at 4 (H200, 2026-11-30, docs/notebook/2026-11-30-h200-fused-quantiser-broke-the-compile.md):
+# the same job with 16, 4, 2 and again 16 threads says whether the thread count is the cause.
+stage_threads() {
+  local out=/tmp/bench-threads
+  rm -rf "$out"
+  timeout 165 $PY benchmarks/bench_gpu.py --out "$out" --parts jobs --jobs 1 \
+    --job-threads 16,4,2,16 --job-precisions fp32 --budget 150 2>&1 \
+    | grep --line-buffered -v Warning | tee "$LOG_DIR/threads.log"
+  cp "$out"/jobs.tsv "$LOG_DIR/threads-jobs.tsv" 2>/dev/null
+  cp "$out"/job-logs/fp32-0.log "$LOG_DIR/threads-job.log" 2>/dev/null
 }
 
 stage_models() {  # the other models' steps (VGG-11 with hashed dropout, as the paper scale runs it)

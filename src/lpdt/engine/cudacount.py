@@ -126,8 +126,7 @@ def counting(options: dict[str, Any] | None = None) -> Iterator[CudaLaunches]:
     """While open, ``torch.compile`` (inductor, default mode) also lowers each graph for CUDA
     and records its launches in the yielded ``CudaLaunches``, and the layers choose their
     formulas as on a GPU (``as_device("cuda")``; the CPU's eager quantiser kernel is off, as
-    ``LPDT_QUANT_KERNEL=0``: torch 2.11 traces an operator's backward with ``is_compiling()``
-    false, where the kernel would read a traced seed); ``options``: inductor options of every
+    ``LPDT_QUANT_KERNEL=0``, the path a GPU takes); ``options``: inductor options of every
     compile in it (added to the call's own, e.g. ``{"combo_kernels": True}``)."""
     if torch.cuda.is_available():
         raise RuntimeError(
