@@ -40,8 +40,9 @@ synthetic dataset: timing only). Per precision, max(k) worker processes start an
 steps part compiled the same step (its graphs are then in the cache), else the first alone and
 then the others; then for each k the first k run together for ``--job-seconds`` on a signal, with
 ``cores // k`` threads each (or once with each of ``--job-threads``; each job sets its threads and
-runs one untimed iteration first: a new thread count makes dynamo compile the step again, since
-its guards hold the count), while the others wait idle; images/s per GPU is the sum over the k
+runs untimed iterations first, until one compiles nothing: a new thread count makes dynamo trace
+the step again, its guards holding the count, and on the CPU inductor's C++ kernels hold it
+too), while the others wait idle; images/s per GPU is the sum over the k
 jobs. A precision's warm-up is counted in the budget before it starts (estimated from the last
 measured warm-up, else from the steps part's compile of that step, else ``--job-warmup-guess``)
 and bounded by what is left of it; if a worker dies or not every worker is ready in time, all are
@@ -170,6 +171,9 @@ INT8_COMPILE_FACTOR = INT8_COMPILE
 # estimate at the factor 1.5 of that day) against 40.1 s. Dynamo still traces the step in each
 # worker; inductor's lowering and the kernels' compiles come from the cache.
 WARM_CACHE_FACTOR = 0.72
+# What a phase allows its jobs' re-warm after a thread change (dynamo traces the step again; the
+# fp32 jobs on the H200 of 2026-11-30 took 3-5 s, from the cache), beside its window and 60 s.
+REWARM_S = 60.0
 PRECISIONS = ("fp32", "int8")
 CompileTimes = dict[tuple[str, str, str], float]  # (case, precision, variant) -> seconds
 TABLE3 = HERE.parent / "examples" / "cifar10_resnet20_lp_choco.yaml"
@@ -561,7 +565,8 @@ def _write(path: Path, text: str) -> None:
 def rewarm_for_threads(run: Any, threads: int, least: int = 2, most: int = 5) -> dict[str, float]:
     """Set ``threads`` and run untimed iterations, at least ``least`` and until one compiles
     nothing (at most ``most``): what a new thread count recompiles (``rewarm_kernels``) then
-    happens outside the timed window. Dynamo's guards hold the thread count: on the CPU of
+    happens outside the timed window. Dynamo's guards hold the thread count (on the CPU
+    inductor's C++ kernels too): on the CPU of
     2026-11-30 a worker's whole step recompiled inside its window after
     ``torch.set_num_threads`` (23 s for a tiny model), and on the H200 that day every fp32 job
     recompiled its 222 kernels (3-5 s), one of them at its second iteration after the change,
@@ -618,7 +623,8 @@ def job_worker(args: argparse.Namespace) -> None:
             _write(sync_dir / f"rewarmed.{phase}.{me}", "")
             deadline = time.monotonic() + spec.get("rewarm_wait", 300.0)
             while not all((sync_dir / f"rewarmed.{phase}.{i}").exists() for i in range(spec["k"])):
-                if (sync_dir / "stop").exists() or time.monotonic() > deadline:
+                gone = (sync_dir / "stop").exists() or os.getppid() != parent
+                if gone or time.monotonic() > deadline:
                     return
                 time.sleep(0.01)
             # What the window holds beside steady iterations (the H200 run of 2026-11-28: one
@@ -876,8 +882,9 @@ def bench_jobs(
                     print(f"jobs: {precision} k={k} {why}", flush=True)
                     table.row(**key, k=k, threads=threads, note=why)
                     continue
-                # the re-warm after the thread change may compile: up to what is left
-                wait_s = max(args.job_seconds + 60, args.budget - elapsed() - margin)
+                # the re-warm after the thread change may compile (REWARM_S), within what is left
+                left = args.budget - elapsed() - margin
+                wait_s = max(args.job_seconds + 5, min(left, args.job_seconds + 60 + REWARM_S))
                 results = workers.phase(n, k, threads, wait_s)
                 if isinstance(results, str):
                     table.row(**key, k=k, threads=threads, note=results)

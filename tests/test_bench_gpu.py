@@ -410,8 +410,8 @@ def test_a_job_note_names_a_compile_inside_the_timed_windows() -> None:
 # slow (about 2 minutes on the 2-core VM: two compiled workers)
 @pytest.mark.slow
 def test_a_thread_change_recompiles_before_the_timed_window(tmp_path: Path) -> None:
-    """On the CPU a compiled step recompiles after ``torch.set_num_threads`` (inductor's C++
-    kernels hold the thread count): the worker of k = 2 did so inside its timed window, 23 s
+    """On the CPU a compiled step recompiles after ``torch.set_num_threads`` (dynamo's guards and
+    inductor's C++ kernels hold the thread count): the worker of k = 2 did so inside its timed window, 23 s
     for one iteration of a tiny model (2026-11-30). Each worker re-warms after setting its
     threads, outside the window, and the windows hold no compile."""
     r = _run(
@@ -438,5 +438,7 @@ def test_a_thread_change_recompiles_before_the_timed_window(tmp_path: Path) -> N
         assert int(j["job_kernels"]) > 0, j  # it compiled
     log = (tmp_path / "job-logs" / "fp32-1.log").read_text()
     assert "kernels compiled in the window: 0" in log, log[-1000:]
-    if (os.cpu_count() or 1) > 1:  # k = 2 then runs on fewer threads than the warm-up
+    # the workers warm up with the parent's thread count (torch's default here); k = 2 runs on
+    # cores // 2: a change only where the two differ
+    if max(1, (os.cpu_count() or 1) // 2) != torch.get_num_threads():
         assert "kernels compiled after the thread change" in jobs["2"]["note"], jobs["2"]

@@ -139,14 +139,27 @@ stage_graphs_jobs() {
 # One fp32 job alone took 375 ms an iteration at 16 threads where four at once took 29 ms each
 # at 4 (H200, 2026-11-30, docs/notebook/2026-11-30-h200-fused-quantiser-broke-the-compile.md):
 # the same job with 16, 4, 2 and again 16 threads says whether the thread count is the cause.
+# The host's share (a CPU quota, steal time, pressure) first; then the same with OpenMP's idle
+# threads sleeping instead of spinning (a 16-thread team of tiny parallel regions, the data
+# path's 34 or so an iteration, waits for any member whose core another thread took). About 5.5
+# minutes.
 stage_threads() {
   local out=/tmp/bench-threads
-  rm -rf "$out"
-  timeout 165 $PY benchmarks/bench_gpu.py --out "$out" --parts jobs --jobs 1 \
-    --job-threads 16,4,2,16 --job-precisions fp32 --budget 150 2>&1 \
-    | grep --line-buffered -v Warning | tee "$LOG_DIR/threads.log"
-  cp "$out"/jobs.tsv "$LOG_DIR/threads-jobs.tsv" 2>/dev/null
-  cp "$out"/job-logs/fp32-0.log "$LOG_DIR/threads-job.log" 2>/dev/null
+  { echo "cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>/dev/null)"; echo "cpu pressure: $(cat /proc/pressure/cpu 2>/dev/null)"
+    echo "affinity: $(nproc) of $(getconf _NPROCESSORS_ONLN)"; head -1 /proc/stat; } | tee "$LOG_DIR/threads-host.txt"
+  for policy in default PASSIVE; do
+    rm -rf "$out"
+    local threads=16,4,2,16
+    [ $policy = PASSIVE ] && threads=16
+    local envs=()
+    [ $policy = PASSIVE ] && envs=(OMP_WAIT_POLICY=PASSIVE)
+    env "${envs[@]}" timeout 165 $PY benchmarks/bench_gpu.py \
+      --out "$out" --parts jobs --jobs 1 --job-threads $threads --job-precisions fp32 --budget 150 \
+      2>&1 | grep --line-buffered -v Warning | tee "$LOG_DIR/threads-$policy.log"
+    cp "$out"/jobs.tsv "$LOG_DIR/threads-$policy-jobs.tsv" 2>/dev/null
+    cp "$out"/job-logs/fp32-0.log "$LOG_DIR/threads-$policy-job.log" 2>/dev/null
+  done
+  head -1 /proc/stat | tee -a "$LOG_DIR/threads-host.txt"
 }
 
 stage_models() {  # the other models' steps (VGG-11 with hashed dropout, as the paper scale runs it)

@@ -29,7 +29,8 @@ def tracing() -> bool:
     torch 2.11 does with ``torch.compiler.is_compiling()`` false (torch 2.14.1: true). There
     the 8-bit backward took the eager GPU path's fused quantiser, an operator inductor cannot
     trace, and the batched 8-bit step did not compile on a GPU (H200, 2026-11-30). A compile
-    sets its tracing context for both."""
+    sets its tracing context for both. (Under dynamo ``is_compiling()`` is true first, so dynamo
+    never traces the context lookup.)"""
     return torch.compiler.is_compiling() or torch._guards.TracingContext.try_get() is not None
 
 
