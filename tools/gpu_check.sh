@@ -14,7 +14,7 @@
 #   tools/gpu_check.sh combo      # the batched step with and without inductor's combo kernels
 #   tools/gpu_check.sh graphs     # the batched step with and without CUDA graphs, fp32 and 8-bit
 #   tools/gpu_check.sh graphs_jobs  # graphs, then k = 1, 4, 8 batched jobs of each precision (one call)
-#   tools/gpu_check.sh threads    # one fp32 Table 3 job with 16, 4, 2 and again 16 threads
+#   tools/gpu_check.sh threads    # one fp32 Table 3 job with 16, 4, 1 (the grid's train_threads) and again 16 threads
 #   tools/gpu_check.sh models     # VGG-11 (hashed dropout: batched too), ResNet-18 (64 px), ResNet-54 steps
 #   tools/gpu_check.sh fused      # the eager 8-bit step with the fused quantiser against without, and its test
 set -uo pipefail
@@ -138,7 +138,7 @@ stage_graphs_jobs() {
 
 # One fp32 job alone took 375 ms an iteration at 16 threads where four at once took 29 ms each
 # at 4 (H200, 2026-11-30, docs/notebook/2026-11-30-h200-fused-quantiser-broke-the-compile.md):
-# the same job with 16, 4, 2 and again 16 threads says whether the thread count is the cause.
+# the same job with 16, 4, 1 (what the grid runs: train_threads) and again 16 threads says whether the thread count is the cause.
 # The host's share (a CPU quota, steal time, pressure) first; then the same with OpenMP's idle
 # threads sleeping instead of spinning (a 16-thread team of tiny parallel regions, the data
 # path's 34 or so an iteration, waits for any member whose core another thread took). About 5.5
@@ -149,7 +149,7 @@ stage_threads() {
     echo "affinity: $(nproc) of $(getconf _NPROCESSORS_ONLN)"; head -1 /proc/stat; } | tee "$LOG_DIR/threads-host.txt"
   for policy in default PASSIVE; do
     rm -rf "$out"
-    local threads=16,4,2,16
+    local threads=16,4,1,16
     [ $policy = PASSIVE ] && threads=16
     local envs=()
     [ $policy = PASSIVE ] && envs=(OMP_WAIT_POLICY=PASSIVE)
