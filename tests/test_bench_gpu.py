@@ -19,6 +19,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_gpu.py"
 TINY = ["--device", "cpu", "--cases", "tiny_cnn:2:4:8", "--iters", "1"]
+# The jobs part alone: k = 1 and 2 fp32 jobs.
+FP32_JOBS_1_2 = ["--parts", "jobs", "--jobs", "1,2", "--job-precisions", "fp32"]
 # A job as small as the Table 3 cell gets: tiny_cnn, 8 nodes on 256 generated images.
 TINY_JOB = ["--job-model", "tiny_cnn", "--job-samples", "256", "--job-warmup", "1"]
 
@@ -246,12 +248,7 @@ def test_a_failed_warm_up_starts_no_timed_part(
 ) -> None:
     r = _run(
         *TINY,
-        "--parts",
-        "jobs",
-        "--jobs",
-        "1,2",
-        "--job-precisions",
-        "fp32",
+        *FP32_JOBS_1_2,
         "--job-seconds",
         "0.5",
         *TINY_JOB,
@@ -411,17 +408,12 @@ def test_a_job_note_names_a_compile_inside_the_timed_windows() -> None:
 @pytest.mark.slow
 def test_a_thread_change_recompiles_before_the_timed_window(tmp_path: Path) -> None:
     """On the CPU a compiled step recompiles after ``torch.set_num_threads`` (dynamo's guards and
-    inductor's C++ kernels hold the thread count): the worker of k = 2 did so inside its timed window, 23 s
-    for one iteration of a tiny model (2026-11-30). Each worker re-warms after setting its
-    threads, outside the window, and the windows hold no compile."""
+    inductor's C++ kernels hold the thread count): the worker of k = 2 did so inside its timed
+    window, 23 s for one iteration of a tiny model (2026-11-30). Each worker re-warms after
+    setting its threads, outside the window, and the windows hold no compile."""
     r = _run(
         *TINY,
-        "--parts",
-        "jobs",
-        "--jobs",
-        "1,2",
-        "--job-precisions",
-        "fp32",
+        *FP32_JOBS_1_2,
         "--job-seconds",
         "1",
         "--job-compile",
