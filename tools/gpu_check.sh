@@ -115,9 +115,12 @@ stage_combo() {
 # took the same time with CUDA graphs asked for (whether inductor used them was not recorded; the
 # rows now say). If the 8-bit round waits on the host's launches, replaying them as one graph
 # removes that wait (docs/notebook/2026-11-30-kernel-levers-not-kept.md).
+# GRAPHS_VARIANTS=batched-graphs times the CUDA-graph rounds alone (issue 51's 8-bit / fp32
+# ratio at the best of each), about 200 s: each compile is a first one (fp32 about 37 s, 8-bit
+# 137 s on the H200 of 2026-11-28), and the plain rows need as long again.
 stage_graphs() {
   timeout $(( ${BENCH_BUDGET:-280} + 15 )) $PY benchmarks/bench_gpu.py --out /tmp/bench-graphs \
-    --parts steps --variants batched,batched-graphs --budget "${BENCH_BUDGET:-280}" \
+    --parts steps --variants "${GRAPHS_VARIANTS:-batched,batched-graphs}" --budget "${BENCH_BUDGET:-280}" \
     --steps-share 1 2>&1 | grep --line-buffered -v Warning | tee "$LOG_DIR/graphs.log"
   cp /tmp/bench-graphs/steps.tsv "$LOG_DIR/graphs-steps.tsv" 2>/dev/null
 }
