@@ -566,11 +566,11 @@ def rewarm_for_threads(run: Any, threads: int, least: int = 2, most: int = 5) ->
     """Set ``threads`` and run untimed iterations, at least ``least`` and until one compiles
     nothing (at most ``most``): what a new thread count recompiles (``rewarm_kernels``) then
     happens outside the timed window. Dynamo's guards hold the thread count (on the CPU
-    inductor's C++ kernels too): on the CPU of
-    2026-11-30 a worker's whole step recompiled inside its window after
-    ``torch.set_num_threads`` (23 s for a tiny model), and on the H200 that day every fp32 job
-    recompiled its 222 kernels (3-5 s), one of them at its second iteration after the change,
-    inside the window (one iteration took 5.5 s), hence more than one iteration here."""
+    inductor's C++ kernels too): on the CPU of 2026-11-30 a worker's whole step recompiled
+    inside its window after ``torch.set_num_threads`` (23 s for a tiny model), and on the H200
+    that day every fp32 job recompiled its 222 kernels (3-5 s), one of them at its second
+    iteration after the change, inside the window (one iteration took 5.5 s), hence more than
+    one iteration here."""
     before, t0 = inductor_kernels(), time.perf_counter()
     torch.set_num_threads(threads)
     for i in range(most):
@@ -603,13 +603,21 @@ def job_worker(args: argparse.Namespace) -> None:
     warm["kernels"] = inductor_kernels() - before
     _write(sync_dir / f"ready.{me}", json.dumps(warm))
     print(f"worker {me}: ready after {warm['warm_s']:.1f} s", flush=True)
+
+    def wait_for(files: list[Path], deadline: float = float("inf")) -> bool:
+        """Whether ``files`` all came before ``stop``, the parent's end or ``deadline``."""
+        while not all(f.exists() for f in files):
+            gone = (sync_dir / "stop").exists() or os.getppid() != parent
+            if gone or time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
     phase = 0
     while True:
         go = sync_dir / f"go.{phase}"
-        while not go.exists():
-            if (sync_dir / "stop").exists() or os.getppid() != parent:
-                return
-            time.sleep(0.02)
+        if not wait_for([go]):
+            return
         spec = json.loads(go.read_text())
         if me < spec["k"]:
             print(f"worker {me}: go, k={spec['k']}", flush=True)
@@ -621,12 +629,9 @@ def job_worker(args: argparse.Namespace) -> None:
             )
             # The k workers' windows start together, after every one has re-warmed.
             _write(sync_dir / f"rewarmed.{phase}.{me}", "")
-            deadline = time.monotonic() + spec.get("rewarm_wait", 300.0)
-            while not all((sync_dir / f"rewarmed.{phase}.{i}").exists() for i in range(spec["k"])):
-                gone = (sync_dir / "stop").exists() or os.getppid() != parent
-                if gone or time.monotonic() > deadline:
-                    return
-                time.sleep(0.01)
+            rewarmed = [sync_dir / f"rewarmed.{phase}.{i}" for i in range(spec["k"])]
+            if not wait_for(rewarmed, time.monotonic() + spec.get("rewarm_wait", 300.0)):
+                return
             # What the window holds beside steady iterations (the H200 run of 2026-11-28: one
             # job alone at 849 images/s, another at 3,096 in k = 4, one at 47 in k = 8): a
             # compile inside it (new kernels), or a long iteration (host times, unsynchronised).
