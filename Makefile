@@ -78,7 +78,7 @@ setup: system-deps $(BIN)/lpdt
 ## report: set up, print the plan (runs, samples, estimated time), then run the whole pipeline of
 ## the scale (default quick) -> reports/report.pdf
 report: setup
-	@$(BIN)/snakemake --cores 1 --quiet all --forceall plan --config scale=$(SCALE) 2>&1 \
+	@$(BIN)/snakemake --cores 1 --quiet all plan --config scale=$(SCALE) 2>&1 \
 	  | sed -n '/^scale /,/^per-run/p'
 	$(BIN)/snakemake --cores all --config scale=$(SCALE)
 

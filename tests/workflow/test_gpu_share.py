@@ -323,6 +323,11 @@ def test_paper_plan_prints_gpu_hours(tmp_path):
     rows = list(csv.DictReader((wd / "results/plan-paper.tsv").open(), delimiter="\t"))
     assert len(rows) == 289 and all(r["basis"].startswith(("measured", "derived")) for r in rows)
     assert {r["k"] for r in rows} == {"1"}
+    # Asked again with another setting, it prints again (its table was a declared output once,
+    # and a second `snakemake plan` said "Nothing to be done", its price left as it was).
+    again = run_workflow(wd, "--cores", "1", "plan", "--config", "scale=paper", "plan_gpus=4")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "wall time on 4 GPU(s)" in again.stdout + again.stderr, again.stdout[-2000:]
 
 
 @pytest.mark.slow

@@ -45,6 +45,7 @@ def write_plan(
     a cluster executor (SLURM), where a job gets a whole GPU unless shards are configured."""
     import lpdt
 
+    Path(out).parent.mkdir(parents=True, exist_ok=True)  # the rule declares no output
     if not runs:  # a scale that keeps only the analyses and the cost model
         Path(out).write_text("")
         print(f"scale {scale}: no training runs")
