@@ -85,8 +85,8 @@ report: setup
 ## plateau-check: train each claim cell's first seed for twice its epochs, write
 ## results/plateau_check.csv, and rerun the report on it (docs/quick-scale.md, "Plateau check")
 plateau-check: setup
-	$(BIN)/snakemake --cores all plateau_check
-	$(BIN)/snakemake --cores all --forcerun report
+	$(BIN)/snakemake --cores all plateau_check --config scale=$(SCALE)
+	$(BIN)/snakemake --cores all --forcerun report --config scale=$(SCALE)
 
 ## test: set up, then the linter, the formatter's check, the type checker (mypy over src/, its
 ## settings in pyproject.toml; one worker per core: with a fresh clone's empty cache 36 s instead

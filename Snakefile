@@ -67,6 +67,9 @@ rule all:
         MANIFEST,
         MANIFEST_STAMP,
         mlflow_targets(),
+        # every settings file of this invocation: Snakemake makes a missing input of a finished
+        # job only for a job that runs, so the target asks for them (as for the manifest stamp)
+        [f"{SETTINGS_DIR}/{name}" for name in SETTINGS],
     default_target: True
 
 

@@ -1,7 +1,7 @@
 # Analyses without training: cost model (Tables 7/9/10, Figure 7, Table 3 "Data"),
 # partition histograms (Figure 2), graphs (Figure 3). Parameters come from config/studies.yaml
-# (studies of kind cost / partition / topology); the file is an input, so editing it reruns
-# these cheap rules.
+# (studies of kind cost / partition / topology, with the scale's overrides): each output's
+# parameters are a settings file (common.smk), so that changing them reruns these cheap rules.
 
 import re
 
@@ -9,6 +9,7 @@ PARTITIONS = {s["out"]: s for s in grid.analyses(SPEC, "partition").values()}
 GRAPHS = {g["out"]: g for s in grid.analyses(SPEC, "topology").values() for g in s["graphs"]}
 COST_DIR = f"{RESULTS}/cost"
 ANALYSIS_FILES = [f"{RESULTS}/analysis/{f}" for f in [*PARTITIONS, *GRAPHS]]
+ANALYSIS_SETTINGS = {f: settings_file(f"analysis_{f}", spec) for f, spec in {**PARTITIONS, **GRAPHS}.items()}
 
 
 def _alternatives(names):
@@ -22,6 +23,8 @@ localrules:
 
 
 rule cost:
+    input:
+        package_files("cost"),
     output:
         directory(COST_DIR),
     log:
@@ -34,7 +37,7 @@ rule cost:
 
 rule partition:
     input:
-        STUDIES_FILE,
+        lambda w: ANALYSIS_SETTINGS[w.partition_file],
     output:
         f"{RESULTS}/analysis/{{partition_file}}",
     wildcard_constraints:
@@ -52,7 +55,7 @@ rule partition:
 
 rule topology:
     input:
-        STUDIES_FILE,
+        lambda w: ANALYSIS_SETTINGS[w.graph_file],
     output:
         f"{RESULTS}/analysis/{{graph_file}}",
     wildcard_constraints:

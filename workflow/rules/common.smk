@@ -2,12 +2,15 @@
 # The logic is plain Python in lpdt.grid (src/lpdt/grid.py, unit-tested in tests/workflow/).
 
 import hashlib
+import json
 import os
+import re
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
+import lpdt
 from lpdt import grid
 from lpdt.report.claims import study_claims
 
@@ -18,6 +21,8 @@ RESULTS = os.path.normpath(config["results"])  # results=out/ or results=. : pat
 RUNS_DIR = f"{RESULTS}/runs"
 MANIFEST = f"{RESULTS}/manifest.json"
 STUDIES_FILE = config["studies"]
+LPDT_SOURCES = Path(lpdt.__file__).parent
+CLAIMS_FILE = str(LPDT_SOURCES / "report" / "claims.yaml")  # the paper's claims
 SCALE_FILE = f"{config['scales_dir']}/{SCALE}.yaml"
 
 if not Path(SCALE_FILE).is_file():
@@ -154,6 +159,55 @@ rule manifest:
                 old.unlink()
         grid.write_if_changed(output.manifest, MANIFEST_TEXT)
         Path(output.stamp).write_text(f"{SCALE}\n")
+
+
+# Settings that decide a derived output without being a file or a part of its name (an analysis's
+# parameters, the MLflow store and experiment, the report's plateau check): each becomes an input
+# file named by a hash of its value, written when missing (rule settings), so that a changed
+# value reruns the rules that read it and nothing else. The profiles' rerun triggers are mtimes
+# only, so a changed `params:` alone reruns nothing (profiles/default/config.yaml says why).
+SETTINGS_DIR = f"{RESULTS}/.settings"
+SETTINGS = {}  # file name -> its text
+
+
+def settings_file(kind, value):
+    """The settings file of ``value`` (JSON-able) for ``kind`` (letters, digits, ``_`` and ``.``)."""
+    text = json.dumps(value, sort_keys=True) + "\n"
+    name = f"{kind}-{hashlib.sha1(text.encode()).hexdigest()[:12]}.json"
+    SETTINGS[name] = text
+    return f"{SETTINGS_DIR}/{name}"
+
+
+def package_files(*names):
+    """The files of lpdt's packages ``names`` (``report``, ``cost``; sources and data, no caches):
+    inputs of the cheap rules that run them, so that an edited or upgraded package (a claim
+    added to report/claims.yaml, a fixed cost model) reruns them."""
+    return sorted(
+        str(f)
+        for name in names
+        for f in (LPDT_SOURCES / name).rglob("*")
+        if f.is_file() and f.suffix in (".py", ".yaml", ".csv", ".json")
+    )
+
+
+localrules:
+    settings,
+
+
+rule settings:
+    """One settings file (settings_file); the older ones of its kind are removed, so that going
+    back to earlier settings writes their file again, newer than what the others made."""
+    output:
+        f"{SETTINGS_DIR}/{{name}}",
+    wildcard_constraints:
+        name=r"[A-Za-z0-9_.]+-[0-9a-f]{12}\.json",
+    run:
+        name = Path(output[0]).name
+        kind = re.escape(name[: -len("-000000000000.json")])
+        for old in Path(output[0]).parent.iterdir():
+            if old.name != name and re.fullmatch(rf"{kind}-[0-9a-f]{{12}}\.json", old.name):
+                old.unlink()
+        Path(output[0]).write_text(SETTINGS[name])
 
 
 rule plan:

@@ -1,8 +1,12 @@
-# MLflow: one store + experiment created before any training job, a final sync that logs any
-# run still missing and sets each run's `studies` tag from the manifest (runs shared by several
-# studies list all of them), and the report PDF and the figures attached to one run per scale
-# (named "report <scale>", in the experiment "<experiment>-reports", apart from the training
-# runs), so that the MLflow UI shows them (src/lpdt/tracking/runs.py).
+# MLflow: one store + experiment, a final sync that logs any run still missing and sets each
+# run's `studies` tag from the manifest (runs shared by several studies list all of them), and
+# the report PDF and the figures attached to one run per scale (named "report <scale>", in the
+# experiment "<experiment>-reports", apart from the training runs), so that the MLflow UI shows
+# them (src/lpdt/tracking/runs.py). Training jobs log their own runs as they finish and do not
+# wait for the init (every process opens a SQLite store under a lock: docs/mlflow.md): as an
+# input of theirs, a store made later (MLflow turned on after training) retrained every run
+# that is a job of its own. The store and experiment are a settings file of the init, so that
+# another tracking_uri or experiment syncs and reports again, into the new store.
 
 MLFLOW_INIT = f"{RESULTS}/mlflow/experiment.json"
 MLFLOW_SYNCED = f"{RESULTS}/mlflow/synced.json"
@@ -20,6 +24,8 @@ localrules:
 
 
 rule mlflow_init:
+    input:
+        settings_file("mlflow", {"uri": config["tracking_uri"], "experiment": config["experiment"]}),
     output:
         MLFLOW_INIT,
     params:
@@ -35,6 +41,7 @@ rule mlflow_init:
 rule mlflow_sync:
     input:
         MLFLOW_INIT,
+        CLAIMS_FILE,  # each run's `claims` tag
         MANIFEST_STAMP,  # the manifest of this scale (rule manifest)
         run_done(),
         manifest=MANIFEST,

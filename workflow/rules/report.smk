@@ -15,7 +15,8 @@ PLATEAU_CHECK = config.get("plateau_check", "none")  # "none": the report says i
 # when it exists, else the shipped one (config plateau_check). The former is a param, not an
 # input: as an input it would link rule plateau_check, and a default run could then train the
 # 2x runs (after a grid change, or another scale in the same results directory). So the report
-# is not rerun when the check changes: `make plateau-check` reruns it (--forcerun report).
+# is not rerun when that file changes: `make plateau-check` reruns it (--forcerun report). The
+# choice itself (config plateau_check) is a settings file of the report: changing it reruns it.
 PLATEAU_ARG = "none" if PLATEAU_CHECK == "none" else f"{PLATEAU_CSV} {PLATEAU_CHECK}"
 
 
@@ -47,6 +48,8 @@ rule report:
         analysis=ANALYSIS_FILES,
         paper=PAPER_RESULTS,
         plateau=[] if PLATEAU_CHECK == "none" else [PLATEAU_CHECK],
+        settings=settings_file("report", {"plateau": PLATEAU_ARG}),
+        code=package_files("report"),  # its claims.yaml too
     output:
         reported=REPORTED,
         tables=[t for t in TABLES if t not in REPORTED],

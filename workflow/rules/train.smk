@@ -144,7 +144,6 @@ def job_slot_command(wildcards):
 rule train:
     input:
         cfg=ancient(f"{RESULTS}/configs/{{run_id}}.yaml"),
-        mlflow=[MLFLOW_INIT] if config["mlflow"] else [],
     output:
         metrics=f"{RUNS_DIR}/{{run_id}}/metrics.json",
         history=f"{RUNS_DIR}/{{run_id}}/history.csv",
@@ -188,7 +187,6 @@ rule train_batch:
     header)."""
     input:
         cfgs=lambda w: [ancient(f"{RESULTS}/configs/{r}.yaml") for r in BATCHES[w.batch]],
-        mlflow=[MLFLOW_INIT] if config["mlflow"] else [],
     output:
         f"{BATCH_DIR}/{{batch}}.txt",
     log:

@@ -1,0 +1,122 @@
+"""What a finished workflow reruns when something that decides a derived output changes, and
+what it leaves alone (dry runs only: nothing trains). The profiles' rerun triggers are mtimes
+only, so each such thing must be an input file: a settings file (common.smk, rule settings) or
+the code that makes the output."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.workflow.test_snakemake import job_counts, snakemake, workdir
+
+SMOKE = ("scale=smoke", "batch_runs=False")
+
+
+def finished(wd: Path, *config: str) -> None:
+    """``wd`` as after a complete run with ``config``: the settings files written by their rule,
+    every other output of the DAG an empty file, their mtimes in build order (`snakemake
+    --touch`, which touches only files that exist)."""
+    dry = snakemake(wd, "-n", "--config", *config)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    rule, settings = "", []
+    for line in dry.stdout.splitlines():
+        if m := re.match(r"(?:local)?rule (\w+):", line):
+            rule = m[1]
+        elif m := re.match(r"\s+output: (.*)", line):
+            for name in m[1].split(", "):
+                path = wd / name
+                if rule == "settings":
+                    settings.append(name)
+                elif rule == "cost":  # a directory() output
+                    path.mkdir(parents=True, exist_ok=True)
+                else:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.touch()
+    if settings:
+        made = snakemake(wd, "--cores", "1", *settings, "--config", *config)
+        assert made.returncode == 0, made.stderr[-2000:]
+    touched = snakemake(wd, "--cores", "1", "--touch", "--config", *config)
+    assert touched.returncode == 0, touched.stderr[-2000:]
+    done = planned(wd, *config)
+    assert "Nothing to be done" in done.stdout + done.stderr, done.stdout[-3000:]
+
+
+def planned(wd: Path, *config: str):
+    r = snakemake(wd, "-n", "--config", *config)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r
+
+
+def job_inputs(out: str) -> dict[str, list[str]]:
+    """The inputs of each job of a dry run, by rule (the last job of a rule wins)."""
+    inputs: dict[str, list[str]] = {}
+    for rule, text in re.findall(r"(?:local)?rule (\w+):\n((?:    .*\n)+)", out):
+        listed = re.search(r"^    input: (.*)$", text, re.M)
+        inputs[rule] = listed[1].split(", ") if listed else []
+    return inputs
+
+
+def test_derived_outputs_take_what_decides_them_as_inputs(tmp_path):
+    """The cheap rules' inputs (one dry run; the slow tests below check the reruns they give):
+    each analysis and the MLflow init take a settings file; the report its plateau choice's
+    settings, its code and the paper's claims (claims.yaml: docs/extending.md has users add
+    theirs), mlflow_sync the claims (its tags), the cost model its code; training does not wait
+    for the MLflow init."""
+    inputs = job_inputs(planned(workdir(tmp_path), *SMOKE).stdout)
+    claims = str(Path("src/lpdt/report/claims.yaml"))
+
+    def has(rule: str, *wanted: str) -> bool:
+        return all(any(w in f for f in inputs[rule]) for w in wanted)
+
+    assert has("report", "/.settings/report-", claims, "src/lpdt/report/tables.py"), inputs
+    assert has("mlflow_sync", claims) and has("cost", "src/lpdt/cost/model.py"), inputs
+    assert has("mlflow_init", "/.settings/mlflow-") and has("partition", "/.settings/analysis_")
+    assert not any("mlflow" in f for f in inputs["train"]), inputs["train"]
+
+
+@pytest.mark.slow  # each of these: 10-11 Snakemake invocations, about a minute
+def test_mlflow_turned_on_or_moved_after_training_retrains_nothing(tmp_path):
+    """MLflow turned on after training made every training job wait for the store's init and
+    rerun after it (with a job per run, as on GPUs and SLURM: the whole grid retrained). Now it
+    makes the store and logs the runs, and another store or experiment (the documented switch
+    to a tracking server) does that again, into the new store."""
+    wd = workdir(tmp_path)
+    finished(wd, *SMOKE, "mlflow=False")
+    jobs = job_counts(planned(wd, *SMOKE).stdout)  # mlflow: true, the default
+    assert "train" not in jobs and jobs["mlflow_init"] == 1 and jobs["mlflow_sync"] == 1, jobs
+    finished(wd, *SMOKE)
+    for change in ("tracking_uri=http://127.0.0.1:1", "experiment=other"):
+        jobs = job_counts(planned(wd, *SMOKE, change).stdout)
+        assert "train" not in jobs, (change, jobs)
+        assert {"mlflow_init", "mlflow_sync", "mlflow_report"} <= set(jobs), (change, jobs)
+
+
+@pytest.mark.slow
+def test_an_analysis_reruns_when_its_parameters_change_and_only_then(tmp_path):
+    """Figure 2's partition with another node count in the scale (an override the studies file
+    does not show) reruns it and the report; going back to the first parameters reruns it again
+    (their settings file is written anew); the graphs, the cost model and training stay."""
+    wd = workdir(tmp_path)
+    finished(wd, *SMOKE)
+    scale = wd / "config/scales/smoke.yaml"
+    original = scale.read_text()
+    scale.write_text(original.replace("studies:", "studies:\n  fig2: {nodes: 4}", 1))
+    jobs = job_counts(planned(wd, *SMOKE).stdout)
+    assert jobs.get("partition") == 1 and jobs.get("report") == 1, jobs
+    assert not {"topology", "cost", "train"} & set(jobs), jobs
+    finished(wd, *SMOKE)
+    scale.write_text(original)
+    assert job_counts(planned(wd, *SMOKE).stdout).get("partition") == 1
+
+
+@pytest.mark.slow
+def test_another_plateau_choice_redraws_the_report(tmp_path):
+    """config plateau_check=none after a report with the shipped check redraws the report (it
+    said "Nothing to be done") and trains nothing."""
+    wd = workdir(tmp_path)
+    finished(wd, *SMOKE)
+    jobs = job_counts(planned(wd, *SMOKE, "plateau_check=none").stdout)
+    assert jobs.get("report") == 1 and "train" not in jobs, jobs
