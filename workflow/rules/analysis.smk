@@ -9,7 +9,9 @@ PARTITIONS = {s["out"]: s for s in grid.analyses(SPEC, "partition").values()}
 GRAPHS = {g["out"]: g for s in grid.analyses(SPEC, "topology").values() for g in s["graphs"]}
 COST_DIR = f"{RESULTS}/cost"
 ANALYSIS_FILES = [f"{RESULTS}/analysis/{f}" for f in [*PARTITIONS, *GRAPHS]]
-ANALYSIS_SETTINGS = {f: settings_file(f"analysis_{f}", spec) for f, spec in {**PARTITIONS, **GRAPHS}.items()}
+ANALYSIS_SETTINGS = {  # output file -> its parameters' settings file (common.smk)
+    f: settings_file(f"analysis_{f}", spec) for f, spec in {**PARTITIONS, **GRAPHS}.items()
+}
 
 
 def _alternatives(names):
