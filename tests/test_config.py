@@ -92,6 +92,19 @@ def test_run_id_hashes_only_what_changes_results():
         assert result_diff(a, c.to_dict()) == [resolve_key(change.split("=")[0])]
 
 
+def test_data_download_is_an_execution_key_that_keeps_the_recorded_ids():
+    """``data.download`` fetches a missing dataset first: the same files, so the same run id
+    (turning it on for the paper grid renamed every run, and off again would have retrained
+    them). Ids recorded before still hash it at false, so they stay as they were."""
+    from lpdt.config import result_dict, result_diff
+
+    off = load_config(None, ["skew=0.4"])
+    on = load_config(None, ["skew=0.4", "data.download=true"])
+    assert on.data.download and on.run_id() == off.run_id()
+    assert result_diff(off, on.to_dict()) == []
+    assert result_dict(on.to_dict())["data"]["download"] is False  # as every recorded id hashed
+
+
 def test_recipe_version_moves_only_8bit_run_ids():
     """fp32 ids hash the config alone (as before the versions existed); 8-bit ids also hash the
     8-bit recipe's version, so a changed rounding-noise recipe gets new run directories."""

@@ -250,6 +250,17 @@ def test_auto_k_per_model_on_the_paper_grid(tmp_path):
         rid = re.search(r"run_id=([0-9a-f]{12})", b).group(1)
         seen[model[rid]] = int(re.search(r"\bgpu_slot=(\d+)", b).group(1))
     assert seen == {"resnet20": 1, "resnet54": 1, "vgg11": 2, "resnet18": 4, "distilbert": 8}
+    # A job that holds its share past k x its price alone (k = 8 / slots) is called hung: priced
+    # alone, healthy jobs among 8 on a GPU were (s(8) 1.69 > gpus.HANG_FACTOR 1.5).
+    from lpdt.plan.gpu import run_price
+    from lpdt.plan.samples import samples_per_run
+
+    runs = grid.expand(spec)
+    for b in _train_blocks(r.stdout):
+        cfg = runs[re.search(r"run_id=([0-9a-f]{12})", b).group(1)].config
+        k = 8 // int(re.search(r"\bgpu_slot=(\d+)", b).group(1))
+        planned = float(re.search(r"--planned-s (\d+)", b).group(1))
+        assert planned == pytest.approx(k * run_price(cfg, samples_per_run(cfg)).seconds, abs=1)
 
 
 def test_slurm_shards_become_sbatch_gres(tmp_path):
@@ -267,6 +278,15 @@ def test_slurm_shards_become_sbatch_gres(tmp_path):
     resources = {"gres": "shard:4", "gpu": 0}
     job = SimpleNamespace(resources=SimpleNamespace(get=resources.get, gres="shard:4"))
     assert set_gres_string(job).strip() == "--gres=shard:4"
+    # The SLURM profile's train gpu: 1 with shards would ask for shards and a whole GPU: refused
+    # in one error, until its gpu is 0.
+    profile = ("--workflow-profile", str(REPO / "profiles/slurm"), "--cores", "64")
+    args = ("-n", *profile, "--config", "scale=paper", "slurm_gpu_shards=8", "plan_probe=False")
+    r = run_workflow(workdir(tmp_path / "p"), *args)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "set `gpu: 0` under set-resources: train:" in out, out[-2000:]
+    r = run_workflow(workdir(tmp_path / "q"), *args, "--set-resources", "train:gpu=0")
+    assert r.returncode == 0, r.stderr[-2000:]
 
 
 def test_shared_gpu_makespan_and_gpu_hours():

@@ -87,10 +87,18 @@ def _train_gpus(out: str) -> set[int]:
 @pytest.mark.parametrize(("visible", "gpus"), [("0", {1}), ("", {0}), ("0,1", {1})])
 def test_paper_training_jobs_ask_for_a_gpu_only_on_a_gpu_machine(tmp_path, visible, gpus):
     """train_gpus: auto gives each paper-scale training job gpu=1 where a GPU is visible and 0
-    where none is (CUDA_VISIBLE_DEVICES stands in for the machine)."""
+    where none is (CUDA_VISIBLE_DEVICES stands in for the machine). A job given a GPU trains
+    with device=cuda, so that one that cannot use it stops at once (not on the CPU, silently);
+    its MLflow logging waits a bounded time for a server it cannot reach."""
     r = run_workflow(workdir(tmp_path), "-n", "--config", "scale=paper", env=_gpu_env(visible))
     assert r.returncode == 0, r.stderr[-2000:]
     assert _train_gpus(r.stdout) == gpus
+    trains = re.findall(r"lpdt\.cli train .*", r.stdout)
+    assert len(trains) == 289 and all(("--set device=cuda" in t) == (gpus == {1}) for t in trains)
+    assert (
+        r.stdout.count("MLFLOW_HTTP_REQUEST_MAX_RETRIES=${MLFLOW_HTTP_REQUEST_MAX_RETRIES:-2}")
+        == 289
+    )
 
 
 def test_cpu_runs_never_ask_for_a_gpu(tmp_path):
@@ -102,6 +110,7 @@ def test_cpu_runs_never_ask_for_a_gpu(tmp_path):
     assert _train_gpus(r.stdout) == {0}
     r = run_workflow(wd, "-n", "--config", "scale=smoke", "train_gpus=1", env=_gpu_env(""))
     assert _train_gpus(r.stdout) == {1}
+    assert "--set device=cuda" not in r.stdout  # a run that says device: cpu keeps it
 
 
 def test_default_profile_leaves_the_gpu_cap_to_the_workflow(tmp_path):

@@ -26,6 +26,15 @@
 #   slot` then gives the job free slots of one GPU and sets CUDA_VISIBLE_DEVICES to it.
 
 
+# A training job's MLflow logging waits at most about a minute for a tracking server it cannot
+# reach (MLflow's defaults: 7 retries of up to 120 s each, minutes on every job, holding its GPU);
+# mlflow_sync logs what is missing at the end. A value set in the environment wins.
+MLFLOW_JOB_ENV = (
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES=${MLFLOW_HTTP_REQUEST_MAX_RETRIES:-2}"
+    " MLFLOW_HTTP_REQUEST_TIMEOUT=${MLFLOW_HTTP_REQUEST_TIMEOUT:-20}"
+)
+
+
 def run_tree(run_id):
     """The run config of a training job: a run of the grid or a plateau check's 2x run
     (PLATEAU_RUNS, workflow/rules/plateau.smk)."""
@@ -111,6 +120,19 @@ def job_gpu_slot(wildcards):
     return run_slots(lead_run(wildcards))
 
 
+# Shards and a whole GPU at once: the SLURM plugin would ask for both (--gres=shard:N and
+# --gpus=1), and no GPU would be shared. The SLURM profile's set-resources gives train gpu: 1.
+if config["slurm_gpu_shards"] > 0:
+    _whole = workflow.resource_settings.overwrite_resources.get("train", {}).get("gpu")
+    _whole = getattr(_whole, "value", _whole)  # a snakemake.resources.Resource
+    if _whole not in (None, 0, "0"):
+        raise WorkflowError(
+            f"slurm_gpu_shards={config['slurm_gpu_shards']} asks each training job for GPU shards, "
+            f"but the profile's set-resources gives rule train gpu={_whole}, a whole GPU as well "
+            "(nothing would be shared): set `gpu: 0` under set-resources: train: in the profile"
+        )
+
+
 def job_gres(wildcards):
     """SLURM with GPU shards (config slurm_gpu_shards > 0): sbatch --gres=shard:N, 1/k of a GPU."""
     run_id = lead_run(wildcards)
@@ -120,14 +142,31 @@ def job_gres(wildcards):
 
 
 def job_planned_s(wildcards):
-    """The job's price on the GPU (lpdt.plan.gpu; None where it has none): a job holding its
-    GPU share past it (with a margin) is reported by name by the jobs that wait."""
+    """The job's time on its GPU share (None where it has no price): a job holding its share
+    past it (with a margin) is reported by name by the jobs that wait. Its price alone on the
+    GPU (lpdt.plan.gpu) times k, the jobs sharing that GPU: a job among k takes up to about k
+    times its time alone (s(k), measured only for node-by-node jobs, was 1.69 at k = 8, over
+    gpus.HANG_FACTOR: priced alone, 150 of the paper's 151 ResNet runs would have been called
+    hung while healthy)."""
     from lpdt.plan.gpu import run_price
     from lpdt.plan.samples import samples_per_run
 
     ids = BATCHES[wildcards.batch] if hasattr(wildcards, "batch") else [wildcards.run_id]
     prices = [run_price(RUNS[r].config, samples_per_run(RUNS[r].config)) for r in ids]
-    return None if None in prices else sum(p.seconds for p in prices)
+    if None in prices:
+        return None
+    return run_k(lead_run(wildcards)) * sum(p.seconds for p in prices)
+
+
+def job_device(wildcards, resources):
+    """" --set device=cuda" for a job given a GPU (resource gpu or gres) whose run leaves the
+    device to auto: where the job cannot use a GPU (a driver too old for the locked torch's CUDA,
+    a wrong GPU request) it stops at once ("CUDA is not available") instead of training on its
+    few cores until its time limit, with `device cpu` in its log as the only sign. `device` is
+    an execution key: the run id is the same."""
+    if run_tree(lead_run(wildcards)).get("device", "auto") != "auto":
+        return ""
+    return " --set device=cuda" if getattr(resources, "gpu", 0) or getattr(resources, "gres", None) else ""
 
 
 def job_slot_command(wildcards):
@@ -161,18 +200,20 @@ rule train:
         out=f"{RUNS_DIR}/{{run_id}}",
         engine=config.get("engine", "simulated"),
         mlflow="true" if config["mlflow"] else "false",
+        mlflow_env=MLFLOW_JOB_ENV,
         uri=config["tracking_uri"],
         experiment=config["experiment"],
         scale=SCALE,
         gpu_slot=job_slot_command,
+        device=job_device,
     shell:
         """
         export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads}
         trap 'echo "lpdt train stopped by SIGTERM (a SLURM time limit, scancel or an interrupted Snakemake); a rerun resumes {params.out} from its last epoch checkpoint" >> {log}; exit 143' TERM
-        {params.gpu_slot}{LPDT} train --config {input.cfg} --out {params.out} --resume --set engine={params.engine} > {log} 2>&1 \
+        {params.gpu_slot}{LPDT} train --config {input.cfg} --out {params.out} --resume --set engine={params.engine}{params.device} > {log} 2>&1 \
             || [ $? -eq 3 ]
         if [ {params.mlflow} = true ]; then
-            {PY} -m lpdt.tracking log {params.out} --uri {params.uri:q} \
+            {params.mlflow_env} {PY} -m lpdt.tracking log {params.out} --uri {params.uri:q} \
                 --experiment {params.experiment:q} --tag scale={params.scale} \
                 >> {log} 2>&1 \
                 || echo "warning: MLflow logging failed (mlflow_sync retries it)" >> {log}
@@ -208,18 +249,20 @@ rule train_batch:
         ids=lambda w: " ".join(BATCHES[w.batch]),
         engine=config.get("engine", "simulated"),
         mlflow="true" if config["mlflow"] else "false",
+        mlflow_env=MLFLOW_JOB_ENV,
         uri=config["tracking_uri"],
         experiment=config["experiment"],
         scale=SCALE,
         gpu_slot=job_slot_command,
+        device=job_device,
     shell:
         """
         export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads}
         trap 'echo "lpdt train stopped by SIGTERM (a SLURM time limit, scancel or an interrupted Snakemake); a rerun skips the finished runs of this batch and resumes the next from its last epoch checkpoint" >> {log}; exit 143' TERM
-        {params.gpu_slot}{LPDT} train {params.runs} --resume --set engine={params.engine} > {log} 2>&1 \
+        {params.gpu_slot}{LPDT} train {params.runs} --resume --set engine={params.engine}{params.device} > {log} 2>&1 \
             || [ $? -eq 3 ]
         if [ {params.mlflow} = true ]; then
-            {PY} -m lpdt.tracking log {params.dirs} --uri {params.uri:q} \
+            {params.mlflow_env} {PY} -m lpdt.tracking log {params.dirs} --uri {params.uri:q} \
                 --experiment {params.experiment:q} --tag scale={params.scale} \
                 >> {log} 2>&1 \
                 || echo "warning: MLflow logging failed (mlflow_sync retries it)" >> {log}

@@ -290,6 +290,15 @@ EXECUTION_KEYS: tuple[str, ...] = (
 )
 
 
+# Execution keys that run ids hashed before they were known to be execution keys: ``result_dict``
+# sets them to the value those ids hashed, so recorded ids stay and every value gives the same id.
+# data.download (2026-11-30): fetch a missing dataset first, the same files; hashed, turning it on
+# for the paper grid renamed all 289 runs, and turning it off again would have retrained them.
+EXECUTION_KEYS_HASHED_AT: dict[str, object] = {
+    "data.download": False,
+}
+
+
 # Keys added after runs were recorded, at the default that reproduces the older behaviour:
 # ``result_dict`` drops them at that value, so run ids and stored configs of older runs still match.
 ADDED_KEYS_AT_OLD_DEFAULT: dict[str, object] = {
@@ -298,23 +307,30 @@ ADDED_KEYS_AT_OLD_DEFAULT: dict[str, object] = {
 }
 
 
+def _holder(tree: dict[str, Any], key: str) -> tuple[dict[str, Any] | None, str]:
+    """The mapping that holds dotted ``key`` in ``tree`` (None if there is none), and its leaf."""
+    *parents, leaf = key.split(".")
+    node: Any = tree
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+    return (node if isinstance(node, dict) else None), leaf
+
+
 def result_dict(tree: dict[str, Any]) -> dict[str, Any]:
     """A copy of a config tree (``RunConfig.to_dict()`` or a stored one) without
-    ``EXECUTION_KEYS``, nor a key of ``ADDED_KEYS_AT_OLD_DEFAULT`` at that value: the part that
-    determines the results."""
+    ``EXECUTION_KEYS``, nor a key of ``ADDED_KEYS_AT_OLD_DEFAULT`` at that value, and with
+    ``EXECUTION_KEYS_HASHED_AT`` at theirs: the part that determines the results."""
     out = json.loads(json.dumps(tree, default=str))  # deep copy; tuples -> lists, as stored
+    for key, hashed in EXECUTION_KEYS_HASHED_AT.items():
+        node, leaf = _holder(out, key)
+        if node is not None and leaf in node:
+            node[leaf] = hashed
     for key, old in ADDED_KEYS_AT_OLD_DEFAULT.items():
-        *parents, leaf = key.split(".")
-        node: Any = out
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict) and node.get(leaf) == old:
+        node, leaf = _holder(out, key)
+        if node is not None and node.get(leaf) == old:
             node.pop(leaf)
     for key in EXECUTION_KEYS:
-        *parents, leaf = key.split(".")
-        node = out
-        for part in parents:
-            node = node.get(part) if isinstance(node, dict) else None
-        if isinstance(node, dict):
+        node, leaf = _holder(out, key)
+        if node is not None:
             node.pop(leaf, None)
     return out
