@@ -201,11 +201,18 @@ def write_imagenette(root: Path, layout="imagenette2-160") -> Path:
     return root / layout
 
 
-@pytest.mark.parametrize("layout", ["imagenette2-160", "imagenette"])
+@pytest.mark.parametrize("layout", ["imagenette2-160", "imagenette", "imagenette2"])
 def test_imagenette_folder(tmp_path, layout):
+    """Each layout reads; fastai's downsized copies (160, 320 px) are named and recorded as
+    stand-ins for the paper's full-size Imagenette (the 160 px one was read as the real thing)."""
     folder = write_imagenette(tmp_path, layout)
     ds = load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path)))
     assert ds.info.source == str(folder) and ds.info.input_shape == (3, 224, 224)
+    downsized = layout == "imagenette2-160"
+    assert ds.info.stand_in == downsized
+    assert (ds.info.name, ds.info.stand_in_for) == (
+        ("imagenette2-160", "imagenette") if downsized else ("imagenette", None)
+    )
     assert ds.classes == ["n01440764", "n02102040", "n03000684"]  # sorted, ImageFolder order
     assert np.bincount(ds.labels("train")).tolist() == [4, 4, 4]
     x, y = ds.batch("test", torch.tensor([0, 5]))

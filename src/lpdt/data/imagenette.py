@@ -39,6 +39,7 @@ from lpdt.io import write_atomic, write_json_atomic
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 LAYOUTS = ("imagenette2", "imagenette2-320", "imagenette2-160", "imagenette")
+DOWNSIZED_LAYOUTS = ("imagenette2-320", "imagenette2-160")  # fastai's smaller copies
 _EXTENSIONS = (".jpg", ".jpeg", ".png")
 RESIZE = 256  # the short side every image is decoded to (the reference's Resize(256))
 # The decoded file's layout; a change of ``decode``'s arithmetic must change it too.
@@ -277,7 +278,18 @@ class ImagenetteDataset(Dataset):
         self._decoded: dict[str, DecodedImages | None] = {}
         self._lru: OrderedDict[Path, torch.Tensor] = OrderedDict()
         self._lru_size = lru_size
-        self.info = dataset_info(cfg, "imagenette", str(folder), len(classes), (3, 224, 224))
+        # The paper's Imagenette is the full-size one; a copy downsized to 160 or 320 px (decoded
+        # up to RESIZE) is other data: named and recorded as a stand-in, so labelled everywhere.
+        downsized = folder.name in DOWNSIZED_LAYOUTS
+        self.info = dataset_info(
+            cfg,
+            folder.name if downsized else "imagenette",
+            str(folder),
+            len(classes),
+            (3, 224, 224),
+            stand_in=downsized,
+            stand_in_for="imagenette" if downsized else None,
+        )
 
     def labels(self, split: str) -> np.ndarray:
         return self._y[split].numpy()
