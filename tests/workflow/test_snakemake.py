@@ -55,6 +55,20 @@ def job_counts(out: str) -> dict[str, int]:
 # -- validation: a typo stops snakemake at once, naming the key ---------------------------------
 
 
+def test_a_missing_dataset_stops_the_workflow_before_any_training_job(tmp_path, monkeypatch):
+    """Rule data_check reads each dataset of the grid once, before any training job (every one
+    takes its output as an input): with no data, the paper grid stops there, naming each of its
+    four datasets in one line (on SLURM each of 289 jobs failed only once it had a GPU)."""
+    monkeypatch.setenv("LPDT_DATA_ROOT", str(tmp_path / "empty"))
+    wd = workdir(tmp_path)
+    r = snakemake(wd, "--cores", "1", "data_check", "--config", "scale=paper", "plan_probe=False")
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "4 of the grid's 4 datasets cannot be read" in out, out[-3000:]
+    for name in ("cifar10: cifar10 not found", "imagenette: ", "agnews: ", "sentlen: "):
+        assert f"\n  {name}" in out, name
+    assert not (wd / "results/.data").exists()
+
+
 def test_config_typo_names_the_key(tmp_path):
     """In a few lines: Snakemake's own error printed the whole schema after it (about 190 lines
     for a misspelt key); a value out of range said only "not valid under any of the given

@@ -75,6 +75,7 @@ def test_derived_outputs_take_what_decides_them_as_inputs(tmp_path):
     assert has("mlflow_sync", claims) and has("cost", "src/lpdt/cost/model.py"), inputs
     assert has("mlflow_init", "/.settings/mlflow-") and has("partition", "/.settings/analysis_")
     assert not any("mlflow" in f for f in inputs["train"]), inputs["train"]
+    assert has("train", "/.data/ready-")  # rule data_check: every dataset read once, first
 
 
 @pytest.mark.slow  # each of these: 10-11 Snakemake invocations, about a minute

@@ -43,7 +43,7 @@ rule plateau_configs:
 use rule train as plateau_train with:
     input:
         cfg=ancient(f"{PLATEAU_DIR}/configs/{{run_id}}.yaml"),
-        mlflow=[],
+        data=DATA_READY,  # the 2x runs read the data of the grid's claim cells
     output:
         metrics=f"{PLATEAU_DIR}/runs/{{run_id}}/metrics.json",
         history=f"{PLATEAU_DIR}/runs/{{run_id}}/history.csv",

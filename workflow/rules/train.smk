@@ -35,6 +35,50 @@ MLFLOW_JOB_ENV = (
 )
 
 
+# The grid's distinct datasets (name, root, download), each with a run that reads it: rule
+# data_check reads each once before any training job.
+DATA_RUNS = {}
+for _run_id, _run in RUNS.items():
+    _data = _run.config.get("data", {})
+    _where = {k: _data.get(k) for k in ("dataset", "root", "download")}
+    DATA_RUNS.setdefault(json.dumps(_where, sort_keys=True), _run_id)
+DATA_READY = f"{RESULTS}/.data/ready-{hashlib.sha1(''.join(sorted(DATA_RUNS)).encode()).hexdigest()[:12]}"
+
+
+localrules:
+    data_check,
+
+
+rule data_check:
+    """Every dataset of the grid read once, in Snakemake's own process (a local rule: on a
+    cluster, the login node), before any training job: a dataset that is missing or damaged
+    stops the workflow at once, naming each, instead of failing every job that reads it (on
+    SLURM after each got a GPU: 289 jobs, resubmitted once); with data.download: true it
+    downloads here, once, not in many jobs at a time. Named by a hash of the data sections, so
+    another grid's data is checked again. A training job that finished needs no check."""
+    output:
+        DATA_READY,
+    run:
+        from lpdt.data import load_dataset
+        from lpdt.errors import LpdtError
+
+        problems = []
+        for section, run_id in DATA_RUNS.items():
+            data = grid.config_from_dict(RUNS[run_id].config).data
+            print(f"data_check: reading {data.dataset} (as run {run_id} will)", flush=True)
+            try:
+                load_dataset(data)
+            except LpdtError as e:  # a missing or damaged dataset (DatasetError), one line each
+                problems.append(f"  {data.dataset}: {e}")
+        if problems:
+            raise WorkflowError(
+                f"{len(problems)} of the grid's {len(DATA_RUNS)} datasets cannot be read; no "
+                "training job was started (docs/data.md):\n" + "\n".join(problems)
+            )
+        Path(output[0]).parent.mkdir(parents=True, exist_ok=True)
+        Path(output[0]).write_text("".join(f"{s}\n" for s in sorted(DATA_RUNS)))
+
+
 def run_tree(run_id):
     """The run config of a training job: a run of the grid or a plateau check's 2x run
     (PLATEAU_RUNS, workflow/rules/plateau.smk)."""
@@ -183,6 +227,7 @@ def job_slot_command(wildcards):
 rule train:
     input:
         cfg=ancient(f"{RESULTS}/configs/{{run_id}}.yaml"),
+        data=DATA_READY,
     output:
         metrics=f"{RUNS_DIR}/{{run_id}}/metrics.json",
         history=f"{RUNS_DIR}/{{run_id}}/history.csv",
@@ -228,6 +273,7 @@ rule train_batch:
     header)."""
     input:
         cfgs=lambda w: [ancient(f"{RESULTS}/configs/{r}.yaml") for r in BATCHES[w.batch]],
+        data=DATA_READY,
     output:
         f"{BATCH_DIR}/{{batch}}.txt",
     log:
