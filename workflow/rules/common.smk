@@ -171,7 +171,7 @@ SETTINGS = {}  # file name -> its text
 
 
 def settings_file(kind, value):
-    """The settings file of ``value`` (JSON-able) for ``kind`` (letters, digits, ``_`` and ``.``)."""
+    """The settings file of ``value`` (JSON-able) for ``kind`` (letters, digits, _ and .)."""
     text = json.dumps(value, sort_keys=True) + "\n"
     name = f"{kind}-{hashlib.sha1(text.encode()).hexdigest()[:12]}.json"
     SETTINGS[name] = text

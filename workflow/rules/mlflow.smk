@@ -25,7 +25,9 @@ localrules:
 
 rule mlflow_init:
     input:
-        settings_file("mlflow", {"uri": config["tracking_uri"], "experiment": config["experiment"]}),
+        settings_file(
+            "mlflow", {"uri": config["tracking_uri"], "experiment": config["experiment"]}
+        ),
     output:
         MLFLOW_INIT,
     params:

@@ -42,7 +42,8 @@ for _run_id, _run in RUNS.items():
     _data = _run.config.get("data", {})
     _where = {k: _data.get(k) for k in ("dataset", "root", "download")}
     DATA_RUNS.setdefault(json.dumps(_where, sort_keys=True), _run_id)
-DATA_READY = f"{RESULTS}/.data/ready-{hashlib.sha1(''.join(sorted(DATA_RUNS)).encode()).hexdigest()[:12]}"
+_DATA_KEY = hashlib.sha1("".join(sorted(DATA_RUNS)).encode()).hexdigest()[:12]
+DATA_READY = f"{RESULTS}/.data/ready-{_DATA_KEY}"
 
 
 localrules:
@@ -54,8 +55,9 @@ rule data_check:
     cluster, the login node), before any training job: a dataset that is missing or damaged
     stops the workflow at once, naming each, instead of failing every job that reads it (on
     SLURM after each got a GPU: 289 jobs, resubmitted once); with data.download: true it
-    downloads here, once, not in many jobs at a time. Named by a hash of the data sections, so
-    another grid's data is checked again. A training job that finished needs no check."""
+    downloads here, once, not in many jobs at a time. Named by a hash of the datasets (name,
+    root, download), so another grid's data is checked again. A training job that finished
+    needs no check."""
     output:
         DATA_READY,
     run:
@@ -63,7 +65,7 @@ rule data_check:
         from lpdt.errors import LpdtError
 
         problems = []
-        for section, run_id in DATA_RUNS.items():
+        for run_id in DATA_RUNS.values():
             data = grid.config_from_dict(RUNS[run_id].config).data
             print(f"data_check: reading {data.dataset} (as run {run_id} will)", flush=True)
             try:
@@ -210,7 +212,8 @@ def job_device(wildcards, resources):
     an execution key: the run id is the same."""
     if run_tree(lead_run(wildcards)).get("device", "auto") != "auto":
         return ""
-    return " --set device=cuda" if getattr(resources, "gpu", 0) or getattr(resources, "gres", None) else ""
+    given_a_gpu = getattr(resources, "gpu", 0) or getattr(resources, "gres", None)
+    return " --set device=cuda" if given_a_gpu else ""
 
 
 def job_slot_command(wildcards):
