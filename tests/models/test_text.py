@@ -79,3 +79,28 @@ def test_int8_swaps_every_linear_and_nothing_else() -> None:
     changed = [n for n, t in before.items() if t is not nn.Linear and after.get(n) is not t]
     assert changed == [] and n_linear == 2 * 6 + 2  # 6 Linear per layer + pre_classifier + head
     assert q(ids()).shape == (3, 4)
+
+
+def test_distilbert_with_missing_or_damaged_weights_is_a_clear_error(tmp_path, monkeypatch) -> None:
+    """A folder with DistilBERT's config but no weights, or truncated weights, raised
+    transformers' OSError (or safetensors' own error) deep inside ``from_pretrained``."""
+    from transformers.models.distilbert.modeling_distilbert import (
+        DistilBertConfig,
+        DistilBertModel,
+    )
+
+    monkeypatch.setenv("LPDT_DATA_ROOT", str(tmp_path))
+    monkeypatch.delenv("LPDT_DOWNLOAD", raising=False)
+    folder = tmp_path / "distilbert-base-uncased"
+    small = DistilBertConfig(dim=32, n_layers=1, n_heads=2, hidden_dim=64, vocab_size=100)
+    DistilBertModel(small).save_pretrained(folder)
+    model = make_model("distilbert", ModelConfig(name="distilbert"), 4, (12,))
+    assert model.net.config.dim == 32  # the folder's own model loads
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DatasetError, match="cannot be read .*damaged or partial"):
+        make_model("distilbert", ModelConfig(name="distilbert"), 4, (12,))
+    weights.unlink()
+    with pytest.raises(DatasetError, match="weights not found: .* none of model.safetensors"):
+        make_model("distilbert", ModelConfig(name="distilbert"), 4, (12,))

@@ -63,10 +63,65 @@ def test_a_missing_dataset_stops_the_workflow_before_any_training_job(tmp_path, 
     wd = workdir(tmp_path)
     r = snakemake(wd, "--cores", "1", "data_check", "--config", "scale=paper", "plan_probe=False")
     out = r.stdout + r.stderr
-    assert r.returncode != 0 and "4 of the grid's 4 datasets cannot be read" in out, out[-3000:]
+    assert r.returncode != 0, out[-3000:]
+    assert re.search(
+        r"4 of the grid's 4 datasets and the files of 0 of its \d+ pretrained models cannot be read",
+        out,
+    )
     for name in ("cifar10: cifar10 not found", "imagenette: ", "agnews: ", "sentlen: "):
         assert f"\n  {name}" in out, name
     assert not (wd / "results/.data").exists()
+
+
+def test_missing_pretrained_weights_stop_the_workflow_before_any_training_job(
+    tmp_path, monkeypatch
+):
+    """Rule data_check also builds each model of the grid once: DistilBERT without its weights
+    under the data root (the smoke scale's data is generated, and its tokenizer the installed
+    MiniLM's) stopped only its own training jobs, each as it started."""
+    monkeypatch.setenv("LPDT_DATA_ROOT", str(tmp_path / "empty"))
+    wd = workdir(tmp_path)
+    (wd / "config/scales/bert.yaml").write_text(
+        "base: smoke\ncoordinates:\n"
+        "  model: {distilbert: {model: {name: distilbert, pretrained: true}}}\n"
+    )
+    r = snakemake(wd, "--cores", "1", "data_check", "--config", "scale=bert", "plan_probe=False")
+    out = r.stdout + r.stderr
+    line = next((x for x in out.splitlines() if "cannot be read" in x), out[-3000:])
+    # every config of DistilBERT (fp32, 8-bit, ...), in one line; no other model
+    pattern = r"0 of the grid's \d+ datasets and the files of [1-9] of its \d+ pretrained models"
+    assert re.search(pattern, line), line
+    assert out.count("\n  distilbert: DistilBERT not found: ") == 1 and r.returncode != 0, out
+    assert "\n  tiny_cnn" not in out and "\n  distilbert_tiny" not in out
+    assert not (wd / "results/.data").exists()
+    # (the check passing, stamp written: the smoke pipeline test, slow, and `make report`)
+
+
+def test_the_default_mlflow_store_is_in_the_results_folder(tmp_path):
+    """tracking_uri: auto. It was sqlite:///results/mlflow.db whatever `results` said, so the runs
+    of results=elsewhere went into the default folder's store."""
+    wd = workdir(tmp_path)
+    r = snakemake(wd, "-n", "-p", "mlflow_init", "--config", "scale=smoke", "results=out/two")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "--uri sqlite:///out/two/mlflow.db " in r.stdout, r.stdout[-2000:]
+
+
+def test_a_deleted_store_is_made_again(tmp_path):
+    """Deleting results/mlflow.db (to start it afresh) left its receipts, which said it held the
+    runs: Snakemake made nothing, and the store stayed empty. Now they go, with a line saying
+    so; while the store is there they stay."""
+    wd = workdir(tmp_path)
+    receipts = [wd / "results/mlflow" / f for f in ("experiment.json", "synced.json")]
+    for f in receipts:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("{}")
+    (wd / "results/mlflow.db").touch()
+    r = snakemake(wd, "-n", "--config", "scale=smoke")
+    assert r.returncode == 0 and "is gone" not in r.stderr and all(f.exists() for f in receipts)
+    (wd / "results/mlflow.db").unlink()
+    r = snakemake(wd, "-n", "--config", "scale=smoke")
+    assert r.returncode == 0 and "MLflow: results/mlflow.db is gone" in r.stderr, r.stderr[-2000:]
+    assert not any(f.exists() for f in receipts)
 
 
 def test_config_typo_names_the_key(tmp_path):

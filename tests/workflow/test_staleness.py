@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflow.test_snakemake import job_counts, snakemake, workdir
+from tests.workflow.test_snakemake import job_counts, snakemake, with_user_study, workdir
 
 SMOKE = ("scale=smoke", "batch_runs=False")
 
@@ -35,6 +35,7 @@ def finished(wd: Path, *config: str) -> None:
                 else:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.touch()
+    (wd / "results/mlflow.db").touch()  # the store (not a declared output: rule mlflow_init's)
     if settings:
         made = snakemake(wd, "--cores", "1", *settings, "--config", *config)
         assert made.returncode == 0, made.stderr[-2000:]
@@ -93,6 +94,11 @@ def test_mlflow_turned_on_or_moved_after_training_retrains_nothing(tmp_path):
         jobs = job_counts(planned(wd, *SMOKE, change).stdout)
         assert "train" not in jobs, (change, jobs)
         assert {"mlflow_init", "mlflow_sync", "mlflow_report"} <= set(jobs), (change, jobs)
+    (wd / "results/mlflow.db").unlink()  # deleted, to start the store afresh
+    r = planned(wd, *SMOKE)
+    jobs = job_counts(r.stdout)
+    assert "train" not in jobs and "results/mlflow.db is gone" in r.stderr, r.stderr[-2000:]
+    assert {"mlflow_init", "mlflow_sync", "mlflow_report"} <= set(jobs), jobs
 
 
 @pytest.mark.slow
@@ -121,3 +127,19 @@ def test_another_plateau_choice_redraws_the_report(tmp_path):
     finished(wd, *SMOKE)
     jobs = job_counts(planned(wd, *SMOKE, "plateau_check=none").stdout)
     assert jobs.get("report") == 1 and "train" not in jobs, jobs
+
+
+@pytest.mark.slow
+def test_a_data_check_that_runs_again_retrains_only_what_is_left(tmp_path):
+    """data.download turned on (docs/data.md's way to fetch the paper's data), or a dataset
+    added, gives the grid's data check a new name, and it runs again for the runs still to
+    train. As an input of every training job it made Snakemake rerun the finished ones after it
+    too: with a job per run, as on GPUs and SLURM, the whole grid retrained. A finished job
+    takes no data check."""
+    wd = workdir(tmp_path)
+    finished(wd, *SMOKE)
+    with_user_study(wd)  # 4 runs more: 2 precisions x 2 seeds
+    scale = wd / "config/scales/smoke.yaml"
+    scale.write_text(scale.read_text().replace("  data: {", "  data: {download: true, ", 1))
+    jobs = job_counts(planned(wd, *SMOKE).stdout)
+    assert jobs.get("data_check") == 1 and jobs.get("train") == 4, jobs

@@ -12,6 +12,7 @@ from snakemake.exceptions import WorkflowError
 
 import lpdt
 from lpdt import grid
+from lpdt.models import MODELS
 from lpdt.report.claims import study_claims
 
 PY = sys.executable  # the interpreter running snakemake has lpdt installed
@@ -19,6 +20,13 @@ LPDT = f"{PY} -m lpdt.cli"
 SCALE = config["scale"]
 RESULTS = os.path.normpath(config["results"])  # results=out/ or results=. : paths Snakemake takes
 RUNS_DIR = f"{RESULTS}/runs"
+# The MLflow store: auto is a SQLite file in the results folder, so that results=elsewhere keeps
+# its runs apart from the default folder's
+TRACKING_URI = (
+    f"sqlite:///{RESULTS}/mlflow.db"
+    if config["tracking_uri"] == "auto"
+    else config["tracking_uri"]
+)
 MANIFEST = f"{RESULTS}/manifest.json"
 STUDIES_FILE = config["studies"]
 LPDT_SOURCES = Path(lpdt.__file__).parent

@@ -13,6 +13,28 @@ MLFLOW_SYNCED = f"{RESULTS}/mlflow/synced.json"
 MLFLOW_REPORT = f"{RESULTS}/mlflow/report-{SCALE}.json"
 
 
+def forget_a_deleted_store():
+    """A SQLite store deleted after the workflow made it (to start it afresh, or lost): its
+    receipts (results/mlflow/*.json) said it held the runs, so nothing made it again. They are
+    removed, with a line saying so, and the store is made and the runs and reports logged anew."""
+    from lpdt.tracking.store import sqlite_path
+
+    db = sqlite_path(TRACKING_URI)
+    receipts = sorted(Path(RESULTS, "mlflow").glob("*.json"))
+    if not config["mlflow"] or db is None or db.exists() or not receipts:
+        return
+    for receipt in receipts:
+        receipt.unlink()
+    print(
+        f"MLflow: {db} is gone; its receipts in {RESULTS}/mlflow/ are removed, so the store is "
+        "made and every run logged into it again",
+        file=sys.stderr,
+    )
+
+
+forget_a_deleted_store()
+
+
 def mlflow_targets():
     return [MLFLOW_SYNCED, MLFLOW_REPORT] if config["mlflow"] else []
 
@@ -26,12 +48,12 @@ localrules:
 rule mlflow_init:
     input:
         settings_file(
-            "mlflow", {"uri": config["tracking_uri"], "experiment": config["experiment"]}
+            "mlflow", {"uri": TRACKING_URI, "experiment": config["experiment"]}
         ),
     output:
         MLFLOW_INIT,
     params:
-        uri=config["tracking_uri"],
+        uri=TRACKING_URI,
         experiment=config["experiment"],
     log:
         f"{RESULTS}/logs/mlflow_init.log",
@@ -50,7 +72,7 @@ rule mlflow_sync:
     output:
         MLFLOW_SYNCED,
     params:
-        uri=config["tracking_uri"],
+        uri=TRACKING_URI,
         experiment=config["experiment"],
     log:
         f"{RESULTS}/logs/mlflow_sync.log",
@@ -69,7 +91,7 @@ rule mlflow_report:
         MLFLOW_REPORT,
     params:
         scale=SCALE,
-        uri=config["tracking_uri"],
+        uri=TRACKING_URI,
         experiment=config["experiment"],
     log:
         f"{RESULTS}/logs/mlflow_report.log",

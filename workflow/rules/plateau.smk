@@ -43,7 +43,8 @@ rule plateau_configs:
 use rule train as plateau_train with:
     input:
         cfg=ancient(f"{PLATEAU_DIR}/configs/{{run_id}}.yaml"),
-        data=DATA_READY,  # the 2x runs read the data of the grid's claim cells
+        # the 2x runs read the data of the grid's claim cells
+        data=data_ready(*(f"{PLATEAU_DIR}/runs/{{run_id}}/{name}" for name in RUN_FILES)),
     output:
         metrics=f"{PLATEAU_DIR}/runs/{{run_id}}/metrics.json",
         history=f"{PLATEAU_DIR}/runs/{{run_id}}/history.csv",
@@ -56,7 +57,7 @@ use rule train as plateau_train with:
         out=f"{PLATEAU_DIR}/runs/{{run_id}}",
         engine=config.get("engine", "simulated"),
         mlflow="false",
-        uri=config["tracking_uri"],
+        uri=TRACKING_URI,
         experiment=config["experiment"],
         scale=SCALE,
 

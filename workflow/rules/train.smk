@@ -35,14 +35,24 @@ MLFLOW_JOB_ENV = (
 )
 
 
-# The grid's distinct datasets (name, root, download), each with a run that reads it: rule
-# data_check reads each once before any training job.
-DATA_RUNS = {}
+# The grid's distinct datasets (name, root, download), each with a run that reads it, and its
+# distinct models that read files (ModelSpec.reads_files: DistilBERT's weights under the data
+# root), each with a run that builds it: rule data_check reads each dataset and builds each such
+# model once before any training job.
+def data_key(run_config):
+    """A run's dataset as data_check reads it: name, root, download."""
+    data = run_config.get("data", {})
+    return json.dumps({k: data.get(k) for k in ("dataset", "root", "download")}, sort_keys=True)
+
+
+DATA_RUNS, MODEL_RUNS = {}, {}
 for _run_id, _run in RUNS.items():
-    _data = _run.config.get("data", {})
-    _where = {k: _data.get(k) for k in ("dataset", "root", "download")}
-    DATA_RUNS.setdefault(json.dumps(_where, sort_keys=True), _run_id)
-_DATA_KEY = hashlib.sha1("".join(sorted(DATA_RUNS)).encode()).hexdigest()[:12]
+    DATA_RUNS.setdefault(data_key(_run.config), _run_id)
+    _model = _run.config.get("model", {})
+    if MODELS.get(_model.get("name")).reads_files:
+        _key = [_model, _run.config.get("precision", {}), _run.config.get("data", {})]
+        MODEL_RUNS.setdefault(json.dumps(_key, sort_keys=True), _run_id)
+_DATA_KEY = hashlib.sha1("".join(sorted(DATA_RUNS) + sorted(MODEL_RUNS)).encode()).hexdigest()[:12]
 DATA_READY = f"{RESULTS}/.data/ready-{_DATA_KEY}"
 
 
@@ -51,34 +61,65 @@ localrules:
 
 
 rule data_check:
-    """Every dataset of the grid read once, in Snakemake's own process (a local rule: on a
-    cluster, the login node), before any training job: a dataset that is missing or damaged
-    stops the workflow at once, naming each, instead of failing every job that reads it (on
-    SLURM after each got a GPU: 289 jobs, resubmitted once); with data.download: true it
-    downloads here, once, not in many jobs at a time. Named by a hash of the datasets (name,
-    root, download), so another grid's data is checked again. A training job that finished
-    needs no check."""
+    """Every dataset of the grid read once, and every model that reads files built once
+    (DistilBERT's pretrained weights under the data root), in Snakemake's own process (a local
+    rule: on a cluster, the login node), before any training job: a dataset or weights that are
+    missing or damaged stop the workflow at once, naming each, instead of failing every job
+    that reads them (on SLURM after each got a GPU: 289 jobs, resubmitted once); with
+    data.download: true it downloads here, once, not in many jobs at a time. Named by a hash of
+    the datasets and models, so another grid's data is checked again. A training job that
+    finished needs no check."""
     output:
         DATA_READY,
     run:
         from lpdt.data import load_dataset
         from lpdt.errors import LpdtError
+        from lpdt.models import build_model
 
-        problems = []
-        for run_id in DATA_RUNS.values():
+        bad_data, bad_models, unreadable = [], [], set()
+        for key, run_id in DATA_RUNS.items():
             data = grid.config_from_dict(RUNS[run_id].config).data
             print(f"data_check: reading {data.dataset} (as run {run_id} will)", flush=True)
             try:
                 load_dataset(data)
             except LpdtError as e:  # a missing or damaged dataset (DatasetError), one line each
-                problems.append(f"  {data.dataset}: {e}")
-        if problems:
+                bad_data.append(f"  {data.dataset}: {e}")
+                unreadable.add(key)
+        for run_id in MODEL_RUNS.values():
+            if data_key(RUNS[run_id].config) in unreadable:  # named above
+                continue
+            cfg = grid.config_from_dict(RUNS[run_id].config)
+            print(f"data_check: building {cfg.model.name} (as run {run_id} will)", flush=True)
+            try:
+                info = load_dataset(cfg.data).info  # its input shape (a text run's length)
+                build_model(cfg, info.num_classes, info.input_shape)
+            except LpdtError as e:  # missing or damaged weights, one line each (the same files
+                # of several configs: one line)
+                bad_models.append(f"  {cfg.model.name}: {e}")
+        if bad_data or bad_models:
             raise WorkflowError(
-                f"{len(problems)} of the grid's {len(DATA_RUNS)} datasets cannot be read; no "
-                "training job was started (docs/data.md):\n" + "\n".join(problems)
+                f"{len(bad_data)} of the grid's {len(DATA_RUNS)} datasets and the files of "
+                f"{len(bad_models)} of its {len(MODEL_RUNS)} pretrained models cannot be read (a "
+                "model of a dataset that cannot be read is not built); no training job was "
+                "started (docs/data.md):\n" + "\n".join(dict.fromkeys(bad_data + bad_models))
             )
         Path(output[0]).parent.mkdir(parents=True, exist_ok=True)
-        Path(output[0]).write_text("".join(f"{s}\n" for s in sorted(DATA_RUNS)))
+        Path(output[0]).write_text("".join(f"{s}\n" for s in sorted(DATA_RUNS) + sorted(MODEL_RUNS)))
+
+
+def data_ready(*outputs):
+    """A training rule's input function: the data check (DATA_READY) for a job that has not
+    finished, none for one that has, i.e. whose ``outputs`` (patterns of its wildcards) all
+    exist. As an input of a finished job, a check that runs again (a dataset added to the grid,
+    data.download turned on: another DATA_READY) would make Snakemake rerun the finished job
+    after it: with a job per run, as on GPUs and SLURM, the whole grid."""
+
+    def inputs(wildcards):
+        values = dict(wildcards.items())
+        done = all(os.path.exists(pattern.format(**values)) for pattern in outputs)
+        return [] if done else [DATA_READY]
+
+    return inputs
 
 
 def run_tree(run_id):
@@ -227,10 +268,13 @@ def job_slot_command(wildcards):
     )
 
 
+RUN_FILES = ("metrics.json", "history.csv", "config.yaml")  # a training job's outputs
+
+
 rule train:
     input:
         cfg=ancient(f"{RESULTS}/configs/{{run_id}}.yaml"),
-        data=DATA_READY,
+        data=data_ready(*(f"{RUNS_DIR}/{{run_id}}/{name}" for name in RUN_FILES)),
     output:
         metrics=f"{RUNS_DIR}/{{run_id}}/metrics.json",
         history=f"{RUNS_DIR}/{{run_id}}/history.csv",
@@ -249,7 +293,7 @@ rule train:
         engine=config.get("engine", "simulated"),
         mlflow="true" if config["mlflow"] else "false",
         mlflow_env=MLFLOW_JOB_ENV,
-        uri=config["tracking_uri"],
+        uri=TRACKING_URI,
         experiment=config["experiment"],
         scale=SCALE,
         gpu_slot=job_slot_command,
@@ -276,7 +320,7 @@ rule train_batch:
     header)."""
     input:
         cfgs=lambda w: [ancient(f"{RESULTS}/configs/{r}.yaml") for r in BATCHES[w.batch]],
-        data=DATA_READY,
+        data=data_ready(f"{BATCH_DIR}/{{batch}}.txt"),
     output:
         f"{BATCH_DIR}/{{batch}}.txt",
     log:
@@ -299,7 +343,7 @@ rule train_batch:
         engine=config.get("engine", "simulated"),
         mlflow="true" if config["mlflow"] else "false",
         mlflow_env=MLFLOW_JOB_ENV,
-        uri=config["tracking_uri"],
+        uri=TRACKING_URI,
         experiment=config["experiment"],
         scale=SCALE,
         gpu_slot=job_slot_command,

@@ -42,6 +42,10 @@ class ModelSpec(Spec):
     # from ``lpdt train`` records (``model.gossiped``, 10 classes): the planner's gossip term;
     # None: the plan leaves it out
     gossiped: int | None = None
+    # Its factory reads files (pretrained weights under the data root, or an installed package's):
+    # the workflow's rule data_check builds it once before any training job, so that missing or
+    # damaged files stop the grid there
+    reads_files: bool = False
 
 
 MODELS: Registry[ModelSpec] = Registry("model")
@@ -58,7 +62,7 @@ MODELS.add("resnet54", ModelSpec(f"{_RESNET}:resnet54", jobs_per_gpu=8, gossiped
 MODELS.add("resnet18", ModelSpec(f"{_RESNET}:resnet18", jobs_per_gpu=2, gossiped=11_186_442))
 MODELS.add("vgg11", ModelSpec("lpdt.models.vgg:vgg11", jobs_per_gpu=4, gossiped=9_496_522))
 _TEXT = "lpdt.models.text"
-MODELS.add("distilbert", ModelSpec(f"{_TEXT}:distilbert", inputs="text"))
+MODELS.add("distilbert", ModelSpec(f"{_TEXT}:distilbert", inputs="text", reads_files=True))
 MODELS.add(
     "minilm",
     ModelSpec(
@@ -67,6 +71,7 @@ MODELS.add(
         stands_in_for="distilbert",
         jobs_per_gpu=2,
         gossiped=22_714_756,
+        reads_files=True,
     ),
 )
 MODELS.add(

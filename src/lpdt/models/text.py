@@ -20,6 +20,8 @@ from lpdt.data.base import DatasetError
 
 BERT_VOCAB = 30522  # BERT/DistilBERT uncased WordPiece vocabulary (pad id 0)
 DISTILBERT_DIR = "distilbert-base-uncased"
+# The weight files from_pretrained reads, in its order of preference
+DISTILBERT_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
 
 class TextClassifier(nn.Module):
@@ -99,6 +101,11 @@ def distilbert(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> nn.M
         return TextClassifier(net)
     folder = _model_root(cfg) / DISTILBERT_DIR
     if (folder / "config.json").exists():
+        if not any((folder / w).is_file() for w in DISTILBERT_WEIGHTS):
+            raise DatasetError(
+                f"DistilBERT's weights not found: {folder}/ has a config.json but none of "
+                f"{', '.join(DISTILBERT_WEIGHTS)} (the data root is $LPDT_DATA_ROOT or ./data)"
+            )
         source, local = str(folder), True
     elif _download_allowed(cfg):
         source, local = DISTILBERT_DIR, False
@@ -109,9 +116,18 @@ def distilbert(cfg: Any, num_classes: int, input_shape: tuple[int, ...]) -> nn.M
             f"(the data root is $LPDT_DATA_ROOT or ./data), or allow a download with "
             f"LPDT_DOWNLOAD=1"
         )
-    net = DistilBertForSequenceClassification.from_pretrained(
-        source, num_labels=num_classes, local_files_only=local
-    )
+    try:
+        net = DistilBertForSequenceClassification.from_pretrained(
+            source, num_labels=num_classes, local_files_only=local
+        )
+    except Exception as e:  # transformers' and safetensors' errors name no common base
+        if not local:
+            raise
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise DatasetError(
+            f"DistilBERT's files in {folder}/ cannot be read ({first[:200]}): a damaged or "
+            f"partial copy of distilbert-base-uncased"
+        ) from e
     return TextClassifier(net, pad_id=net.config.pad_token_id or 0)
 
 
