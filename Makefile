@@ -78,8 +78,10 @@ setup: system-deps $(BIN)/lpdt
 ## report: set up, print the plan (runs, samples, estimated time), then run the whole pipeline of
 ## the scale (default quick) -> reports/report.pdf
 report: setup
-	@$(BIN)/snakemake --cores 1 --quiet all plan --config scale=$(SCALE) 2>&1 \
-	  | sed -n '/^scale /,/^per-run/p'
+	@mkdir -p results/logs
+	@$(BIN)/snakemake plan --cores 1 --quiet all --config scale=$(SCALE) > results/logs/plan.log \
+	  2>&1 || { tail -n 20 results/logs/plan.log; exit 1; }
+	@sed -n '/^scale /,/^per-run/p' results/logs/plan.log
 	$(BIN)/snakemake --cores all --config scale=$(SCALE)
 
 ## plateau-check: train each claim cell's first seed for twice its epochs, write

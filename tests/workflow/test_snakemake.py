@@ -119,9 +119,38 @@ def test_a_deleted_store_is_made_again(tmp_path):
     r = snakemake(wd, "-n", "--config", "scale=smoke")
     assert r.returncode == 0 and "is gone" not in r.stderr and all(f.exists() for f in receipts)
     (wd / "results/mlflow.db").unlink()
-    r = snakemake(wd, "-n", "--config", "scale=smoke")
-    assert r.returncode == 0 and "MLflow: results/mlflow.db is gone" in r.stderr, r.stderr[-2000:]
+    r = snakemake(wd, "-np", "--config", "scale=smoke")  # a dry run writes nothing
+    assert r.returncode == 0 and "a run (not a dry run) removes" in r.stderr, r.stderr[-2000:]
+    assert all(f.exists() for f in receipts)
+    r = snakemake(wd, "--cores", "1", "manifest", "--config", "scale=smoke")  # any real run
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "MLflow: results/mlflow.db is gone; its receipts" in r.stderr, r.stderr[-2000:]
     assert not any(f.exists() for f in receipts)
+
+
+def test_make_report_prints_the_plan_first(tmp_path):
+    """`make report`'s first lines, run as make would run them (``make -n``), in a working
+    directory of their own: they print the plan. `--quiet all plan` had `--quiet` take `plan`
+    for one of its values ("invalid choice"), and the pipe into `sed` hid the error: no plan
+    was printed or written (2026-11-30)."""
+    wd = workdir(tmp_path)
+    make = subprocess.run(
+        ["make", "-n", "--no-print-directory", "report", "SCALE=smoke"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    lines = make.stdout.replace("\\\n", "").splitlines()
+    first = next(i for i, x in enumerate(lines) if x.startswith("mkdir -p results"))
+    last = next(i for i, x in enumerate(lines) if "snakemake --cores all" in x)  # the pipeline
+    script = "\n".join(lines[first:last])
+    assert "snakemake plan" in script and "plan.log" in script, make.stdout
+    script = script.replace(".venv/bin/snakemake ", f"{SNAKEMAKE} -s {REPO / 'Snakefile'} ")
+    script = script.replace("scale=smoke", "scale=smoke plan_probe=False")
+    r = subprocess.run(["bash", "-ec", script], cwd=wd, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("scale smoke") and "per-run" in r.stdout, r.stdout + r.stderr
 
 
 def test_config_typo_names_the_key(tmp_path):

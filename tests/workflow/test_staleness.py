@@ -63,20 +63,21 @@ def job_inputs(out: str) -> dict[str, list[str]]:
 def test_derived_outputs_take_what_decides_them_as_inputs(tmp_path):
     """The cheap rules' inputs (one dry run; the slow tests below check the reruns they give):
     each analysis and the MLflow init take a settings file; the report its plateau choice's
-    settings, its code and the paper's claims (claims.yaml: docs/extending.md has users add
-    theirs), mlflow_sync the claims (its tags), the cost model its code; training does not wait
-    for the MLflow init."""
+    settings; every cheap rule that runs lpdt its code's (the paper's claims among it:
+    claims.yaml, where docs/extending.md has users add theirs); training does not wait for the
+    MLflow init, and takes no code; the run configs take their texts'."""
     inputs = job_inputs(planned(workdir(tmp_path), *SMOKE).stdout)
-    claims = str(Path("src/lpdt/report/claims.yaml"))
 
     def has(rule: str, *wanted: str) -> bool:
         return all(any(w in f for f in inputs[rule]) for w in wanted)
 
-    assert has("report", "/.settings/report-", claims, "src/lpdt/report/tables.py"), inputs
-    assert has("mlflow_sync", claims) and has("cost", "src/lpdt/cost/model.py"), inputs
+    assert has("report", "/.settings/report-"), inputs
+    cheap = ("report", "cost", "partition", "topology", "mlflow_init", "mlflow_sync")
+    assert all(has(rule, "/.settings/code-") for rule in (*cheap, "mlflow_report")), inputs
     assert has("mlflow_init", "/.settings/mlflow-") and has("partition", "/.settings/analysis_")
-    assert not any("mlflow" in f for f in inputs["train"]), inputs["train"]
+    assert not any("mlflow" in f or "code-" in f for f in inputs["train"]), inputs["train"]
     assert has("train", "/.data/ready-")  # rule data_check: every dataset read once, first
+    assert has("run_configs", "/.settings/configs-"), inputs["run_configs"]
 
 
 @pytest.mark.slow  # each of these: 10-11 Snakemake invocations, about a minute
@@ -143,3 +144,23 @@ def test_a_data_check_that_runs_again_retrains_only_what_is_left(tmp_path):
     scale.write_text(scale.read_text().replace("  data: {", "  data: {download: true, ", 1))
     jobs = job_counts(planned(wd, *SMOKE).stdout)
     assert jobs.get("data_check") == 1 and jobs.get("train") == 4, jobs
+
+
+@pytest.mark.slow
+def test_an_execution_key_reaches_the_run_configs_and_retrains_nothing(tmp_path):
+    """data.root set in the scale (as data_check's error suggests) keeps every run id, so every
+    config file existed and the rule that writes them did not run: the jobs still to train read
+    the old root. Now the configs are written again, and no finished run trains."""
+    wd = workdir(tmp_path)
+    finished(wd, *SMOKE)
+    scale = wd / "config/scales/smoke.yaml"
+    scale.write_text(scale.read_text().replace("  data: {", "  data: {root: elsewhere, ", 1))
+    plan = planned(wd, *SMOKE).stdout
+    jobs = job_counts(plan)
+    assert jobs.get("run_configs") == 1 and "train" not in jobs, jobs
+    settings = re.search(r"results/\.settings/configs-[0-9a-f]{12}\.json", plan)
+    assert settings, plan[-2000:]  # rule all asks for it; here, only it and the configs
+    made = snakemake(wd, "--cores", "1", settings[0], "run_configs", "--config", *SMOKE)
+    assert made.returncode == 0, made.stderr[-2000:]
+    configs = list((wd / "results/configs").glob("*.yaml"))
+    assert configs and all("root: elsewhere" in c.read_text() for c in configs)

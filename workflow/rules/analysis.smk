@@ -26,7 +26,7 @@ localrules:
 
 rule cost:
     input:
-        package_files("cost"),
+        LPDT_CODE,
     output:
         directory(COST_DIR),
     log:
@@ -39,6 +39,7 @@ rule cost:
 
 rule partition:
     input:
+        LPDT_CODE,
         lambda w: ANALYSIS_SETTINGS[w.partition_file],
     output:
         f"{RESULTS}/analysis/{{partition_file}}",
@@ -57,6 +58,7 @@ rule partition:
 
 rule topology:
     input:
+        LPDT_CODE,
         lambda w: ANALYSIS_SETTINGS[w.graph_file],
     output:
         f"{RESULTS}/analysis/{{graph_file}}",

@@ -30,7 +30,6 @@ TRACKING_URI = (
 MANIFEST = f"{RESULTS}/manifest.json"
 STUDIES_FILE = config["studies"]
 LPDT_SOURCES = Path(lpdt.__file__).parent
-CLAIMS_FILE = str(LPDT_SOURCES / "report" / "claims.yaml")  # the paper's claims
 SCALE_FILE = f"{config['scales_dir']}/{SCALE}.yaml"
 
 if not Path(SCALE_FILE).is_file():
@@ -52,6 +51,12 @@ try:
     RUNS = grid.expand(SPEC)
 except grid.GridError as e:
     raise WorkflowError(f"{STUDIES_FILE} with scale {SCALE!r}: {e}") from None
+
+# A dry run (-n, --dry-run, or -n among other short flags: -np). Snakemake sets its dry-run
+# executor only after reading this file, so the command line says it.
+DRY_RUN = any(
+    a in ("--dry-run", "--dryrun") or re.fullmatch(r"-[A-Za-z]*n[A-Za-z]*", a) for a in sys.argv
+)
 
 # Nothing is written while the DAG is built (`snakemake -n` is read-only): the per-run configs
 # and the manifest are outputs of the rules `run_configs` and `manifest` below.
@@ -140,11 +145,40 @@ localrules:
     manifest,
 
 
+# Settings that decide a derived output without being a file or a part of its name (an analysis's
+# parameters, the MLflow store and experiment, the report's plateau check): each becomes an input
+# file named by a hash of its value, written when missing (rule settings), so that a changed
+# value reruns the rules that read it and nothing else. The profiles' rerun triggers are mtimes
+# only, so a changed `params:` alone reruns nothing (profiles/default/config.yaml says why).
+SETTINGS_DIR = f"{RESULTS}/.settings"
+SETTINGS = {}  # file name -> its text
+
+
+def settings_file(kind, value):
+    """The settings file of ``value`` (JSON-able) for ``kind`` (letters, digits, _ and .)."""
+    text = json.dumps(value, sort_keys=True) + "\n"
+    name = f"{kind}-{hashlib.sha1(text.encode()).hexdigest()[:12]}.json"
+    SETTINGS[name] = text
+    return f"{SETTINGS_DIR}/{name}"
+
+
+def configs_settings(kind, runs):
+    """The settings file of the texts of ``runs``' configs. A config's name hashes only what
+    changes results: an execution key (data.root, device, train.compile in a scale) changes its
+    text, not its name, so without this input the job that writes the configs did not run, and
+    every training job read the old value."""
+    texts = {r: hashlib.sha1(grid.config_text(run).encode()).hexdigest()[:12] for r, run in runs.items()}
+    return settings_file(kind, texts)
+
+
 rule run_configs:
     """`results/configs/<run_id>.yaml` of every run, the inputs of `lpdt train`. One job for all
     (each `run:` job re-reads the workflow in a subprocess: seconds). A config's name is the
     hash of its result-affecting content, and rule train takes it as ancient(), so rewriting
-    the configs (when one is missing) reruns nothing."""
+    the configs (one missing, or an execution key changed: configs_settings) reruns no
+    training."""
+    input:
+        configs_settings("configs", RUNS),
     output:
         [f"{RESULTS}/configs/{r}.yaml" for r in RUNS],
     run:
@@ -169,33 +203,20 @@ rule manifest:
         Path(output.stamp).write_text(f"{SCALE}\n")
 
 
-# Settings that decide a derived output without being a file or a part of its name (an analysis's
-# parameters, the MLflow store and experiment, the report's plateau check): each becomes an input
-# file named by a hash of its value, written when missing (rule settings), so that a changed
-# value reruns the rules that read it and nothing else. The profiles' rerun triggers are mtimes
-# only, so a changed `params:` alone reruns nothing (profiles/default/config.yaml says why).
-SETTINGS_DIR = f"{RESULTS}/.settings"
-SETTINGS = {}  # file name -> its text
+def code_settings():
+    """The settings file of lpdt's code: a hash of its sources and data files (the paper's
+    claims.yaml among them). An input of the cheap rules that run lpdt (the analyses, the cost
+    model, the report, MLflow's init, sync and report run), so that an edited or upgraded lpdt
+    makes their outputs again (seconds); training takes none: a change that moves a run's
+    numbers gets new run ids (RECIPE_VERSIONS)."""
+    digest = hashlib.sha1()
+    for f in sorted(LPDT_SOURCES.rglob("*")):
+        if f.is_file() and f.suffix in (".py", ".yaml", ".csv", ".json"):
+            digest.update(f"{f.relative_to(LPDT_SOURCES)}\n".encode() + f.read_bytes())
+    return settings_file("code", {"lpdt": digest.hexdigest()})
 
 
-def settings_file(kind, value):
-    """The settings file of ``value`` (JSON-able) for ``kind`` (letters, digits, _ and .)."""
-    text = json.dumps(value, sort_keys=True) + "\n"
-    name = f"{kind}-{hashlib.sha1(text.encode()).hexdigest()[:12]}.json"
-    SETTINGS[name] = text
-    return f"{SETTINGS_DIR}/{name}"
-
-
-def package_files(*names):
-    """The files of lpdt's packages ``names`` (``report``, ``cost``; sources and data, no caches):
-    inputs of the cheap rules that run them, so that an edited or upgraded package (a claim
-    added to report/claims.yaml, a fixed cost model) reruns them."""
-    return sorted(
-        str(f)
-        for name in names
-        for f in (LPDT_SOURCES / name).rglob("*")
-        if f.is_file() and f.suffix in (".py", ".yaml", ".csv", ".json")
-    )
+LPDT_CODE = code_settings()
 
 
 localrules:

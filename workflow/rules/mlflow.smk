@@ -23,6 +23,13 @@ def forget_a_deleted_store():
     receipts = sorted(Path(RESULTS, "mlflow").glob("*.json"))
     if not config["mlflow"] or db is None or db.exists() or not receipts:
         return
+    if DRY_RUN:  # writes nothing
+        print(
+            f"MLflow: {db} is gone; a run (not a dry run) removes its receipts in "
+            f"{RESULTS}/mlflow/, makes the store and logs every run into it again",
+            file=sys.stderr,
+        )
+        return
     for receipt in receipts:
         receipt.unlink()
     print(
@@ -47,6 +54,7 @@ localrules:
 
 rule mlflow_init:
     input:
+        LPDT_CODE,
         settings_file(
             "mlflow", {"uri": TRACKING_URI, "experiment": config["experiment"]}
         ),
@@ -65,7 +73,7 @@ rule mlflow_init:
 rule mlflow_sync:
     input:
         MLFLOW_INIT,
-        CLAIMS_FILE,  # each run's `claims` tag
+        LPDT_CODE,  # lpdt.tracking, and the claims (each run's `claims` tag)
         MANIFEST_STAMP,  # the manifest of this scale (rule manifest)
         run_done(),
         manifest=MANIFEST,
@@ -84,6 +92,7 @@ rule mlflow_sync:
 rule mlflow_report:
     input:
         MLFLOW_INIT,
+        LPDT_CODE,
         # functions: report.smk (REPORT_PDF, FIGURES) is included after this file
         pdf=lambda w: REPORT_PDF,
         figures=lambda w: FIGURES,

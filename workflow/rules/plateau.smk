@@ -33,6 +33,8 @@ localrules:
 
 rule plateau_configs:
     """The 2x runs' configs (as rule run_configs writes the grid's)."""
+    input:
+        configs_settings("plateau_configs", PLATEAU_RUNS),
     output:
         [f"{PLATEAU_DIR}/configs/{r}.yaml" for r in PLATEAU_RUNS],
     run:

@@ -49,7 +49,7 @@ rule report:
         paper=PAPER_RESULTS,
         plateau=[] if PLATEAU_CHECK == "none" else [PLATEAU_CHECK],
         settings=settings_file("report", {"plateau": PLATEAU_ARG}),
-        code=package_files("report"),  # its claims.yaml too
+        code=LPDT_CODE,  # the paper's claims (report/claims.yaml) among it
     output:
         reported=REPORTED,
         tables=[t for t in TABLES if t not in REPORTED],
