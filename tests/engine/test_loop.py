@@ -18,6 +18,7 @@ import yaml
 from lpdt import record
 from lpdt.cli import main
 from lpdt.config import RunConfig, load_config
+from lpdt.engine import rundir
 from lpdt.engine.loop import train
 from lpdt.record import RunRecord
 from tests.conftest import TINY
@@ -77,6 +78,33 @@ def test_same_seed_same_numbers_and_completed_run_is_skipped(tmp_path):
     # the complete run is read from its metrics.json: the same type, the same record
     assert isinstance(again, RunRecord) and "already complete" in logs[0]
     assert again.to_dict() == a.to_dict() == record.read(tmp_path / "a").to_dict()
+
+
+def test_a_complete_run_whose_files_were_removed_is_put_back_not_trained(tmp_path):
+    """Snakemake removes a job's outputs (metrics.json, history.csv, config.yaml) before it
+    reruns it and after it fails; a complete run has no checkpoint, so the rerun trained it from
+    scratch. Its record's copy now puts it back; --force still trains it; a damaged copy is not
+    used."""
+    c = cfg("algorithm.compression.name=topk", "ratio=0.9")
+    a = train(c, tmp_path / "a", log=lambda s: None)
+    files = {n: (tmp_path / "a" / n).read_bytes() for n in rundir.RECORD_FILES}
+    for name in rundir.RECORD_FILES:
+        (tmp_path / "a" / name).unlink()
+    logs: list[str] = []
+    again = train(c, tmp_path / "a", log=logs.append)
+    assert "put back from .record-copy.json" in logs[0] and "already complete" in logs[1], logs
+    assert not any(x.startswith("epoch") for x in logs), logs
+    assert again.to_dict() == a.to_dict()
+    assert {n: (tmp_path / "a" / n).read_bytes() for n in rundir.RECORD_FILES} == files
+    (tmp_path / "a" / record.METRICS_FILE).unlink()
+    (tmp_path / "a" / rundir.RECORD_COPY).write_text("{not json")
+    logs.clear()
+    train(c, tmp_path / "a", log=logs.append)
+    assert "damaged (JSONDecodeError), not used" in logs[0]
+    assert any(x.startswith("epoch") for x in logs), logs  # trained
+    logs.clear()
+    train(c, tmp_path / "a", force=True, log=logs.append)
+    assert any(x.startswith("epoch") for x in logs), logs
 
 
 @pytest.mark.parametrize("extra", [(), ("precision.mode=int8",)])

@@ -481,3 +481,26 @@ def test_smoke_pipeline_runs_the_whole_dag_and_is_idempotent(tmp_path):
     ).stdout
     flat = " ".join(page1.split())
     assert "Claims declared in the studies" in flat and "mine_lp_within_50" in flat
+
+
+@pytest.mark.slow
+def test_a_finished_run_forced_to_run_again_is_put_back_not_trained(tmp_path):
+    """Snakemake removes a job's outputs before it reruns it (forced, or marked incomplete after
+    Snakemake was stopped while the job finished: `rerun-incomplete: true`) and after it fails
+    (SIGTERM during the MLflow log after training). A complete run has no checkpoint, so it was
+    trained again from scratch; its record's copy now puts it back."""
+    wd = workdir(tmp_path)
+    spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/smoke.yaml")
+    rid = next(iter(grid.expand(spec)))
+    target = f"results/runs/{rid}/metrics.json"
+    config = ["--config", "scale=smoke", "batch_runs=False", "mlflow=False"]
+    first = snakemake(wd, "--cores", "1", target, *config)
+    assert first.returncode == 0, first.stderr[-3000:]
+    record = (wd / target).read_bytes()
+    log = wd / f"results/logs/train/{rid}.log"
+    assert "epoch 1/" in log.read_text()
+    again = snakemake(wd, "--cores", "1", target, "--forcerun", "train", *config)
+    assert again.returncode == 0, again.stderr[-3000:]
+    text = log.read_text()
+    assert "put back from .record-copy.json" in text and "epoch 1/" not in text, text
+    assert (wd / target).read_bytes() == record

@@ -301,7 +301,7 @@ rule train:
     shell:
         """
         export OMP_NUM_THREADS={threads} MKL_NUM_THREADS={threads}
-        trap 'echo "lpdt train stopped by SIGTERM (a SLURM time limit, scancel or an interrupted Snakemake); a rerun resumes {params.out} from its last epoch checkpoint" >> {log}; exit 143' TERM
+        trap 'echo "lpdt train stopped by SIGTERM (a SLURM time limit, scancel or an interrupted Snakemake); a rerun resumes {params.out} from its last epoch checkpoint, or puts its complete record back" >> {log}; exit 143' TERM
         {params.gpu_slot}{LPDT} train --config {input.cfg} --out {params.out} --resume --set engine={params.engine}{params.device} > {log} 2>&1 \
             || [ $? -eq 3 ]
         if [ {params.mlflow} = true ]; then

@@ -28,7 +28,7 @@ from lpdt.engine.console import PROGRESS_EVERY_S, Progress, epoch_line, start_li
 from lpdt.engine.device import Log, print_line, resolve_device
 from lpdt.engine.faults import fault_point
 from lpdt.engine.run import Run
-from lpdt.engine.rundir import open_run_dir, previous, restorable
+from lpdt.engine.rundir import keep_record_copy, open_run_dir, previous, restorable
 from lpdt.engine.schedule import lr_at
 from lpdt.engine.sysmetrics import SystemSampler
 from lpdt.io import torch_save_atomic, write_text_atomic
@@ -149,6 +149,7 @@ def train(
     rec = _run_record(cfg, run, status, final, prov, system, wire_train, total_s=wall())
     if group.writer:
         rec.write(out)  # history.csv, then metrics.json last: its presence means "complete"
+        keep_record_copy(out)
     group.barrier()  # the record is written: now every process may drop its checkpoint
     ck_path.unlink(missing_ok=True)
     previous(ck_path).unlink(missing_ok=True)

@@ -5,10 +5,18 @@ Files already in a run's ``--out`` (a complete run's ``metrics.json``, a started
 ``config.yaml``, a checkpoint to resume) must belong to the run's config: the same config up to
 ``lpdt.config.EXECUTION_KEYS``, else ``RunDirError`` (one line; the CLI exits 2). ``--force``
 discards them instead. A complete run of the same config is returned as it is.
+
+A complete run's record is kept a second time, in ``.record-copy.json`` (``RECORD_COPY``), and
+put back when its files are gone: Snakemake removes a job's outputs (``metrics.json``,
+``history.csv``, ``config.yaml``) before it reruns the job and after the job fails, and a
+complete run has no checkpoint left, so a job forced to run again (Snakemake stopped while its
+jobs finished, then ``--rerun-incomplete``; SIGTERM during the MLflow log after training)
+trained the run from scratch.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -20,7 +28,7 @@ from lpdt import record
 from lpdt.config import RunConfig, result_diff
 from lpdt.engine.checkpoint import Checkpoint, CheckpointError
 from lpdt.errors import LpdtError
-from lpdt.io import TORCH_LOAD_ERRORS
+from lpdt.io import TORCH_LOAD_ERRORS, write_json_atomic, write_text_atomic
 from lpdt.record import RunRecord
 
 
@@ -56,9 +64,45 @@ def check_run_dir(cfg: RunConfig, out: Path) -> None:
         refuse_other_config(cfg, stored, path)
 
 
+RECORD_COPY = ".record-copy.json"
+# The record's files, in the order they are put back: metrics.json, whose presence means
+# "complete", last
+RECORD_FILES = ("config.yaml", record.HISTORY_FILE, record.METRICS_FILE)
+
+
+def keep_record_copy(out: Path) -> None:
+    """Copy a complete run's record (its files' texts, a few kB) into ``out/RECORD_COPY``."""
+    # bytes decoded, not read_text(): history.csv's lines end in \r\n (the csv module's)
+    files = {n: (out / n).read_bytes().decode() for n in RECORD_FILES if (out / n).exists()}
+    write_json_atomic(out / RECORD_COPY, files)
+
+
+def restore_record_copy(out: Path, log: Callable[[str], None]) -> bool:
+    """Put a complete run's record back from its copy when ``metrics.json`` is gone; whether it
+    did. A damaged copy is left alone, with a line saying so (the run is then trained)."""
+    copy = out / RECORD_COPY
+    if (out / record.METRICS_FILE).exists() or not copy.is_file():
+        return False
+    try:
+        files = json.loads(copy.read_text())
+        texts = [files[name] for name in RECORD_FILES]
+        if not all(isinstance(t, str) for t in texts):
+            raise ValueError("not a text")
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        log(f"{copy}: damaged ({type(e).__name__}), not used")
+        return False
+    for name, text in zip(RECORD_FILES, texts, strict=True):
+        write_text_atomic(out / name, text)
+    log(
+        f"{out}: its complete record put back from {RECORD_COPY} (its files had been removed, "
+        "as Snakemake does before it reruns a job)"
+    )
+    return True
+
+
 def discard(out: Path, checkpoints: Iterable[Path]) -> None:
-    """``--force``: remove a complete run's record and the given checkpoints."""
-    for f in [out / record.METRICS_FILE, *checkpoints]:
+    """``--force``: remove a complete run's record, its copy and the given checkpoints."""
+    for f in [out / record.METRICS_FILE, out / RECORD_COPY, *checkpoints]:
         f.unlink(missing_ok=True)
 
 
@@ -75,6 +119,7 @@ def open_run_dir(
     if force:
         discard(out, checkpoints)
         return None
+    restore_record_copy(out, log)
     check_run_dir(cfg, out)
     metrics = out / record.METRICS_FILE
     if metrics.exists():
