@@ -97,13 +97,20 @@ def test_missing_pretrained_weights_stop_the_workflow_before_any_training_job(
     # (the check passing, stamp written: the smoke pipeline test, slow, and `make report`)
 
 
-def test_the_default_mlflow_store_is_in_the_results_folder(tmp_path):
-    """tracking_uri: auto. It was sqlite:///results/mlflow.db whatever `results` said, so the runs
+def test_the_default_mlflow_store_and_report_follow_the_results_folder(tmp_path):
+    """tracking_uri: auto, report: auto. It was sqlite:///results/mlflow.db whatever `results` said, so the runs
     of results=elsewhere went into the default folder's store."""
     wd = workdir(tmp_path)
     r = snakemake(wd, "-n", "-p", "mlflow_init", "--config", "scale=smoke", "results=out/two")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "--uri sqlite:///out/two/mlflow.db " in r.stdout, r.stdout[-2000:]
+    # and the report: one reports/report.pdf was every folder's, and another folder's was
+    # attached to this folder's store
+    r = snakemake(wd, "-n", "mlflow_report", "--config", "scale=smoke", "results=out/two")
+    assert re.search(r"output: .*out/two/report\.pdf", r.stdout), r.stdout[-2000:]
+    assert "reports/report.pdf" not in r.stdout
+    r = snakemake(wd, "-n", "mlflow_report", "--config", "scale=smoke")
+    assert re.search(r"output: .*reports/report\.pdf", r.stdout), r.stdout[-2000:]
 
 
 def test_a_deleted_store_is_made_again(tmp_path):

@@ -8,7 +8,15 @@ TABLE_NUMBERS = artifacts.TABLE_NUMBERS
 TABLES = [f"{RESULTS}/tables/{t}.{ext}" for t in artifacts.TABLES for ext in artifacts.TABLE_FORMATS]
 FIGURES = [f"{RESULTS}/figures/{f}.{ext}" for f in artifacts.FIGURES for ext in artifacts.FIGURE_FORMATS]
 CLAIMS = f"{RESULTS}/claims.json"
-REPORT_PDF = config["report"]
+# auto: reports/report.pdf for the default results folder, else report.pdf in the results folder
+# (one shared file was overwritten by each folder's report, and another folder's was attached to
+# this folder's MLflow store)
+REPORT_PDF = (
+    (f"{RESULTS}/report.pdf" if RESULTS != "results" else "reports/report.pdf")
+    if config["report"] == "auto"
+    else config["report"]
+)
+config["report"] = REPORT_PDF  # the path, in Snakemake's HTML report (workflow/report/workflow.rst)
 PAPER_RESULTS = config["paper_results"]
 PLATEAU_CHECK = config.get("plateau_check", "none")  # "none": the report says it is not measured
 # The report reads this workflow's check (results/plateau_check.csv, `snakemake plateau_check`)
