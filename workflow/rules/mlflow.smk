@@ -21,8 +21,8 @@ def forget_a_deleted_store():
 
     db = sqlite_path(TRACKING_URI)
     receipts = sorted(Path(RESULTS, "mlflow").glob("*.json"))
-    if not config["mlflow"] or db is None or db.exists() or not receipts:
-        return
+    if workflow.remote_exec or not config["mlflow"] or db is None or db.exists() or not receipts:
+        return  # (a cluster job's own Snakemake process: the main process decides)
     if DRY_RUN:  # writes nothing
         print(
             f"MLflow: {db} is gone; a run (not a dry run) removes its receipts in "
