@@ -167,8 +167,8 @@ def configs_settings(kind, runs):
     changes results: an execution key (data.root, device, train.compile in a scale) changes its
     text, not its name, so without this input the job that writes the configs did not run, and
     every training job read the old value."""
-    texts = {r: hashlib.sha1(grid.config_text(run).encode()).hexdigest()[:12] for r, run in runs.items()}
-    return settings_file(kind, texts)
+    texts = {r: grid.config_text(run) for r, run in runs.items()}
+    return settings_file(kind, {r: hashlib.sha1(t.encode()).hexdigest()[:12] for r, t in texts.items()})
 
 
 rule run_configs:
