@@ -17,12 +17,14 @@ def forget_a_deleted_store():
     """A SQLite store deleted after the workflow made it (to start it afresh, or lost): its
     receipts (results/mlflow/*.json) said it held the runs, so nothing made it again. They are
     removed, with a line saying so, and the store is made and the runs and reports logged anew."""
-    from lpdt.tracking.store import sqlite_path
+    if workflow.remote_exec or not config["mlflow"]:
+        return  # (a cluster job's own Snakemake process: the main process decides)
+    from lpdt.tracking.store import sqlite_path  # ~0.2 s: not in every cluster job's start
 
     db = sqlite_path(TRACKING_URI)
     receipts = sorted(Path(RESULTS, "mlflow").glob("*.json"))
-    if workflow.remote_exec or not config["mlflow"] or db is None or db.exists() or not receipts:
-        return  # (a cluster job's own Snakemake process: the main process decides)
+    if db is None or db.exists() or not receipts:
+        return
     if DRY_RUN:  # writes nothing
         print(
             f"MLflow: {db} is gone; a run (not a dry run) removes its receipts in "
