@@ -167,7 +167,7 @@ def configs_settings(kind, runs):
     changes results: an execution key (data.root, device, train.compile in a scale) changes its
     text, not its name, so without this input the job that writes the configs did not run, and
     every training job read the old value."""
-    texts = {r: grid.config_text(run) for r, run in runs.items()}
+    texts = {r: json.dumps(run.config) for r, run in runs.items()}  # config_text's YAML: 2 s
     return settings_file(kind, {r: hashlib.sha1(t.encode()).hexdigest()[:12] for r, t in texts.items()})
 
 
