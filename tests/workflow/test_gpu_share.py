@@ -21,7 +21,11 @@ from lpdt import gpus, grid
 from lpdt.models import MODELS
 from lpdt.plan import gpu, runtime
 from tests.workflow.test_snakemake import REPO, workdir
-from tests.workflow.test_workflow_catalog import run_workflow, train_four_smoke_runs_on_gpus
+from tests.workflow.test_workflow_catalog import (
+    check_paper_training_jobs,
+    run_workflow,
+    train_four_smoke_runs_on_gpus,
+)
 
 WAIT_S = 60  # the longest any test here waits for a process
 
@@ -243,6 +247,7 @@ def test_auto_k_per_model_on_the_paper_grid(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "GPUs: 1 (0), 8 slots each: gpu_slot=8" in r.stderr
+    check_paper_training_jobs(r.stdout, {1})  # one visible GPU: every job asks for it
     spec = grid.load(REPO / "config/studies.yaml", REPO / "config/scales/paper.yaml")
     model = {rid: run.config["model"]["name"] for rid, run in grid.expand(spec).items()}
     seen = {}
@@ -265,16 +270,12 @@ def test_auto_k_per_model_on_the_paper_grid(tmp_path):
 
 def test_slurm_shards_become_sbatch_gres(tmp_path):
     """slurm_gpu_shards=8: each GPU run asks resource gres=shard:8/k, which the SLURM executor
-    plugin turns into `sbatch --gres=shard:N` (its own function, on the resources of the dry
-    run; a cluster with shards was not started here)."""
+    plugin turns into `sbatch --gres=shard:N` (its own function, on the resources of a dry run
+    with the SLURM profile; a cluster with shards was not started here)."""
     from types import SimpleNamespace
 
     from snakemake_executor_plugin_slurm.utils import set_gres_string
 
-    r = run_workflow(workdir(tmp_path), "-n", "--config", "scale=paper", "slurm_gpu_shards=8")
-    assert r.returncode == 0, r.stderr[-2000:]
-    gres = {m for b in _train_blocks(r.stdout) for m in re.findall(r"\bgres=(\S+)", b)}
-    assert gres == {"shard:1", "shard:2", "shard:4", "shard:8"}, gres
     resources = {"gres": "shard:4", "gpu": 0}
     job = SimpleNamespace(resources=SimpleNamespace(get=resources.get, gres="shard:4"))
     assert set_gres_string(job).strip() == "--gres=shard:4"
@@ -287,6 +288,8 @@ def test_slurm_shards_become_sbatch_gres(tmp_path):
     assert r.returncode != 0 and "set `gpu: 0` under set-resources: train:" in out, out[-2000:]
     r = run_workflow(workdir(tmp_path / "q"), *args, "--set-resources", "train:gpu=0")
     assert r.returncode == 0, r.stderr[-2000:]
+    gres = {m for b in _train_blocks(r.stdout) for m in re.findall(r"\bgres=(\S+)", b)}
+    assert gres == {"shard:1", "shard:2", "shard:4", "shard:8"}, gres
 
 
 def test_shared_gpu_makespan_and_gpu_hours():

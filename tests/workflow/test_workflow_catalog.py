@@ -84,7 +84,18 @@ def _train_gpus(out: str) -> set[int]:
     return {int(m.group(1)) for b in blocks for m in [re.search(r"\bgpu=(\d+)", b)] if m}
 
 
-@pytest.mark.parametrize(("visible", "gpus"), [("0", {1}), ("", {0}), ("0,1", {1})])
+def check_paper_training_jobs(out: str, gpus: set[int]) -> None:
+    """A paper-scale dry run's training jobs: each asks for the ``gpus`` given, a job given a
+    GPU trains with device=cuda, and every job's MLflow logging waits a bounded time."""
+    assert _train_gpus(out) == gpus
+    trains = re.findall(r"lpdt\.cli train .*", out)
+    assert len(trains) == 289 and all(("--set device=cuda" in t) == (gpus == {1}) for t in trains)
+    assert out.count("MLFLOW_HTTP_REQUEST_MAX_RETRIES=${MLFLOW_HTTP_REQUEST_MAX_RETRIES:-2}") == 289
+
+
+# One visible GPU (CUDA_VISIBLE_DEVICES=0) is checked on the dry run of
+# tests/workflow/test_gpu_share.py::test_auto_k_per_model_on_the_paper_grid, the same command.
+@pytest.mark.parametrize(("visible", "gpus"), [("", {0}), ("0,1", {1})])
 def test_paper_training_jobs_ask_for_a_gpu_only_on_a_gpu_machine(tmp_path, visible, gpus):
     """train_gpus: auto gives each paper-scale training job gpu=1 where a GPU is visible and 0
     where none is (CUDA_VISIBLE_DEVICES stands in for the machine). A job given a GPU trains
@@ -92,13 +103,7 @@ def test_paper_training_jobs_ask_for_a_gpu_only_on_a_gpu_machine(tmp_path, visib
     its MLflow logging waits a bounded time for a server it cannot reach."""
     r = run_workflow(workdir(tmp_path), "-n", "--config", "scale=paper", env=_gpu_env(visible))
     assert r.returncode == 0, r.stderr[-2000:]
-    assert _train_gpus(r.stdout) == gpus
-    trains = re.findall(r"lpdt\.cli train .*", r.stdout)
-    assert len(trains) == 289 and all(("--set device=cuda" in t) == (gpus == {1}) for t in trains)
-    assert (
-        r.stdout.count("MLFLOW_HTTP_REQUEST_MAX_RETRIES=${MLFLOW_HTTP_REQUEST_MAX_RETRIES:-2}")
-        == 289
-    )
+    check_paper_training_jobs(r.stdout, gpus)
 
 
 def test_cpu_runs_never_ask_for_a_gpu(tmp_path):
