@@ -105,6 +105,33 @@ def test_a_record_copied_into_another_runs_directory_is_refused(tree: dict) -> N
         aggregate(tree["manifest"])
 
 
+def test_a_copied_results_folder_reads_its_own_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A results folder copied or renamed (an archive of an earlier grid), read from the project
+    where ./results holds other numbers: its own runs are read, and a run missing in it is
+    missing, not taken from ./results (which its manifest's relative ``dir`` names)."""
+    from tests.report.conftest import make_tree
+
+    make_tree(tmp_path)
+    archive = tmp_path / "archive" / "results-old"
+    shutil.copytree(tmp_path / "results", archive)
+    current, _ = aggregate(tmp_path / "results" / "manifest.json")
+    ok = current[current["status"] == "ok"].drop_duplicates("run_id")
+    changed, removed = ok.iloc[0], ok.iloc[1]
+    metrics = archive / "runs" / changed["run_id"] / "metrics.json"
+    m = json.loads(metrics.read_text())
+    m["final"]["acc_node_mean"] = changed["acc"] + 10.0
+    metrics.write_text(json.dumps(m))
+    (archive / "runs" / removed["run_id"] / "metrics.json").unlink()
+    monkeypatch.chdir(tmp_path)  # ./results/runs/<run_id> exists here
+    old, _ = aggregate(Path("archive/results-old/manifest.json"))
+    by_id = old.drop_duplicates("run_id").set_index("run_id")
+    assert by_id.loc[changed["run_id"], "acc"] == pytest.approx(changed["acc"] + 10.0)
+    assert math.isnan(by_id.loc[removed["run_id"], "acc"])
+    assert by_id.loc[removed["run_id"], "status"] != "ok"
+
+
 def test_the_report_says_which_engine_produced_the_runs(tree: dict) -> None:
     """Runs of both engines mix in one report: the summary counts them per engine and a table's
     setup names the engine when it is not the default simulator."""

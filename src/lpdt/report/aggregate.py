@@ -112,11 +112,18 @@ def compression_key(name: str, ratio: float) -> object:
 
 
 def _run_dir(entry: ManifestRun, manifest_path: Path) -> Path:
-    """The run's directory: as written (relative to the working directory), else relative to the
-    manifest's project root, else ``<manifest dir>/runs/<run_id>``."""
+    """The run's directory. ``<manifest dir>/runs/<run_id>`` where it exists, as the workflow
+    writes them (``<results>/manifest.json``, ``<results>/runs/<run_id>``): a copied or renamed
+    results folder is read itself, not ``./results``, which the entry's relative ``dir`` names.
+    A manifest beside a ``runs/`` folder reads a run missing there as missing, not from another
+    folder (unless its ``dir`` is absolute). Otherwise ``dir`` as written: absolute, or relative
+    to the manifest's project root, else to the working directory."""
+    own = manifest_path.parent / "runs" / entry.run_id
     d = Path(entry.dir)
+    if own.is_dir() or (own.parent.is_dir() and not d.is_absolute()):
+        return own
     root = manifest_path.resolve().parent.parent
-    for cand in (d, root / d, manifest_path.parent / "runs" / entry.run_id):
+    for cand in (root / d, d):
         if (cand / record.METRICS_FILE).exists():
             return cand
     return d
