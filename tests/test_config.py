@@ -60,6 +60,9 @@ def test_unknown_key_in_file_and_missing_file(tmp_path):
         load_config(p)
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "missing.yaml")
+    p.write_text("")  # cut off, or not yet written: not "all defaults" (CIFAR-10, 200 epochs)
+    with pytest.raises(ConfigError, match=r"c\.yaml' is empty"):
+        load_config(p)
 
 
 def test_run_id_is_stable_and_ignores_tracking():

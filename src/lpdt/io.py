@@ -188,16 +188,20 @@ def read_csv(path: str | Path, **kwargs: Any) -> Any:
 
 
 def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> dict[str, Any]:
-    """The mapping in the YAML file ``path`` (an empty file: ``{}``); ``error`` with one line
-    starting with ``what`` when the file is missing, a directory, not text, not YAML or not a
-    mapping (a run config, a studies or scale file)."""
+    """The mapping in the YAML file ``path``; ``error`` with one line starting with ``what`` when
+    the file is missing, a directory, not text, not YAML, empty (nothing but comments or
+    blanks: a file cut off or not yet written, which would otherwise read as "change nothing":
+    an empty scale file made its scale the paper's grid) or not a mapping (a run config, a
+    studies or scale file). An explicit ``{}`` is an empty mapping."""
     import yaml
 
     p = Path(path)
     if not p.is_file():
         raise error(f"{what} {'is a directory, not a file' if p.is_dir() else 'does not exist'}")
     try:
-        data = yaml.safe_load(p.read_text()) or {}
+        data = yaml.safe_load(p.read_text())
+        if data is None:
+            raise error(f"{what} is empty (no settings in it, only comments or blank lines)")
     except UnicodeDecodeError:
         raise error(f"{what} is not text (UTF-8)") from None
     except yaml.YAMLError as e:

@@ -85,12 +85,19 @@ def test_fragment_key_or_table_and_clear_errors():
 
 
 def test_a_studies_file_that_cannot_be_read_is_one_line(tmp_path):
-    """A directory, text that is not YAML, bytes that are not text: one ``GridError`` each
-    (the directory "did not exist"; the others were tracebacks)."""
+    """A directory, text that is not YAML, bytes that are not text, an empty file: one
+    ``GridError`` each (the directory "did not exist"; the next two were tracebacks; an empty
+    or comments-only scale file read as "change nothing", and made its scale the paper's grid
+    of 289 runs)."""
     with pytest.raises(grid.GridError, match="is a directory, not a file"):
         grid.read_yaml(tmp_path)
     bad = tmp_path / "s.yaml"
-    for content, says in ((b"a: [1,\n", "is not valid YAML"), (b"\xff\xfe", "is not text")):
+    for content, says in (
+        (b"a: [1,\n", "is not valid YAML"),
+        (b"\xff\xfe", "is not text"),
+        (b"", "is empty"),
+        (b"# the quick scale\n\n", "is empty"),
+    ):
         bad.write_bytes(content)
         with pytest.raises(grid.GridError, match=rf"s\.yaml {says}") as e:
             grid.read_yaml(bad)
@@ -245,6 +252,19 @@ def test_quick_claims_is_quick_without_the_illustrative_cells():
         "messages",
     }
     assert all(m.seed == 1234 for r in extra for ms in r.studies.values() for m in ms)
+
+
+def test_an_empty_scale_file_is_an_error_not_the_paper_grid(tmp_path):
+    """An empty scale overlay stops grid.load with one line naming the file; ``{}`` (an
+    explicit empty mapping) is still the studies as they are."""
+    scale = tmp_path / "quick.yaml"
+    scale.write_text("# cut off after its header\n")
+    with pytest.raises(grid.GridError, match=r"quick\.yaml is empty"):
+        grid.load(REPO / "config/studies.yaml", scale)
+    scale.write_text("{}\n")
+    assert grid.load(REPO / "config/studies.yaml", scale) == grid.read_yaml(
+        REPO / "config/studies.yaml"
+    )
 
 
 def test_a_scale_base_chain_merges_before_the_studies(tmp_path):
