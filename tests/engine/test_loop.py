@@ -342,6 +342,38 @@ def test_checkpoint_of_another_config_is_refused(tmp_path, capsys):
     assert len(err) == 1 and "checkpoint.pt" in err[0] and "partition.skew" in err[0]
 
 
+def test_a_checkpoint_is_not_overwritten_without_resume_or_force(tmp_path, capsys):
+    """A started run's checkpoint and no --resume: refused in one line that names --resume and
+    --force, the checkpoint untouched (the run had started again from its start, with a note,
+    and overwritten a long run's epochs); --resume continues it, and --force starts again."""
+    c = cfg(*SMALL, "train.epochs=2")
+    out = tmp_path / "cut"
+
+    class Killed(Exception):
+        pass
+
+    def killer(line):
+        if line.startswith("epoch 2/2"):
+            raise Killed
+
+    with pytest.raises(Killed):
+        train(c, out, log=killer)
+    ck = (out / "checkpoint.pt").read_bytes()
+    argv = ["train", *_argv(*SMALL, "train.epochs=2"), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "checkpoint.pt" in err[0], err
+    assert "--resume" in err[0] and "--force" in err[0], err
+    assert (out / "checkpoint.pt").read_bytes() == ck and not (out / "metrics.json").exists()
+    assert main([*argv, "--resume"]) == 0
+    assert "resumed from" in capsys.readouterr().out
+    lines: list[str] = []
+    train(c, out, force=True, log=lines.append)
+    assert not any("resumed" in line for line in lines) and any(
+        line.startswith("epoch 1/2") for line in lines
+    ), lines
+
+
 def test_progress_lines_have_iteration_loss_throughput_and_eta(tmp_path, monkeypatch):
     import lpdt.engine.loop as lt
 

@@ -95,7 +95,7 @@ def launch_local(
     """Start one worker per node on this machine, wait for all, return the run's record."""
     out = Path(out_dir)
     metrics = out / record.METRICS_FILE
-    done = open_run_dir(cfg, out, force, out.glob("checkpoint*.pt"), log)
+    done = open_run_dir(cfg, out, force, out.glob("checkpoint*.pt"), log, resume)
     if done is not None:
         return done
     checkpoints = sorted(out.glob("checkpoint.rank*.pt"))  # any rank's, current or .prev

@@ -75,7 +75,7 @@ def train(
     group = group or LocalGroup(cfg.topology.nodes)
     out = Path(out_dir)
     metrics_path, ck_path = out / record.METRICS_FILE, out / group.checkpoint_name
-    done = open_run_dir(cfg, out, force, [ck_path, previous(ck_path)], log)
+    done = open_run_dir(cfg, out, force, [ck_path, previous(ck_path)], log, resume)
     if done is not None:
         return done
     prov = provenance.capture(resolve_device(cfg.device))
@@ -181,8 +181,6 @@ def _resume(
             f"note: not every process has a checkpoint of one epoch (this one has epochs "
             f"{sorted(found)}); starting from scratch"
         )
-    elif ck_path.exists():
-        log(f"note: {ck_path} exists; starting from scratch (pass --resume to continue it)")
     return None, 0.0, prov
 
 
