@@ -162,11 +162,13 @@ def torch_save_atomic(path: Path, obj: Any) -> None:
 
 
 # What ``torch.load`` raises for a file cut short, emptied, a directory or not written by
-# ``torch.save`` (a checkpoint, a token cache): the callers' "cannot be read".
+# ``torch.save`` (a checkpoint, a token cache): the callers' "cannot be read". A text file raises
+# ValueError ("invalid literal for int() with base 10", from its legacy-format reader).
 TORCH_LOAD_ERRORS: tuple[type[BaseException], ...] = (
     OSError,
     EOFError,
     RuntimeError,
+    ValueError,
     pickle.UnpicklingError,
 )
 

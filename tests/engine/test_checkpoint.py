@@ -59,11 +59,12 @@ def test_an_older_plain_dict_checkpoint_loads_and_a_broken_one_is_named():
         Checkpoint.from_dict([1, 2], "ck.pt")
 
 
-@pytest.mark.parametrize("damage", ["truncated", "empty", "text", "directory"])
+@pytest.mark.parametrize("damage", ["truncated", "empty", "text", "garbage", "directory"])
 def test_a_damaged_checkpoint_is_named_not_a_traceback(tmp_path, damage):
     """A checkpoint cut short (a job killed while torch.save wrote it without lpdt's atomic
     rename, a copy that failed), emptied, replaced by text or by a directory: one error that
-    names the file and what to do (it raised OSError, EOFError or UnpicklingError)."""
+    names the file and what to do (it raised OSError, EOFError or UnpicklingError; the text
+    "garbage" ValueError: "invalid literal for int() with base 10: 'arbage'", alone)."""
     run = _tiny()
     path = tmp_path / "checkpoint.pt"
     torch.save(run.checkpoint().to_dict(), path)
@@ -72,6 +73,24 @@ def test_a_damaged_checkpoint_is_named_not_a_traceback(tmp_path, damage):
     if damage == "directory":
         path.mkdir()
     else:
-        path.write_bytes({"truncated": whole[: len(whole) // 2], "empty": b""}.get(damage, b"x\n"))
+        texts = {"truncated": whole[: len(whole) // 2], "empty": b"", "garbage": b"garbage\n"}
+        path.write_bytes(texts.get(damage, b"x\n"))
     with pytest.raises(CheckpointError, match=r"checkpoint\.pt: a damaged checkpoint.*--force"):
         load_checkpoint(run.cfg, path)
+
+
+def test_an_unreadable_checkpoint_is_not_called_damaged(tmp_path, monkeypatch):
+    """A checkpoint the user may not read (permission denied; simulated: the tests run as root,
+    who reads it anyway) is not "damaged, delete it", which would throw its epochs away: one
+    line saying to make it readable and resume."""
+    run = _tiny()
+    path = tmp_path / "checkpoint.pt"
+    torch.save(run.checkpoint().to_dict(), path)
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(torch, "load", denied)
+    with pytest.raises(CheckpointError, match=r"permission denied.*chmod u\+r.*--resume") as e:
+        load_checkpoint(run.cfg, path)
+    assert "delete" not in str(e.value) and "\n" not in str(e.value)

@@ -374,6 +374,34 @@ def test_a_checkpoint_is_not_overwritten_without_resume_or_force(tmp_path, capsy
     ), lines
 
 
+@pytest.mark.parametrize("damage", ["", "seed: [1,\n", "just text\n"])
+def test_a_damaged_config_yaml_beside_a_checkpoint_is_written_again(tmp_path, damage):
+    """A started run's config.yaml emptied, cut short or replaced: a note, and --resume
+    continues from the checkpoint (checked against the config on its own) to the numbers of an
+    uninterrupted run. It was "a run of another config (differs in: no config); pass --force",
+    which would have discarded the checkpoint."""
+    c = cfg(*SMALL, "train.epochs=2")
+
+    class Killed(Exception):
+        pass
+
+    def killer(line):
+        if line.startswith("epoch 2/2"):
+            raise Killed
+
+    full = train(c, tmp_path / "full", log=lambda s: None)
+    out = tmp_path / "cut"
+    with pytest.raises(Killed):
+        train(c, out, log=killer)
+    (out / "config.yaml").write_text(damage)
+    lines: list[str] = []
+    resumed = train(c, out, resume=True, log=lines.append)
+    assert any("config.yaml is damaged" in line for line in lines), lines
+    assert any(line.startswith("resumed from") for line in lines), lines
+    assert resumed.final == full.final
+    assert yaml.safe_load((out / "config.yaml").read_text()) == c.to_dict()
+
+
 def test_progress_lines_have_iteration_loss_throughput_and_eta(tmp_path, monkeypatch):
     import lpdt.engine.loop as lt
 

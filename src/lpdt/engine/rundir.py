@@ -48,9 +48,12 @@ def refuse_other_config(cfg: RunConfig, stored: Any, where: Path) -> None:
         )
 
 
-def check_run_dir(cfg: RunConfig, out: Path) -> None:
+def check_run_dir(cfg: RunConfig, out: Path, log: Callable[[str], None]) -> None:
     """A complete run (``metrics.json``) or a started one (``config.yaml``) in ``out`` must be
-    ``cfg``'s; a checkpoint is checked when it is loaded."""
+    ``cfg``'s; a checkpoint is checked when it is loaded. A started run's ``config.yaml`` that is
+    damaged (empty, not YAML, not a mapping) says nothing of its config: it is written again
+    when the run starts, with a note. (It was called "another config", and the advice, --force,
+    would have discarded a checkpoint of this very config, which is checked on its own.)"""
     metrics = out / record.METRICS_FILE
     if metrics.exists():  # a record of another schema version is a RecordError (exit 2)
         refuse_other_config(cfg, record.read(metrics).config, metrics)
@@ -58,9 +61,12 @@ def check_run_dir(cfg: RunConfig, out: Path) -> None:
     path = out / "config.yaml"
     if path.exists():
         try:
-            stored = yaml.safe_load(path.read_text())
+            stored = yaml.safe_load(path.read_bytes())
         except yaml.YAMLError:
             stored = None
+        if not isinstance(stored, dict) or not stored:
+            log(f"note: {path} is damaged (empty or not a YAML mapping); it is written again")
+            return
         refuse_other_config(cfg, stored, path)
 
 
@@ -124,7 +130,7 @@ def open_run_dir(
         discard(out, checkpoints)
         return None
     restore_record_copy(out, log)
-    check_run_dir(cfg, out)
+    check_run_dir(cfg, out, log)
     metrics = out / record.METRICS_FILE
     if metrics.exists():
         log(f"{out}: already complete (use --force to run it again)")
@@ -150,6 +156,11 @@ def load_checkpoint(cfg: RunConfig, path: Path) -> Checkpoint:
     that mapped it to the GPU could not resume: ``RNG state must be a torch.ByteTensor``)."""
     try:
         raw = torch.load(path, map_location="cpu", weights_only=False)
+    except PermissionError:  # not damaged: deleting it would throw its epochs away
+        raise CheckpointError(
+            f"{path}: cannot be read (permission denied); make it readable (chmod u+r) and run "
+            "again with --resume"
+        ) from None
     except TORCH_LOAD_ERRORS as e:
         raise CheckpointError(
             f"{path}: a damaged checkpoint, which cannot be read ({type(e).__name__}: "
