@@ -7,6 +7,7 @@ beyond the coordinates."""
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -425,3 +426,22 @@ def test_a_diverged_run_through_the_report_pipeline(tmp_path) -> None:  # type: 
 
     assert "counted as a loss: seed 2 of " in claim_details(dense)
     assert f"(b (precision=int8) run {rid} diverged: counted as a loss" in claim_details(dense)
+
+
+@pytest.mark.parametrize(
+    ("key", "spec", "says"),
+    [
+        ("nodes", ">1e400", "'1e400' is not a value of nodes (a whole number)"),
+        ("nodes", "inf", "'inf' is not a value of nodes (a whole number)"),
+        ("nodes", "!=inf", "'inf' is not a value of nodes (a whole number)"),
+        ("nodes", "2.7", "'2.7' is not a value of nodes (a whole number)"),
+        ("compression", "1e400", "'1e400' is not a value of compression (a finite number)"),
+    ],
+)
+def test_a_value_no_coordinate_can_take_is_one_line(key: str, spec: str, says: str) -> None:
+    """An infinite or huge number for a whole-number coordinate raised OverflowError (a
+    traceback from lpdt compare --where), and nodes=2.7 was read as 3 ("no run has nodes=3");
+    8, 8.0 and "8" are still one value."""
+    with pytest.raises(ValueError, match=re.escape(says)):
+        pairs.condition(key, spec)
+    assert pairs.parse_value("nodes", "8") == pairs.parse_value("nodes", 8.0) == 8

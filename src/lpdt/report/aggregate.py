@@ -69,6 +69,14 @@ class Coordinate:
     label: Callable[[Any], str] = str
 
 
+def _whole(v: object) -> int:
+    """A node count: 8, 8.0 or "8" is 8; 2.7 or inf is a ValueError (not silently 3)."""
+    f = float(v)  # type: ignore[arg-type]
+    if not f.is_integer():
+        raise ValueError(f"{v!r} is not a whole number")
+    return int(f)
+
+
 # The one list of coordinates: the claims' schema (src/lpdt/report/claims.schema.yaml, which the
 # studies' schema refers to) and the coordinates of config/studies.yaml agree with it
 # (tests/report/test_coordinates.py).
@@ -77,12 +85,7 @@ COORDINATES: tuple[Coordinate, ...] = (
     Coordinate("model", "model.name", _model),
     Coordinate("norm", "model.norm", str),
     Coordinate("topology", "topology.name", str),
-    Coordinate(
-        "nodes",
-        "topology.nodes",
-        lambda v: int(round(float(v))),
-        lambda v: f"{int(float(v))}",
-    ),
+    Coordinate("nodes", "topology.nodes", lambda v: _whole(v), lambda v: f"{int(float(v))}"),
     Coordinate("compression", None, _compression, _compression_label),
     Coordinate("skew", "partition.skew", lambda v: round(float(v), 2)),
     Coordinate("algorithm", "algorithm.name", str),

@@ -103,8 +103,9 @@ def parse_value(key: str, text: object) -> object:
             text = yaml.safe_load(text)
     try:
         return _canon(key, text)
-    except (TypeError, ValueError):
-        raise ValueError(f"{key}: {text!r} is not a value of {key} (a number)") from None
+    except (TypeError, ValueError, OverflowError):  # OverflowError: inf or 1e400 as an integer
+        kind = "a whole number" if key == "nodes" else "a finite number"
+        raise ValueError(f"{key}: {text!r} is not a value of {key} ({kind})") from None
 
 
 def condition(key: str, spec: object) -> Condition:
