@@ -75,6 +75,33 @@ def test_other_errors_still_raise(tmp_path, monkeypatch):
         )
 
 
+@pytest.mark.parametrize("case", ["not-a-database", "unknown-scheme", "manifest-dir", "tag"])
+def test_a_bad_store_path_or_tag_is_one_line(tmp_path, capsys, case):
+    """`python -m lpdt.tracking` (the workflow's MLflow jobs) on a store file that is no
+    database, a URI of an unknown scheme, a manifest that is a directory, a --tag without
+    "=": one line naming it, exit 2 (each was a traceback, the tag a message about a
+    "dictionary update sequence")."""
+    (tmp_path / "bad.db").write_text("not a database\n")
+    (tmp_path / "manifest.json").mkdir()
+    good = f"sqlite:///{tmp_path}/ok.db"
+    argv, says = {
+        "not-a-database": (
+            ["init", "--uri", f"sqlite:///{tmp_path}/bad.db"],
+            "cannot use the MLflow store sqlite:///",
+        ),
+        "unknown-scheme": (["init", "--uri", "htp://x"], "cannot use the MLflow store htp://x"),
+        "manifest-dir": (
+            ["sync", "--uri", good, "--manifest", str(tmp_path / "manifest.json")],
+            "manifest.json: Is a directory",
+        ),
+        "tag": (["log", "--uri", good, str(tmp_path), "--tag", "foo"], "--tag 'foo' must look"),
+    }[case]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"lpdt.tracking {argv[0]}: error: "), err
+    assert says in err[0], err
+
+
 # --- lpdt ui: refused before the exec ------------------------------------------------------------
 
 

@@ -196,6 +196,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def store_error_line(e: BaseException, uri: str) -> str | None:
+    """One line for an error of the store or a path (None: a bug, whose traceback is shown):
+    MLflow's and SQLAlchemy's (a file that is not a database, an unsupported URI scheme) and
+    an OS error about a file (a manifest that is a directory, no permission)."""
+    if type(e).__module__.split(".")[0] in ("mlflow", "sqlalchemy"):
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        return f"cannot use the MLflow store {uri}: {first}"
+    if isinstance(e, OSError) and e.filename is not None:
+        return f"{e.filename}: {e.strerror or e}"
+    return None
+
+
 def _write_json(path: str | None, obj: Any) -> None:
     if path:
         from lpdt.io import write_json_atomic
@@ -235,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
                 "experiment_id": exp_id,
             }
         elif args.cmd == "log":
+            bad = [t for t in args.tag if not t.partition("=")[0] or "=" not in t]
+            if bad:
+                raise TrackingError(f"--tag {bad[0]!r} must look like KEY=VALUE")
             tags = dict(t.split("=", 1) for t in args.tag)
             ids = [log_run(d, args.uri, args.experiment, tags) for d in args.run_dir]
             # one run: {"mlflow_run_id": id}; several: their ids in the order given
@@ -249,13 +264,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lpdt.tracking {args.cmd}: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # a full disk, however MLflow or SQLite wrapped it: one line
-        if not no_space(e):
+        if no_space(e):
+            line = f"no space left on device while writing the MLflow store {args.uri}"
+        else:
+            line = store_error_line(e, args.uri)
+        if line is None:
             raise
-        print(
-            f"lpdt.tracking {args.cmd}: error: no space left on device while writing the MLflow "
-            f"store {args.uri}",
-            file=sys.stderr,
-        )
+        print(f"lpdt.tracking {args.cmd}: error: {line}", file=sys.stderr)
         return 2
     _write_json(args.out, receipt)
     print(json.dumps({k: v for k, v in receipt.items() if k != "runs"}))
