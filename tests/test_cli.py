@@ -113,3 +113,35 @@ def test_memory_that_runs_out_is_one_line() -> None:
     assert cli.user_error_line(MemoryError("a 1e6 x 1e6 matrix")) == (
         "out of memory (a 1e6 x 1e6 matrix)"
     )
+
+
+def test_an_unreachable_mlflow_server_is_a_short_warning_not_a_silent_wait(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`lpdt train` with tracking.uri a server nobody listens on (a closed loopback port): it
+    says it is logging, warns in one line within the workflow's retry budget (MLflow's own, 7
+    retries of up to 120 s, had kept it silent for about 4 minutes), exits 0 with the run's
+    files complete, and does not print "MLflow: experiment ... at" for a store it never
+    reached."""
+    import socket
+    import time
+
+    from tests.conftest import TINY
+
+    for key in cli.MLFLOW_HTTP_DEFAULTS:
+        monkeypatch.delenv(key, raising=False)  # the defaults apply (and are undone after)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: connections are refused
+    sets = [*TINY, "data.train_subset=64", "data.test_subset=32", "topology.nodes=2"]
+    sets += ["train.epochs=1", "tracking.mlflow=true", f"tracking.uri=http://127.0.0.1:{port}"]
+    argv = ["train", *sum((["--set", o] for o in sets), []), "--out", str(tmp_path / "run")]
+    t0 = time.monotonic()
+    assert cli.main(argv) == 0
+    elapsed = time.monotonic() - t0
+    out = capsys.readouterr().out
+    assert f"logging the run to the MLflow server at http://127.0.0.1:{port}" in out
+    warnings = [line for line in out.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and "could not log to MLflow" in warnings[0], out
+    assert "MLflow: experiment" not in out and (tmp_path / "run" / "metrics.json").exists()
+    assert elapsed < 60, elapsed

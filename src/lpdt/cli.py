@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from lpdt.engine import train
 
     outs = [Path(o) for o in args.out] or [Path("results/runs") / cfgs[0].run_id()]
-    codes = []
+    codes, logged = [], []
     for i, (cfg, out) in enumerate(zip(cfgs, outs, strict=True)):
         if len(cfgs) > 1:
             print(f"--- run {i + 1} of {len(cfgs)}: {out}", flush=True)
@@ -110,10 +110,10 @@ def run(args: argparse.Namespace) -> int:
             codes.append(2)
             continue
         if cfg.tracking.mlflow:
-            _log_to_mlflow(cfg, out)
+            logged.append(_log_to_mlflow(cfg, out))
         print(f"results: {out}/metrics.json (status {rec.status}, run_id {rec.run_id})")
         codes.append(0 if rec.status == "ok" else 3)
-    if cfgs[0].tracking.mlflow:
+    if any(logged):  # only where a run was logged there (not after the warning alone)
         print(
             f"MLflow: experiment {cfgs[0].tracking.experiment!r} at {cfgs[0].tracking.uri} (lpdt ui)"
         )
@@ -128,17 +128,33 @@ def run(args: argparse.Namespace) -> int:
     return 2 if 2 in codes else max(codes)
 
 
-def _log_to_mlflow(cfg: RunConfig, out: Path) -> None:
+# A server's retries as the workflow's jobs have them (workflow/rules/train.smk): MLflow's own
+# defaults (7 retries of up to 120 s) kept `lpdt train` silent for about 4 minutes after its run
+# when the server could not be reached. A value set in the environment wins.
+MLFLOW_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+
+
+def _log_to_mlflow(cfg: RunConfig, out: Path) -> bool:
     """Log the finished run in ``out`` to MLflow (``tracking.mlflow``): the engine returns the
-    run and writes its files; logging is its caller's, here. A failure is a warning: the run's
-    files are complete, and tracking is a convenience (``python -m lpdt.tracking log`` retries)."""
+    run and writes its files; logging is its caller's, here. A failure is a warning of one line
+    (False): the run's files are complete, and tracking is a convenience (``python -m
+    lpdt.tracking log`` retries)."""
     from lpdt.tracking import log_run
 
+    uri = cfg.tracking.uri
+    if uri.startswith(("http://", "https://")):  # a server: say what the wait is
+        for key, value in MLFLOW_HTTP_DEFAULTS.items():
+            os.environ.setdefault(key, value)
+        print(f"logging the run to the MLflow server at {uri} ...", flush=True)
     try:
-        log_run(out, cfg.tracking.uri, cfg.tracking.experiment, cfg.tracking.tags)
+        log_run(out, uri, cfg.tracking.experiment, cfg.tracking.tags)
     except Exception as e:
         why = "no space left on device while writing the MLflow store" if no_space(e) else e
-        print(f"warning: could not log to MLflow at {cfg.tracking.uri}: {why}", flush=True)
+        print(
+            f"warning: could not log to MLflow at {uri}: {' '.join(str(why).split())}", flush=True
+        )
+        return False
+    return True
 
 
 # --- entry point -------------------------------------------------------------------------------

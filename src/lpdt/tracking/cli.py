@@ -264,10 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"lpdt.tracking {args.cmd}: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # a full disk, however MLflow or SQLite wrapped it: one line
+        line: str | None = store_error_line(e, args.uri)
         if no_space(e):
             line = f"no space left on device while writing the MLflow store {args.uri}"
-        else:
-            line = store_error_line(e, args.uri)
         if line is None:
             raise
         print(f"lpdt.tracking {args.cmd}: error: {line}", file=sys.stderr)
