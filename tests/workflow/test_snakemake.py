@@ -257,6 +257,25 @@ def test_unknown_scale_lists_the_scales(tmp_path):
     assert "unknown scale 'huge'" in out and "paper, quick, quick-claims, smoke" in out
 
 
+def test_a_path_the_rules_cannot_take_is_one_line(tmp_path):
+    """results with a space (the rules' shell commands take paths unquoted: `results=my results`
+    would have written to a file named `my`), results that is a file (a 66-line traceback), a
+    report path that is a folder (Snakemake's ChildIOException), a paper_results file that does
+    not exist (a MissingInputException listing ~40 files): one line each, before any job."""
+    wd = workdir(tmp_path)
+    (wd / "afile").write_text("")
+    for setting, says in (
+        ("results=my results", "results='my results': a space in a path would split"),
+        ("results=afile", "results=afile is a file, not a folder"),
+        ("report=config", "report=config is a folder; give the path of a file"),
+        ("paper_results=nope.csv", "paper_results=nope.csv: no such file"),
+    ):
+        r = snakemake(wd, "-n", "--config", "scale=smoke", setting)
+        out = r.stdout + r.stderr
+        assert r.returncode != 0 and says in out and "Traceback" not in out, out[-2000:]
+    assert not (wd / "my").exists()
+
+
 def test_scales_that_drop_studies(tmp_path):
     """Each of these stopped the DAG with an IndexError (2026-11-30): a scale without Figures 2
     and 3 (nothing to analyse), one with no training run (its plan: "no training runs")."""

@@ -18,6 +18,26 @@ from lpdt.report.claims import study_claims
 PY = sys.executable  # the interpreter running snakemake has lpdt installed
 LPDT = f"{PY} -m lpdt.cli"
 SCALE = config["scale"]
+
+
+def check_path(key, path, folder):
+    """A path the config gives (``key``): one the rules' shell commands can take unquoted (no
+    space or shell character: `results=my results` wrote to a file named `my`), and a folder
+    (``folder``) or a file as it must be (`results=<a file>` was a 66-line traceback)."""
+    bad = re.search(r"[\s'\"$`;&|<>()*?\[\]{}\\#!]", path)
+    if bad:
+        what = "a space" if bad[0].isspace() else f"the character {bad[0]!r}"
+        raise WorkflowError(
+            f"{key}={path!r}: {what} in a path would split the workflow's shell commands (they "
+            "take paths unquoted); choose a path without it"
+        )
+    if folder and Path(path).exists() and not Path(path).is_dir():
+        raise WorkflowError(f"{key}={path} is a file, not a folder")
+    if not folder and Path(path).is_dir():
+        raise WorkflowError(f"{key}={path} is a folder; give the path of a file")
+
+
+check_path("results", config["results"], folder=True)
 RESULTS = os.path.normpath(config["results"])  # results=out/ or results=. : paths Snakemake takes
 RUNS_DIR = f"{RESULTS}/runs"
 # The MLflow store: auto is a SQLite file in the results folder, so that results=elsewhere keeps

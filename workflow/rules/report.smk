@@ -17,7 +17,10 @@ REPORT_PDF = (
     else config["report"]
 )
 config["report"] = REPORT_PDF  # the path, in Snakemake's HTML report (workflow/report/workflow.rst)
+check_path("report", REPORT_PDF, folder=False)
 PAPER_RESULTS = config["paper_results"]
+if not Path(PAPER_RESULTS).is_file():  # (a missing one was a MissingInputException of ~40 files)
+    raise WorkflowError(f"paper_results={PAPER_RESULTS}: no such file (the paper's numbers)")
 PLATEAU_CHECK = config.get("plateau_check", "none")  # "none": the report says it is not measured
 # The report reads this workflow's check (results/plateau_check.csv, `snakemake plateau_check`)
 # when it exists, else the shipped one (config plateau_check). The former is a param, not an
