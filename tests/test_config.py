@@ -42,6 +42,9 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
         ("threads=0", "'threads': must be >= 1 or null"),
         ("seed=-1", "'seed': must be in [0, 2**32)"),
         ("partition.seed=4294967296", "'partition.seed': must be in [0, 2**32)"),
+        # passed every range check and diverged at epoch 0 (exit 3)
+        ("optim.lr=inf", "'optim.lr': invalid value 'inf'; expected a finite number"),
+        ("skew=-inf", "'partition.skew': invalid value '-inf'; expected a finite number"),
     ],
 )
 def test_bad_values_are_one_line_errors(override, needle):

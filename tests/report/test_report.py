@@ -600,3 +600,18 @@ def test_pdf(report_out: Path) -> None:
         "Where our numbers differ",
     ):
         assert s in text, s
+
+
+def test_the_energy_table_says_whether_its_file_is_missing_or_damaged(tmp_path: Path) -> None:
+    """The cost model's summary.json: missing, cut short (was reported as "missing" too) or
+    without the energy table: each said as it is; a whole one is quoted."""
+    from lpdt.report.describe import energy_text
+
+    assert "summary.json missing" in energy_text(tmp_path)
+    (tmp_path / "summary.json").write_text('{"energy_table_pj": {"fp32_add": 0.9,')
+    assert "summary.json cannot be read" in energy_text(tmp_path)
+    (tmp_path / "summary.json").write_text("{}")
+    assert "none in" in energy_text(tmp_path)
+    table = {"fp32_add": 0.9, "fp32_mult": 3.7, "int8_add": 0.03, "int8_mult": 0.2}
+    (tmp_path / "summary.json").write_text(json.dumps({"energy_table_pj": table}))
+    assert energy_text(tmp_path).startswith("Energy per operation (fp32 add 0.9, mult 3.7;")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -234,12 +235,18 @@ def _coerce(value: Any, tp: Any, path: str, f: dataclasses.Field | None) -> Any:
     if tp is float:
         if isinstance(value, str):  # YAML 1.1 reads "1e6" (no dot) as a string
             try:
-                return float(value)
+                number = float(value)
             except ValueError:
                 raise bad from None
-        if isinstance(value, bool) or not isinstance(value, int | float):
+        elif isinstance(value, bool) or not isinstance(value, int | float):
             raise bad
-        return float(value)
+        else:
+            number = float(value)
+        if not math.isfinite(number):  # lr=inf passed every range check and diverged at once
+            raise ConfigError(
+                f"config key {path!r}: invalid value {value!r}; expected a finite number"
+            )
+        return number
     if tp is str:
         if not isinstance(value, str):
             raise bad

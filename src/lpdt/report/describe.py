@@ -238,10 +238,14 @@ def memory_setup(cost: Path) -> str:
 
 def energy_text(cost: Path) -> str:
     """The energy per operation the cost model used (its summary.json)."""
-    d = _read_json(Path(cost) / "summary.json") or {}
+    path = Path(cost) / "summary.json"
+    d = _read_json(path)
+    if d is None:  # a file that exists but cannot be read is not "missing"
+        why = "cannot be read: not a JSON object" if path.exists() else "missing"
+        return f"energy per operation not recorded ({path} {why})"
     e = d.get("energy_table_pj")
     if not e:
-        return f"energy per operation not recorded ({Path(cost) / 'summary.json'} missing)"
+        return f"energy per operation not recorded (none in {path})"
     src = f"{e['source']}: " if e.get("source") else ""
     return (
         f"Energy per operation ({src}fp32 add {e['fp32_add']:g}, mult {e['fp32_mult']:g}; "
