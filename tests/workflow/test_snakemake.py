@@ -276,6 +276,21 @@ def test_a_path_the_rules_cannot_take_is_one_line(tmp_path):
     assert not (wd / "my").exists()
 
 
+def test_a_studies_file_cut_short_is_one_line_naming_it_and_the_key(tmp_path):
+    """A studies file cut short mid-file (it still parses) breaks the schema: one line naming
+    the file and the key, not Snakemake's "Failed validating ... in schema" and the schema
+    (14 lines for this cut, 108 for an empty file)."""
+    wd = workdir(tmp_path)
+    cut = wd / "config" / "cut.yaml"
+    text = (wd / "config" / "studies.yaml").read_text()
+    cut.write_text(text[: text.index("compression:")] + "compression:\n")
+    r = snakemake(wd, "-n", "--config", "scale=smoke", "studies=config/cut.yaml")
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "Failed validating" not in out, out[-3000:]
+    line = next(x for x in out.splitlines() if "config/cut.yaml with scale 'smoke' at " in x)
+    assert "coordinates.compression" in line, line
+
+
 def test_scales_that_drop_studies(tmp_path):
     """Each of these stopped the DAG with an IndexError (2026-11-30): a scale without Figures 2
     and 3 (nothing to analyse), one with no training run (its plan: "no training runs")."""

@@ -60,13 +60,32 @@ try:  # the scale and the scales it names as its `base`
     SCALE_FILES = [str(path) for path, _ in grid.scale_chain(SCALE_FILE)]
 except grid.GridError as e:
     raise WorkflowError(f"scale {SCALE!r}: {e}") from None
+
+
+def validate_in_one_line(data, schema, what, **kwargs):
+    """Snakemake's ``validate``, a violation said in one line naming ``what`` and where in it
+    (Snakemake's own message prints the schema after it: 14 lines for a studies file cut short,
+    108 for an empty one, naming neither the file nor the key)."""
+    import jsonschema
+
+    try:
+        validate(data, schema, **kwargs)
+    except WorkflowError as e:
+        cause = e.__context__  # the ValidationError Snakemake caught
+        if not isinstance(cause, jsonschema.exceptions.ValidationError):
+            raise
+        where = ".".join(str(p) for p in cause.absolute_path)
+        raise WorkflowError(f"{what}{f' at {where}' if where else ''}: {cause.message}") from None
+
+
 for _path in SCALE_FILES:
-    validate(grid.read_yaml(_path), "../schemas/scale.schema.yaml")
+    validate_in_one_line(grid.read_yaml(_path), "../schemas/scale.schema.yaml", _path)
 try:
     SPEC = grid.load(STUDIES_FILE, SCALE_FILE)
 except grid.GridError as e:  # a studies file that is missing, not YAML or not a mapping
     raise WorkflowError(str(e)) from None
-validate(SPEC, "../schemas/studies.schema.yaml", set_default=False)
+_what = f"{STUDIES_FILE} with scale {SCALE!r}"
+validate_in_one_line(SPEC, "../schemas/studies.schema.yaml", _what, set_default=False)
 try:
     RUNS = grid.expand(SPEC)
 except grid.GridError as e:
