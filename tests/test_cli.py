@@ -145,3 +145,27 @@ def test_an_unreachable_mlflow_server_is_a_short_warning_not_a_silent_wait(
     assert len(warnings) == 1 and "could not log to MLflow" in warnings[0], out
     assert "MLflow: experiment" not in out and (tmp_path / "run" / "metrics.json").exists()
     assert elapsed < 60, elapsed
+
+
+def test_a_misspelt_option_is_the_commands_usage_with_the_closest_option(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`lpdt train --confg x` printed lpdt's own usage ("lpdt [-h] [--version] COMMAND"): now
+    the command's usage and error line, with the option meant; an unknown word is named as is."""
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train", "--confg", "x.yaml"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "usage: lpdt train" in err
+    assert (
+        "lpdt train: error: unrecognized arguments: --confg (did you mean --config?) x.yaml" in err
+    )
+    with pytest.raises(SystemExit):
+        cli.main(["report", "extra"])
+    assert "lpdt report: error: unrecognized arguments: extra" in capsys.readouterr().err
+
+
+def test_compare_on_a_path_that_does_not_exist_says_so(tmp_path, capsys) -> None:
+    argv = ["compare", str(tmp_path / "nope"), "--vary", "precision", "--a", "fp32", "--b", "int8"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{tmp_path / 'nope'} does not exist" in err[0], err

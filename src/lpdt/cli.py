@@ -10,6 +10,7 @@ import argparse
 import atexit
 import importlib
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -175,6 +176,19 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     return parser, subs
 
 
+def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> None:
+    """Exit 2 with ``parser``'s usage, naming the arguments it does not know and, for a
+    misspelt option, the closest of its own (``--confg``: ``--config``)."""
+    import difflib
+
+    known = re.findall(r"--[\w-]+", parser.format_help())  # argparse lists them nowhere else
+    shown = []
+    for arg in extra:
+        close = difflib.get_close_matches(arg.split("=")[0], known, n=1) if arg[:2] == "--" else []
+        shown.append(f"{arg} (did you mean {close[0]}?)" if close else arg)
+    parser.error(f"unrecognized arguments: {' '.join(shown)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     argv = sys.argv[1:] if argv is None else argv
@@ -184,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     if command in COMMANDS:
         module = importlib.import_module(COMMANDS[command][0])
         module.add_arguments(subs[command])
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the command's own usage, not lpdt's (`lpdt train --confg x`)
+        _unrecognized(subs.get(args.command) or parser, extra)
     if args.command is None:
         parser.print_help()
         return 0

@@ -68,6 +68,8 @@ def load_runs(source: str | Path) -> tuple[pd.DataFrame, list[str]]:
     """(frame, coordinates): one row per (study, run) in the shape of
     ``lpdt.report.aggregate.aggregate`` (study, run_id, seed, status, coordinates, acc)."""
     src = Path(source)
+    if not src.exists():
+        raise FileNotFoundError(f"{src} does not exist (pass a results directory or a manifest)")
     if src.is_file():
         return aggregate(src)[0], list(KEYS)
     if (src / "manifest.json").is_file():
