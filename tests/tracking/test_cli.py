@@ -102,6 +102,27 @@ def test_a_bad_store_path_or_tag_is_one_line(tmp_path, capsys, case):
     assert says in err[0], err
 
 
+def test_a_store_without_permission_is_one_line_at_once(tmp_path, monkeypatch, capsys):
+    """A SQLite store the user may not read or write (simulated: the tests run as root, whom
+    no permission stops): one line at once; MLflow retried it for about 100 s, a warning at
+    each try, before `lpdt ui` said anything."""
+    import time
+
+    from lpdt.tracking import store
+
+    db = tmp_path / "m.db"
+    db.write_bytes(b"")
+    real = os.access
+    monkeypatch.setattr(store.os, "access", lambda p, mode: Path(p) != db and real(p, mode))
+    t0 = time.monotonic()
+    assert cli.main(["init", "--uri", f"sqlite:///{db}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"lpdt.tracking init: error: {db}: permission denied (the MLflow store must be readable and writable)"
+    ]
+    assert time.monotonic() - t0 < 10
+
+
 # --- lpdt ui: refused before the exec ------------------------------------------------------------
 
 

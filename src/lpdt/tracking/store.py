@@ -124,6 +124,12 @@ def open_client(uri: str) -> Any:
     concurrent schema creation on one fresh file corrupts it."""
     from mlflow.tracking import MlflowClient  # imported (seconds) before taking the lock
 
+    path = sqlite_path(uri)
+    if path is not None and path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        # MLflow retries such a file for about 100 s, printing a warning at each try
+        raise TrackingError(
+            f"{path}: permission denied (the MLflow store must be readable and writable)"
+        )
     with store_lock(uri):
         return with_retry(lambda: MlflowClient(tracking_uri=uri))
 
