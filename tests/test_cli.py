@@ -126,10 +126,12 @@ def test_an_unreachable_mlflow_server_is_a_short_warning_not_a_silent_wait(
     import socket
     import time
 
+    from lpdt.tracking import HTTP_WAITS
     from tests.conftest import TINY
 
-    for key in cli.MLFLOW_HTTP_DEFAULTS:
-        monkeypatch.delenv(key, raising=False)  # the defaults apply (and are undone after)
+    for key in HTTP_WAITS:  # the defaults apply (and are undone after the test)
+        monkeypatch.setenv(key, "0")
+        monkeypatch.delenv(key)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed once the block ends: connections are refused
@@ -142,7 +144,8 @@ def test_an_unreachable_mlflow_server_is_a_short_warning_not_a_silent_wait(
     out = capsys.readouterr().out
     assert f"logging the run to the MLflow server at http://127.0.0.1:{port}" in out
     warnings = [line for line in out.splitlines() if line.startswith("warning: ")]
-    assert len(warnings) == 1 and "could not log to MLflow" in warnings[0], out
+    assert len(warnings) == 1 and "could not log the run to MLflow" in warnings[0], out
+    assert f"cannot use the MLflow store http://127.0.0.1:{port}" in warnings[0], out
     assert "MLflow: experiment" not in out and (tmp_path / "run" / "metrics.json").exists()
     assert elapsed < 60, elapsed
 

@@ -129,31 +129,25 @@ def run(args: argparse.Namespace) -> int:
     return 2 if 2 in codes else max(codes)
 
 
-# A server's retries as the workflow's jobs have them (workflow/rules/train.smk): MLflow's own
-# defaults (7 retries of up to 120 s) kept `lpdt train` silent for about 4 minutes after its run
-# when the server could not be reached. A value set in the environment wins.
-MLFLOW_HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
-
-
 def _log_to_mlflow(cfg: RunConfig, out: Path) -> bool:
     """Log the finished run in ``out`` to MLflow (``tracking.mlflow``): the engine returns the
     run and writes its files; logging is its caller's, here. A failure is a warning of one line
     (False): the run's files are complete, and tracking is a convenience (``python -m
     lpdt.tracking log`` retries)."""
-    from lpdt.tracking import log_run
+    from lpdt.tracking import bound_http_waits, log_run, store_error_line
 
     uri = cfg.tracking.uri
-    if uri.startswith(("http://", "https://")):  # a server: say what the wait is
-        for key, value in MLFLOW_HTTP_DEFAULTS.items():
-            os.environ.setdefault(key, value)
+    if uri.startswith(("http://", "https://")):  # a server: say what the wait is, and bound it
+        bound_http_waits()
         print(f"logging the run to the MLflow server at {uri} ...", flush=True)
     try:
         log_run(out, uri, cfg.tracking.experiment, cfg.tracking.tags)
     except Exception as e:
-        why = "no space left on device while writing the MLflow store" if no_space(e) else e
-        print(
-            f"warning: could not log to MLflow at {uri}: {' '.join(str(why).split())}", flush=True
-        )
+        if no_space(e):
+            why = f"no space left on device while writing the MLflow store {uri}"
+        else:
+            why = store_error_line(e, uri) or " ".join(str(e).split())
+        print(f"warning: could not log the run to MLflow: {why}", flush=True)
         return False
     return True
 

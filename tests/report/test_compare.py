@@ -350,7 +350,9 @@ def test_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) ->
     assert "no run has skew=0.5" in _error(capsys, root, *ARGS, "--where", "skew=0.5")
     assert "needs --direction" in _error(capsys, root, *ARGS, "--threshold", "1")
     assert "expected KEY=VALUE" in _error(capsys, root, *ARGS, "--where", "skew")
-    assert "no manifest.json" in _error(capsys, str(tmp_path / "nothing"), *ARGS)
+    (tmp_path / "empty").mkdir()
+    assert "no manifest.json" in _error(capsys, str(tmp_path / "empty"), *ARGS)
+    assert "nothing does not exist" in _error(capsys, str(tmp_path / "nothing"), *ARGS)
 
 
 def test_nothing_pairs_names_the_keys_that_differ(

@@ -123,6 +123,24 @@ def test_a_store_without_permission_is_one_line_at_once(tmp_path, monkeypatch, c
     assert time.monotonic() - t0 < 10
 
 
+def test_the_workflows_mlflow_command_bounds_its_wait_for_a_server(tmp_path, monkeypatch):
+    """`python -m lpdt.tracking` (each training job's MLflow log) sets MLflow's HTTP retries and
+    timeout to HTTP_WAITS where the environment sets none (MLflow's defaults wait minutes for a
+    server it cannot reach, holding the job's GPU), and leaves a value that is set."""
+    from lpdt.tracking import HTTP_WAITS
+
+    for key in HTTP_WAITS:
+        monkeypatch.setenv(key, "0")
+        monkeypatch.delenv(key)  # unset now, as it was before, after the test
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "7")
+    assert cli.main(["init", "--uri", f"sqlite:///{tmp_path}/m.db"]) == 0
+    assert (
+        os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
+        == HTTP_WAITS["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
+    )
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "7"
+
+
 # --- lpdt ui: refused before the exec ------------------------------------------------------------
 
 

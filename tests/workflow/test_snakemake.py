@@ -192,7 +192,7 @@ def test_bad_seeds_name_the_key(tmp_path):
     r = snakemake(wd, "-n", "--config", "scale=typo")
     assert r.returncode != 0
     out = r.stdout + r.stderr
-    assert "0 is less than the minimum of 1" in out and "['table4']['seeds']" in out
+    assert "with scale 'typo' at studies.table4.seeds: 0 is less than the minimum of 1" in out
 
 
 # A user's small study with a claim of its own (docs/claims.md, Claims declared in a study).

@@ -85,12 +85,12 @@ def _train_gpus(out: str) -> set[int]:
 
 
 def check_paper_training_jobs(out: str, gpus: set[int]) -> None:
-    """A paper-scale dry run's training jobs: each asks for the ``gpus`` given, a job given a
-    GPU trains with device=cuda, and every job's MLflow logging waits a bounded time."""
+    """A paper-scale dry run's training jobs: each asks for the ``gpus`` given, and a job given
+    a GPU trains with device=cuda. (Their MLflow logging bounds its own wait for a server:
+    tests/tracking/test_cli.py, tests/test_cli.py.)"""
     assert _train_gpus(out) == gpus
     trains = re.findall(r"lpdt\.cli train .*", out)
     assert len(trains) == 289 and all(("--set device=cuda" in t) == (gpus == {1}) for t in trains)
-    assert out.count("MLFLOW_HTTP_REQUEST_MAX_RETRIES=${MLFLOW_HTTP_REQUEST_MAX_RETRIES:-2}") == 289
 
 
 # One visible GPU (CUDA_VISIBLE_DEVICES=0) is checked on the dry run of
@@ -99,8 +99,7 @@ def check_paper_training_jobs(out: str, gpus: set[int]) -> None:
 def test_paper_training_jobs_ask_for_a_gpu_only_on_a_gpu_machine(tmp_path, visible, gpus):
     """train_gpus: auto gives each paper-scale training job gpu=1 where a GPU is visible and 0
     where none is (CUDA_VISIBLE_DEVICES stands in for the machine). A job given a GPU trains
-    with device=cuda, so that one that cannot use it stops at once (not on the CPU, silently);
-    its MLflow logging waits a bounded time for a server it cannot reach."""
+    with device=cuda, so that one that cannot use it stops at once (not on the CPU, silently)."""
     r = run_workflow(workdir(tmp_path), "-n", "--config", "scale=paper", env=_gpu_env(visible))
     assert r.returncode == 0, r.stderr[-2000:]
     check_paper_training_jobs(r.stdout, gpus)

@@ -26,14 +26,6 @@
 #   slot` then gives the job free slots of one GPU and sets CUDA_VISIBLE_DEVICES to it.
 
 
-# A training job's MLflow logging waits at most about a minute for a tracking server it cannot
-# reach (MLflow's defaults: 7 retries of up to 120 s each, minutes on every job, holding its GPU);
-# mlflow_sync logs what is missing at the end. A value set in the environment wins.
-MLFLOW_JOB_ENV = (
-    "MLFLOW_HTTP_REQUEST_MAX_RETRIES=${MLFLOW_HTTP_REQUEST_MAX_RETRIES:-2}"
-    " MLFLOW_HTTP_REQUEST_TIMEOUT=${MLFLOW_HTTP_REQUEST_TIMEOUT:-20}"
-)
-
 
 # The grid's distinct datasets (name, root, download), each with a run that reads it, and its
 # distinct models that read files (ModelSpec.reads_files: DistilBERT's weights under the data
@@ -292,7 +284,6 @@ rule train:
         out=f"{RUNS_DIR}/{{run_id}}",
         engine=config.get("engine", "simulated"),
         mlflow="true" if config["mlflow"] else "false",
-        mlflow_env=MLFLOW_JOB_ENV,
         uri=TRACKING_URI,
         experiment=config["experiment"],
         scale=SCALE,
@@ -305,7 +296,7 @@ rule train:
         {params.gpu_slot}{LPDT} train --config {input.cfg} --out {params.out} --resume --set engine={params.engine}{params.device} > {log} 2>&1 \
             || [ $? -eq 3 ]
         if [ {params.mlflow} = true ]; then
-            {params.mlflow_env} {PY} -m lpdt.tracking log {params.out} --uri {params.uri:q} \
+            {PY} -m lpdt.tracking log {params.out} --uri {params.uri:q} \
                 --experiment {params.experiment:q} --tag scale={params.scale} \
                 >> {log} 2>&1 \
                 || echo "warning: MLflow logging failed (mlflow_sync retries it)" >> {log}
@@ -342,7 +333,6 @@ rule train_batch:
         ids=lambda w: " ".join(BATCHES[w.batch]),
         engine=config.get("engine", "simulated"),
         mlflow="true" if config["mlflow"] else "false",
-        mlflow_env=MLFLOW_JOB_ENV,
         uri=TRACKING_URI,
         experiment=config["experiment"],
         scale=SCALE,
@@ -355,7 +345,7 @@ rule train_batch:
         {params.gpu_slot}{LPDT} train {params.runs} --resume --set engine={params.engine}{params.device} > {log} 2>&1 \
             || [ $? -eq 3 ]
         if [ {params.mlflow} = true ]; then
-            {params.mlflow_env} {PY} -m lpdt.tracking log {params.dirs} --uri {params.uri:q} \
+            {PY} -m lpdt.tracking log {params.dirs} --uri {params.uri:q} \
                 --experiment {params.experiment:q} --tag scale={params.scale} \
                 >> {log} 2>&1 \
                 || echo "warning: MLflow logging failed (mlflow_sync retries it)" >> {log}

@@ -35,9 +35,11 @@ from lpdt.tracking.store import (
     DEFAULT_URI,
     TrackingError,
     artifacts_root,
+    bound_http_waits,
     init_store,
     open_client,
     sqlite_path,
+    store_error_line,
     with_retry,
 )
 from lpdt.tracking.webapp import APP_NAME
@@ -196,18 +198,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
-def store_error_line(e: BaseException, uri: str) -> str | None:
-    """One line for an error of the store or a path (None: a bug, whose traceback is shown):
-    MLflow's and SQLAlchemy's (a file that is not a database, an unsupported URI scheme) and
-    an OS error about a file (a manifest that is a directory, no permission)."""
-    if type(e).__module__.split(".")[0] in ("mlflow", "sqlalchemy"):
-        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
-        return f"cannot use the MLflow store {uri}: {first}"
-    if isinstance(e, OSError) and e.filename is not None:
-        return f"{e.filename}: {e.strerror or e}"
-    return None
-
-
 def _write_json(path: str | None, obj: Any) -> None:
     if path:
         from lpdt.io import write_json_atomic
@@ -238,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             s.add_argument("--report", required=True, help="the report PDF")
             s.add_argument("figures", nargs="*", help="figure files (logged under figures/)")
     args = p.parse_args(argv)
+    bound_http_waits()
     try:
         if args.cmd == "init":
             exp_id = init_store(args.uri, args.experiment)

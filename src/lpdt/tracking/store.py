@@ -62,6 +62,32 @@ def _is_transient(e: BaseException) -> bool:
     )
 
 
+# How long a process waits for an MLflow server it cannot reach: MLflow's own defaults (7 retries
+# of up to 120 s each) kept `lpdt train` silent for about 4 minutes after its run, and held a
+# workflow job's GPU as long. A value set in the environment wins.
+HTTP_WAITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+
+
+def bound_http_waits() -> None:
+    """Set ``HTTP_WAITS`` in this process's environment where it sets none (before MLflow
+    talks to a server: it reads them at each request)."""
+    for key, value in HTTP_WAITS.items():
+        os.environ.setdefault(key, value)
+
+
+def store_error_line(e: BaseException, uri: str) -> str | None:
+    """One line for an error raised by MLflow or SQLAlchemy (a file that is no database, an
+    unsupported URI scheme, a server that cannot be reached: its first line), or an OS error
+    about a file (a manifest that is a directory, no permission); None for any other (a bug,
+    whose traceback is shown). An error of lpdt's own use of MLflow also reads as the store's."""
+    if type(e).__module__.split(".")[0] in ("mlflow", "sqlalchemy"):
+        first = next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+        return f"cannot use the MLflow store {uri}: {first}"
+    if isinstance(e, OSError) and e.filename is not None:
+        return f"{e.filename}: {e.strerror or e}"
+    return None
+
+
 def with_retry(fn: Callable[[], T], attempts: int = 12, base_s: float = 0.05) -> T:
     """Call ``fn``, retrying with jittered exponential backoff while SQLite reports a lock or a
     concurrent writer logged the same dataset first (``_is_transient``)."""
