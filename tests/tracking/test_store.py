@@ -765,3 +765,21 @@ def test_the_ui_takes_its_workflow_view_from_the_url_parameter():
     name, value = tracking.WORKFLOW_PARAM.split("=")
     assert f'.get("{name}")' in text and f'MACHINE_LEARNING="{value}"' in text
     assert '"mlflow.workflowType"' in text  # the localStorage key it falls back to
+
+
+def test_sync_of_a_copied_results_folder_logs_its_own_runs(tmp_path, monkeypatch):
+    """`python -m lpdt.tracking sync --manifest archive/results-old/manifest.json` from the
+    project, where ./results holds the same run ids: every run is logged from the archive's
+    runs/ folder, as the report reads them (it logged ./results' runs, whose relative path the
+    manifest's entries name)."""
+    from lpdt.tracking import runs
+    from tests.report.conftest import make_tree
+
+    make_tree(tmp_path)
+    archive = tmp_path / "archive" / "results-old"
+    shutil.copytree(tmp_path / "results", archive)
+    logged: list[Path] = []
+    monkeypatch.setattr(runs, "log_run", lambda d, *args, **kwargs: logged.append(Path(d)))
+    monkeypatch.chdir(tmp_path)
+    runs.sync_manifest(Path("archive/results-old/manifest.json"), "sqlite:///unused.db")
+    assert logged and all(d.parent == Path("archive/results-old/runs") for d in logged), logged

@@ -155,7 +155,7 @@ def stand_in_names(labels: Iterable[object]) -> list[str]:
 def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
     """(frame, manifest): one row per (study, run) with coordinates, final metrics and status.
 
-    Columns: study, kind, block, run_id, dir, seed, status ("ok" | "diverged" | "missing"), the
+    Columns: study, kind, block, run_id, dir (the run directory read: ``_run_dir``), seed, status ("ok" | "diverged" | "missing"), the
     KEYS, `acc` (= final acc_node_mean, NaN unless ok), the FINAL metrics, gb_per_node,
     epochs_completed, time_s (the record's time.total_s), dataset_used, model_used, stand_in
     (label or ''), history (list of rows), versions, engine, git_commit and git_dirty (the
@@ -168,12 +168,14 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
     manifest = Manifest.read(mpath)
     rows = []
     cache: dict[str, RunRecord | None] = {}
+    dirs: dict[str, Path] = {}
     for study, spec in manifest.studies.items():
         for entry in spec.runs:
             coords = entry.coords
             rid = entry.run_id
             if rid not in cache:
-                f = _run_dir(entry, mpath) / record.METRICS_FILE
+                dirs[rid] = _run_dir(entry, mpath)
+                f = dirs[rid] / record.METRICS_FILE
                 cache[rid] = record.read(f) if f.exists() else None
                 found = cache[rid]
                 if found is not None and found.run_id != rid:  # another run's file, copied there
@@ -190,7 +192,7 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
                 "kind": spec.kind,
                 "block": entry.block,
                 "run_id": rid,
-                "dir": entry.dir,
+                "dir": str(dirs[rid]),
                 "seed": _seed(seed),
             }
             for k in KEYS:

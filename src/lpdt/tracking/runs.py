@@ -436,11 +436,11 @@ def sync_manifest(
     frame, m = aggregate(manifest)
     claims = claims_by_run(frame)
     studies: dict[str, list[str]] = {}
-    dirs: dict[str, str] = {}
     for study, entry in sorted(m.studies.items()):
         for r in entry.runs:
             studies.setdefault(r.run_id, []).append(study)
-            dirs[r.run_id] = r.dir
+    # the directories the report reads (a copied results folder's own runs, not ./results)
+    dirs: dict[str, str] = dict(zip(frame["run_id"], frame["dir"], strict=True))
     out = {}
     for rid, d in sorted(dirs.items()):
         if not (Path(d) / record.METRICS_FILE).is_file():
