@@ -342,3 +342,23 @@ def test_a_run_whose_output_reader_goes_away_stops_quietly(tmp_path):
     assert rc == READER_GONE and err == "", err
     assert len(workers) == 2 and not any(alive(pid) for pid in workers)
     assert not (out / "metrics.json").exists()
+
+
+def test_a_ranks_checkpoint_without_resume_is_refused_before_any_worker_starts(tmp_path):
+    """engine: distributed, a rank's checkpoint in --out and no --resume: the launcher refuses
+    in one error naming --resume and --force, before starting a worker (each rank would have
+    started from scratch over its file)."""
+    from lpdt.engine import train
+    from lpdt.engine.run import Run
+    from lpdt.engine.rundir import RunDirError
+
+    sets = [*TINY, "data.train_subset=64", "data.test_subset=32", "topology.nodes=2"]
+    cfg = load_config(None, [*sets, "engine=distributed"])
+    out = tmp_path / "run"
+    out.mkdir()
+    # a checkpoint of this config (the engine is an execution key: the same run)
+    simulated = load_config(None, sets)
+    ck = Run(simulated, log=lambda s: None).checkpoint().to_dict()
+    torch.save({**ck, "run_config": simulated.to_dict()}, out / "checkpoint.rank1.pt")
+    with pytest.raises(RunDirError, match=r"checkpoint\.rank1\.pt\): pass --resume .* --force"):
+        train(cfg, out, log=lambda s: None)

@@ -37,7 +37,7 @@ TIMEOUT_S = 180
 
 
 def train_args(out: Path) -> list[str]:
-    args = ["train", "--out", str(out)]
+    args = ["train", "--out", str(out), "--resume"]  # as docs/distributed.md writes it
     for a in ARGS:
         args += ["--set", a]
     return args

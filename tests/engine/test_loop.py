@@ -340,6 +340,10 @@ def test_checkpoint_of_another_config_is_refused(tmp_path, capsys):
     assert main(["train", *_argv(*other), "--out", str(out), "--resume"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "checkpoint.pt" in err[0] and "partition.skew" in err[0]
+    # without --resume as with it: another config's, not "a checkpoint of this run: --resume"
+    assert main(["train", *_argv(*other), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "partition.skew" in err[0] and "--resume" not in err[0], err
 
 
 def test_a_checkpoint_is_not_overwritten_without_resume_or_force(tmp_path, capsys):

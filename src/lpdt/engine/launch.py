@@ -95,10 +95,11 @@ def launch_local(
     """Start one worker per node on this machine, wait for all, return the run's record."""
     out = Path(out_dir)
     metrics = out / record.METRICS_FILE
-    done = open_run_dir(cfg, out, force, out.glob("checkpoint*.pt"), log, resume)
+    checkpoints = sorted(out.glob("checkpoint.rank*.pt"))  # any rank's, current or .prev
+    done = open_run_dir(cfg, out, force, checkpoints, log, resume)
     if done is not None:
         return done
-    checkpoints = sorted(out.glob("checkpoint.rank*.pt"))  # any rank's, current or .prev
+    checkpoints = [c for c in checkpoints if c.exists()]  # (--force removed them)
     if resume and checkpoints:  # another config's is refused here, in one line
         load_checkpoint(cfg, checkpoints[0])
     n = cfg.topology.nodes

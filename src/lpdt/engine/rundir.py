@@ -120,11 +120,11 @@ def open_run_dir(
     log: Callable[[str], None],
     resume: bool = False,
 ) -> RunRecord | None:
-    """Make ``out`` ready for ``cfg``: with ``force`` discard its record and ``checkpoints``;
-    else refuse another config's files, return the record when the run is complete already
-    (``None``: the run is to be trained, or resumed), and without ``resume`` refuse a
-    checkpoint (training from the start would overwrite it: a forgotten --resume lost a long
-    run's epochs, with one note)."""
+    """Make ``out`` ready for ``cfg``: with ``force`` discard its record and ``checkpoints`` (the
+    files its engine resumes from); else refuse another config's files, return the record when
+    the run is complete already (``None``: the run is to be trained, or resumed), and without
+    ``resume`` refuse a checkpoint (training from the start would overwrite it: a forgotten
+    --resume lost a long run's epochs, with one note)."""
     checkpoints = list(checkpoints)
     if force:
         discard(out, checkpoints)
@@ -135,11 +135,12 @@ def open_run_dir(
     if metrics.exists():
         log(f"{out}: already complete (use --force to run it again)")
         return record.read(metrics)
-    held = [c.name for c in checkpoints if c.exists()]
+    held = sorted(c for c in checkpoints if c.exists())
     if held and not resume:
+        load_checkpoint(cfg, held[0])  # another config's, or damaged: that is the error to say
         raise RunDirError(
-            f"{out} holds a checkpoint of this run ({', '.join(sorted(held))}): pass --resume to "
-            "continue it, or --force to train the run again from its start"
+            f"{out} holds a checkpoint of this run ({', '.join(c.name for c in held)}): pass "
+            "--resume to continue it, or --force to train the run again from its start"
         )
     return None
 
