@@ -203,7 +203,7 @@ def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> di
     try:
         data = yaml.safe_load(p.read_text())
         if data is None:
-            raise error(f"{what} is empty (no settings in it, only comments or blank lines)")
+            raise error(f"{what} is empty (no settings in it: nothing, comments or null)")
     except UnicodeDecodeError:
         raise error(f"{what} is not text (UTF-8)") from None
     except yaml.YAMLError as e:

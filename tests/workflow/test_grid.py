@@ -97,6 +97,7 @@ def test_a_studies_file_that_cannot_be_read_is_one_line(tmp_path):
         (b"\xff\xfe", "is not text"),
         (b"", "is empty"),
         (b"# the quick scale\n\n", "is empty"),
+        (b"null\n", "is empty"),
     ):
         bad.write_bytes(content)
         with pytest.raises(grid.GridError, match=rf"s\.yaml {says}") as e:

@@ -24,12 +24,12 @@ def check_path(key, path, folder):
     """A path the config gives (``key``): one the rules' shell commands can take unquoted (no
     space or shell character: `results=my results` wrote to a file named `my`), and a folder
     (``folder``) or a file as it must be (`results=<a file>` was a 66-line traceback)."""
-    bad = re.search(r"[\s'\"$`;&|<>()*?\[\]{}\\#!]", path)
-    if bad:
+    bad = re.search(r"[\s'\"$`;&|<>()*?\[\]{}\\#!~]", path)
+    if bad:  # (~: the shell expands it, Snakemake does not: they would name other files)
         what = "a space" if bad[0].isspace() else f"the character {bad[0]!r}"
         raise WorkflowError(
-            f"{key}={path!r}: {what} in a path would split the workflow's shell commands (they "
-            "take paths unquoted); choose a path without it"
+            f"{key}={path!r}: {what} in a path breaks the workflow's shell commands (they take "
+            "paths unquoted); choose a path without it"
         )
     if folder and Path(path).exists() and not Path(path).is_dir():
         raise WorkflowError(f"{key}={path} is a file, not a folder")

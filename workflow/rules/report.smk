@@ -19,9 +19,12 @@ REPORT_PDF = (
 config["report"] = REPORT_PDF  # the path, in Snakemake's HTML report (workflow/report/workflow.rst)
 check_path("report", REPORT_PDF, folder=False)
 PAPER_RESULTS = config["paper_results"]
-if not Path(PAPER_RESULTS).is_file():  # (a missing one was a MissingInputException of ~40 files)
+check_path("paper_results", PAPER_RESULTS, folder=False)
+# (a missing one was a MissingInputException of ~40 files; said by the process that plans)
+if workflow.is_main_process and not Path(PAPER_RESULTS).is_file():
     raise WorkflowError(f"paper_results={PAPER_RESULTS}: no such file (the paper's numbers)")
 PLATEAU_CHECK = config.get("plateau_check", "none")  # "none": the report says it is not measured
+check_path("plateau_check", PLATEAU_CHECK, folder=False)
 # The report reads this workflow's check (results/plateau_check.csv, `snakemake plateau_check`)
 # when it exists, else the shipped one (config plateau_check). The former is a param, not an
 # input: as an input it would link rule plateau_check, and a default run could then train the

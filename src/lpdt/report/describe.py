@@ -241,7 +241,7 @@ def energy_text(cost: Path) -> str:
     path = Path(cost) / "summary.json"
     d = _read_json(path)
     if d is None:  # a file that exists but cannot be read is not "missing"
-        why = "cannot be read: not a JSON object" if path.exists() else "missing"
+        why = "cannot be read: damaged, or not a JSON object" if path.exists() else "missing"
         return f"energy per operation not recorded ({path} {why})"
     e = d.get("energy_table_pj")
     if not e:
