@@ -206,8 +206,7 @@ def configs_settings(kind, runs):
     changes results: an execution key (data.root, device, train.compile in a scale) changes its
     text, not its name, so without this input the job that writes the configs did not run, and
     every training job read the old value."""
-    texts = {r: json.dumps(run.config) for r, run in runs.items()}  # config_text's YAML: 2 s
-    return settings_file(kind, {r: hashlib.sha1(t.encode()).hexdigest()[:12] for r, t in texts.items()})
+    return settings_file(kind, {r: grid.config_digest(run) for r, run in runs.items()})
 
 
 rule run_configs:
