@@ -45,6 +45,22 @@ def cfg(*extra):
     return load_config(None, BASE + list(extra))
 
 
+class Killed(Exception):
+    """Raised from a run's log, to stop it at a line as a kill would."""
+
+
+def stop_at(c: RunConfig, out: Path, line: str, resume: bool = False) -> None:
+    """Train ``c`` in ``out`` and stop it where its log starts a line with ``line`` (the epochs
+    before it are checkpointed: it stops during the next one's bookkeeping)."""
+
+    def log(text: str) -> None:
+        if text.startswith(line):
+            raise Killed
+
+    with pytest.raises(Killed):
+        train(c, out, resume=resume, log=log)
+
+
 def test_lpdt_train_writes_outputs_and_learns(tmp_path, capsys):
     out = tmp_path / "run"
     rc = main(["train", *sum((["--set", o] for o in BASE), []), "--out", str(out)])
@@ -138,16 +154,9 @@ def killed_and_resumed(c: RunConfig, tmp_path: Path) -> tuple[RunRecord, RunReco
     """The run of ``c`` uninterrupted, and the same run killed after epoch 1's checkpoint (of 3)
     and resumed."""
     full = train(c, tmp_path / "full", log=lambda s: None)
-
-    class Killed(Exception):
-        pass
-
-    def killer(line):
-        if line.startswith("epoch 2/3"):
-            raise Killed  # dies after epoch 1's checkpoint, during epoch 2's bookkeeping
-
-    with pytest.raises(Killed):
-        train(c, tmp_path / "cut", log=killer)
+    stop_at(
+        c, tmp_path / "cut", "epoch 2/3"
+    )  # after epoch 1's checkpoint, in epoch 2's bookkeeping
     assert (tmp_path / "cut" / "checkpoint.pt").exists()
     assert not (tmp_path / "cut" / "metrics.json").exists()
     return full, train(c, tmp_path / "cut", resume=True, log=lambda s: None)
@@ -157,23 +166,11 @@ def test_checkpoint_every_k_epochs_saves_those_epochs_and_resumes_from_the_last(
     c = cfg(*SMALL, "train.checkpoint_every=2")
     assert c.run_id() == cfg(*SMALL).run_id()  # an execution key: the same run
     full = train(c, tmp_path / "full", log=lambda s: None)
-
-    class Killed(Exception):
-        pass
-
-    def killer(at):
-        def log(line):
-            if line.startswith(at):
-                raise Killed
-
-        return log
-
     ck = tmp_path / "cut" / "checkpoint.pt"
-    with pytest.raises(Killed):  # epoch 1 is not a multiple of 2: nothing saved
-        train(c, tmp_path / "cut", log=killer("epoch 2/3"))
+    stop_at(c, tmp_path / "cut", "epoch 2/3")  # epoch 1 is not a multiple of 2: nothing saved
     assert not ck.exists()
-    with pytest.raises(Killed):  # after epoch 2's line its checkpoint is saved, then 3 runs
-        train(c, tmp_path / "cut", resume=True, log=killer("epoch 3/3"))
+    # after epoch 2's line its checkpoint is saved, then 3 runs
+    stop_at(c, tmp_path / "cut", "epoch 3/3", resume=True)
     assert torch.load(ck, weights_only=False)["epoch"] == 2
     lines: list[str] = []
     resumed = train(c, tmp_path / "cut", resume=True, log=lines.append)
@@ -320,15 +317,7 @@ def test_checkpoint_of_another_config_is_refused(tmp_path, capsys):
     c = cfg("train.epochs=2")
     out = tmp_path / "cut"
 
-    class Killed(Exception):
-        pass
-
-    def killer(line):
-        if line.startswith("epoch 2/2"):
-            raise Killed
-
-    with pytest.raises(Killed):
-        train(c, out, log=killer)
+    stop_at(c, out, "epoch 2/2")
     assert (out / "checkpoint.pt").exists()
     other = ["train.epochs=2", "partition.skew=0.4"]
     # config.yaml of the started run differs
@@ -353,15 +342,7 @@ def test_a_checkpoint_is_not_overwritten_without_resume_or_force(tmp_path, capsy
     c = cfg(*SMALL, "train.epochs=2")
     out = tmp_path / "cut"
 
-    class Killed(Exception):
-        pass
-
-    def killer(line):
-        if line.startswith("epoch 2/2"):
-            raise Killed
-
-    with pytest.raises(Killed):
-        train(c, out, log=killer)
+    stop_at(c, out, "epoch 2/2")
     ck = (out / "checkpoint.pt").read_bytes()
     argv = ["train", *_argv(*SMALL, "train.epochs=2"), "--out", str(out)]
     assert main(argv) == 2
@@ -386,17 +367,9 @@ def test_a_damaged_config_yaml_beside_a_checkpoint_is_written_again(tmp_path, da
     which would have discarded the checkpoint."""
     c = cfg(*SMALL, "train.epochs=2")
 
-    class Killed(Exception):
-        pass
-
-    def killer(line):
-        if line.startswith("epoch 2/2"):
-            raise Killed
-
     full = train(c, tmp_path / "full", log=lambda s: None)
     out = tmp_path / "cut"
-    with pytest.raises(Killed):
-        train(c, out, log=killer)
+    stop_at(c, out, "epoch 2/2")
     (out / "config.yaml").write_text(damage)
     lines: list[str] = []
     resumed = train(c, out, resume=True, log=lines.append)
