@@ -4,7 +4,9 @@ The claims select and pair their runs in code (``lpdt.report.claim_accuracy``); 
 read a run without writing those rules a second time, this asks the claims themselves: a claim
 reads a run when its result (per-seed effects, number of pairs and cells) changes with the run's
 accuracy. Each finished run's accuracy is moved by one point in turn and the claims are checked
-again: one ``accuracy_claims`` call per run (about a second per hundred runs).
+again: one ``accuracy_claims`` call per run, about 0.3 s each on the 2-core VM (the report tests'
+tree: 20 runs in 6.1 s, 60 runs of 3 seeds in 22 s, 2026-11-30; "about a second per hundred
+runs" was written here before).
 """
 
 from __future__ import annotations
