@@ -85,7 +85,7 @@ COORDINATES: tuple[Coordinate, ...] = (
     Coordinate("model", "model.name", _model),
     Coordinate("norm", "model.norm", str),
     Coordinate("topology", "topology.name", str),
-    Coordinate("nodes", "topology.nodes", lambda v: _whole(v), lambda v: f"{int(float(v))}"),
+    Coordinate("nodes", "topology.nodes", _whole, lambda v: f"{int(float(v))}"),
     Coordinate("compression", None, _compression, _compression_label),
     Coordinate("skew", "partition.skew", lambda v: round(float(v), 2)),
     Coordinate("algorithm", "algorithm.name", str),
@@ -155,8 +155,9 @@ def stand_in_names(labels: Iterable[object]) -> list[str]:
 def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
     """(frame, manifest): one row per (study, run) with coordinates, final metrics and status.
 
-    Columns: study, kind, block, run_id, dir (the run directory read: ``_run_dir``), seed, status ("ok" | "diverged" | "missing"), the
-    KEYS, `acc` (= final acc_node_mean, NaN unless ok), the FINAL metrics, gb_per_node,
+    Columns: study, kind, block, run_id, dir (the run directory read: ``_run_dir``), seed,
+    status ("ok" | "diverged" | "missing"), the KEYS, `acc` (= final acc_node_mean, NaN unless
+    ok), the FINAL metrics, gb_per_node,
     epochs_completed, time_s (the record's time.total_s), dataset_used, model_used, stand_in
     (label or ''), history (list of rows), versions, engine, git_commit and git_dirty (the
     record's provenance: which commit trained the run; None when missing), config (the record's
