@@ -260,9 +260,10 @@ def test_unknown_scale_lists_the_scales(tmp_path):
 def test_a_path_the_rules_cannot_take_is_one_line(tmp_path):
     """results with a space (the rules' shell commands take paths unquoted: `results=my results`
     would have written to a file named `my`) or a ~ (the shell expands it, Snakemake does not),
-    results that is a file (a 66-line traceback), a
-    report path that is a folder (Snakemake's ChildIOException), a paper_results file that does
-    not exist (a MissingInputException listing ~40 files): one line each, before any job."""
+    results that is a file (a 66-line traceback), a report path that is a folder (Snakemake's
+    ChildIOException), a paper_results file that does not exist (a MissingInputException
+    listing ~40 files), a tracking URI of no MLflow store (it stopped the first MLflow job):
+    one line each, before any job."""
     wd = workdir(tmp_path)
     (wd / "afile").write_text("")
     for setting, says in (
@@ -271,6 +272,7 @@ def test_a_path_the_rules_cannot_take_is_one_line(tmp_path):
         ("results=afile", "results=afile is a file, not a folder"),
         ("report=config", "report=config is a folder; give the path of a file"),
         ("paper_results=nope.csv", "paper_results=nope.csv: no such file"),
+        ("tracking_uri=htp://x", "MLflow has no store for the scheme 'htp'"),
     ):
         r = snakemake(wd, "-n", "--config", "scale=smoke", setting)
         out = r.stdout + r.stderr

@@ -47,6 +47,17 @@ TRACKING_URI = (
     if config["tracking_uri"] == "auto"
     else config["tracking_uri"]
 )
+# A URI of a scheme MLflow has no store for (a typo: htp://) passed every dry run and stopped
+# the first MLflow job; these are MLflow 3's tracking stores (dialects such as postgresql+psycopg2
+# included).
+_SCHEME = re.match(r"([A-Za-z][A-Za-z0-9.-]*)(\+[^:]*)?://", TRACKING_URI)
+if config["mlflow"] and _SCHEME and _SCHEME[1].lower() not in (
+    "file", "sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks"
+):
+    raise WorkflowError(
+        f"tracking_uri={TRACKING_URI}: MLflow has no store for the scheme {_SCHEME[1]!r} (use "
+        "auto, sqlite:///<file>, http(s)://<server>, a database URL or file:<folder>)"
+    )
 MANIFEST = f"{RESULTS}/manifest.json"
 STUDIES_FILE = config["studies"]
 LPDT_SOURCES = Path(lpdt.__file__).parent
