@@ -26,7 +26,6 @@
 #   slot` then gives the job free slots of one GPU and sets CUDA_VISIBLE_DEVICES to it.
 
 
-
 # The grid's distinct datasets (name, root, download), each with a run that reads it, and its
 # distinct models that read files (ModelSpec.reads_files: DistilBERT's weights under the data
 # root), each with a run that builds it: rule data_check reads each dataset and builds each such

@@ -67,6 +67,8 @@ class Coordinate:
     # A canonical value as the report's tables print it ("99 %", "8"); prose adds its words
     # (lpdt.report.describe: "int8 messages", "QGM on")
     label: Callable[[Any], str] = str
+    # What its values are, as an error about a value ``canonical`` refuses says it
+    values: str = "a finite number"
 
 
 def _whole(v: object) -> int:
@@ -85,7 +87,7 @@ COORDINATES: tuple[Coordinate, ...] = (
     Coordinate("model", "model.name", _model),
     Coordinate("norm", "model.norm", str),
     Coordinate("topology", "topology.name", str),
-    Coordinate("nodes", "topology.nodes", _whole, lambda v: f"{int(float(v))}"),
+    Coordinate("nodes", "topology.nodes", _whole, lambda v: f"{int(float(v))}", "a whole number"),
     Coordinate("compression", None, _compression, _compression_label),
     Coordinate("skew", "partition.skew", lambda v: round(float(v), 2)),
     Coordinate("algorithm", "algorithm.name", str),

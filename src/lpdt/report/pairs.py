@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from lpdt.config import PAPER_NORMS
-from lpdt.report.aggregate import CONFIG_PATHS, KEYS, norm_key
+from lpdt.report.aggregate import BY_NAME, CONFIG_PATHS, KEYS, norm_key
 
 NO_SEED = -1  # the seed of a run whose record names none (e.g. the paper's numbers)
 # Coordinates left out of a cell's name: the norm is compared by ``pairing`` itself
@@ -104,8 +104,9 @@ def parse_value(key: str, text: object) -> object:
     try:
         return _canon(key, text)
     except (TypeError, ValueError, OverflowError):  # OverflowError: inf or 1e400 as an integer
-        kind = "a whole number" if key == "nodes" else "a finite number"
-        raise ValueError(f"{key}: {text!r} is not a value of {key} ({kind})") from None
+        raise ValueError(
+            f"{key}: {text!r} is not a value of {key} ({BY_NAME[key].values})"
+        ) from None
 
 
 def condition(key: str, spec: object) -> Condition:
