@@ -17,6 +17,25 @@ def test_help_pages_print(argv: list[str], capsys: pytest.CaptureFixture[str]) -
     assert "usage: lpdt" in capsys.readouterr().out
 
 
+def test_help_pages_say_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every option with a default says it, also a nested subcommand's and one without a help
+    text (``lpdt report --help`` named none of its eight folders and files); a default of 0.0
+    too; a flag or an option whose default is "not given" says nothing."""
+    pages = {}
+    for argv in (["report"], ["cost", "comm"], ["partition"]):
+        with pytest.raises(SystemExit):
+            cli.main([*argv, "--help"])
+        pages[argv[0]] = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "workflow manifest (default: results/manifest.json)" in pages["report"]
+    assert "(default: results/plateau_check.csv config/plateau_check.csv)" in pages["report"]
+    assert "keeps 1%) (default: 0.0)" in pages["cost"]  # the % of a help text is kept
+    assert "--nodes NODES (default: 8)" in pages["cost"]
+    assert "--skew SKEW [SKEW ...] (default: 0.0 0.4 0.8 0.9)" in pages["partition"]
+    assert "(default: cifar10)" in pages["partition"]
+    assert "(default: None)" not in " ".join(pages.values())
+    assert "(default: False)" not in " ".join(pages.values())
+
+
 def test_the_command_exits_with_mains_code_and_its_output_flushed(tmp_path) -> None:
     """``lpdt`` (``cli.entry``) skips the interpreter's teardown: its exit code is still
     ``main()``'s, what it printed arrives whole, and its exit handlers still run."""

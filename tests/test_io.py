@@ -186,6 +186,20 @@ def test_a_csv_that_cannot_be_read_is_named(tmp_path, content, says):
     assert read_csv(path)["b"].tolist() == [2]
 
 
+def test_a_csv_cut_in_its_last_row_is_an_error(tmp_path):
+    """pandas read a file cut off in the middle of a row as whole, its missing fields NaN (a
+    cost table cut short gave a report with blanks). Comment lines are skipped as pandas skips
+    them, and a quoted field may hold a comma or a line break."""
+    from lpdt.io import CsvError, read_csv
+
+    path = tmp_path / "t.csv"
+    path.write_text('# a comment\na,b,c\n"x, y",2,3\n"two\nlines",5,6\n7,8')
+    with pytest.raises(CsvError, match=r"t\.csv: .*\(line 6 has 2 of the header's 3 fields"):
+        read_csv(path, comment="#")
+    path.write_text('# a comment\na,b,c\n"x, y",2,3\n"two\nlines",5,6\n7,8,9')
+    assert read_csv(path, comment="#")["c"].tolist() == [3, 6, 9]
+
+
 def test_an_output_file_option_refuses_a_directory(tmp_path, capsys):
     """``--claims out/`` wrote a file named ``out``; a directory given for a file is refused by
     the option itself, in every command that writes one file."""

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import copy
 import importlib
 import os
 import re
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import lpdt
 from lpdt import plugins
@@ -155,8 +157,34 @@ def _log_to_mlflow(cfg: RunConfig, out: Path) -> bool:
 # --- entry point -------------------------------------------------------------------------------
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
-    parser = argparse.ArgumentParser(
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that says each option's default (``--nodes NODES  (default: 8)``), also for an
+    option without a help text, unless its text already names one. Options whose default is
+    "not given" (None, False: a flag) say nothing: their help says what leaving them out does."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        default = action.default
+        shown = action.option_strings and action.help != argparse.SUPPRESS
+        unset = default is None or default is False or default in (argparse.SUPPRESS, [])
+        # by identity: a default of 0 or 0.0 is shown
+        if shown and not unset and "default" not in (action.help or ""):
+            text = " ".join(map(str, default)) if isinstance(default, list) else str(default)
+            action = copy.copy(action)  # the parser's own action stays as it was
+            action.help = f"{action.help or ''} (default: {text.replace('%', '%%')})".strip()
+        return super()._format_action(action)
+
+
+class Parser(argparse.ArgumentParser):
+    """``lpdt``'s parsers, its subcommands' and theirs (``lpdt cost comm``): argparse makes a
+    subcommand's parser of its parent's class, so all of them show their defaults."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", DefaultsFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def build_parser() -> tuple[Parser, dict[str, Parser]]:
+    parser = Parser(
         prog="lpdt",
         description="Low precision decentralized training: experiments, cost model and report.",
     )

@@ -183,10 +183,36 @@ def read_csv(path: str | Path, **kwargs: Any) -> Any:
     import pandas as pd
 
     try:
-        return pd.read_csv(path, **kwargs)
+        frame = pd.read_csv(path, **kwargs)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         detail = " ".join(str(e).split())  # pandas' message may span lines
         raise CsvError(f"{path}: not a CSV file that can be read ({detail})") from None
+    if not {"sep", "delimiter", "header", "names"} & set(kwargs):  # a plain CSV with a header
+        short = _short_row(Path(path), kwargs.get("comment"))
+        if short:
+            raise CsvError(f"{path}: not a CSV file that can be read ({short})")
+    return frame
+
+
+def _short_row(path: Path, comment: str | None) -> str | None:
+    """What is wrong with the first row of ``path`` that has fewer fields than its header, or
+    None. pandas fills such a row's missing fields with NaN without a word: a file cut off in
+    the middle of its last row read as a whole one."""
+    import csv
+
+    lines = path.read_text().splitlines()
+    kept = [
+        (n, line)
+        for n, line in enumerate(lines, 1)
+        if line.strip() and not (comment and line.lstrip().startswith(comment))
+    ]
+    rows = csv.reader(line for _, line in kept)  # a quoted field may span lines: rows != lines
+    header = next(rows, [])
+    for row in rows:
+        if len(row) < len(header):
+            n = kept[min(rows.line_num, len(kept)) - 1][0]
+            return f"line {n} has {len(row)} of the header's {len(header)} fields: cut short?"
+    return None
 
 
 def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> dict[str, Any]:

@@ -50,6 +50,27 @@ def test_bad_values_are_one_line_with_the_commands_name(capsys):
     assert "--seed -1" in _one_line(capsys, "--class-sizes", "cifar10", "--seed", "-1")
 
 
+def test_class_sizes_refuse_the_options_they_ignore(capsys):
+    """``--class-sizes cifar10 --dataset fashion_mnist`` printed CIFAR-10's histograms as if
+    the dataset had been read; a data root or a download beside them was ignored too."""
+    for extra in (["--dataset", "fashion_mnist"], ["--data-root", "x"], ["--download"]):
+        line = _one_line(capsys, "--class-sizes", "cifar10", *extra)
+        assert f"reads no data: drop {extra[0]}" in line, line
+
+
+def test_the_labels_source_is_printed_and_recorded(tmp_path, capsys):
+    """A dataset may be found outside ``--data-root`` (Debian's Fashion-MNIST is read with a
+    data root that does not exist): the tables and the JSON say where the labels came from."""
+    out = tmp_path / "p.json"
+    assert cli.run(parse("--class-sizes", "cifar10", "--nodes", "2", "--json", str(out))) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert (
+        first == "labels: cifar10 training split, 50,000 samples, from the paper's class "
+        "counts (--class-sizes)"
+    )
+    assert json.loads(out.read_text())["source"] == "the paper's class counts (--class-sizes)"
+
+
 def test_json_to_standard_output(tmp_path, capsys, monkeypatch):
     """``--json -`` prints the JSON instead of the tables (as ``lpdt cost``'s ``--json`` does;
     it wrote a file named ``-``), and so does ``lpdt topology --json -``."""

@@ -72,6 +72,31 @@ def test_bad_torus_shape_and_unknown_name():
         mixing_matrix("star", 8)
 
 
+def test_rows_are_refused_where_no_graph_reads_them(capsys):
+    """``topology.rows`` / ``--rows`` on a graph other than the torus was silently ignored (``lpdt
+    cost comm --topology ring --rows 3`` priced an 8-node ring); a config says which key."""
+    from lpdt.cli import main
+    from lpdt.config import ConfigError, config_from_dict
+
+    with pytest.raises(ValueError, match=r"rows \(3\) apply only .* \(torus\), not ring"):
+        mixing_matrix("ring", 8, rows=3)
+    assert mixing_matrix("torus", 12, rows=3).shape == (12, 12)
+    for argv in (["topology", "--name", "ring"], ["cost", "comm", "--topology", "ring"]):
+        assert main([*argv, "--rows", "3"]) == 2
+        assert "apply only to a graph laid out in rows" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="'topology.rows': has no effect with .*'ring'"):
+        config_from_dict({"topology": {"name": "ring", "rows": 2}})
+
+
+def test_the_command_refuses_a_graph_too_large_to_solve(capsys):
+    """``lpdt topology --nodes 50000`` asked for a 20 GB matrix and an n^3 eigen-solve."""
+    from lpdt.cli import main
+    from lpdt.decentral.topology import MAX_CLI_NODES
+
+    assert main(["topology", "--nodes", str(MAX_CLI_NODES + 1)]) == 2
+    assert f"at most {MAX_CLI_NODES:,}" in capsys.readouterr().err
+
+
 def test_describe_is_json_friendly():
     d = describe("directed_ring", 8)
     assert d["edges"][0] == (0, 1) and len(d["edges"]) == 8

@@ -6,7 +6,13 @@ from __future__ import annotations
 import re
 
 from lpdt.config.schema import ConfigError, RunConfig
-from lpdt.decentral.catalog import ALGORITHMS, COMPRESSORS, OPTIMIZERS
+from lpdt.decentral.catalog import (
+    ALGORITHMS,
+    COMPRESSORS,
+    OPTIMIZERS,
+    TOPOLOGIES,
+    shaped_topologies,
+)
 from lpdt.models import MODELS
 
 
@@ -29,6 +35,12 @@ def check_ranges(cfg: RunConfig) -> None:
     need(0.0 <= cfg.partition.skew <= 1.0, "partition.skew", "must be in [0, 1]")
     need(cfg.partition.alpha > 0, "partition.alpha", "must be > 0")
     need(cfg.topology.nodes >= 1, "topology.nodes", "must be >= 1")
+    need(
+        cfg.topology.rows is None or TOPOLOGIES.get(cfg.topology.name).shaped,
+        "topology.rows",
+        f"has no effect with topology.name {cfg.topology.name!r} (only "
+        f"{', '.join(shaped_topologies())} is laid out in rows)",
+    )
     c = cfg.algorithm.compression
     need(0.0 <= c.ratio < 1.0, "algorithm.compression.ratio", _ratio_hint(c.ratio))
     need(1 <= c.levels <= 8, "algorithm.compression.levels", "must be in 1..8 (bits)")

@@ -23,7 +23,9 @@ PAPER_CLASS_SIZES: dict[str, list[int]] = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dataset", default="cifar10", help="dataset to read labels from")
+    parser.add_argument(
+        "--dataset", default=None, help="dataset to read labels from (default: cifar10)"
+    )
     parser.add_argument(
         "--class-sizes",
         choices=sorted(PAPER_CLASS_SIZES),
@@ -49,15 +51,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _labels(args: argparse.Namespace) -> tuple[str, np.ndarray]:
+def _labels(args: argparse.Namespace) -> tuple[str, str, np.ndarray]:
+    """``(dataset name, where its labels came from, the training split's labels)``."""
     if args.class_sizes:
+        # they read no data: a --dataset, --data-root or --download beside them would be ignored
+        given = [
+            f"--{o.replace('_', '-')}"
+            for o in ("dataset", "data_root", "download")
+            if getattr(args, o) not in (None, False)
+        ]
+        if given:
+            raise ValueError(
+                f"--class-sizes {args.class_sizes} reads no data: drop {', '.join(given)} "
+                "(or drop --class-sizes to read the dataset's own labels)"
+            )
         sizes = PAPER_CLASS_SIZES[args.class_sizes]
-        return args.class_sizes, np.repeat(np.arange(len(sizes)), sizes)
+        source = "the paper's class counts (--class-sizes)"
+        return args.class_sizes, source, np.repeat(np.arange(len(sizes)), sizes)
     from lpdt.config import DataConfig
     from lpdt.data import load_dataset
 
-    ds = load_dataset(DataConfig(dataset=args.dataset, root=args.data_root, download=args.download))
-    return args.dataset, ds.labels("train")
+    name = args.dataset or "cifar10"
+    ds = load_dataset(DataConfig(dataset=name, root=args.data_root, download=args.download))
+    return name, ds.info.source, ds.labels("train")
 
 
 def _table(hist: np.ndarray) -> str:
@@ -75,10 +91,18 @@ def run(args: argparse.Namespace) -> int:
     line, ``lpdt partition: error: ...``, exit 2."""
     if not 0 <= args.seed < 2**32:  # numpy's seeds, as a run config's partition.seed
         raise ValueError(f"--seed {args.seed}: must be in [0, 2**32)")
-    name, labels = _labels(args)
+    name, source, labels = _labels(args)
     num_classes = int(labels.max()) + 1
-    result: dict = {"dataset": name, "nodes": args.nodes, "seed": args.seed, "skews": {}}
-    tables = []
+    result: dict = {
+        "dataset": name,
+        "source": source,
+        "nodes": args.nodes,
+        "seed": args.seed,
+        "skews": {},
+    }
+    # where the labels came from: a dataset may be found elsewhere than --data-root (Debian's
+    # Fashion-MNIST, docs/data.md)
+    tables = [f"labels: {name} training split, {len(labels):,} samples, from {source}\n"]
     for s in args.skew:
         parts = skew_partition(labels, args.nodes, s, seed=args.seed)
         hist = class_histograms(labels, parts, num_classes)

@@ -69,6 +69,7 @@ class TopologySpec(Spec):
     short: str  # run names (MLflow), before the node count: "ring8"
     words: str  # run descriptions, after "in a": "directed ring"
     directed: bool  # Figure 3 draws its edges as arrows
+    shaped: bool = False  # it reads ``topology.rows`` (the torus); elsewhere rows are an error
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,16 @@ for _name, _short, _words, _directed in (
     ("complete", "complete", "complete graph", False),
     ("exponential", "exponential", "directed exponential graph", True),
 ):
-    TOPOLOGIES.add(_name, TopologySpec(f"{_GRAPH}:{_name}", _short, _words, _directed))
+    TOPOLOGIES.add(
+        _name,
+        TopologySpec(f"{_GRAPH}:{_name}", _short, _words, _directed, shaped=_name == "torus"),
+    )
+
+
+def shaped_topologies() -> list[str]:
+    """The registered graphs laid out in rows (``TopologySpec.shaped``): the torus."""
+    return [t for t in TOPOLOGIES.names() if TOPOLOGIES.get(t).shaped]
+
 
 _OPTIM = "lpdt.decentral.optim"
 OPTIMIZERS.add("sgd", OptimizerSpec(f"{_OPTIM}:sgd", qgm=True))

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lpdt.decentral.catalog import TOPOLOGIES
+from lpdt.decentral.catalog import TOPOLOGIES, shaped_topologies
 from lpdt.io import emit_json, output_file, write_json_atomic
 
 # The graphs are registered, with their names in runs and whether they are directed, in
@@ -91,7 +91,15 @@ def exponential(n: int, **_: object) -> list[list[int]]:
 
 
 def out_peers(name: str, n: int, rows: int | None = None) -> list[list[int]]:
-    return TOPOLOGIES.get(name).load()(n, rows=rows)
+    """Each node's out-peers in topology ``name`` on ``n`` nodes; ``rows`` only for a graph
+    registered as ``shaped`` (the torus), where any other would silently ignore them."""
+    spec = TOPOLOGIES.get(name)
+    if rows is not None and not spec.shaped:
+        shaped = ", ".join(shaped_topologies())
+        raise ValueError(
+            f"rows ({rows}) apply only to a graph laid out in rows ({shaped}), not {name}"
+        )
+    return spec.load()(n, rows=rows)
 
 
 def matrix_from_peers(peers: list[list[int]]) -> torch.Tensor:
@@ -179,9 +187,15 @@ def describe(name: str, n: int, rows: int | None = None) -> dict:
 # --- `lpdt topology` -------------------------------------------------------------------------
 
 
+# The largest graph ``lpdt topology`` describes: its spectral gap solves a dense n x n
+# eigenproblem, whose time grows as n^3 (a 4,000-node directed ring took 60 s and 1.3 GB on the
+# 2-core VM, 2026-11-30; 50,000 nodes asked for a 20 GB matrix).
+MAX_CLI_NODES = 4096
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default="directed_ring", help=f"one of: {', '.join(TOPOLOGIES)}")
-    p.add_argument("--nodes", type=int, default=8)
+    p.add_argument("--nodes", type=int, default=8, help=f"1 to {MAX_CLI_NODES:,}")
     p.add_argument("--rows", type=int, default=None, help="torus rows (default: most square)")
     p.add_argument(
         "--json",
@@ -198,6 +212,11 @@ def _gap_text(gap: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.nodes > MAX_CLI_NODES:
+        raise ValueError(
+            f"--nodes {args.nodes:,}: at most {MAX_CLI_NODES:,} (the spectral gap is a dense "
+            "n x n eigenproblem: 4,000 nodes of a directed ring take about a minute, n^3 beyond)"
+        )
     d = describe(args.name, args.nodes, args.rows)
     if args.json == "-":
         emit_json(d, "-")
