@@ -359,6 +359,33 @@ def test_a_checkpoint_is_not_overwritten_without_resume_or_force(tmp_path, capsy
     ), lines
 
 
+def test_the_other_engines_checkpoint_is_refused_not_left_behind(tmp_path):
+    """``engine`` is an execution key: a run started by one engine may be run by the other,
+    which cannot read its checkpoint. It trained from the start beside it (--resume found
+    nothing of its own) and left it in the run directory. Now: refused in one line naming the
+    engine to resume with, before anything runs; --force discards both engines' files."""
+    from lpdt.engine.launch import launch_local
+    from lpdt.engine.rundir import RunDirError, open_run_dir
+
+    c = cfg(*SMALL, "train.epochs=1")
+    dist = cfg(*SMALL, "train.epochs=1", "engine=distributed")
+    sim_out, dist_out = tmp_path / "sim", tmp_path / "dist"
+    for out, name in ((sim_out, "checkpoint.rank1.pt"), (dist_out, "checkpoint.pt")):
+        out.mkdir()
+        (out / name).write_bytes(b"another engine's checkpoint")
+    with pytest.raises(
+        RunDirError,
+        match=r"distributed engine \(checkpoint\.rank1\.pt\).*"
+        r"engine: distributed and --resume, or pass --force",
+    ):
+        train(c, sim_out, resume=True, log=lambda s: None)
+    with pytest.raises(RunDirError, match=r"simulated engine \(checkpoint\.pt\)"):
+        launch_local(dist, dist_out, resume=True, log=lambda s: None)
+    assert (sim_out / "checkpoint.rank1.pt").exists() and (dist_out / "checkpoint.pt").exists()
+    assert open_run_dir(c, sim_out, True, [sim_out / "checkpoint.pt"], print) is None
+    assert not any(sim_out.iterdir())
+
+
 @pytest.mark.parametrize("damage", ["", "seed: [1,\n", "just text\n"])
 def test_a_damaged_config_yaml_beside_a_checkpoint_is_written_again(tmp_path, damage):
     """A started run's config.yaml emptied, cut short or replaced: a note, and --resume

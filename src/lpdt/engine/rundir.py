@@ -106,8 +106,30 @@ def restore_record_copy(out: Path, log: Callable[[str], None]) -> bool:
     return True
 
 
+# Each engine's checkpoint files in a run directory (``engine`` is an execution key: either may
+# train a run): the simulated engine's one process, and the distributed engine's ranks.
+ENGINE_CHECKPOINTS = {
+    "simulated": ("checkpoint.pt", "checkpoint.prev.pt"),
+    "distributed": ("checkpoint.rank*.pt",),
+}
+
+
+def other_engine_checkpoints(out: Path, engine: str) -> list[Path]:
+    """The checkpoints in ``out`` that another engine than ``engine`` wrote. Neither engine
+    reads the other's: a run started by one and continued with the other would train from its
+    start beside them, and leave them behind."""
+    return sorted(
+        path
+        for other, patterns in ENGINE_CHECKPOINTS.items()
+        if other != engine
+        for pattern in patterns
+        for path in out.glob(pattern)
+    )
+
+
 def discard(out: Path, checkpoints: Iterable[Path]) -> None:
-    """``--force``: remove a complete run's record, its copy and the given checkpoints."""
+    """``--force``: remove a complete run's record, its copy and the given checkpoints (both
+    engines')."""
     for f in [out / record.METRICS_FILE, out / RECORD_COPY, *checkpoints]:
         f.unlink(missing_ok=True)
 
@@ -126,8 +148,9 @@ def open_run_dir(
     ``resume`` refuse a checkpoint (training from the start would overwrite it: a forgotten
     --resume lost a long run's epochs, with one note)."""
     checkpoints = list(checkpoints)
+    others = other_engine_checkpoints(out, cfg.engine)
     if force:
-        discard(out, checkpoints)
+        discard(out, checkpoints + others)
         return None
     restore_record_copy(out, log)
     check_run_dir(cfg, out, log)
@@ -135,6 +158,13 @@ def open_run_dir(
     if metrics.exists():
         log(f"{out}: already complete (use --force to run it again)")
         return record.read(metrics)
+    if others:
+        other = next(e for e in ENGINE_CHECKPOINTS if e != cfg.engine)
+        raise RunDirError(
+            f"{out} holds a checkpoint of the {other} engine ({', '.join(c.name for c in others)}),"
+            f" which the {cfg.engine} engine cannot continue: resume it with engine: {other}"
+            " and --resume, or pass --force to train the run from its start"
+        )
     held = sorted(c for c in checkpoints if c.exists())
     if held and not resume:
         load_checkpoint(cfg, held[0])  # another config's, or damaged: that is the error to say
