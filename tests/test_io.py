@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import errno
+import json
 import os
 import sqlite3
 import stat
@@ -156,6 +157,30 @@ def test_other_os_errors_are_not_called_a_full_disk(tmp_path, monkeypatch):
     with pytest.raises(PermissionError):
         io.write_text_atomic(tmp_path / "f", "x")
     assert Path(tmp_path).exists()
+
+
+def test_an_atomic_write_keeps_a_link_and_writes_through_a_fifo(tmp_path):
+    """The rename onto the asked-for path replaced a symbolic link by a file (the link's
+    target kept its old text) and a FIFO or a device (``--json /dev/null`` as root) by a
+    regular file: the link's target is written, atomically, and a FIFO is written through."""
+    import threading
+
+    from lpdt.io import write_json_atomic, write_text_atomic
+
+    target, link = tmp_path / "target.json", tmp_path / "link.json"
+    target.write_text("old")
+    link.symlink_to(target.name)
+    write_json_atomic(link, {"a": 1})
+    assert link.is_symlink() and json.loads(target.read_text()) == {"a": 1}
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    write_text_atomic(fifo, "through")
+    reader.join(timeout=30)
+    assert got == ["through"] and stat.S_ISFIFO(fifo.stat().st_mode)
 
 
 def test_an_atomic_write_gives_the_file_the_mode_open_would(tmp_path):

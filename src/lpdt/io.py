@@ -119,6 +119,19 @@ def reader_gone() -> int:
 
 def _atomic(path: Path, write: Callable[[IO[Any]], object], mode: str) -> None:
     path = Path(path)
+    if path.is_symlink():  # write the file it points to; the link stays a link
+        path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_file() and not path.is_dir():
+        # a FIFO or a device (/dev/null, /dev/stdout): written through, never replaced (a
+        # rename onto it swapped the device node for a regular file)
+        try:
+            with open(path, mode) as f:
+                write(f)
+        except OSError as e:
+            if no_space(e):
+                raise NoSpaceError(path) from e
+            raise
+        return
     make_dirs(path.parent)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
