@@ -236,6 +236,8 @@ def acquire(
     seconds without room it takes the least busy GPUs anyway, so a job is never held back for
     good. While it waits it reports, once each, the holders past their planned time
     (``overdue``), by name."""
+    if not gpu_ids:  # nothing could ever be chosen: the wait would never end
+        raise ValueError("no GPU to take a slot on")
     share = units / per_gpu
     pid = os.getpid() if pid is None else pid
     count = max(1, min(count, len(gpu_ids)))
@@ -311,16 +313,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     st.add_argument("--dir", type=Path, default=None, help="the machine's slot folder")
     a = p.parse_args(argv)
     folder = a.dir or slot_dir()
+    if folder.exists() and not folder.is_dir():
+        p.error(f"--dir {folder}: is a file, not the slot folder")
     if a.command == "status":
-        for key, hs in sorted(holders(folder).items()):
+        held_any = holders(folder)
+        for key, hs in sorted(held_any.items()):
             for h in hs:
                 held = overdue(h)
                 print(hung_line(key, h, held) if held is not None else f"GPU {key}: {h}")
+        if not held_any:
+            print(f"no GPU shares held (slot folder {folder})")
         return
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         p.error("no command after --")
-    ids = [g for g in a.gpus.split(",") if g]
+    ids = [g.strip() for g in a.gpus.split(",") if g.strip()]
+    for bad in _slot_argument_errors(a, ids):
+        p.error(bad)
     start = time.monotonic()
     chosen, _, ok = acquire(
         folder, ids, a.per_gpu, a.units, a.count, a.timeout, name=a.name, planned_s=a.planned_s
@@ -341,7 +350,33 @@ def main(argv: Sequence[str] | None = None) -> None:
             flush=True,
         )
     os.environ["CUDA_VISIBLE_DEVICES"] = visible
-    os.execvp(cmd[0], cmd)  # the same process: its share lasts until CMD ends
+    try:
+        os.execvp(cmd[0], cmd)  # the same process: its share lasts until CMD ends
+    except OSError as e:  # its share ends with this process
+        print(f"lpdt.gpus: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr, flush=True)
+        sys.exit(127 if isinstance(e, FileNotFoundError) else 126)  # the shell's statuses
+
+
+def _slot_argument_errors(a: argparse.Namespace, ids: list[str]) -> list[str]:
+    """What is wrong with ``slot``'s arguments (``ids``: the GPUs of ``--gpus``), each a line;
+    none for arguments ``acquire`` can honour. A job taking more slots than a GPU has would
+    wait the whole ``--timeout`` and then overfill it; no GPUs made it wait for ever."""
+    errors = []
+    if not ids:
+        errors.append("--gpus: name at least one GPU, CUDA_VISIBLE_DEVICES style (0,1)")
+    if len(set(ids)) < len(ids):
+        errors.append(f"--gpus {a.gpus}: a GPU is named twice")
+    if a.per_gpu < 1:
+        errors.append(f"--per-gpu {a.per_gpu}: must be at least 1")
+    elif not 1 <= a.units <= a.per_gpu:
+        errors.append(f"--units {a.units}: must be 1 to --per-gpu ({a.per_gpu})")
+    if ids and not 1 <= a.count <= len(ids):
+        errors.append(f"--count {a.count}: must be 1 to the GPUs listed ({len(ids)})")
+    if not (math.isfinite(a.timeout) and a.timeout >= 0):
+        errors.append(f"--timeout {a.timeout}: must be a finite number of seconds >= 0")
+    if a.planned_s is not None and not (math.isfinite(a.planned_s) and a.planned_s >= 0):
+        errors.append(f"--planned-s {a.planned_s}: must be a finite number of seconds >= 0")
+    return errors
 
 
 if __name__ == "__main__":

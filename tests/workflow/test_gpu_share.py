@@ -144,6 +144,45 @@ def test_slots_are_freed_when_the_job_ends(tmp_path):
     assert gpus.holders(tmp_path / "slots") == {}
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--gpus", "", "--per-gpu", "2", "--units", "1"], "name at least one GPU"),
+        (["--gpus", "0", "--per-gpu", "2", "--units", "3"], "--units 3: must be 1 to --per-gpu"),
+        (["--gpus", "0", "--per-gpu", "0", "--units", "0"], "--per-gpu 0: must be at least 1"),
+        (["--gpus", "0,0", "--per-gpu", "1", "--units", "1"], "a GPU is named twice"),
+        (["--gpus", "0", "--per-gpu", "1", "--units", "1", "--count", "2"], "--count 2"),
+        (["--gpus", "0", "--per-gpu", "1", "--units", "1", "--timeout", "nan"], "--timeout"),
+        (["--gpus", "0", "--per-gpu", "1", "--units", "1", "--planned-s", "-3"], "--planned-s"),
+    ],
+)
+def test_slot_arguments_it_cannot_honour_are_refused_at_once(tmp_path, capsys, argv, says):
+    """No GPUs waited for ever (past --timeout); more units than a GPU has waited the whole
+    --timeout (an hour by default) and then overfilled it; no slots divided by zero."""
+    start = time.monotonic()
+    with pytest.raises(SystemExit) as stop:
+        gpus.main(["slot", "--dir", str(tmp_path / "slots"), *argv, "--", "true"])
+    assert stop.value.code == 2 and time.monotonic() - start < WAIT_S
+    assert says in capsys.readouterr().err
+
+
+def test_a_command_that_cannot_run_is_one_line(tmp_path):
+    """It was exec's FileNotFoundError traceback; now the shell's status and one line."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "lpdt.gpus", "slot", "--dir", str(tmp_path / "slots")]
+        + ["--gpus", "0", "--per-gpu", "1", "--units", "1", "--", str(tmp_path / "no-such")],
+        capture_output=True,
+        text=True,
+        timeout=WAIT_S,
+    )
+    assert proc.returncode == 127, proc.stderr
+    assert (
+        proc.stderr.splitlines()[-1] == f"lpdt.gpus: cannot run {tmp_path / 'no-such'}: No "
+        "such file or directory"
+    )
+    assert "Traceback" not in proc.stderr
+
+
 def test_two_invocations_arbitrate_one_gpu(tmp_path):
     """Two Snakemake invocations (other results folders, other k) share the machine's slot
     folder, keyed by the GPU: two half-GPU jobs of one (k = 2) fill GPU 0, and a job of the
