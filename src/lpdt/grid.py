@@ -140,6 +140,8 @@ class Manifest:
             data = json.loads(p.read_text())
         except json.JSONDecodeError as e:
             raise ManifestError(f"manifest {p} is not valid JSON: {e}") from e
+        except UnicodeDecodeError:
+            raise ManifestError(f"manifest {p} is not text (UTF-8): not a manifest") from None
         return cls.from_dict(data, f"manifest {p}")
 
 

@@ -4,6 +4,7 @@ tests say so; `lpdt ui`'s refusals before its exec; and `python -m lpdt.tracking
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -208,6 +209,56 @@ def test_lpdt_ui_refuses_an_empty_uri_or_host(option, tmp_path, monkeypatch, cap
     line = _ui_refuses([option, ""], monkeypatch, capsys)
     assert f"pass {option}" in line
     assert list(tmp_path.iterdir()) == []
+
+
+def test_lpdt_ui_leaves_another_programs_database_alone(tmp_path, monkeypatch, capsys):
+    """A SQLite file of another program given as the store got MLflow's ~30 tables added (and
+    a lock file beside it), even when the port then turned out busy: refused, untouched."""
+    import sqlite3
+
+    db = tmp_path / "other.db"
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        c.execute("CREATE TABLE notes (x)")
+        c.commit()
+    before = db.read_bytes()
+    line = _ui_refuses(["--uri", f"sqlite:///{db}"], monkeypatch, capsys)
+    assert "without MLflow's tables" in line
+    assert db.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["other.db"]
+
+
+@pytest.mark.parametrize("command", ["ui", "init"])
+def test_a_database_path_without_its_scheme_or_an_empty_uri_says_which(
+    command, tmp_path, monkeypatch, capsys
+):
+    """``--uri results/mlflow.db`` (MLflow's file-store deprecation text) names the URI meant;
+    ``python -m lpdt.tracking init --uri ""`` created ./mlflow.db and exited 0."""
+    monkeypatch.chdir(tmp_path)
+    for uri, says in (
+        ("results/mlflow.db", "did you mean sqlite:///results/mlflow.db?"),
+        ("", "empty"),
+    ):
+        if command == "ui":
+            line = _ui_refuses(["--uri", uri], monkeypatch, capsys)
+        else:
+            assert cli.main(["init", "--uri", uri]) == 2
+            line = capsys.readouterr().err.strip()
+        assert says in line, line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_manifest_that_is_not_text_is_named(tmp_path, capsys):
+    (tmp_path / "m.json").write_bytes(b"\xd0\xff\x00binary")
+    argv = ["sync", "--manifest", str(tmp_path / "m.json"), "--uri", f"sqlite:///{tmp_path}/s.db"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"manifest {tmp_path / 'm.json'} is not text (UTF-8)" in err, err
+
+
+def test_a_receipt_path_that_is_a_directory_is_refused_by_its_option(tmp_path, capsys):
+    """``--out <a directory>``: an IsADirectoryError that named a temporary file."""
+    with pytest.raises(SystemExit):
+        cli.main(["init", "--uri", f"sqlite:///{tmp_path}/s.db", "--out", str(tmp_path)])
+    assert "is a directory; give the file's name" in capsys.readouterr().err
 
 
 def test_check_address_accepts_a_free_port_and_leaves_it_free():

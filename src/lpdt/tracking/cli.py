@@ -20,6 +20,7 @@ training view from any MLflow server).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import os
@@ -28,7 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lpdt.io import no_space
+from lpdt.io import no_space, output_file
 from lpdt.tracking.runs import log_report, log_run, report_experiment, sync_manifest
 from lpdt.tracking.store import (
     DEFAULT_EXPERIMENT,
@@ -96,12 +97,41 @@ def check_arguments(uri: str, host: str, port: int) -> None:
     and a uvicorn traceback, MLflow's status being lpdt's after the exec), or would take the
     wrong way: an empty URI (MLflow opened ``./mlflow.db``, creating it), an empty host (every
     interface), a port outside ``PORTS``."""
-    if not uri.strip():
-        raise TrackingError(f"the tracking URI is empty; pass --uri (default {DEFAULT_URI})")
+    check_uri(uri)
     if not host.strip():
         raise TrackingError("the host is empty; pass --host (default 127.0.0.1)")
     if port not in PORTS:
         raise TrackingError(f"port {port} is outside {PORTS.start}..{PORTS.stop - 1} (--port)")
+
+
+def check_uri(uri: str) -> None:
+    """Refuse an empty tracking URI (MLflow opened ``./mlflow.db``, creating it) and a path to a
+    database file without its scheme (MLflow read it as a file store and printed its deprecation
+    text): ``TrackingError`` naming the URI meant."""
+    if not uri.strip():
+        raise TrackingError(f"the tracking URI is empty; pass --uri (default {DEFAULT_URI})")
+    if "://" not in uri and Path(uri).suffix in (".db", ".sqlite", ".sqlite3"):
+        raise TrackingError(
+            f"--uri {uri} is a path, not a tracking URI: did you mean sqlite:///{uri}?"
+        )
+
+
+def check_is_mlflow_store(path: Path) -> None:
+    """Refuse a SQLite database that holds tables but none of MLflow's (another program's
+    database): opening it as a store added MLflow's tables to it. An empty database is a new
+    store."""
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError:
+        return  # not a database at all: open_client says so in one line
+    if tables and "experiments" not in tables:
+        raise TrackingError(
+            f"{path} is a SQLite database without MLflow's tables (another program's?): pass "
+            "the MLflow store's --uri"
+        )
 
 
 def check_address(host: str, port: int) -> None:
@@ -150,6 +180,9 @@ def ui(
             f"no MLflow store at {path}; run the workflow (snakemake) or `lpdt train` with "
             "tracking.mlflow=true first, or pass --uri"
         )
+    if path is not None:
+        check_is_mlflow_store(path)
+    check_address(host, port)  # before the store is opened (and written to), and again below
     try:  # open it under the store lock: the server then finds its schema complete
         client = open_client(uri)
         exp = with_retry(lambda: client.get_experiment_by_name(experiment))
@@ -217,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         s = sub.add_parser(name, help=help_)
         s.add_argument("--uri", default=DEFAULT_URI)
         s.add_argument("--experiment", default=DEFAULT_EXPERIMENT)
-        s.add_argument("--out", default=None, help="write a JSON receipt here (atomically)")
+        s.add_argument(
+            "--out", type=output_file, default=None, help="write a JSON receipt here (atomically)"
+        )
         if name == "log":
             s.add_argument("run_dir", nargs="+")
             s.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
@@ -230,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     bound_http_waits()
     try:
+        check_uri(args.uri)
         if args.cmd == "init":
             exp_id = init_store(args.uri, args.experiment)
             receipt: dict[str, Any] = {
