@@ -8,8 +8,10 @@ ours / paper. ``write_all`` writes them as CSV files plus a ``summary.json`` (``
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -423,9 +425,12 @@ def write_all(
 ) -> dict[str, Path]:
     """Write table7/9/10, fig7_memory/compute, table3_data, wire_bytes CSVs and summary.json to
     ``out_dir``; ``log`` hears what is being computed (about 10 s in all on the 2-core VM)."""
-    from lpdt.io import write_json_atomic, write_text_atomic
+    from lpdt.io import make_dirs, write_json_atomic, write_text_atomic
 
     out = Path(out_dir)
+    make_dirs(out)  # first: a folder that cannot be made fails now, not after the counting
+    if not os.access(out, os.W_OK):
+        raise PermissionError(errno.EACCES, "cannot write in this folder", str(out))
     log("counting the models' operations and memory (Tables 7, 9, 10, Figure 7)")
     costs = compute_costs(batch=batch, energy=energy)
     t10 = table10_rows(costs)

@@ -209,7 +209,18 @@ def cost_of(
     energy: EnergyTable = HOROWITZ_45NM,
     algorithm: str = "choco",
 ) -> ModelCost:
-    """``model_cost`` of the registered model ``name`` with norm ``norm``."""
+    """``model_cost`` of the registered model ``name`` with norm ``norm``; a text model is a
+    ``ValueError`` saying so (the trace prices convolutions, linear layers and norms, not
+    embeddings or attention: it failed naming an Embedding layer and asking to teach it)."""
+    from lpdt.models import MODELS
+
+    spec = MODELS.find(name)
+    if spec is not None and spec.inputs == "text":
+        images = ", ".join(m for m in MODELS.names() if MODELS.get(m).inputs == "image")
+        raise ValueError(
+            f"{name} is a text model: the operation counts price image models ({images}); "
+            "`lpdt cost comm` counts a text model's messages"
+        )
     model = build(name, norm, num_classes, input_shape)
     records = trace_model(model, input_shape)
     if norm is None:  # label with what the model actually contains (None: no norm layers)

@@ -70,9 +70,13 @@ def _labels(args: argparse.Namespace) -> tuple[str, str, np.ndarray]:
         return args.class_sizes, source, np.repeat(np.arange(len(sizes)), sizes)
     from lpdt.config import DataConfig
     from lpdt.data import load_dataset
+    from lpdt.data.base import DatasetError
 
     name = args.dataset or "cifar10"
-    ds = load_dataset(DataConfig(dataset=name, root=args.data_root, download=args.download))
+    try:
+        ds = load_dataset(DataConfig(dataset=name, root=args.data_root, download=args.download))
+    except DatasetError as e:  # its hints name the config keys; say this command's options
+        raise DatasetError(f"{e} (here: data.download is --download, data.root --data-root)") from e
     return name, ds.info.source, ds.labels("train")
 
 
