@@ -25,6 +25,10 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
     "override,needle",
     [
         ("foo=1", "unknown config key 'foo'"),
+        # the key meant, where one is close (a 1.3 kB list of every key before 2026-11-30)
+        ("compression.name=topk", "'compression.name'; did you mean algorithm.compression.name?"),
+        ("epoch=3", "'epoch'; did you mean train.epochs?"),
+        ("train.epoch=3", "did you mean train.epochs or train.max_iters_per_epoch?"),
         ("skew=1.5", "'partition.skew': must be in [0, 1]"),
         ("epochs=two", "'train.epochs'"),
         ("precision.mode=int4", "allowed: fp32, int8"),

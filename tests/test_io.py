@@ -293,6 +293,17 @@ def test_a_yaml_error_is_one_line_without_the_carets_padding(tmp_path):
     assert "\n" not in str(e.value) and "  " not in str(e.value), str(e.value)
 
 
+def test_a_key_written_twice_is_an_error_but_a_merge_may_be_overridden(tmp_path):
+    """PyYAML keeps the last of two equal keys without a word (a config with ``epochs:``
+    twice trained the second's); a merged mapping's keys are meant to be overridden."""
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  epochs: 3\n  lr: 0.1\n  epochs: 5\n")
+    with pytest.raises(ValueError, match=r"the key 'epochs' is written twice, on lines 2 and 4"):
+        io.read_yaml_mapping(path, ValueError, "config file")
+    path.write_text("base: &b {epochs: 3, lr: 0.1}\nrun:\n  <<: *b\n  epochs: 5\n")
+    assert io.read_yaml_mapping(path, ValueError, "config file")["run"] == {"epochs": 5, "lr": 0.1}
+
+
 def test_a_pipe_whose_reader_has_gone_is_told_without_writing(tmp_path, monkeypatch):
     """``io.output_reader_gone``: what a distributed run's workers ask before calling a lost
     peer a failure (``lpdt.engine.worker``); a file or a capture without a descriptor is never

@@ -126,6 +126,9 @@ def test_readers_choose_their_messages_and_value_rules() -> None:
     strict = Reader(error=TreeError, unknown="unknown key {key!r}; allowed here: {allowed}")
     with pytest.raises(TreeError, match=r"^unknown key 'kin'; allowed here: name, weight, kind$"):
         strict.build(Leaf, {"name": "x", "weight": 1.0, "kin": "a"})
+    hinted = Reader(error=TreeError, unknown="unknown key {key!r}{hint}; allowed: {allowed}")
+    with pytest.raises(TreeError, match=r"^unknown key 'kin' \(did you mean kind\?\); allowed"):
+        hinted.build(Leaf, {"name": "x", "weight": 1.0, "kin": "a"})
 
 
 def test_type_names() -> None:

@@ -228,6 +228,33 @@ def _short_row(path: Path, comment: str | None) -> str | None:
     return None
 
 
+def _unique_key_loader() -> Any:
+    """PyYAML's ``SafeLoader``, refusing a key written twice in one mapping (``epochs:`` twice
+    in a config: PyYAML keeps the last without a word). Keys a merge (``<<: *anchor``) brings
+    in may be overridden, as YAML means them to be."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                line = key_node.start_mark.line + 1
+                if isinstance(key, str | int | float | bool) and key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"the key {key!r} is written twice, on lines {seen[key]} and {line} "
+                        "(one of them would be ignored)",
+                    )
+                seen.setdefault(key, line)
+            return super().construct_mapping(node, deep)
+
+    return UniqueKeyLoader
+
+
 def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> dict[str, Any]:
     """The mapping in the YAML file ``path``; ``error`` with one line starting with ``what`` when
     the file is missing, a directory, not text, not YAML, empty (nothing but comments or
@@ -240,7 +267,7 @@ def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> di
     if not p.is_file():
         raise error(f"{what} {'is a directory, not a file' if p.is_dir() else 'does not exist'}")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.load(p.read_text(), Loader=_unique_key_loader())  # noqa: S506 (a SafeLoader)
         if data is None:
             raise error(f"{what} is empty (no settings in it: nothing, comments or null)")
     except UnicodeDecodeError:

@@ -42,6 +42,7 @@ are this module's.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import types
 import typing
@@ -111,7 +112,8 @@ class Reader:
     Messages are one line: ``"{source}: {message}"`` (the message alone when ``source`` is
     empty). The templates may use ``{key}`` (the dotted path of a field), ``{where}`` (the path
     of a value that must be a mapping; ``root`` for the top), ``{kind}`` (the type of what was
-    found instead) and ``{allowed}`` (the fields there, comma-separated)."""
+    found instead), ``{allowed}`` (the fields there, comma-separated) and ``{hint}`` (for an
+    unknown key, `` (did you mean <the closest field>?)`` or nothing)."""
 
     error: type[Exception] = ValueError  # what every message is raised as
     source: str = ""  # the document (a file's path), first in every message
@@ -136,7 +138,13 @@ class Reader:
         if self.strict:
             for key in data:
                 if key not in fields:
-                    self.fail(self.unknown.format(key=prefix + str(key), allowed=", ".join(fields)))
+                    close = difflib.get_close_matches(str(key), list(fields), n=1)
+                    hint = f" (did you mean {prefix}{close[0]}?)" if close else ""
+                    self.fail(
+                        self.unknown.format(
+                            key=prefix + str(key), allowed=", ".join(fields), hint=hint
+                        )
+                    )
         kwargs = {}
         for name, f in fields.items():
             if name in data:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import math
 import types
 import typing
@@ -136,6 +137,19 @@ def resolve_key(key: str) -> str:
         return matches[0]
     if len(matches) > 1:
         raise ConfigError(f"config key {key!r} is ambiguous; use one of: {', '.join(matches)}")
+    # a key missing its section (compression.name), or misspelt (train.epoch): the key meant;
+    # the whole list (1.3 kB) only when nothing is close
+    leaves = difflib.get_close_matches(key, {p.rsplit(".", 1)[-1] for p in paths}, n=1)
+    close = (
+        [p for p in paths if p.endswith("." + key)]
+        or difflib.get_close_matches(key, list(paths), n=2)
+        or [p for p in paths if p.rsplit(".", 1)[-1] in leaves]
+    )
+    if close:
+        raise ConfigError(
+            f"unknown config key {key!r}; did you mean {' or '.join(close)}? (every key: "
+            "lpdt train --print-config)"
+        )
     raise ConfigError(f"unknown config key {key!r}; allowed keys: {', '.join(sorted(paths))}")
 
 
@@ -280,7 +294,7 @@ _READER = Reader(
     error=ConfigError,
     root="<root>",
     not_object="config section {where!r} must be a mapping",
-    unknown="unknown config key {key!r}; allowed here: {allowed}",
+    unknown="unknown config key {key!r}{hint}; allowed here: {allowed}",
     missing="config key {key!r} is missing",
     coerce=_coerce,
 )
