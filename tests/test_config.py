@@ -25,6 +25,7 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
     "override,needle",
     [
         ("foo=1", "unknown config key 'foo'"),
+        ("seed=", "override 'seed=' has an empty value"),  # "invalid value None"
         # the key meant, where one is close (a 1.3 kB list of every key before 2026-11-30)
         ("compression.name=topk", "'compression.name'; did you mean algorithm.compression.name?"),
         ("epoch=3", "'epoch'; did you mean train.epochs?"),

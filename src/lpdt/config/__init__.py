@@ -332,6 +332,10 @@ def load_config(
             if "=" not in o:
                 raise ConfigError(f"override {o!r} must look like key=value")
             k, v = o.split("=", 1)
+            if not v.strip():  # it read as YAML's null: "invalid value None"
+                raise ConfigError(
+                    f"override {o!r} has an empty value; give one (null: none, '': empty text)"
+                )
             items.append((k.strip(), v))
     for k, v in items:
         key = resolve_key(k)
