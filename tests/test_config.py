@@ -26,6 +26,8 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
     [
         ("foo=1", "unknown config key 'foo'"),
         ("seed=", "override 'seed=' has an empty value"),  # "invalid value None"
+        # a torch error at the first step ("Expected tensor for argument #1 'indices'")
+        ("dataset=agnews", "'resnet20' takes image inputs, but data.dataset 'agnews' holds text"),
         # the key meant, where one is close (a 1.3 kB list of every key before 2026-11-30)
         ("compression.name=topk", "'compression.name'; did you mean algorithm.compression.name?"),
         ("epoch=3", "'epoch'; did you mean train.epochs?"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from lpdt.config.schema import ConfigError, RunConfig
+from lpdt.data import DATASETS
 from lpdt.decentral.catalog import (
     ALGORITHMS,
     COMPRESSORS,
@@ -97,6 +98,13 @@ def check_ranges(cfg: RunConfig) -> None:
         "model.dropout_noise",
         f"hash replaces nn.Dropout modules, but {cfg.model.name!r} (a text model) also drops out "
         "inside its attention, from torch's generator; use generator",
+    )
+    data = DATASETS.find(cfg.data.dataset)
+    need(
+        spec is None or data is None or spec.inputs == data.inputs,
+        "model.name",
+        f"{cfg.model.name!r} takes {spec.inputs if spec else ''} inputs, but data.dataset "
+        f"{cfg.data.dataset!r} holds {data.inputs if data else ''} examples",
     )
     for k in ("train_subset", "test_subset"):
         v = getattr(cfg.data, k)

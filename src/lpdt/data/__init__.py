@@ -13,7 +13,7 @@ the built-ins are listed below.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from lpdt.registry import Registry, Spec
 
@@ -34,6 +34,9 @@ class DatasetSpec(Spec):
     # The input side in px its reader gives a model when ``data.image_size`` is unset (the
     # plan's price; None: 32, CIFAR's)
     input_px: int | None = None
+    # what its examples are: images ([C, H, W]) or token ids; a model must take the same
+    # (``lpdt.models.ModelSpec.inputs``: the config check)
+    inputs: Literal["image", "text"] = "image"
 
 
 DATASETS: Registry[DatasetSpec] = Registry("dataset")
@@ -50,11 +53,13 @@ DATASETS.add(  # its reader's sizes when no subset is set
     "synthetic",
     DatasetSpec("lpdt.data.synthetic:load_synthetic", SYNTHETIC_SIZES[0], SYNTHETIC_SIZES[1]),
 )
-DATASETS.add("agnews", DatasetSpec(f"{_TEXT}:agnews", 120000, 7600))
-DATASETS.add("sentlen", DatasetSpec(f"{_TEXT}:sentlen", 100000, 10000))  # SentEval tr / te
+DATASETS.add("agnews", DatasetSpec(f"{_TEXT}:agnews", 120000, 7600, inputs="text"))
+DATASETS.add(  # SentEval tr / te
+    "sentlen", DatasetSpec(f"{_TEXT}:sentlen", 100000, 10000, inputs="text")
+)
 # Stand-ins from the installed fortunes files (their readers record what they stand in for)
-DATASETS.add("fortunes4", DatasetSpec(f"{_TEXT}:fortunes4"))
-DATASETS.add("sentlen_fortunes", DatasetSpec(f"{_TEXT}:sentlen_fortunes"))
+DATASETS.add("fortunes4", DatasetSpec(f"{_TEXT}:fortunes4", inputs="text"))
+DATASETS.add("sentlen_fortunes", DatasetSpec(f"{_TEXT}:sentlen_fortunes", inputs="text"))
 
 
 DEFAULT_TEST_SIZE = 1000  # test examples of a dataset whose spec gives no test size
