@@ -429,8 +429,14 @@ def test_run_batches_group_the_seeds_of_a_cell_then_single_runs_by_model():
     assert all(models.count(m) == 1 for m in left)  # a model's only run stays a job of its own
     # runs of a dataset of unknown size (no DatasetSpec.train_size), or long ones, are never
     # batched; the generated dataset's size is known (its reader's 512 images)
-    unknown = {"defaults": {"data": {"dataset": "fortunes4"}}}
-    assert grid.run_batches(grid.expand(grid.deep_merge(SPEC, unknown))) == {}
+    from lpdt.data import DATASETS, DatasetSpec
+
+    DATASETS.add("unsized", DatasetSpec("lpdt.data.synthetic:load_synthetic"))  # images
+    try:
+        unknown = {"defaults": {"data": {"dataset": "unsized"}}}
+        assert grid.run_batches(grid.expand(grid.deep_merge(SPEC, unknown))) == {}
+    finally:
+        DATASETS.remove("unsized")
     assert grid.run_batches(grid.expand(SPEC)) != {}
     long = {"defaults": {"data": {"train_subset": 50000}, "train": {"epochs": 200}}}
     assert grid.run_batches(grid.expand(grid.deep_merge(SPEC, long))) == {}
