@@ -1,4 +1,5 @@
 import pytest
+import yaml
 
 from lpdt.config import ConfigError, load_config, resolve_key
 
@@ -204,3 +205,17 @@ def test_a_config_file_that_is_not_text_is_named(tmp_path):
     p.write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe")
     with pytest.raises(ConfigError, match=r"c\.yaml' is not text"):
         load_config(p)
+
+
+def test_print_config_of_several_files_needs_no_out(tmp_path, capsys):
+    """``--print-config`` writes nothing, yet two ``-c`` asked for two ``--out``; the configs
+    are printed as one YAML stream, a document each."""
+    from lpdt.cli import main
+
+    paths = []
+    for seed in (1, 2):
+        paths += ["-c", str(tmp_path / f"{seed}.yaml")]
+        (tmp_path / f"{seed}.yaml").write_text(f"seed: {seed}\n")
+    assert main(["train", *paths, "--print-config"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["seed"] for d in docs] == [1, 2]

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from lpdt.config import dump_config, load_config
 
     paths = args.config or [None]
-    if len(paths) > 1 and len(args.out) != len(paths):
+    if len(paths) > 1 and len(args.out) != len(paths) and not args.print_config:
         raise ValueError(
             f"{len(paths)} --config need as many --out (got {len(args.out)}), in the same order"
         )
@@ -92,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
             f"{len(args.out)} --out for {len(paths)} config(s): one --out per --config"
         )
     cfgs = [load_config(path, args.overrides) for path in paths]  # every config checked first
-    if args.print_config:
-        for cfg in cfgs:
-            print(dump_config(cfg), end="")
+    if args.print_config:  # writes nothing: no --out needed
+        for i, cfg in enumerate(cfgs):
+            print(("---\n" if i else "") + dump_config(cfg), end="")  # one YAML document each
         return 0
     from lpdt.engine import train
 

@@ -71,6 +71,7 @@ def test_cost_comm_json(capsys, tmp_path):
         (["cost", "model", "--model", "nope"], "unknown model"),
         (["cost", "comm", "--topology", "hexagon"], "unknown topology"),
         (["cost", "model", "--energy", "fp32_add"], "KEY=PJ"),
+        (["cost", "model", "--energy", "fp32_add=1", "--energy", "fp32_add=2"], "given twice"),
         (["cost", "model", "--input-shape", "3,x,32"], "input-shape"),
         # torch's "expected input[1, 1, 3, 32] to have 3 channels" before 2026-11-30
         (["cost", "model", "--input-shape", "3,32"], "takes images, channels,height,width"),

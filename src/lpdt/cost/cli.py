@@ -110,6 +110,8 @@ def parse_energy(items: list[str]) -> EnergyTable:
         if "=" not in item:
             raise ValueError(f"--energy {item!r} must look like KEY=PJ, e.g. fp32_add=0.9")
         k, v = item.split("=", 1)
+        if k.strip() in values:  # the last would win without a word
+            raise ValueError(f"--energy {k.strip()} is given twice")
         try:
             values[k.strip()] = float(v)
         except ValueError:
