@@ -86,9 +86,9 @@ def test_a_bad_store_path_or_tag_is_one_line(tmp_path, capsys, case):
     (tmp_path / "manifest.json").mkdir()
     good = f"sqlite:///{tmp_path}/ok.db"
     argv, says = {
-        "not-a-database": (
+        "not-a-database": (  # checked before the store's lock file is made beside it
             ["init", "--uri", f"sqlite:///{tmp_path}/bad.db"],
-            "cannot use the MLflow store sqlite:///",
+            "bad.db is not a SQLite database (file is not a database)",
         ),
         "unknown-scheme": (["init", "--uri", "htp://x"], "cannot use the MLflow store htp://x"),
         "manifest-dir": (
@@ -101,6 +101,7 @@ def test_a_bad_store_path_or_tag_is_one_line(tmp_path, capsys, case):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"lpdt.tracking {argv[0]}: error: "), err
     assert says in err[0], err
+    assert not (tmp_path / "bad.db.lock").exists()
 
 
 def test_a_store_without_permission_is_one_line_at_once(tmp_path, monkeypatch, capsys):

@@ -117,17 +117,19 @@ def check_uri(uri: str) -> None:
 
 
 def check_is_mlflow_store(path: Path) -> None:
-    """Refuse a SQLite database that holds tables but none of MLflow's (another program's
-    database): opening it as a store added MLflow's tables to it. An empty database is a new
-    store."""
+    """Refuse an existing file that is no SQLite database, or a database that holds tables but
+    none of MLflow's (another program's): opening it as a store added MLflow's tables to it, or
+    left a lock file beside it. An empty file or database is a new store."""
     import sqlite3
 
     try:
         with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.DatabaseError:
-        return  # not a database at all: open_client says so in one line
-    if tables and "experiments" not in tables:
+    except sqlite3.OperationalError:
+        return  # busy or locked (a job writing to it): open_client waits for it under the lock
+    except sqlite3.DatabaseError as e:
+        raise TrackingError(f"{path} is not a SQLite database ({e}): pass the store's --uri") from e
+    if tables and not {"experiments", "alembic_version"} & tables:  # MLflow's, or its migrations'
         raise TrackingError(
             f"{path} is a SQLite database without MLflow's tables (another program's?): pass "
             "the MLflow store's --uri"
@@ -266,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     bound_http_waits()
     try:
         check_uri(args.uri)
+        store = sqlite_path(args.uri)
+        if store is not None and store.is_file():
+            check_is_mlflow_store(store)
         if args.cmd == "init":
             exp_id = init_store(args.uri, args.experiment)
             receipt: dict[str, Any] = {
