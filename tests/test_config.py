@@ -26,13 +26,14 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
     "override,needle",
     [
         ("foo=1", "unknown config key 'foo'"),
-        ("seed=", "override 'seed=' has an empty value"),  # "invalid value None"
+        ("seed=", "'seed': no value (empty, or null); expected int"),  # "invalid value None"
+        ("train.lr=0.1", "'train.lr'; did you mean optim.lr?"),
         # a torch error at the first step ("Expected tensor for argument #1 'indices'")
         ("dataset=agnews", "'resnet20' takes image inputs, but data.dataset 'agnews' holds text"),
         # the key meant, where one is close (a 1.3 kB list of every key before 2026-11-30)
         ("compression.name=topk", "'compression.name'; did you mean algorithm.compression.name?"),
         ("epoch=3", "'epoch'; did you mean train.epochs?"),
-        ("train.epoch=3", "did you mean train.epochs or train.max_iters_per_epoch?"),
+        ("train.epoch=3", "'train.epoch'; did you mean train.epochs?"),
         ("skew=1.5", "'partition.skew': must be in [0, 1]"),
         ("epochs=two", "'train.epochs'"),
         ("precision.mode=int4", "allowed: fp32, int8"),
@@ -219,3 +220,10 @@ def test_print_config_of_several_files_needs_no_out(tmp_path, capsys):
     assert main(["train", *paths, "--print-config"]) == 0
     docs = list(yaml.safe_load_all(capsys.readouterr().out))
     assert [d["seed"] for d in docs] == [1, 2]
+
+
+def test_an_empty_override_of_a_key_that_may_be_null_is_null():
+    """``--set data.train_subset=`` is YAML's null, as before: "no subset"."""
+    assert (
+        load_config(None, ["data.train_subset=100", "data.train_subset="]).data.train_subset is None
+    )

@@ -181,6 +181,13 @@ def test_an_atomic_write_keeps_a_link_and_writes_through_a_fifo(tmp_path):
     write_text_atomic(fifo, "through")
     reader.join(timeout=30)
     assert got == ["through"] and stat.S_ISFIFO(fifo.stat().st_mode)
+    # /dev/stdout onto a pipe: a link to /proc/<pid>/fd/pipe:[N], which cannot be opened by
+    # that name (it was resolved first: FileNotFoundError)
+    code = "import sys; from lpdt.io import write_text_atomic; write_text_atomic(sys.argv[1], 'x')"
+    piped = subprocess.run(
+        [sys.executable, "-c", code, "/dev/stdout"], capture_output=True, text=True, timeout=60
+    )
+    assert (piped.returncode, piped.stdout) == (0, "x"), piped.stderr
 
 
 def test_an_atomic_write_gives_the_file_the_mode_open_would(tmp_path):
@@ -223,6 +230,8 @@ def test_a_csv_cut_in_its_last_row_is_an_error(tmp_path):
         read_csv(path, comment="#")
     path.write_text('# a comment\na,b,c\n"x, y",2,3\n"two\nlines",5,6\n7,8,9')
     assert read_csv(path, comment="#")["c"].tolist() == [3, 6, 9]
+    path.write_text('a,b\n"x\n#y",2\n3,4\n')  # a "#" inside a quoted field is no comment
+    assert read_csv(path, comment="#")["b"].tolist() == [2, 4]
 
 
 def test_an_output_file_option_refuses_a_directory(tmp_path, capsys):

@@ -314,7 +314,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     a = p.parse_args(argv)
     folder = a.dir or slot_dir()
     if folder.exists() and not folder.is_dir():
-        p.error(f"--dir {folder}: is a file, not the slot folder")
+        source = "--dir" if a.dir else f"${SLOTS_ENV}" if os.environ.get(SLOTS_ENV) else "default"
+        p.error(f"the slot folder {folder} ({source}) is a file")
     if a.command == "status":
         held_any = holders(folder)
         for key, hs in sorted(held_any.items()):

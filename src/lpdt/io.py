@@ -119,11 +119,10 @@ def reader_gone() -> int:
 
 def _atomic(path: Path, write: Callable[[IO[Any]], object], mode: str) -> None:
     path = Path(path)
-    if path.is_symlink():  # write the file it points to; the link stays a link
-        path = Path(os.path.realpath(path))
-    if path.exists() and not path.is_file() and not path.is_dir():
-        # a FIFO or a device (/dev/null, /dev/stdout): written through, never replaced (a
-        # rename onto it swapped the device node for a regular file)
+    if path.exists() and not path.is_file() and not path.is_dir():  # (following links)
+        # a FIFO or a device (/dev/null, /dev/stdout onto a pipe): written through, never
+        # replaced (a rename onto it swapped the device node for a regular file); opened by the
+        # name given, as /dev/stdout's target (/proc/<pid>/fd/pipe:[N]) cannot be
         try:
             with open(path, mode) as f:
                 write(f)
@@ -132,6 +131,8 @@ def _atomic(path: Path, write: Callable[[IO[Any]], object], mode: str) -> None:
                 raise NoSpaceError(path) from e
             raise
         return
+    if path.is_symlink():  # write the file it points to; the link stays a link
+        path = Path(os.path.realpath(path))
     make_dirs(path.parent)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -213,17 +214,15 @@ def _short_row(path: Path, comment: str | None) -> str | None:
     the middle of its last row read as a whole one."""
     import csv
 
-    lines = path.read_text().splitlines()
-    kept = [
-        (n, line)
-        for n, line in enumerate(lines, 1)
-        if line.strip() and not (comment and line.lstrip().startswith(comment))
-    ]
-    rows = csv.reader(line for _, line in kept)  # a quoted field may span lines: rows != lines
-    header = next(rows, [])
+    rows = csv.reader(path.read_text().splitlines())  # a quoted field may span lines
+    header: list[str] | None = None
     for row in rows:
-        if len(row) < len(header):
-            n = kept[min(rows.line_num, len(kept)) - 1][0]
+        if not row or (comment and row[0].lstrip().startswith(comment)):
+            continue  # a blank or comment line (a record's start: not inside a quoted field)
+        if header is None:
+            header = row
+        elif len(row) < len(header):
+            n = rows.line_num
             return f"line {n} has {len(row)} of the header's {len(header)} fields: cut short?"
     return None
 

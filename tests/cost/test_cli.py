@@ -124,3 +124,16 @@ def test_comm_train_size_defaults_to_the_cifar10_size_of_the_runtime_table():
     add_arguments(p)
     args = p.parse_args(["comm"])
     assert args.train_size == DATASETS.get("cifar10").train_size == 50000
+
+
+def test_cost_all_checks_its_folder_before_counting(tmp_path, capsys, monkeypatch):
+    """A folder that cannot be made failed only after about ten seconds of counting."""
+    from lpdt.cost import cost_tables
+
+    def counted(**kwargs):
+        raise AssertionError("counted before the folder was checked")
+
+    monkeypatch.setattr(cost_tables, "compute_costs", counted)
+    (tmp_path / "file").write_text("x")
+    assert main(["cost", "all", "--out", str(tmp_path / "file" / "sub")]) == 2
+    assert "is a file, not a directory" in capsys.readouterr().err

@@ -40,7 +40,7 @@ def _one_line(capsys, *argv: str) -> str:
 def test_missing_dataset_is_an_error_not_a_synthesis(tmp_path, capsys):
     line = _one_line(capsys, "--dataset", "cifar10", "--data-root", str(tmp_path / "none"))
     assert "cifar10 not found" in line
-    assert "(here: data.download is --download, data.root --data-root)" in line, line
+    assert "pass --download, or copy" in line and "data root = --data-root" in line, line
 
 
 def test_bad_values_are_one_line_with_the_commands_name(capsys):

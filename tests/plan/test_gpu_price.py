@@ -321,3 +321,12 @@ def test_the_8bit_rows_are_the_measured_code_and_the_step_has_not_grown():
     assert c.ops_train <= table.ops_train and c.ops_eval <= table.ops_eval
     assert (c.params, c.dropout) == (table.params, table.dropout)
     assert c.flops_train == pytest.approx(table.flops_train, rel=1e-3)
+
+
+def test_a_text_models_step_is_counted(monkeypatch):
+    """The counter builds a text model's config with a text dataset: with the default
+    (CIFAR-10) the config check refused it, and ``benchmarks/count_steps.py`` failed on the
+    paper grid's DistilBERT keys."""
+    _put_back_after(monkeypatch, "LPDT_QUANT_KERNEL")
+    c = counts.count_step("distilbert_tiny", "evonorm", "fp32", 8)
+    assert c.ops_train > c.ops_eval > 0 and c.flops_train > 0

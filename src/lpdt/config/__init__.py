@@ -139,11 +139,13 @@ def resolve_key(key: str) -> str:
         raise ConfigError(f"config key {key!r} is ambiguous; use one of: {', '.join(matches)}")
     # a key missing its section (compression.name), or misspelt (train.epoch): the key meant;
     # the whole list (1.3 kB) only when nothing is close
-    leaves = difflib.get_close_matches(key, {p.rsplit(".", 1)[-1] for p in paths}, n=1)
+    last = key.rsplit(".", 1)[-1]
+    leaves = difflib.get_close_matches(last, {p.rsplit(".", 1)[-1] for p in paths}, 1, 0.8)
     close = (
-        [p for p in paths if p.endswith("." + key)]
-        or difflib.get_close_matches(key, list(paths), n=2)
-        or [p for p in paths if p.rsplit(".", 1)[-1] in leaves]
+        [p for p in paths if p.endswith("." + key)]  # its section left out
+        or [p for p in paths if p.rsplit(".", 1)[-1] == last]  # another section (train.lr)
+        or difflib.get_close_matches(key, list(paths), 2, 0.8)  # misspelt (train.epoch)
+        or [p for p in paths if p.rsplit(".", 1)[-1] in leaves]  # a misspelt leaf (epoch)
     )
     if close:
         raise ConfigError(
@@ -217,9 +219,9 @@ def _coerce(value: Any, tp: Any, path: str, f: dataclasses.Field | None) -> Any:
     the JSON rules, and why)."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
-    bad = ConfigError(
-        f"config key {path!r}: invalid value {value!r}; expected {type_name(tp, python=True)}"
-    )
+    # None: `key:` or `--set key=` (an empty value reads as YAML's null) where null is no value
+    given = "no value (empty, or null)" if value is None else f"invalid value {value!r}"
+    bad = ConfigError(f"config key {path!r}: {given}; expected {type_name(tp, python=True)}")
     if origin in (types.UnionType, typing.Union):
         if value is None and type(None) in args:
             return None
@@ -332,10 +334,6 @@ def load_config(
             if "=" not in o:
                 raise ConfigError(f"override {o!r} must look like key=value")
             k, v = o.split("=", 1)
-            if not v.strip():  # it read as YAML's null: "invalid value None"
-                raise ConfigError(
-                    f"override {o!r} has an empty value; give one (null: none, '': empty text)"
-                )
             items.append((k.strip(), v))
     for k, v in items:
         key = resolve_key(k)

@@ -75,8 +75,9 @@ def _labels(args: argparse.Namespace) -> tuple[str, str, np.ndarray]:
     name = args.dataset or "cifar10"
     try:
         ds = load_dataset(DataConfig(dataset=name, root=args.data_root, download=args.download))
-    except DatasetError as e:  # its hints name the config keys; say this command's options
-        raise DatasetError(f"{e} (here: data.download is --download, data.root --data-root)") from e
+    except DatasetError as e:  # its hints name the config keys: say this command's options
+        text = str(e).replace("set data.download: true", "pass --download")
+        raise DatasetError(text.replace("data.root", "--data-root")) from e
     return name, ds.info.source, ds.labels("train")
 
 

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from lpdt import provenance, record
 from lpdt.config import RunConfig, dump_config
-from lpdt.engine.rundir import load_checkpoint, open_run_dir
+from lpdt.engine.rundir import ENGINE_CHECKPOINTS, load_checkpoint, open_run_dir
 from lpdt.engine.worker import LAUNCHER_PID_ENV, PEER_LOST, REFUSED, env_rank, run_worker
 from lpdt.errors import LpdtError
 from lpdt.io import READER_GONE
@@ -95,7 +95,8 @@ def launch_local(
     """Start one worker per node on this machine, wait for all, return the run's record."""
     out = Path(out_dir)
     metrics = out / record.METRICS_FILE
-    checkpoints = sorted(out.glob("checkpoint.rank*.pt"))  # any rank's, current or .prev
+    # any rank's, current or .prev
+    checkpoints = sorted(c for p in ENGINE_CHECKPOINTS["distributed"] for c in out.glob(p))
     done = open_run_dir(cfg, out, force, checkpoints, log, resume)
     if done is not None:
         return done

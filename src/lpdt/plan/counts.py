@@ -250,7 +250,9 @@ def _built(
     spec = MODELS.find(model)
     text = spec is not None and spec.inputs == "text"
     sets = [f"model.name={model}", f"model.norm={norm}", f"precision.mode={precision}"]
-    cfg = load_config(None, [*sets, "device=cpu", *(["model.pretrained=false"] if text else [])])
+    # a text model reads a text dataset (the config check); only the model is built from it
+    texts = ["model.pretrained=false", "data.dataset=agnews"] if text else []
+    cfg = load_config(None, [*sets, "device=cpu", *texts])
     shape = (px,) if text else (3, px, px)
     torch.manual_seed(0)
     net = build_model(cfg, classes, shape)

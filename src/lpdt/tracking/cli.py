@@ -123,7 +123,8 @@ def check_is_mlflow_store(path: Path) -> None:
     import sqlite3
 
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        ro = f"{path.resolve().as_uri()}?mode=ro"  # as_uri quotes a '?' or '#' in the path
+        with contextlib.closing(sqlite3.connect(ro, uri=True)) as db:
             tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     except sqlite3.OperationalError:
         return  # busy or locked (a job writing to it): open_client waits for it under the lock
