@@ -21,6 +21,7 @@ import torch
 
 from lpdt.config import dump_config, load_config
 from lpdt.engine.launch import free_port
+from lpdt.engine.rundir import RECORD_COPY
 from lpdt.engine.worker import PEER_LOST, lost_contact
 from lpdt.io import READER_GONE
 from tests.conftest import TINY
@@ -219,8 +220,9 @@ def test_run_dir_of_another_config_is_refused_and_force_overwrites_it(tmp_path):
     assert json.loads((out / "metrics.json").read_text())["config"]["optim"]["lr"] == 0.05
 
     # A killed run of the first config: only its checkpoint is left (its config is read first).
-    (out / "metrics.json").unlink()
-    (out / "config.yaml").unlink()
+    # The complete run's record copy goes too: it would be put back (rundir.RECORD_COPY).
+    for done in ("metrics.json", "config.yaml", RECORD_COPY):
+        (out / done).unlink()
     torch.save({"run_config": first, "epoch": 1}, out / "checkpoint.rank0.pt")
     rc, _, err = finish(lpdt_train(out, "--resume", *other))
     assert rc == 2 and err.count("\n") == 1 and "optim.lr" in err, err
