@@ -20,7 +20,6 @@ training view from any MLflow server).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import errno
 import json
 import os
@@ -116,27 +115,6 @@ def check_uri(uri: str) -> None:
         )
 
 
-def check_is_mlflow_store(path: Path) -> None:
-    """Refuse an existing file that is no SQLite database, or a database that holds tables but
-    none of MLflow's (another program's): opening it as a store added MLflow's tables to it, or
-    left a lock file beside it. An empty file or database is a new store."""
-    import sqlite3
-
-    try:
-        ro = f"{path.resolve().as_uri()}?mode=ro"  # as_uri quotes a '?' or '#' in the path
-        with contextlib.closing(sqlite3.connect(ro, uri=True)) as db:
-            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    except sqlite3.OperationalError:
-        return  # busy or locked (a job writing to it): open_client waits for it under the lock
-    except sqlite3.DatabaseError as e:
-        raise TrackingError(f"{path} is not a SQLite database ({e}): pass the store's --uri") from e
-    if tables and not {"experiments", "alembic_version"} & tables:  # MLflow's, or its migrations'
-        raise TrackingError(
-            f"{path} is a SQLite database without MLflow's tables (another program's?): pass "
-            "the MLflow store's --uri"
-        )
-
-
 def check_address(host: str, port: int) -> None:
     """Refuse an address the server cannot listen on (a port in use, a host that is no address
     of this machine or resolves to none), before the exec: MLflow's server logs such an error
@@ -183,8 +161,6 @@ def ui(
             f"no MLflow store at {path}; run the workflow (snakemake) or `lpdt train` with "
             "tracking.mlflow=true first, or pass --uri"
         )
-    if path is not None:
-        check_is_mlflow_store(path)
     check_address(host, port)  # before the store is opened (and written to), and again below
     try:  # open it under the store lock: the server then finds its schema complete
         client = open_client(uri)
@@ -269,9 +245,6 @@ def main(argv: list[str] | None = None) -> int:
     bound_http_waits()
     try:
         check_uri(args.uri)
-        store = sqlite_path(args.uri)
-        if store is not None and store.is_file():
-            check_is_mlflow_store(store)
         if args.cmd == "init":
             exp_id = init_store(args.uri, args.experiment)
             receipt: dict[str, Any] = {

@@ -144,6 +144,27 @@ def store_lock(uri: str, timeout_s: float | None = None) -> Iterator[None]:
         os.close(fd)
 
 
+def check_is_mlflow_store(path: Path) -> None:
+    """Refuse an existing file that is no SQLite database, or a database that holds tables but
+    none of MLflow's (another program's): opening it as a store added MLflow's tables to it, or
+    left a lock file beside it. An empty file or database is a new store."""
+    import sqlite3
+
+    try:
+        ro = f"{path.resolve().as_uri()}?mode=ro"  # as_uri quotes a '?' or '#' in the path
+        with contextlib.closing(sqlite3.connect(ro, uri=True)) as db:
+            tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.OperationalError:
+        return  # busy or locked (a job writing to it): open_client waits for it under the lock
+    except sqlite3.DatabaseError as e:
+        raise TrackingError(f"{path} is not a SQLite database ({e}): pass the store's --uri") from e
+    if tables and not {"experiments", "alembic_version"} & tables:  # MLflow's, or its migrations'
+        raise TrackingError(
+            f"{path} is a SQLite database without MLflow's tables (another program's?): pass "
+            "the MLflow store's --uri"
+        )
+
+
 def open_client(uri: str) -> Any:
     """An MLflow client whose store is open. For a SQLite store, opening it (creating the schema
     of a new file, checking it, creating the default experiment) happens under ``store_lock``:
@@ -156,6 +177,8 @@ def open_client(uri: str) -> Any:
         raise TrackingError(
             f"{path}: permission denied (the MLflow store must be readable and writable)"
         )
+    if path is not None and path.is_file():  # before the lock file is made beside it
+        check_is_mlflow_store(path)
     with store_lock(uri):
         return with_retry(lambda: MlflowClient(tracking_uri=uri))
 
