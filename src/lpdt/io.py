@@ -15,6 +15,7 @@ distributed run's workers', quiet stop).
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import pickle
@@ -227,6 +228,7 @@ def _short_row(path: Path, comment: str | None) -> str | None:
     return None
 
 
+@functools.cache  # one class: a loader class per file read was made again each time
 def _unique_key_loader() -> Any:
     """PyYAML's ``SafeLoader``, refusing a key written twice in one mapping (``epochs:`` twice
     in a config: PyYAML keeps the last without a word). Keys a merge (``<<: *anchor``) brings
