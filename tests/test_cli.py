@@ -169,6 +169,32 @@ def test_an_unreachable_mlflow_server_is_a_short_warning_not_a_silent_wait(
     assert elapsed < 60, elapsed
 
 
+@pytest.mark.parametrize(
+    ("uri", "says"),
+    [
+        ("results/x.db", "did you mean sqlite:///results/x.db?"),
+        ("htp://127.0.0.1:5000", "MLflow has no store for the scheme 'htp'"),
+        ("results/mlruns", "a file store (a folder), which MLflow 3 refuses"),
+    ],
+)
+def test_a_tracking_uri_mlflow_cannot_use_stops_lpdt_train_before_it_trains(
+    uri: str, says: str, tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """These trained the whole run, then warned with MLflow's text (a file store's "maintenance
+    mode", the registry's list of schemes) and exited 0: now a config error, exit 2, before
+    anything is written."""
+    from tests.conftest import TINY
+
+    sets = [*TINY, "train.epochs=1", "tracking.mlflow=true", f"tracking.uri={uri}"]
+    argv = ["train", *sum((["--set", o] for o in sets), []), "--out", str(tmp_path / "run")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"lpdt train: config error: tracking.uri={uri}") and says in err, err
+    assert not (tmp_path / "run").exists()
+    # with tracking off, the key is not read
+    assert cli.main([*argv[:-4], "--set", "tracking.mlflow=false", "--print-config"]) == 0
+
+
 def test_a_misspelt_option_is_the_commands_usage_with_the_closest_option(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

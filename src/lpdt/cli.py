@@ -96,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
         for i, cfg in enumerate(cfgs):
             print(("---\n" if i else "") + dump_config(cfg), end="")  # one YAML document each
         return 0
+    for cfg in cfgs:  # a URI MLflow cannot use failed only after the training, as a warning
+        if cfg.tracking.mlflow:
+            _check_tracking_uri(cfg.tracking.uri)
     from lpdt.engine import train
 
     outs = [Path(o) for o in args.out] or [Path("results/runs") / cfgs[0].run_id()]
@@ -129,6 +132,16 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 2 if 2 in codes else max(codes)
+
+
+def _check_tracking_uri(uri: str) -> None:
+    """``tracking.uri`` as MLflow can use it (``lpdt.tracking.check_uri``), else a config error."""
+    from lpdt.tracking import TrackingError, check_uri
+
+    try:
+        check_uri(uri, "tracking.uri=")
+    except TrackingError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _log_to_mlflow(cfg: RunConfig, out: Path) -> bool:

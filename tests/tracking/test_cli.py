@@ -90,7 +90,10 @@ def test_a_bad_store_path_or_tag_is_one_line(tmp_path, capsys, case):
             ["init", "--uri", f"sqlite:///{tmp_path}/bad.db"],
             "bad.db is not a SQLite database (file is not a database)",
         ),
-        "unknown-scheme": (["init", "--uri", "htp://x"], "cannot use the MLflow store htp://x"),
+        "unknown-scheme": (
+            ["init", "--uri", "htp://x"],
+            "--uri htp://x: MLflow has no store for the scheme 'htp'",
+        ),
         "manifest-dir": (
             ["sync", "--uri", good, "--manifest", str(tmp_path / "manifest.json")],
             "manifest.json: Is a directory",
@@ -208,7 +211,8 @@ def test_lpdt_ui_refuses_an_empty_uri_or_host(option, tmp_path, monkeypatch, cap
     """``--uri ""`` opened (and created) ./mlflow.db; ``--host ""`` would listen everywhere."""
     monkeypatch.chdir(tmp_path)
     line = _ui_refuses([option, ""], monkeypatch, capsys)
-    assert f"pass {option}" in line
+    says = {"--uri": "--uri: the tracking URI is empty", "--host": "pass --host"}[option]
+    assert says in line, line
     assert list(tmp_path.iterdir()) == []
 
 
@@ -237,6 +241,8 @@ def test_a_database_path_without_its_scheme_or_an_empty_uri_says_which(
     for uri, says in (
         ("results/mlflow.db", "did you mean sqlite:///results/mlflow.db?"),
         ("", "empty"),
+        ("htp://x", "MLflow has no store for the scheme 'htp'"),
+        ("file:results/mlruns", "a file store (a folder), which MLflow 3 refuses"),
     ):
         if command == "ui":
             line = _ui_refuses(["--uri", uri], monkeypatch, capsys)

@@ -195,6 +195,33 @@ def test_sync_manifest_logs_missing_runs_and_tags_studies(store, tmp_path):
     assert tags["rid01"]["scale"] == "quick"
 
 
+def test_the_schemes_lpdt_accepts_are_mlflows_tracking_stores():
+    """``TRACKING_SCHEMES`` is the installed MLflow's registry of tracking stores (without its
+    empty scheme, a path, which ``check_uri`` takes as a file store)."""
+    from mlflow.tracking._tracking_service.utils import _tracking_store_registry
+
+    assert set(tracking.TRACKING_SCHEMES) == set(_tracking_store_registry._registry) - {""}
+
+
+def test_a_file_store_is_refused_as_mlflow_refuses_it(tmp_path, monkeypatch):
+    """MLflow 3 refuses a file store unless ``MLFLOW_ALLOW_FILE_STORE=true``; ``check_uri``
+    refuses it (before any training) exactly then. If a later MLflow takes file stores again,
+    the first half fails here."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"file:{tmp_path / 'mlruns'}"
+    monkeypatch.delenv(tracking.FILE_STORE_ENV, raising=False)
+    with pytest.raises(Exception, match="maintenance mode"):
+        MlflowClient(tracking_uri=uri).search_experiments()
+    with pytest.raises(tracking.TrackingError, match="a file store"):
+        tracking.check_uri(uri)
+    monkeypatch.setenv(tracking.FILE_STORE_ENV, "true")
+    tracking.check_uri(uri)  # MLflow's switch is the user's to turn on
+    tracking.check_uri(str(tmp_path / "mlruns"))
+    for ok in ("sqlite:///r/mlflow.db", "http://127.0.0.1:5000", "postgresql+psycopg2://h/db"):
+        tracking.check_uri(ok)
+
+
 def test_ui_without_store_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(tracking.TrackingError, match="no MLflow store"):

@@ -14,6 +14,7 @@ import lpdt
 from lpdt import grid
 from lpdt.models import MODELS
 from lpdt.report.claims import study_claims
+from lpdt.tracking import TrackingError, check_uri
 
 PY = sys.executable  # the interpreter running snakemake has lpdt installed
 LPDT = f"{PY} -m lpdt.cli"
@@ -47,17 +48,14 @@ TRACKING_URI = (
     if config["tracking_uri"] == "auto"
     else config["tracking_uri"]
 )
-# A URI of a scheme MLflow has no store for (a typo: htp://) passed every dry run and stopped
-# the first MLflow job; these are MLflow 3's tracking stores (dialects such as postgresql+psycopg2
-# included).
-_SCHEME = re.match(r"([A-Za-z][A-Za-z0-9.-]*)(\+[^:]*)?://", TRACKING_URI)
-if config["mlflow"] and _SCHEME and _SCHEME[1].lower() not in (
-    "file", "sqlite", "http", "https", "postgresql", "mysql", "mssql", "databricks"
-):
-    raise WorkflowError(
-        f"tracking_uri={TRACKING_URI}: MLflow has no store for the scheme {_SCHEME[1]!r} (use "
-        "auto, sqlite:///<file>, http(s)://<server>, a database URL or file:<folder>)"
-    )
+# A URI MLflow cannot use (a typo of a scheme: htp://, a database path without sqlite:///, a
+# file store) passed every dry run and stopped the first MLflow job: refused here, by the check
+# every MLflow path of lpdt makes (lpdt.tracking.check_uri).
+if config["mlflow"]:
+    try:
+        check_uri(TRACKING_URI, "tracking_uri=")
+    except TrackingError as e:
+        raise WorkflowError(str(e)) from None
 MANIFEST = f"{RESULTS}/manifest.json"
 STUDIES_FILE = config["studies"]
 LPDT_SOURCES = Path(lpdt.__file__).parent

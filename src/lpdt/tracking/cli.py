@@ -36,6 +36,7 @@ from lpdt.tracking.store import (
     TrackingError,
     artifacts_root,
     bound_http_waits,
+    check_uri,
     init_store,
     open_client,
     sqlite_path,
@@ -101,18 +102,6 @@ def check_arguments(uri: str, host: str, port: int) -> None:
         raise TrackingError("the host is empty; pass --host (default 127.0.0.1)")
     if port not in PORTS:
         raise TrackingError(f"port {port} is outside {PORTS.start}..{PORTS.stop - 1} (--port)")
-
-
-def check_uri(uri: str) -> None:
-    """Refuse an empty tracking URI (MLflow opened ``./mlflow.db``, creating it) and a path to a
-    database file without its scheme (MLflow read it as a file store and printed its deprecation
-    text): ``TrackingError`` naming the URI meant."""
-    if not uri.strip():
-        raise TrackingError(f"the tracking URI is empty; pass --uri (default {DEFAULT_URI})")
-    if "://" not in uri and Path(uri).suffix in (".db", ".sqlite", ".sqlite3"):
-        raise TrackingError(
-            f"--uri {uri} is a path, not a tracking URI: did you mean sqlite:///{uri}?"
-        )
 
 
 def check_address(host: str, port: int) -> None:

@@ -101,6 +101,59 @@ def with_retry(fn: Callable[[], T], attempts: int = 12, base_s: float = 0.05) ->
     raise AssertionError("unreachable")
 
 
+# The URI schemes MLflow 3 has a tracking store for (its ``_tracking_store_registry``; a
+# database URL may add a dialect: postgresql+psycopg2://). tests/tracking/test_store.py compares
+# this with the installed MLflow's registry, so a new MLflow that adds or drops one fails there.
+TRACKING_SCHEMES = (
+    "databricks",
+    "databricks-uc",
+    "file",
+    "http",
+    "https",
+    "mssql",
+    "mysql",
+    "postgresql",
+    "sqlite",
+    "uc",
+)
+# MLflow 3 refuses a file store (a folder, or a path without a scheme) unless this is "true".
+FILE_STORE_ENV = "MLFLOW_ALLOW_FILE_STORE"
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9.-]*)(\+[^:/]*)?:")
+
+
+def check_uri(uri: str, given: str = "--uri ") -> None:
+    """Refuse a tracking URI that MLflow would fail on only when a run is logged (after the
+    training, or at a workflow's first MLflow job), with ``TrackingError``, one line starting
+    with how the user gave it (``given``: ``"--uri "``, ``"tracking.uri="``,
+    ``"tracking_uri="``):
+
+    - empty (MLflow opened ``./mlflow.db``, creating it);
+    - a path to a database file without its scheme (MLflow read it as a file store);
+    - a scheme MLflow has no store for (a typo: ``htp://``);
+    - a file store, a folder or ``file:`` URI, which MLflow 3 refuses unless
+      ``MLFLOW_ALLOW_FILE_STORE=true`` (its text: "in maintenance mode")."""
+    if not uri.strip():
+        label = given.strip(" =")
+        raise TrackingError(
+            f"{label + ': ' if label else ''}the tracking URI is empty (default {DEFAULT_URI})"
+        )
+    use = "use sqlite:///<file>, http(s)://<server> or a database URL"
+    m = _SCHEME.match(uri)
+    written = m[1] if m and len(m[1]) > 1 else ""  # C:\ is a drive, not a scheme
+    scheme = written.lower()
+    if scheme and scheme not in TRACKING_SCHEMES:
+        raise TrackingError(f"{given}{uri}: MLflow has no store for the scheme {written!r} ({use})")
+    if scheme in ("", "file") and os.environ.get(FILE_STORE_ENV, "").lower() != "true":
+        if not scheme and Path(uri).suffix in (".db", ".sqlite", ".sqlite3"):
+            raise TrackingError(
+                f"{given}{uri} is a path, not a tracking URI: did you mean sqlite:///{uri}?"
+            )
+        raise TrackingError(
+            f"{given}{uri} is a file store (a folder), which MLflow 3 refuses unless "
+            f"{FILE_STORE_ENV}=true ({use})"
+        )
+
+
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI (relative to the working directory), else None."""
     prefix = "sqlite:///"
@@ -171,6 +224,7 @@ def open_client(uri: str) -> Any:
     concurrent schema creation on one fresh file corrupts it."""
     from mlflow.tracking import MlflowClient  # imported (seconds) before taking the lock
 
+    check_uri(uri, "")
     path = sqlite_path(uri)
     if path is not None and path.exists() and not os.access(path, os.R_OK | os.W_OK):
         # MLflow retries such a file for about 100 s, printing a warning at each try
