@@ -29,7 +29,7 @@ from lpdt.engine.device import Log, print_line, resolve_device
 from lpdt.engine.faults import fault_point
 from lpdt.engine.run import Run
 from lpdt.engine.rundir import keep_record_copy, open_run_dir, previous, restorable
-from lpdt.engine.schedule import lr_at
+from lpdt.engine.schedule import lr_at, schedule_note
 from lpdt.engine.sysmetrics import SystemSampler
 from lpdt.io import torch_save_atomic, write_text_atomic
 from lpdt.record import (
@@ -87,6 +87,8 @@ def train(
     if group.writer:
         write_text_atomic(out / "config.yaml", dump_config(cfg))
     log(start_line(cfg, run))
+    if note := schedule_note(cfg):
+        log(note)
 
     status: Status = "ok"
     t_start = time.perf_counter()
