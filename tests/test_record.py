@@ -157,6 +157,22 @@ def _broken(change):
         (_broken(lambda d: d["model"].update(params=True)), "'model.params' must be int, not true"),
         # lpdt compare paired on it and said "invalid literal for int()", naming no file
         (_broken(lambda d: d["config"].update(seed="abc")), "config seed 'abc' is not an integer"),
+        # a finished run's accuracy that no run writes: lpdt compare said "has no record" (NaN),
+        # the tables averaged the cell over the other seeds with the count of all (NaN), a pair
+        # gave a mean of 0.00 (inf), 5000 was averaged in
+        (
+            _broken(lambda d: d["final"].update(acc_node_mean=float("nan"))),
+            "final.acc_node_mean nan is no accuracy",
+        ),
+        (
+            _broken(lambda d: d["final"].update(acc_avg_model=float("inf"))),
+            "final.acc_avg_model inf",
+        ),
+        (
+            _broken(lambda d: d["final"].update(acc_node_max=5000.0)),
+            "final.acc_node_max 5000.0 is no accuracy",
+        ),
+        (_broken(lambda d: d["final"].update(acc_node_min=-1.0)), "final.acc_node_min -1.0"),
     ],
 )
 def test_invalid_record_is_one_line_naming_file_and_field(tmp_path, data, says):

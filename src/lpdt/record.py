@@ -98,6 +98,10 @@ class FinalMetrics:
     train_loss: float  # mean training loss of the last epoch
 
 
+# The accuracies of ``FinalMetrics`` (%); a finished run's are numbers from 0 to 100
+ACCURACIES = ("acc_node_mean", "acc_node_min", "acc_node_max", "acc_avg_model")
+
+
 @dataclass(frozen=True)
 class Communication:
     """Gossip volume per node, counted as the reference code counts it (``lpdt.cost.comm``)."""
@@ -277,6 +281,14 @@ class RunRecord:
                 f"run {self.run_id}: status {self.status!r} "
                 + ("needs final metrics" if self.status == "ok" else "has final metrics")
             )
+        if self.final is not None:  # an accuracy the tables and claims would average
+            for name in ACCURACIES:
+                v = getattr(self.final, name)
+                if not (isinstance(v, int | float) and 0.0 <= v <= 100.0):
+                    raise ValueError(
+                        f"run {self.run_id}: final.{name} {v!r} is no accuracy (a number from 0 "
+                        "to 100 %, as a finished run writes)"
+                    )
         # the config's seed pairs runs across conditions (lpdt.report.pairs, lpdt compare)
         seed = self.config.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):

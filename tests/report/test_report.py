@@ -24,7 +24,7 @@ from lpdt.report.claims import (
     NOT_HELD,
 )
 from lpdt.report.paper import load_paper
-from tests.report.conftest import PAPER_CSV, report_args, report_argv, write_cost
+from tests.report.conftest import PAPER_CSV, make_tree, report_args, report_argv, write_cost
 
 COST_PAPER = Path(__file__).resolve().parents[2] / "src" / "lpdt" / "cost" / "paper_table10.csv"
 
@@ -158,6 +158,32 @@ def test_missing_manifest_is_a_clear_error(tmp_path: Path) -> None:
     assert (
         main(["report", "--manifest", str(tmp_path / "nope.json"), "--paper", str(PAPER_CSV)]) == 2
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        ("nodes", [8], "coords.nodes: [8] is a list, not one value"),
+        ("dataset", {"a": 1}, "coords.dataset: {'a': 1} is a dict, not one value"),
+        ("skew", "abc", "coords.skew: 'abc' is not a finite number"),
+        ("nodes", 2.5, "coords.nodes: 2.5 is not a whole number"),
+    ],
+)
+def test_a_manifest_coordinate_of_the_wrong_kind_names_its_place(
+    key: str, value: object, says: str, tmp_path: Path
+) -> None:
+    """A list (a TypeError's traceback, exit 1), a word for a number or a fraction of a node
+    ("could not convert string to float", naming nothing): ``ManifestError`` naming the manifest,
+    the run's place in it and the key."""
+    from lpdt.grid import ManifestError
+
+    tree = make_tree(tmp_path)
+    data = json.loads(tree["manifest"].read_text())
+    data["studies"]["table3"]["runs"][1]["coords"][key] = value
+    tree["manifest"].write_text(json.dumps(data))
+    with pytest.raises(ManifestError) as e:
+        aggregate(tree["manifest"])
+    assert str(e.value).startswith(f"manifest {tree['manifest']}: studies.table3.runs[1].{says}")
 
 
 # --- tables ----------------------------------------------------------------------------------
@@ -319,6 +345,43 @@ def test_a_claims_file_ending_in_md_is_refused_before_any_work(
     assert not out.exists()
     argv[argv.index("--only") + 1] = "tables"  # no claims written: no collision to refuse
     assert main(["report", *argv]) == 0
+
+
+@pytest.mark.parametrize(
+    ("option", "input_key", "says"),
+    [
+        ("--tables", "cost", "is the input folder --cost; its files would be written over"),
+        ("--figures", "analysis", "is the input folder --analysis"),
+        ("--claims", "manifest", "is the input --manifest; it would be written over"),
+        ("--pdf", "paper", "is the input --paper"),
+    ],
+)
+def test_an_output_that_is_an_input_is_refused_before_any_work(
+    option: str, input_key: str, says: str, tree: dict, tmp_path: Path, capsys
+) -> None:
+    """``--tables <the cost folder>`` replaced the cost model's table7.csv, table9.csv and
+    table10.csv with the report's tables of those names (the next report failed); ``--claims``
+    the manifest and ``--pdf`` the paper's CSV were written over. Each exited 0. Now one line,
+    exit 2, every input as it was."""
+    import shutil
+
+    from lpdt.cli import main
+
+    paper = tmp_path / "paper.csv"
+    shutil.copy(tree["paper"], paper)
+    inputs = {**tree, "paper": paper}
+    argv = report_argv(inputs, tmp_path / "o")
+    argv[argv.index("--paper") + 1] = str(paper)
+    argv[argv.index(option) + 1] = str(inputs[input_key])
+    before = {
+        f: f.read_bytes()
+        for k in ("cost", "analysis", "manifest", "paper")
+        for f in ([inputs[k]] if inputs[k].is_file() else sorted(inputs[k].iterdir()))
+    }
+    assert main(["report", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"lpdt report: error: {option} {inputs[input_key]} {says}"), err
+    assert {f: f.read_bytes() for f in before} == before
 
 
 def test_a_damaged_analysis_file_is_drawn_as_a_message(

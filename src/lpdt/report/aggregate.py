@@ -107,6 +107,19 @@ def norm_key(col: str, v: object) -> object:
     return BY_NAME[col].canonical(v) if col in BY_NAME else str(v)
 
 
+def coordinate(col: str, v: object, where: str) -> object:
+    """``norm_key`` of a value read from a file: a value its coordinate cannot take (a list, a
+    word for a number) is a ``ManifestError`` naming ``where`` and the key, not pandas' or
+    ``float``'s text later."""
+    if isinstance(v, list | dict):  # str() would make a cell of it
+        raise ManifestError(f"{where}.coords.{col}: {v!r} is a {type(v).__name__}, not one value")
+    try:
+        return norm_key(col, v)
+    except (TypeError, ValueError) as e:
+        values = BY_NAME[col].values if col in BY_NAME else "a value"
+        raise ManifestError(f"{where}.coords.{col}: {v!r} is not {values} ({e})") from None
+
+
 def compression_key(name: str, ratio: float) -> object:
     """The compression coordinate of a run config's ``algorithm.compression``: the registered
     compressor's (``lpdt.decentral.catalog``): 0 without one, the top-k / random-k ratio in % (90,
@@ -173,7 +186,7 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
     cache: dict[str, RunRecord | None] = {}
     dirs: dict[str, Path] = {}
     for study, spec in manifest.studies.items():
-        for entry in spec.runs:
+        for i, entry in enumerate(spec.runs):
             coords = entry.coords
             rid = entry.run_id
             if rid not in cache:
@@ -199,7 +212,9 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
                 "seed": _seed(seed),
             }
             for k in KEYS:
-                row[k] = norm_key(k, coords.get(k))
+                row[k] = coordinate(
+                    k, coords.get(k), f"manifest {mpath}: studies.{study}.runs[{i}]"
+                )
             row["qgm"] = bool(row["qgm"])  # absent = plain local momentum
             row["model_coord"] = coords.get("model")
             if m is None:

@@ -55,6 +55,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def check_outputs_spare_inputs(args: argparse.Namespace) -> None:
+    """Refuse (``ValueError``, one line) an output that is one of the inputs: ``--tables`` the
+    cost folder replaced its ``table7.csv`` and others with the report's tables of those names,
+    ``--claims`` the manifest and ``--pdf`` the paper's CSV were written over, each with exit 0."""
+
+    def same(a: str | Path) -> Path:
+        return Path(a).resolve()
+
+    claims = Path(args.claims)
+    plateau = [args.plateau] if isinstance(args.plateau, str | Path) else list(args.plateau)
+    files = {"--manifest": args.manifest, "--paper": args.paper}
+    files |= {f"--plateau {p}": p for p in plateau if str(p) != "none"}
+    outputs = {"--claims": claims, "--claims (its Markdown)": claims.with_suffix(".md")}
+    outputs["--pdf"] = args.pdf
+    for out, path in outputs.items():
+        for given, src in files.items():
+            if same(path) == same(src):
+                raise ValueError(f"{out} {path} is the input {given}; it would be written over")
+    folders = {"--cost": args.cost, "--analysis": args.analysis}
+    for out, path in {"--tables": args.tables, "--figures": args.figures}.items():
+        for given, src in folders.items():
+            if same(path) == same(src):
+                raise ValueError(
+                    f"{out} {path} is the input folder {given}; its files would be written over"
+                )
+
+
 def folder_warning(
     kind: str, folder: Path, patterns: tuple[str, ...], holds: str, without: str
 ) -> str | None:
@@ -114,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
     want = set(ONLY) if args.only is None else {args.only}
     if "claims" in want:
         claims_md_path(Path(args.claims))  # a --claims ending in .md: refused before any work
+    check_outputs_spare_inputs(args)
     df, manifest = aggregate(args.manifest)
     checks = [args.plateau] if isinstance(args.plateau, str | Path) else list(args.plateau)
     if len(checks) > 2:
