@@ -281,14 +281,6 @@ class RunRecord:
                 f"run {self.run_id}: status {self.status!r} "
                 + ("needs final metrics" if self.status == "ok" else "has final metrics")
             )
-        if self.final is not None:  # an accuracy the tables and claims would average
-            for name in ACCURACIES:
-                v = getattr(self.final, name)
-                if not (isinstance(v, int | float) and 0.0 <= v <= 100.0):
-                    raise ValueError(
-                        f"run {self.run_id}: final.{name} {v!r} is no accuracy (a number from 0 "
-                        "to 100 %, as a finished run writes)"
-                    )
         # the config's seed pairs runs across conditions (lpdt.report.pairs, lpdt compare)
         seed = self.config.get("seed")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
@@ -313,11 +305,22 @@ class RunRecord:
         if data.get("final") == {}:
             data = {**data, "final": None}
         try:
-            return _reader(source).build(cls, data)
+            rec = _reader(source).build(cls, data)
         except RecordError:
             raise
         except ValueError as e:  # __post_init__'s checks name the run, not the file
             raise RecordError(f"{source}: {e}") from None
+        # An accuracy the tables and claims would average. Checked where a record is read, not
+        # where one is made: a distributed run's other ranks hold no average model's accuracy
+        # (NaN), and only process 0 writes the record.
+        for name in ACCURACIES if rec.final is not None else ():
+            v = getattr(rec.final, name)
+            if not (isinstance(v, int | float) and 0.0 <= v <= 100.0):
+                raise RecordError(
+                    f"{source}: run {rec.run_id}: final.{name} {v!r} is no accuracy (a number "
+                    "from 0 to 100 %, as a finished run writes)"
+                )
+        return rec
 
     # -- files ---------------------------------------------------------------------------------
     def write(self, run_dir: str | Path) -> Path:

@@ -439,6 +439,48 @@ def test_a_duplicated_run_is_one_line_naming_both(
     assert o["mean"] == pytest.approx(1.5) and o["n"] == 3 and "set_aside" not in o
 
 
+def test_one_run_in_two_folders_is_read_once_or_refused_when_they_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A folder without a manifest holding one run twice (a copy of its folder): a copy is read
+    once; a second record of the run with other numbers was left out silently (one of the two
+    picked): now one line naming both files."""
+    import shutil
+
+    root = write_runs(tmp_path / "copy", known_runs())
+    shutil.copytree(root / "runs" / "r000", root / "runs" / "r000-copy")
+    assert lpdt(str(root), *ARGS, "--json") == 0
+    assert json.loads(capsys.readouterr().out)["overall"]["mean"] == pytest.approx(1.5)
+    data = json.loads((root / "runs" / "r000-copy" / "metrics.json").read_text())
+    data["final"]["acc_node_mean"] = 50.0
+    (root / "runs" / "r000-copy" / "metrics.json").write_text(json.dumps(data))
+    err = _error(capsys, str(root), *ARGS)
+    first, second = (root / "runs" / d / "metrics.json" for d in ("r000", "r000-copy"))
+    assert f"{first} and {second} are both run r000, with other contents" in err, err
+    assert "50.00 %" in err
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        (("topology", "nodes"), [2], "config.topology.nodes: "),
+        (("partition", "skew"), "abc", "config.partition.skew: 'abc' is not a finite number"),
+    ],
+)
+def test_a_config_value_of_the_wrong_kind_names_the_record(
+    key: tuple[str, str], value: object, says: str, tmp_path: Path, capsys
+) -> None:
+    """Without a manifest the coordinates come from the records' configs: a value there that
+    its coordinate cannot take said "could not convert string to float", naming no file."""
+    root = write_runs(tmp_path / "bad", known_runs())
+    path = root / "runs" / "r001" / "metrics.json"
+    data = json.loads(path.read_text())
+    data["config"].setdefault(key[0], {})[key[1]] = value
+    path.write_text(json.dumps(data))
+    err = _error(capsys, str(root), *ARGS)
+    assert f"lpdt compare: error: {path}: {says}" in err, err
+
+
 def test_runs_alike_but_for_the_id_are_refused(
     seeded_tree: dict, capsys: pytest.CaptureFixture
 ) -> None:

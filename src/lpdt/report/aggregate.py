@@ -109,15 +109,15 @@ def norm_key(col: str, v: object) -> object:
 
 def coordinate(col: str, v: object, where: str) -> object:
     """``norm_key`` of a value read from a file: a value its coordinate cannot take (a list, a
-    word for a number) is a ``ManifestError`` naming ``where`` and the key, not pandas' or
-    ``float``'s text later."""
+    word for a number) is a ``ManifestError`` starting with ``where`` (the file and the value's
+    place in it), not pandas' or ``float``'s text later."""
     if isinstance(v, list | dict):  # str() would make a cell of it
-        raise ManifestError(f"{where}.coords.{col}: {v!r} is a {type(v).__name__}, not one value")
+        raise ManifestError(f"{where}: {v!r} is a {type(v).__name__}, not one value")
     try:
         return norm_key(col, v)
     except (TypeError, ValueError) as e:
         values = BY_NAME[col].values if col in BY_NAME else "a value"
-        raise ManifestError(f"{where}.coords.{col}: {v!r} is not {values} ({e})") from None
+        raise ManifestError(f"{where}: {v!r} is not {values} ({e})") from None
 
 
 def compression_key(name: str, ratio: float) -> object:
@@ -212,9 +212,8 @@ def aggregate(manifest_path: str | Path) -> tuple[pd.DataFrame, Manifest]:
                 "seed": _seed(seed),
             }
             for k in KEYS:
-                row[k] = coordinate(
-                    k, coords.get(k), f"manifest {mpath}: studies.{study}.runs[{i}]"
-                )
+                at = f"manifest {mpath}: studies.{study}.runs[{i}].coords.{k}"
+                row[k] = coordinate(k, coords.get(k), at)
             row["qgm"] = bool(row["qgm"])  # absent = plain local momentum
             row["model_coord"] = coords.get("model")
             if m is None:

@@ -38,6 +38,7 @@ import pandas as pd
 
 from lpdt import record
 from lpdt.errors import LpdtError
+from lpdt.grid import ManifestError
 from lpdt.report import pairs, summary
 from lpdt.report.aggregate import (
     CONFIG_PATHS,
@@ -46,6 +47,7 @@ from lpdt.report.aggregate import (
     METRIC,
     aggregate,
     compression_key,
+    coordinate,
     norm_key,
     stand_in_names,
 )
@@ -82,14 +84,35 @@ def load_runs(source: str | Path) -> tuple[pd.DataFrame, list[str]]:
             f"{src}: no manifest.json, no runs/*/metrics.json and no "
             "*/metrics.json (pass a results directory or a manifest)"
         )
-    return frame_from_records([record.read(f) for f in files])
+    read: dict[str, tuple[Path, record.RunRecord]] = {}
+    for f in files:
+        rec = record.read(f)
+        if rec.run_id in read:  # a copy is read once; another record of the run is refused
+            first, other = read[rec.run_id]
+            if other.to_dict() != rec.to_dict():
+                raise CompareError(
+                    f"{first} and {f} are both run {rec.run_id}, with other contents "
+                    f"(final accuracy {_acc(other)} and {_acc(rec)}): keep one of them"
+                )
+            continue
+        read[rec.run_id] = (f, rec)
+    return frame_from_records([r for _, r in read.values()], [str(f) for f, _ in read.values()])
 
 
-def frame_from_records(recs: Sequence[record.RunRecord]) -> tuple[pd.DataFrame, list[str]]:
-    """The runs' frame from their records alone (no manifest): coordinates from the configs."""
+def _acc(r: record.RunRecord) -> str:
+    return f"{getattr(r.final, METRIC):.2f} %" if r.final is not None else r.status
+
+
+def frame_from_records(
+    recs: Sequence[record.RunRecord], sources: Sequence[str] | None = None
+) -> tuple[pd.DataFrame, list[str]]:
+    """The runs' frame from their records alone (no manifest): coordinates from the configs. A
+    config value its coordinate cannot take is a ``ManifestError`` naming the record (its file,
+    from ``sources``, where given)."""
     extra, flat = pairs.config_extras([r.config for r in recs])
     rows = []
-    for r, f in zip(recs, flat, strict=True):
+    for i, (r, f) in enumerate(zip(recs, flat, strict=True)):
+        where = f"{sources[i] if sources else f'run {r.run_id}'}: config"  # names the file
         row: dict[str, Any] = {
             "study": "runs",
             "run_id": r.run_id,
@@ -97,10 +120,15 @@ def frame_from_records(recs: Sequence[record.RunRecord]) -> tuple[pd.DataFrame, 
             "status": r.status,
         }
         for k, path in CONFIG_PATHS.items():
-            row[k] = norm_key(k, f.get(path))
+            row[k] = coordinate(k, f.get(path), f"{where}.{path}")
         name = f.get("algorithm.compression.name") or "none"
         ratio = f.get("algorithm.compression.ratio") or 0.0
-        row["compression"] = norm_key("compression", compression_key(name, ratio))
+        try:
+            row["compression"] = norm_key("compression", compression_key(name, ratio))
+        except (TypeError, ValueError) as e:
+            raise ManifestError(
+                f"{where}.algorithm.compression: {name!r} with ratio {ratio!r}: {e}"
+            ) from None
         row.update({k: f.get(k) for k in extra})
         row["acc"] = getattr(r.final, METRIC) if r.final is not None else math.nan
         row.update({k: getattr(r.final, k) if r.final else math.nan for k in FINAL})
