@@ -54,6 +54,20 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
         # passed every range check and diverged at epoch 0 (exit 3)
         ("optim.lr=inf", "'optim.lr': invalid value 'inf'; expected a finite number"),
         ("skew=-inf", "'partition.skew': invalid value '-inf'; expected a finite number"),
+        # each trained silently (a negative or zero rate, weights grown by a negative decay) or
+        # ended diverged, exit 3, before 2026-12-01; the text ones failed late naming no key
+        ("schedule.warmup_factor=-5", "'schedule.warmup_factor': must be > 0"),
+        ("schedule.gamma=-1", "'schedule.gamma': must be in (0, 1]"),
+        ("schedule.gamma=0", "'schedule.gamma': must be in (0, 1]"),
+        ("schedule.warmup_epochs=-2", "'schedule.warmup_epochs': must be >= 0"),
+        ("schedule.milestones=[-1]", "'schedule.milestones': each must be an epoch >= 1"),
+        ("optim.weight_decay=-1", "'optim.weight_decay': must be >= 0"),
+        ("optim.eps=-1", "'optim.eps': must be > 0"),
+        ("optim.betas=[2,-1]", "'optim.betas': both must be in [0, 1)"),
+        ("data.per_class=-1", "'data.per_class': must be >= 2 or null"),
+        ("model.gn_groups=0", "'model.gn_groups': must be >= 1"),
+        ("data.max_length=-5", "'data.max_length': must be in 3..512"),
+        ("data.max_length=100000", "'data.max_length': must be in 3..512"),
     ],
 )
 def test_bad_values_are_one_line_errors(override, needle):

@@ -65,6 +65,19 @@ def check_ranges(cfg: RunConfig) -> None:
         need(getattr(cfg.precision, k) in (4, 8, 16, 32), f"precision.{k}", "allowed: 4, 8, 16, 32")
     need(cfg.optim.lr > 0, "optim.lr", "must be > 0")
     need(0 <= cfg.optim.momentum < 1, "optim.momentum", "must be in [0, 1)")
+    # each of these trained silently (a negative rate, a rate of 0, weight growth) or diverged
+    need(cfg.optim.weight_decay >= 0, "optim.weight_decay", "must be >= 0")
+    need(cfg.optim.eps > 0, "optim.eps", "must be > 0")
+    need(all(0 <= b < 1 for b in cfg.optim.betas), "optim.betas", "both must be in [0, 1)")
+    s = cfg.schedule
+    need(s.warmup_epochs >= 0, "schedule.warmup_epochs", "must be >= 0")
+    need(s.warmup_factor > 0, "schedule.warmup_factor", "must be > 0 (a factor of the lr)")
+    need(0 < s.gamma <= 1, "schedule.gamma", "must be in (0, 1] (the lr's factor at a milestone)")
+    need(
+        all(m >= 1 for m in s.milestones),
+        "schedule.milestones",
+        "each must be an epoch >= 1 (the lr decays from that epoch on)",
+    )
     with_qgm = [n for n in OPTIMIZERS if OPTIMIZERS.get(n).qgm]
     need(
         not cfg.optim.qgm or cfg.optim.name in with_qgm,
@@ -86,6 +99,7 @@ def check_ranges(cfg: RunConfig) -> None:
     for key, seed in (("seed", cfg.seed), ("partition.seed", cfg.partition.seed)):
         need(0 <= seed < 2**32, key, "must be in [0, 2**32)")  # numpy's seeds
     need(cfg.model.groups >= 1, "model.groups", "must be >= 1")
+    need(cfg.model.gn_groups >= 1, "model.gn_groups", "must be >= 1")
     need(
         re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device) is not None,
         "device",
@@ -109,6 +123,15 @@ def check_ranges(cfg: RunConfig) -> None:
     for k in ("train_subset", "test_subset"):
         v = getattr(cfg.data, k)
         need(v is None or v >= 1, f"data.{k}", "must be >= 1 or null")
+    per_class = cfg.data.per_class
+    need(per_class is None or per_class >= 2, "data.per_class", "must be >= 2 or null")
+    longest = 512 if cfg.model.pretrained else 4096  # a pretrained model's position embeddings
+    need(
+        3 <= cfg.data.max_length <= longest,
+        "data.max_length",
+        f"must be in 3..{longest} (tokens per example, [CLS] and [SEP] included"
+        f"{'; a pretrained model holds 512 positions' if cfg.model.pretrained else ''})",
+    )
     need(
         cfg.data.image_size is None or 8 <= cfg.data.image_size <= 64,
         "data.image_size",
