@@ -195,6 +195,29 @@ def test_a_tracking_uri_mlflow_cannot_use_stops_lpdt_train_before_it_trains(
     assert cli.main([*argv[:-4], "--set", "tracking.mlflow=false", "--print-config"]) == 0
 
 
+def test_one_out_for_two_configs_is_refused_before_either_trains(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out a --out ./a`` with two configs: with --force the second run replaced the first
+    (both printed "results: a/metrics.json"); without it, it was refused after the first had
+    trained."""
+    from tests.conftest import TINY
+
+    sets = sum((["--set", o] for o in [*TINY, "train.epochs=1"]), [])
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text("seed: 1\n")
+    b.write_text("seed: 2\n")
+    out = tmp_path / "run"
+    argv = ["train", *sets, "--config", str(a), "--out", str(out), "--config", str(b)]
+    assert cli.main([*argv, "--out", f"{tmp_path}/./run", "--force"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err
+        == f"lpdt train: error: --out {tmp_path}/./run is given twice: one run folder per --config (LPDT_DEBUG=1 for a traceback)"
+    ), err
+    assert not out.exists()
+
+
 def test_a_misspelt_option_is_the_commands_usage_with_the_closest_option(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
