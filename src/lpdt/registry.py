@@ -33,14 +33,22 @@ class Spec:
 class Registry(Generic[T]):
     """Maps names to objects (usually factories). Unknown names raise a KeyError listing the choices."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, of: type | None = None) -> None:
         self.kind = kind
+        self.of = of  # what every entry must be (a plugin's 42 failed later, in a config check)
         self._items: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
         def deco(obj: T) -> T:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"{self.kind} names are non-empty strings, not {name!r}")
             if name in self._items:
                 raise ValueError(f"{self.kind} {name!r} is registered twice")
+            if self.of is not None and not isinstance(obj, self.of):
+                raise ValueError(
+                    f"{self.kind} {name!r}: {type(obj).__name__} {obj!r:.40} is no "
+                    f"{self.of.__name__} (docs/extending.md)"
+                )
             self._items[name] = obj
             return obj
 

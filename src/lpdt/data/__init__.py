@@ -39,7 +39,7 @@ class DatasetSpec(Spec):
     inputs: Literal["image", "text"] = "image"
 
 
-DATASETS: Registry[DatasetSpec] = Registry("dataset")
+DATASETS: Registry[DatasetSpec] = Registry("dataset", DatasetSpec)
 
 SYNTHETIC_SIZES = (512, 256)  # the generated dataset's splits when no subset is set
 _IMAGES, _TEXT = "lpdt.data.images", "lpdt.data.text"

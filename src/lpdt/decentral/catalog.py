@@ -80,10 +80,10 @@ class OptimizerSpec(Spec):
     qgm: bool = False  # it can run as quasi-global momentum (optim.qgm)
 
 
-ALGORITHMS: Registry[AlgorithmSpec] = Registry("algorithm")
-COMPRESSORS: Registry[CompressorSpec] = Registry("compression")
-TOPOLOGIES: Registry[TopologySpec] = Registry("topology")
-OPTIMIZERS: Registry[OptimizerSpec] = Registry("optimizer")
+ALGORITHMS: Registry[AlgorithmSpec] = Registry("algorithm", AlgorithmSpec)
+COMPRESSORS: Registry[CompressorSpec] = Registry("compression", CompressorSpec)
+TOPOLOGIES: Registry[TopologySpec] = Registry("topology", TopologySpec)
+OPTIMIZERS: Registry[OptimizerSpec] = Registry("optimizer", OptimizerSpec)
 
 _GOSSIP = "lpdt.decentral.algorithms"
 # Registration order is the order of table rows (Deep-Squeeze before CHOCO, as the paper's).

@@ -48,7 +48,7 @@ class ModelSpec(Spec):
     reads_files: bool = False
 
 
-MODELS: Registry[ModelSpec] = Registry("model")
+MODELS: Registry[ModelSpec] = Registry("model", ModelSpec)
 
 # ResNet-20's jobs per GPU are MEASURED (2026-11-27, one H100, Table 3 jobs;
 # lpdt.plan.gpu.H100_SHARE): 8 jobs give 4.7x the images/s of one, 12 only 5.0x. The others
