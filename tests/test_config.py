@@ -68,6 +68,13 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
         ("model.gn_groups=0", "'model.gn_groups': must be >= 1"),
         ("data.max_length=-5", "'data.max_length': must be in 3..512"),
         ("data.max_length=100000", "'data.max_length': must be in 3..512"),
+        # YAML 1.1 read these as 60, 8 and 90 epochs; the last of two keys won in a --set value
+        ("seed=1:00", "'seed': invalid value '1:00'; expected int"),
+        ("seed=010", "'seed': invalid value '010'; expected int"),
+        (
+            "train={epochs: 1, epochs: 2}",
+            "'{epochs: 1, epochs: 2}': the key 'epochs' is written twice",
+        ),
     ],
 )
 def test_bad_values_are_one_line_errors(override, needle):

@@ -313,6 +313,42 @@ def test_a_key_written_twice_is_an_error_but_a_merge_may_be_overridden(tmp_path)
     assert io.read_yaml_mapping(path, ValueError, "config file")["run"] == {"epochs": 5, "lr": 0.1}
 
 
+def test_a_key_that_is_a_list_or_a_mapping_is_one_line(tmp_path):
+    """``{[a]: 1}`` or ``? {a: 1}``: a TypeError ("unhashable type: 'list'") with its traceback."""
+    path = tmp_path / "c.yaml"
+    for text, kind in (("{[a]: 1}\n", "list"), ("? {a: 1}\n: 2\n", "dict")):
+        path.write_text(text)
+        with pytest.raises(ValueError, match=f"the key on line 1 is a {kind}, not a name"):
+            io.read_yaml_mapping(path, ValueError, "config file")
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        # YAML 1.1's base-60, octal and binary forms stay text (PyYAML: 90, 8, 3, 90.5)
+        ("1:30", "1:30"),
+        ("010", "010"),
+        ("0b11", "0b11"),
+        ("1:30.5", "1:30.5"),
+        # what stays a number
+        ("10", 10),
+        ("-3", -3),
+        ("1_000", 1000),
+        ("0x10", 16),
+        ("0", 0),
+        ("0.5", 0.5),
+        (".5", 0.5),
+        ("1.5e+3", 1500.0),
+        ("-.inf", float("-inf")),
+        ("true", True),
+        ("null", None),
+    ],
+)
+def test_numbers_are_read_without_yaml_11s_surprises(text, value):
+    assert io.load_yaml(text) == value
+    assert type(io.load_yaml(text)) is type(value)
+
+
 def test_a_pipe_whose_reader_has_gone_is_told_without_writing(tmp_path, monkeypatch):
     """``io.output_reader_gone``: what a distributed run's workers ask before calling a lost
     peer a failure (``lpdt.engine.worker``); a file or a capture without a descriptor is never

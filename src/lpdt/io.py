@@ -228,11 +228,27 @@ def _short_row(path: Path, comment: str | None) -> str | None:
     return None
 
 
+# YAML 1.1's integers and floats without its base-60, octal and binary forms (PyYAML read
+# `epochs: 1:30` as 90, `seed: 010` as 8, `0b11` as 3): such a value stays text, and a key that
+# takes a number says "expected int". Decimal (with `_`), hexadecimal, and the floats of YAML 1.1.
+_INT = r"^(?:[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+)$"
+_FLOAT = (
+    r"^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?"
+    r"|\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)"
+    r"|\.(?:nan|NaN|NAN))$"
+)
+
+
 @functools.cache  # one class: a loader class per file read was made again each time
 def _unique_key_loader() -> Any:
     """PyYAML's ``SafeLoader``, refusing a key written twice in one mapping (``epochs:`` twice
-    in a config: PyYAML keeps the last without a word). Keys a merge (``<<: *anchor``) brings
-    in may be overridden, as YAML means them to be."""
+    in a config: PyYAML keeps the last without a word) and a key that is a list or a mapping
+    (a TypeError's traceback), and reading numbers without YAML 1.1's base-60, octal and
+    binary forms (``_INT``, ``_FLOAT``). Keys a merge (``<<: *anchor``) brings in may be
+    overridden, as YAML means them to be."""
+    import re
+
     import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):
@@ -243,7 +259,13 @@ def _unique_key_loader() -> Any:
                     continue
                 key = self.construct_object(key_node, deep=deep)
                 line = key_node.start_mark.line + 1
-                if isinstance(key, str | int | float | bool) and key in seen:
+                if not isinstance(key, str | int | float | bool | None):
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"the key on line {line} is a {type(key).__name__}, not a name",
+                    )
+                if key in seen:
                     raise yaml.constructor.ConstructorError(
                         None,
                         None,
@@ -253,7 +275,22 @@ def _unique_key_loader() -> Any:
                 seen.setdefault(key, line)
             return super().construct_mapping(node, deep)
 
+    numbers = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+    UniqueKeyLoader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag not in numbers]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    UniqueKeyLoader.add_implicit_resolver(numbers[0], re.compile(_INT), list("-+0123456789"))
+    UniqueKeyLoader.add_implicit_resolver(numbers[1], re.compile(_FLOAT), list("-+0123456789."))
     return UniqueKeyLoader
+
+
+def load_yaml(text: str) -> Any:
+    """``text`` read as YAML by the loader of ``read_yaml_mapping`` (``yaml.YAMLError`` as
+    PyYAML's): a ``--set`` value as a config file's would be read."""
+    import yaml
+
+    return yaml.load(text, Loader=_unique_key_loader())  # noqa: S506 (a SafeLoader)
 
 
 def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> dict[str, Any]:
@@ -268,7 +305,7 @@ def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> di
     if not p.is_file():
         raise error(f"{what} {'is a directory, not a file' if p.is_dir() else 'does not exist'}")
     try:
-        data = yaml.load(p.read_text(), Loader=_unique_key_loader())  # noqa: S506 (a SafeLoader)
+        data = load_yaml(p.read_text())
         if data is None:
             raise error(f"{what} is empty (no settings in it: nothing, comments or null)")
     except UnicodeDecodeError:

@@ -46,7 +46,7 @@ from lpdt.config.schema import (
     TrainConfig,
     result_dict,
 )
-from lpdt.io import read_yaml_mapping
+from lpdt.io import load_yaml, read_yaml_mapping
 from lpdt.typed import Reader, dataclass_shape, type_name
 
 __all__ = [  # the schema's names too: callers import everything from lpdt.config
@@ -156,9 +156,13 @@ def resolve_key(key: str) -> str:
 
 
 def parse_value(text: str) -> Any:
-    """Parse an override value with YAML rules (``0.9`` -> float, ``true`` -> bool, ``[1,2]``)."""
+    """Parse an override value with a config file's YAML rules (``0.9`` -> float, ``true`` ->
+    bool, ``[1,2]``; ``lpdt.io.load_yaml``); text that is no YAML is itself. A mapping with a key
+    written twice is a ``ConfigError`` (a file with one is refused; here the last had won)."""
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
+    except yaml.constructor.ConstructorError as e:
+        raise ConfigError(f"--set value {text!r}: {e.problem}") from None
     except yaml.YAMLError:
         return text
 
