@@ -319,6 +319,30 @@ def test_which_runtime_errors_are_a_lost_peer(message: str, lost: bool):
     assert lost_contact(torch.distributed.DistNetworkError("store: connection reset"))
 
 
+@pytest.mark.parametrize(
+    ("rank", "world", "says"),
+    [
+        ("5", "2", "RANK=5 is outside 0..1 (WORLD_SIZE=2)"),
+        ("-1", "2", "RANK=-1 is outside 0..1"),
+        ("abc", "2", "RANK='abc' is not a whole number"),
+        ("0", "0", "WORLD_SIZE=0: at least one process"),
+    ],
+)
+def test_a_rank_the_world_cannot_hold_is_refused_at_once(monkeypatch, rank, world, says):
+    """``RANK=5 WORLD_SIZE=2 lpdt train --set engine=distributed``: the rank waited for peers
+    that never come, silently, until the rendezvous timed out (30 minutes by default)."""
+    from lpdt.engine.worker import env_rank
+
+    monkeypatch.setenv("RANK", rank)
+    monkeypatch.setenv("WORLD_SIZE", world)
+    with pytest.raises(ValueError) as e:
+        env_rank()
+    assert str(e.value).startswith(says), e.value
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert env_rank() == (1, 2)
+
+
 def test_a_run_whose_output_reader_goes_away_stops_quietly(tmp_path):
     """``lpdt train --set engine=distributed ... | head -2``: rank 0's next line meets the closed
     pipe; it stops quietly, rank 1 (which loses it while the output's reader is gone) too, and

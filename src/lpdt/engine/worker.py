@@ -56,10 +56,25 @@ _GLOO_LOST = re.compile(
 
 
 def env_rank() -> tuple[int, int] | None:
-    """``(rank, world size)`` when the environment names this process's rank, else ``None``."""
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    return None
+    """``(rank, world size)`` when the environment names this process's rank, else ``None``. A
+    value that is no whole number, a world size under 1 or a rank outside ``[0, WORLD_SIZE)`` is
+    a ``ValueError`` naming the variable (a rank of 5 in a world of 2 waited for its peers until
+    the rendezvous timed out, 30 minutes by default)."""
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        return None
+    found = {}
+    for name in ("RANK", "WORLD_SIZE"):
+        text = os.environ[name]
+        try:
+            found[name] = int(text)
+        except ValueError:
+            raise ValueError(f"{name}={text!r} is not a whole number") from None
+    rank, world = found["RANK"], found["WORLD_SIZE"]
+    if world < 1:
+        raise ValueError(f"WORLD_SIZE={world}: at least one process")
+    if not 0 <= rank < world:
+        raise ValueError(f"RANK={rank} is outside 0..{world - 1} (WORLD_SIZE={world})")
+    return rank, world
 
 
 def run_worker(
@@ -152,7 +167,11 @@ def worker_main(argv: list[str] | None = None) -> int:
     p.add_argument("--resume", action="store_true")
     p.add_argument("--force", action="store_true")
     args = p.parse_args(argv)
-    env = env_rank()
+    try:
+        env = env_rank()
+    except ValueError as e:
+        print(f"lpdt.engine.worker: {e}", file=sys.stderr)
+        return 2
     if env is None:
         print("lpdt.engine.worker: RANK and WORLD_SIZE must be set", file=sys.stderr)
         return 2
