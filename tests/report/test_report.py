@@ -394,13 +394,21 @@ def test_a_damaged_analysis_file_is_drawn_as_a_message(
     from lpdt.report.figures import write_figures
 
     monkeypatch.setattr(artifacts, "FIGURE_LIST", [artifacts.FIGURE_BY_STEM["fig2"]])
-    for i, damaged in enumerate(([1, 2], {"nodes": 4, "skews": {"0.0": []}})):
-        (tmp_path / "partition.json").write_text(json.dumps(damaged))
+    path = tmp_path / "partition.json"
+    cases = (("[1, 2]", True), ('{"nodes": 4, "skews": {"0.0": []}}', False), ("", True))
+    for i, (damaged, names_the_file) in enumerate(cases):
+        path.write_text(damaged)
         if i == 0:
             assert partition_text(tmp_path).startswith("no partition JSON")
         out = tmp_path / f"figures{i}"
-        written = write_figures(pd.DataFrame(), pd.DataFrame(), tmp_path, tmp_path, out)
+        warned: list[str] = []
+        written = write_figures(
+            pd.DataFrame(), pd.DataFrame(), tmp_path, tmp_path, out, warned.append
+        )
         assert {p.name for p in written} == {"fig2.pdf", "fig2.png"}
+        # the warning the report prints on stderr; a file that is no JSON object is named
+        assert len(warned) == 1 and warned[0].startswith("could not draw fig2: "), warned
+        assert (str(path) in warned[0]) is names_the_file, warned
 
 
 # --- claims ----------------------------------------------------------------------------------

@@ -166,7 +166,11 @@ def run(args: argparse.Namespace) -> int:
     if "figures" in want or (
         "pdf" in want and not all((figures_dir / f"{f}.png").exists() for f in artifacts.FIGURES)
     ):
-        for path in write_figures(df, paper, cost, analysis, figures_dir):
+
+        def warn(line: str) -> None:
+            print(f"lpdt report: warning: {line}", file=sys.stderr, flush=True)
+
+        for path in write_figures(df, paper, cost, analysis, figures_dir, warn):
             print(f"wrote {path}")
     if "claims" in want:
         rescoring = rescoring_json(plateau, df)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
@@ -451,10 +452,17 @@ def _chance(ax: plt.Axes, sel: pd.DataFrame) -> None:
 
 
 def write_figures(
-    df: pd.DataFrame, paper: pd.DataFrame, cost: Path, analysis: Path, out_dir: Path
+    df: pd.DataFrame,
+    paper: pd.DataFrame,
+    cost: Path,
+    analysis: Path,
+    out_dir: Path,
+    warn: Callable[[str], None] = lambda line: None,
 ) -> list[Path]:
     """Every figure that lpdt.report.artifacts lists, drawn by its maker into ``out_dir`` (.pdf
-    and .png); a figure whose input is damaged or missing is drawn as a one-line message."""
+    and .png); a figure whose input is damaged or missing is drawn as a one-line message, which
+    ``warn`` is also given (the report prints it on stderr: a figure that says only "could not
+    draw" was found by opening it)."""
     inputs = {"runs": df, "paper": paper, "analysis": analysis, "cost": cost}
     written = []
     for figure in artifacts.FIGURE_LIST:
@@ -462,5 +470,6 @@ def write_figures(
             fig = figure.make(inputs)
         except (KeyError, ValueError, TypeError, AttributeError, IndexError) as e:  # bad input
             fig = no_data_figure(figure.stem, f"could not draw {figure.stem}: {e}")
+            warn(f"could not draw {figure.stem}: {e}")
         written += _save(fig, out_dir, figure.stem)
     return written

@@ -22,12 +22,25 @@ from lpdt.io import read_csv
 from lpdt.report.figures import no_data_figure
 
 
+def analysis_json(path: Path) -> dict:
+    """An analysis file (``lpdt partition`` / ``lpdt topology --json``): a ``ValueError`` naming
+    the file when it is not a JSON object (a figure said "'list' object has no attribute 'get'"
+    or "Expecting value", naming no file)."""
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
 def fig2(analysis: Path) -> plt.Figure:
     title = "Fig. 2: classes per node for each degree of skew"
     files = sorted(analysis.glob("partition*.json"))
     if not files:
         return no_data_figure(title, f"no partition JSON in {analysis}")
-    d = json.loads(files[0].read_text())
+    d = analysis_json(files[0])
     skews = d.get("skews") or {}
     fig, axes = plt.subplots(1, len(skews), figsize=(3.2 * len(skews), 3), squeeze=False)
     cmap = plt.get_cmap("tab10")
@@ -60,7 +73,7 @@ def fig3(analysis: Path) -> plt.Figure:
     files = sorted(analysis.glob("topology*.json"))
     if not files:
         return no_data_figure(title, f"no topology JSON in {analysis}")
-    graphs = [json.loads(f.read_text()) for f in files]
+    graphs = [analysis_json(f) for f in files]
     graphs.sort(key=lambda g: (g.get("name") != "directed_ring", g.get("nodes", 0)))
     fig, axes = plt.subplots(1, len(graphs), figsize=(4 * len(graphs), 4), squeeze=False)
     for ax, g in zip(axes[0], graphs):
