@@ -313,6 +313,16 @@ def test_a_key_written_twice_is_an_error_but_a_merge_may_be_overridden(tmp_path)
     assert io.read_yaml_mapping(path, ValueError, "config file")["run"] == {"epochs": 5, "lr": 0.1}
 
 
+def test_a_csv_without_a_column_its_reader_takes_names_the_file_and_the_column(tmp_path):
+    """``lpdt report`` on a cost folder whose table3_data.csv lacks ``model``: "error: model"."""
+    path = tmp_path / "t.csv"
+    path.write_text("x,y\n1,2\n")
+    with pytest.raises(io.CsvError) as e:
+        io.read_csv(path, ("x", "model", "reading"))
+    assert str(e.value) == f"{path}: no column model, reading (its columns: x, y)"
+    assert list(io.read_csv(path, ("y",)).columns) == ["x", "y"]
+
+
 def test_a_key_that_is_a_list_or_a_mapping_is_one_line(tmp_path):
     """``{[a]: 1}`` or ``? {a: 1}``: a TypeError ("unhashable type: 'list'") with its traceback."""
     path = tmp_path / "c.yaml"

@@ -24,7 +24,7 @@ import signal
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -192,9 +192,10 @@ class CsvError(LpdtError, ValueError):
     """A CSV file that pandas cannot read (cut short, not text, rows of the wrong width)."""
 
 
-def read_csv(path: str | Path, **kwargs: Any) -> Any:
+def read_csv(path: str | Path, columns: Sequence[str] = (), **kwargs: Any) -> Any:
     """``pandas.read_csv(path, **kwargs)``, with a file it cannot parse a ``CsvError`` naming
-    the file (pandas' own message names none: "Error tokenizing data. C error: ...")."""
+    the file (pandas' own message names none: "Error tokenizing data. C error: ..."), and so is
+    a file without one of the ``columns`` its reader takes (a ``KeyError`` said only "model")."""
     import pandas as pd
 
     try:
@@ -206,6 +207,11 @@ def read_csv(path: str | Path, **kwargs: Any) -> Any:
         short = _short_row(Path(path), kwargs.get("comment"))
         if short:
             raise CsvError(f"{path}: not a CSV file that can be read ({short})")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise CsvError(
+            f"{path}: no column {', '.join(missing)} (its columns: {', '.join(map(str, frame.columns))})"
+        )
     return frame
 
 

@@ -80,12 +80,16 @@ def _rows(d: pd.DataFrame, claim: Claim) -> pd.DataFrame:
     return d[keep]
 
 
+# The columns of lpdt cost's wire_bytes.csv the cost claims read
+WIRE_COLUMNS = ("format", "bytes_fp32", "bytes_int8", "implied_ratio")
+
+
 def cost_claims(cost_dir: Path, claims: Sequence[Claim] = CLAIMS) -> dict[str, dict]:
     """The cost claims measured (``wire_bytes.csv``: the wire ratio) and the arithmetic ones
     (their column of ``table10.csv``), each by the evaluator of its kind."""
     out = {}
     wire, t10 = cost_dir / "wire_bytes.csv", cost_dir / "table10.csv"
-    wire_rows = read_csv(wire) if wire.exists() else None  # each file read once
+    wire_rows = read_csv(wire, WIRE_COLUMNS) if wire.exists() else None  # each file read once
     t10_rows = read_csv(t10) if t10.exists() else None
     for c in claims:
         if c.kind == "cost":
@@ -110,7 +114,7 @@ def paper_cost(
     claim's column, as the paper's metric) as arithmetic."""
     out: dict[str, dict] = {}
     wire = cost_dir / "wire_bytes.csv"
-    d = read_csv(wire) if wire.exists() else None  # read once
+    d = read_csv(wire, WIRE_COLUMNS) if wire.exists() else None  # read once
     t10 = paper[paper["table"] == 10]
     for c in claims:
         if c.kind == "cost" and d is not None:

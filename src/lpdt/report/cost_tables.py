@@ -41,6 +41,31 @@ FORMULAS = {  # layer label -> (adds, mults) for Table 7 (training) and Table 9 
 NORM_LABEL = {"rangebn": "RBN", "rangeen": "REN"}
 
 
+# The columns of lpdt cost's outputs the tables read: table7.csv / table9.csv (the operation
+# counts) and table3_data.csv (the communication per node)
+COUNT_COLUMNS = (
+    "label",
+    "norm",
+    "precision",
+    "layers",
+    "additions",
+    "multiplications",
+    "energy_mj",
+)
+DATA_COLUMNS = (
+    "model",
+    "reading",
+    "topology",
+    "nodes",
+    "compression",
+    "gb_fp32",
+    "gb_fp32_paper",
+    "gb_int8",
+    "gb_int8_paper",
+    "agrees_printed",
+)
+
+
 def _num(v: float) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
@@ -68,7 +93,7 @@ def ops_table(cost_dir: Path, table: int) -> tuple[pd.DataFrame, list[Rendered]]
     if not path.exists():
         formulas.caption.append(f"Numeric counts missing: {path} not found (run `lpdt cost all`).")
         return pd.DataFrame(), [formulas]
-    c = read_csv(path)
+    c = read_csv(path, COUNT_COLUMNS)
     c["formula_adds"] = [f.get(lbl, ("", ""))[0] for lbl in c["label"]]
     c["formula_mults"] = [f.get(lbl, ("", ""))[1] for lbl in c["label"]]
     setup = cost_setup(cost_dir, f"table{table}.csv")
@@ -122,7 +147,7 @@ def table10(cost_dir: Path, paper: pd.DataFrame) -> tuple[pd.DataFrame, list[Ren
     """Memory (MiB) and energy (mJ), ours (cost model) vs the paper's Table 10."""
     p = paper[paper["table"] == 10]
     path = cost_dir / "table10.csv"
-    ours = read_csv(path) if path.exists() else pd.DataFrame()
+    ours = read_csv(path, ("phase", "model", "norm")) if path.exists() else pd.DataFrame()
     batch = ", ".join(cost_setup(cost_dir, "table10.csv").get("batch", []))
     title = "Table 10: memory and energy per node per iteration, ours / paper" + (
         f" (our batch: {batch})" if batch else ""
@@ -241,7 +266,7 @@ def data_table(cost_dir: Path) -> Rendered | None:
     path = cost_dir / "table3_data.csv"
     if not path.exists():
         return None
-    d = read_csv(path)
+    d = read_csv(path, DATA_COLUMNS)
     epochs = d["epochs"] if "epochs" in d else pd.Series([""] * len(d))
     rows = [
         [

@@ -153,7 +153,8 @@ def fig7(cost: Path) -> plt.Figure:
     mpath, cpath = cost / "fig7_memory.csv", cost / "fig7_compute.csv"
     if not mpath.exists() or not cpath.exists():
         return no_data_figure(title, f"cost model outputs missing in {cost} (run `lpdt cost all`)")
-    mem, comp = read_csv(mpath), read_csv(cpath)
+    mem = read_csv(mpath, ("norm", "precision", "kind", "mib"))
+    comp = read_csv(cpath, ("mode", "norm", "precision", "label", "energy_mj"))
     setup = ", ".join(
         f"{k} {', '.join(sorted({str(v) for v in mem[k]}))}" for k in ("model", "batch") if k in mem
     )
