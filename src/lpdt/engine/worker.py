@@ -185,6 +185,8 @@ def worker_main(argv: list[str] | None = None) -> int:
     try:
         run_worker(cfg, args.out, rank, world, resume=args.resume, force=args.force, log=print_line)
     except ValueError as e:  # a refused run directory or checkpoint, a bad record: one line
+        if os.environ.get("LPDT_DEBUG"):  # the launcher's "(LPDT_DEBUG=1 for a traceback)"
+            raise
         print(f"lpdt rank {rank}: error: {e}", file=sys.stderr, flush=True)
         return REFUSED
     except BrokenPipeError:
