@@ -343,6 +343,29 @@ def test_a_rank_the_world_cannot_hold_is_refused_at_once(monkeypatch, rank, worl
     assert env_rank() == (1, 2)
 
 
+def test_a_ranks_one_line_error_is_its_traceback_under_lpdt_debug(tmp_path, monkeypatch, capsys):
+    """The launcher says "(LPDT_DEBUG=1 for a traceback)", but the rank's ValueError stayed one
+    line with it set: the rank now raises it (its traceback on stderr)."""
+    from lpdt.engine import worker
+
+    def refused(*args, **kwargs):
+        raise ValueError("a refused run directory")
+
+    config = tmp_path / "c.yaml"
+    config.write_text(dump_config(load_config(None, [*TINY, "topology.nodes=2"])))
+    monkeypatch.setattr(worker, "run_worker", refused)
+    monkeypatch.setattr(worker, "_die_with_launcher", lambda: None)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    argv = ["--config", str(config), "--out", str(tmp_path / "run")]
+    monkeypatch.delenv("LPDT_DEBUG", raising=False)
+    assert worker.worker_main(argv) == worker.REFUSED
+    assert capsys.readouterr().err == "lpdt rank 1: error: a refused run directory\n"
+    monkeypatch.setenv("LPDT_DEBUG", "1")
+    with pytest.raises(ValueError, match="a refused run directory"):
+        worker.worker_main(argv)
+
+
 def test_a_run_whose_output_reader_goes_away_stops_quietly(tmp_path):
     """``lpdt train --set engine=distributed ... | head -2``: rank 0's next line meets the closed
     pipe; it stops quietly, rank 1 (which loses it while the output's reader is gone) too, and
