@@ -24,6 +24,7 @@ from lpdt.report.claims import (
     NOT_HELD,
 )
 from lpdt.report.paper import load_paper
+from lpdt.report.tables import build_tables
 from tests.report.conftest import PAPER_CSV, make_tree, report_args, report_argv, write_cost
 
 COST_PAPER = Path(__file__).resolve().parents[2] / "src" / "lpdt" / "cost" / "paper_table10.csv"
@@ -184,6 +185,30 @@ def test_a_manifest_coordinate_of_the_wrong_kind_names_its_place(
     with pytest.raises(ManifestError) as e:
         aggregate(tree["manifest"])
     assert str(e.value).startswith(f"manifest {tree['manifest']}: studies.table3.runs[1].{says}")
+
+
+def test_two_runs_of_one_seed_in_a_table_cell_are_refused(tmp_path: Path) -> None:
+    """A manifest listing a second run of a cell's seed 1 (another run id): Table 3 showed the
+    cell's mean over four runs as "n=4" of seeds 1 2 3, without a word (the claims leave such a
+    cell out; lpdt compare refuses it)."""
+    tree = make_tree(tmp_path, seeds=(1, 2, 3))
+    data = json.loads(tree["manifest"].read_text())
+    runs = data["studies"]["table3"]["runs"]
+    first = next(r for r in runs if r["seed"] == 1)
+    rec = json.loads((tree["root"] / first["dir"] / "metrics.json").read_text())
+    rec["run_id"] = first["run_id"] + "b"
+    rec["final"]["acc_node_mean"] = 60.0
+    again = tree["root"] / "results" / "runs" / rec["run_id"]
+    again.mkdir(parents=True)
+    (again / "metrics.json").write_text(json.dumps(rec))
+    runs.append({**first, "run_id": rec["run_id"], "dir": f"results/runs/{rec['run_id']}"})
+    tree["manifest"].write_text(json.dumps(data))
+    df, _ = aggregate(tree["manifest"])
+    with pytest.raises(ValueError) as e:
+        build_tables(df, load_paper(PAPER_CSV), tree["cost"], "quick")
+    assert f"runs {first['run_id']}, {rec['run_id']} share seed 1; Table 3 would average" in str(
+        e.value
+    )
 
 
 # --- tables ----------------------------------------------------------------------------------

@@ -126,6 +126,16 @@ def compare(df: pd.DataFrame, paper: pd.DataFrame, spec: AccuracyTable) -> pd.Da
             "ok" if len(ok) else ("diverged" if (g["status"] == "diverged").any() else "missing")
         )
         seeds = sorted({int(x) for x in g["seed"].dropna()})
+        shared = g[g["seed"].notna() & g["seed"].duplicated(keep=False)]
+        if len(shared):  # a mean over seeds: one run each (the claims and lpdt compare agree)
+            cell = ", ".join(
+                f"{k}={v}" for k, v in zip(spec.match, key if isinstance(key, tuple) else (key,))
+            )
+            raise ValueError(
+                f"study {spec.study}, cell {cell}: runs {', '.join(shared['run_id'])} share seed "
+                f"{int(shared['seed'].iloc[0])}; Table {spec.table} would average them as seeds "
+                "(keep one run per seed in the manifest)"
+            )
         groups.append(
             dict(zip(spec.match, key if isinstance(key, tuple) else (key,)))
             | {
