@@ -112,6 +112,22 @@ def test_load_check(tmp_path: Path) -> None:
     assert load_check(good)["quick run"].tolist() == ["aaa"]
 
 
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        # each said "plateau check <the fallback> not found", or nothing at all
+        (("{d}", None), "plateau check {d} is a folder; give the summary CSV's path"),
+        (("{d}/a.csv", "{d}/b.csv"), "neither plateau check {d}/a.csv nor its fallback {d}/b.csv"),
+        (("none", "{d}/x.csv"), "--plateau none takes no second file (got {d}/x.csv)"),
+    ],
+)
+def test_a_check_path_that_cannot_be_meant_is_one_line(tmp_path: Path, args, says: str) -> None:
+    d = str(tmp_path)
+    with pytest.raises(ValueError) as e:
+        load_check(*(a.format(d=d) if a else a for a in args))
+    assert str(e.value).startswith(says.format(d=d)), e.value
+
+
 def test_the_shipped_check_is_a_check_of_the_quick_grid() -> None:
     """config/plateau_check.csv loads, and its run ids are run ids of the quick scale's grid
     (a grid change that alters them makes the report say the check does not match)."""

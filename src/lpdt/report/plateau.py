@@ -199,16 +199,25 @@ def load_check(path: Path | str | None, fallback: Path | str | None = None) -> p
     its commits as not recorded. Raises ``ValueError`` when no file exists or one is not a
     check summary."""
     if path is None or str(path) == "none":
+        if fallback is not None and str(fallback) != "none":  # `--plateau none x.csv`
+            raise ValueError(f"--plateau none takes no second file (got {fallback})")
         return None
+    for given in (path, fallback):
+        if given is not None and Path(given).is_dir():
+            raise ValueError(f"plateau check {given} is a folder; give the summary CSV's path")
     role = "the check"
+    first = path
     if not Path(path).is_file() and fallback is not None and str(fallback) != "none":
         path, role = fallback, "the shipped check"
     elif fallback is not None and str(fallback) != "none":
         role = "this workflow's check"
     if not Path(path).is_file():
-        raise ValueError(
-            f"plateau check {path} not found (pass --plateau none to report without one)"
+        what = (
+            f"neither plateau check {first} nor its fallback {path} exists"
+            if first != path
+            else f"plateau check {path} not found"
         )
+        raise ValueError(f"{what} (pass --plateau none to report without one)")
     df = read_csv(path, comment="#", dtype={"1x commit": str, "2x commit": str})
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
