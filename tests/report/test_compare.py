@@ -341,6 +341,8 @@ ARGS = ("--vary", "precision", "--a", "fp32", "--b", "int8")
 
 def test_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     root = str(write_runs(tmp_path / "known", known_runs()))
+    one = tmp_path / "known" / "runs" / "r000" / "metrics.json"
+    assert f"{one} is one run's record, not a manifest" in _error(capsys, str(one), *ARGS)
     assert "unknown key 'precison'" in _error(
         capsys, root, "--vary", "precison", "--a", "fp32", "--b", "int8"
     )

@@ -72,6 +72,11 @@ def load_runs(source: str | Path) -> tuple[pd.DataFrame, list[str]]:
     src = Path(source)
     if not src.exists():
         raise FileNotFoundError(f"{src} does not exist (pass a results directory or a manifest)")
+    if src.is_file() and src.name == record.METRICS_FILE:  # read as a manifest: "unknown field"
+        raise CompareError(
+            f"{src} is one run's record, not a manifest: pass the folder that holds the runs "
+            f"({src.parent.parent})"
+        )
     if src.is_file():
         return aggregate(src)[0], list(KEYS)
     if (src / "manifest.json").is_file():
