@@ -327,6 +327,8 @@ def test_conditions_compare_canonical_values() -> None:
     assert condition("qgm", "true").values == (True,) and condition("qgm", False).values == (False,)
     assert condition("precision", "!=int8") == Condition("precision", "!=", ("int8",))
     assert parse_where(["skew>=0.8", "precision!=int8"]) == {"skew": ">=0.8", "precision": "!=int8"}
+    with pytest.raises(ValueError, match="where skew=0.0,: an empty value between commas"):
+        condition("skew", "=0.0,")  # it read as "no run has skew=None"
 
 
 def _error(capsys: pytest.CaptureFixture, *argv: str) -> str:

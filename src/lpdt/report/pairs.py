@@ -125,7 +125,10 @@ def condition(key: str, spec: object) -> Condition:
     if not rest:
         raise ValueError(f"where {key}{spec}: no value after {op!r}")
     if op in ("=", "!="):
-        return Condition(key, op, tuple(parse_value(key, v.strip()) for v in rest.split(",")))
+        values = [v.strip() for v in rest.split(",")]
+        if "" in values:  # `skew=0.0,` read as "no run has skew=None"
+            raise ValueError(f"where {key}{spec}: an empty value between commas")
+        return Condition(key, op, tuple(parse_value(key, v) for v in values))
     ref = _number(parse_value(key, rest))  # canonical: compression >0.9 is >90 (%)
     if ref is None:
         raise ValueError(f"where {key}{op}{rest}: {op!r} needs a number, got {rest!r}")
