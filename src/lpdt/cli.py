@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(
             f"{len(paths)} --config need as many --out (got {len(args.out)}), in the same order"
         )
-    twice = [o for i, o in enumerate(args.out) if Path(o).resolve() in map(_resolved, args.out[:i])]
+    resolved = [Path(o).resolve() for o in args.out]
+    twice = [o for i, o in enumerate(args.out) if resolved[i] in resolved[:i]]
     if twice:  # with --force the second run replaced the first; without, it failed after it
         raise ValueError(f"--out {twice[0]} is given twice: one run folder per --config")
     if len(args.out) > len(paths):
@@ -135,10 +136,6 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 2 if 2 in codes else max(codes)
-
-
-def _resolved(path: str) -> Path:
-    return Path(path).resolve()
 
 
 def _check_tracking_uri(uri: str) -> None:
