@@ -216,6 +216,8 @@ def test_one_out_for_two_configs_is_refused_before_either_trains(
         == f"lpdt train: error: --out {tmp_path}/./run is given twice: one run folder per --config (LPDT_DEBUG=1 for a traceback)"
     ), err
     assert not out.exists()
+    # printing the configs writes nothing: the same --out twice is no collision there
+    assert cli.main([*argv, "--out", str(out), "--print-config"]) == 0
 
 
 def test_a_misspelt_option_is_the_commands_usage_with_the_closest_option(

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         )
     resolved = [Path(o).resolve() for o in args.out]
     twice = [o for i, o in enumerate(args.out) if resolved[i] in resolved[:i]]
-    if twice:  # with --force the second run replaced the first; without, it failed after it
+    if twice and not args.print_config:  # with --force the second run replaced the first
         raise ValueError(f"--out {twice[0]} is given twice: one run folder per --config")
     if len(args.out) > len(paths):
         raise ValueError(

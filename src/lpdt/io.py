@@ -246,6 +246,24 @@ _FLOAT = (
 )
 
 
+class YamlKeyError(ValueError):
+    """A mapping with a key written twice, or a key that is a list or a mapping (``problem``:
+    the one line that says which). Raised as the ``yaml.YAMLError`` subclass that
+    ``_unique_key_loader`` makes of it, so a YAML reader's ``except yaml.YAMLError`` takes it."""
+
+    problem: str | None
+
+
+@functools.cache  # one class, made where yaml is first imported (lpdt.io imports it lazily)
+def _key_error() -> type:
+    import yaml
+
+    class ConstructorKeyError(yaml.constructor.ConstructorError, YamlKeyError):
+        pass
+
+    return ConstructorKeyError
+
+
 @functools.cache  # one class: a loader class per file read was made again each time
 def _unique_key_loader() -> Any:
     """PyYAML's ``SafeLoader``, refusing a key written twice in one mapping (``epochs:`` twice
@@ -265,14 +283,16 @@ def _unique_key_loader() -> Any:
                     continue
                 key = self.construct_object(key_node, deep=deep)
                 line = key_node.start_mark.line + 1
-                if not isinstance(key, str | int | float | bool | None):
-                    raise yaml.constructor.ConstructorError(
+                try:
+                    hash(key)
+                except TypeError:  # a list or a mapping as a key: a TypeError's traceback
+                    raise _key_error()(
                         None,
                         None,
                         f"the key on line {line} is a {type(key).__name__}, not a name",
-                    )
+                    ) from None
                 if key in seen:
-                    raise yaml.constructor.ConstructorError(
+                    raise _key_error()(
                         None,
                         None,
                         f"the key {key!r} is written twice, on lines {seen[key]} and {line} "

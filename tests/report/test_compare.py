@@ -446,13 +446,16 @@ def test_a_duplicated_run_is_one_line_naming_both(
 def test_one_run_in_two_folders_is_read_once_or_refused_when_they_differ(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    """A folder without a manifest holding one run twice (a copy of its folder): a copy is read
-    once; a second record of the run with other numbers was left out silently (one of the two
-    picked): now one line naming both files."""
+    """A folder without a manifest holding one run twice (a copy of its folder, or a rerun into
+    another folder: other times and provenance): read once; a second record of the run with
+    other results was left out silently (one of the two picked): now one line naming both."""
     import shutil
 
     root = write_runs(tmp_path / "copy", known_runs())
     shutil.copytree(root / "runs" / "r000", root / "runs" / "r000-copy")
+    data = json.loads((root / "runs" / "r000-copy" / "metrics.json").read_text())
+    data["time"]["total_s"] += 1.0  # a rerun: its own wall time
+    (root / "runs" / "r000-copy" / "metrics.json").write_text(json.dumps(data))
     assert lpdt(str(root), *ARGS, "--json") == 0
     assert json.loads(capsys.readouterr().out)["overall"]["mean"] == pytest.approx(1.5)
     data = json.loads((root / "runs" / "r000-copy" / "metrics.json").read_text())
@@ -460,7 +463,7 @@ def test_one_run_in_two_folders_is_read_once_or_refused_when_they_differ(
     (root / "runs" / "r000-copy" / "metrics.json").write_text(json.dumps(data))
     err = _error(capsys, str(root), *ARGS)
     first, second = (root / "runs" / d / "metrics.json" for d in ("r000", "r000-copy"))
-    assert f"{first} and {second} are both run r000, with other contents" in err, err
+    assert f"{first} and {second} are both run r000, with other results" in err, err
     assert "50.00 %" in err
 
 

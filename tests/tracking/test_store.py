@@ -222,6 +222,30 @@ def test_a_file_store_is_refused_as_mlflow_refuses_it(tmp_path, monkeypatch):
         tracking.check_uri(ok)
 
 
+def test_mlflows_bare_uris_and_a_plugins_scheme_pass(monkeypatch):
+    """``databricks``, ``databricks-uc`` and ``uc`` are URIs without a scheme MLflow takes; a
+    plugin's store (entry point group ``mlflow.tracking_store``, e.g. SageMaker's ``arn``)
+    has a scheme of its own (a reviewer found both refused by the first form of the check)."""
+    from importlib import metadata
+
+    from lpdt.tracking import store
+
+    for uri in tracking.BARE_URIS:
+        tracking.check_uri(uri)
+    uri = "arn:aws:sagemaker:us-east-1:1:mlflow-tracking-server/x"
+    with pytest.raises(tracking.TrackingError, match="no store for the scheme 'arn'"):
+        tracking.check_uri(uri)
+    plugin = metadata.EntryPoint("arn", "sagemaker_mlflow.store:Store", "mlflow.tracking_store")
+    real = metadata.entry_points
+    monkeypatch.setattr(
+        metadata,
+        "entry_points",
+        lambda **kw: [plugin] if kw.get("group") == "mlflow.tracking_store" else real(**kw),
+    )
+    assert store.plugin_schemes() == {"arn"}
+    tracking.check_uri(uri)
+
+
 def test_ui_without_store_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(tracking.TrackingError, match="no MLflow store"):

@@ -46,7 +46,7 @@ from lpdt.config.schema import (
     TrainConfig,
     result_dict,
 )
-from lpdt.io import load_yaml, read_yaml_mapping
+from lpdt.io import YamlKeyError, load_yaml, read_yaml_mapping
 from lpdt.typed import Reader, dataclass_shape, type_name
 
 __all__ = [  # the schema's names too: callers import everything from lpdt.config
@@ -161,9 +161,9 @@ def parse_value(text: str) -> Any:
     written twice is a ``ConfigError`` (a file with one is refused; here the last had won)."""
     try:
         return load_yaml(text)
-    except yaml.constructor.ConstructorError as e:
+    except YamlKeyError as e:
         raise ConfigError(f"--set value {text!r}: {e.problem}") from None
-    except yaml.YAMLError:
+    except yaml.YAMLError:  # e.g. `!wip`, a tag: the text as written
         return text
 
 

@@ -69,15 +69,19 @@ def check_ranges(cfg: RunConfig) -> None:
     need(cfg.optim.weight_decay >= 0, "optim.weight_decay", "must be >= 0")
     need(cfg.optim.eps > 0, "optim.eps", "must be > 0")
     need(all(0 <= b < 1 for b in cfg.optim.betas), "optim.betas", "both must be in [0, 1)")
-    s = cfg.schedule
+    s = cfg.schedule  # each checked where the schedule uses it
     need(s.warmup_epochs >= 0, "schedule.warmup_epochs", "must be >= 0")
-    need(s.warmup_factor > 0, "schedule.warmup_factor", "must be > 0 (a factor of the lr)")
-    need(0 < s.gamma <= 1, "schedule.gamma", "must be in (0, 1] (the lr's factor at a milestone)")
-    need(
-        all(m >= 1 for m in s.milestones),
-        "schedule.milestones",
-        "each must be an epoch >= 1 (the lr decays from that epoch on)",
-    )
+    if s.warmup_epochs > 0:
+        need(s.warmup_factor > 0, "schedule.warmup_factor", "must be > 0 (a factor of the lr)")
+    if s.decay == "step":
+        need(
+            0 < s.gamma <= 1, "schedule.gamma", "must be in (0, 1] (the lr's factor at a milestone)"
+        )
+        need(
+            all(m >= 0 for m in s.milestones),
+            "schedule.milestones",
+            "each must be an epoch >= 0 (the lr decays from that epoch on)",
+        )
     with_qgm = [n for n in OPTIMIZERS if OPTIMIZERS.get(n).qgm]
     need(
         not cfg.optim.qgm or cfg.optim.name in with_qgm,
@@ -125,13 +129,16 @@ def check_ranges(cfg: RunConfig) -> None:
         need(v is None or v >= 1, f"data.{k}", "must be >= 1 or null")
     per_class = cfg.data.per_class
     need(per_class is None or per_class >= 2, "data.per_class", "must be >= 2 or null")
-    longest = 512 if cfg.model.pretrained else 4096  # a pretrained model's position embeddings
-    need(
-        3 <= cfg.data.max_length <= longest,
-        "data.max_length",
-        f"must be in 3..{longest} (tokens per example, [CLS] and [SEP] included"
-        f"{'; a pretrained model holds 512 positions' if cfg.model.pretrained else ''})",
-    )
+    if spec is not None and spec.inputs == "text":  # image models do not read it
+        # a model read from files (its weights or its config) holds 512 positions; one built
+        # from a config of lpdt's (distilbert_tiny) as many as the examples have tokens
+        longest = 512 if spec.reads_files else 4096
+        need(
+            3 <= cfg.data.max_length <= longest,
+            "data.max_length",
+            f"must be in 3..{longest} (tokens per example, [CLS] and [SEP] included"
+            f"{f'; {cfg.model.name} holds 512 positions' if spec.reads_files else ''})",
+        )
     need(
         cfg.data.image_size is None or 8 <= cfg.data.image_size <= 64,
         "data.image_size",

@@ -92,11 +92,11 @@ def load_runs(source: str | Path) -> tuple[pd.DataFrame, list[str]]:
     read: dict[str, tuple[Path, record.RunRecord]] = {}
     for f in files:
         rec = record.read(f)
-        if rec.run_id in read:  # a copy is read once; another record of the run is refused
+        if rec.run_id in read:  # a copy or a rerun is read once; other results are refused
             first, other = read[rec.run_id]
-            if other.to_dict() != rec.to_dict():
+            if (other.status, other.final) != (rec.status, rec.final):
                 raise CompareError(
-                    f"{first} and {f} are both run {rec.run_id}, with other contents "
+                    f"{first} and {f} are both run {rec.run_id}, with other results "
                     f"(final accuracy {_acc(other)} and {_acc(rec)}): keep one of them"
                 )
             continue

@@ -33,6 +33,7 @@ from typing import Any
 import pandas as pd
 
 from lpdt.config import PAPER_NORMS
+from lpdt.io import load_yaml
 from lpdt.report.aggregate import BY_NAME, CONFIG_PATHS, KEYS, norm_key
 
 NO_SEED = -1  # the seed of a run whose record names none (e.g. the paper's numbers)
@@ -100,7 +101,7 @@ def parse_value(key: str, text: object) -> object:
         import yaml
 
         with contextlib.suppress(yaml.YAMLError):  # a number or a boolean, else the string
-            text = yaml.safe_load(text)
+            text = load_yaml(text)  # as a config file reads it: `010` is not the octal 8
     try:
         return _canon(key, text)
     except (TypeError, ValueError, OverflowError):  # OverflowError: inf or 1e400 as an integer

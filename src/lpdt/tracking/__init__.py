@@ -78,6 +78,7 @@ from lpdt.tracking.runs import (  # noqa: E402
 )
 from lpdt.tracking.store import (  # noqa: E402
     ARTIFACTS_DIR,
+    BARE_URIS,
     DEFAULT_EXPERIMENT,
     DEFAULT_URI,
     EXPERIMENT_KIND,
@@ -96,6 +97,7 @@ from lpdt.tracking.store import (  # noqa: E402
     log_files,
     open_client,
     open_experiment,
+    plugin_schemes,
     search_runs,
     sqlite_path,
     store_error_line,
@@ -105,6 +107,7 @@ from lpdt.tracking.store import (  # noqa: E402
 
 __all__ = [
     "ARTIFACTS_DIR",
+    "BARE_URIS",
     "CELL_TAG",
     "COMPLETE_TAG",
     "DEFAULT_EXPERIMENT",
@@ -154,6 +157,7 @@ __all__ = [
     "main",
     "open_client",
     "open_experiment",
+    "plugin_schemes",
     "read_record",
     "recipe_tag",
     "recipe_version",

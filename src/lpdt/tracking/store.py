@@ -116,6 +116,18 @@ TRACKING_SCHEMES = (
     "sqlite",
     "uc",
 )
+# URIs MLflow takes as they are, without a scheme (its registry's ``get_store_builder``)
+BARE_URIS = ("databricks", "databricks-uc", "uc")
+
+
+def plugin_schemes() -> set[str]:
+    """The schemes of the tracking stores installed plugins add (MLflow's entry points, group
+    ``mlflow.tracking_store``, e.g. ``arn`` for SageMaker), read without importing MLflow."""
+    from importlib.metadata import entry_points
+
+    return {ep.name.lower() for ep in entry_points(group="mlflow.tracking_store")}
+
+
 # MLflow 3 refuses a file store (a folder, or a path without a scheme) unless this is "true".
 FILE_STORE_ENV = "MLFLOW_ALLOW_FILE_STORE"
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9.-]*)(\+[^:/]*)?:")
@@ -138,10 +150,12 @@ def check_uri(uri: str, given: str = "--uri ") -> None:
             f"{label + ': ' if label else ''}the tracking URI is empty (default {DEFAULT_URI})"
         )
     use = "use sqlite:///<file>, http(s)://<server> or a database URL"
+    if uri in BARE_URIS:
+        return
     m = _SCHEME.match(uri)
     written = m[1] if m and len(m[1]) > 1 else ""  # C:\ is a drive, not a scheme
     scheme = written.lower()
-    if scheme and scheme not in TRACKING_SCHEMES:
+    if scheme and scheme not in TRACKING_SCHEMES and scheme not in plugin_schemes():
         raise TrackingError(f"{given}{uri}: MLflow has no store for the scheme {written!r} ({use})")
     if scheme in ("", "file") and os.environ.get(FILE_STORE_ENV, "").lower() != "true":
         if not scheme and Path(uri).suffix in (".db", ".sqlite", ".sqlite3"):
