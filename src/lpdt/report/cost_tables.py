@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import pandas as pd
 
+from lpdt.cost.cost_tables import TABLE3_DATA_COLUMNS
 from lpdt.io import read_csv
 from lpdt.report.describe import cost_setup, energy_text
 from lpdt.report.formatting import as_text, table_cell
@@ -41,8 +42,7 @@ FORMULAS = {  # layer label -> (adds, mults) for Table 7 (training) and Table 9 
 NORM_LABEL = {"rangebn": "RBN", "rangeen": "REN"}
 
 
-# The columns of lpdt cost's outputs the tables read: table7.csv / table9.csv (the operation
-# counts) and table3_data.csv (the communication per node)
+# The columns of lpdt cost's table7.csv / table9.csv (the operation counts) the tables read
 COUNT_COLUMNS = (
     "label",
     "norm",
@@ -51,18 +51,6 @@ COUNT_COLUMNS = (
     "additions",
     "multiplications",
     "energy_mj",
-)
-DATA_COLUMNS = (
-    "model",
-    "reading",
-    "topology",
-    "nodes",
-    "compression",
-    "gb_fp32",
-    "gb_fp32_paper",
-    "gb_int8",
-    "gb_int8_paper",
-    "agrees_printed",
 )
 
 
@@ -266,7 +254,7 @@ def data_table(cost_dir: Path) -> Rendered | None:
     path = cost_dir / "table3_data.csv"
     if not path.exists():
         return None
-    d = read_csv(path, DATA_COLUMNS)
+    d = read_csv(path, TABLE3_DATA_COLUMNS)
     epochs = d["epochs"] if "epochs" in d else pd.Series([""] * len(d))
     rows = [
         [
