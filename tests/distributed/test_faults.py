@@ -343,6 +343,19 @@ def test_a_rank_the_world_cannot_hold_is_refused_at_once(monkeypatch, rank, worl
     assert env_rank() == (1, 2)
 
 
+def test_a_simulated_run_started_by_torchrun_is_refused(tmp_path, monkeypatch):
+    """Under torchrun a config left on ``engine: simulated`` trained the whole simulation in
+    every process, into one folder (the second then said "already complete")."""
+    from lpdt.engine import train
+
+    cfg = load_config(None, [*TINY, "topology.nodes=2"])
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match="WORLD_SIZE=2 \\(torchrun\\) with engine simulated"):
+        train(cfg, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_ranks_one_line_error_is_its_traceback_under_lpdt_debug(tmp_path, monkeypatch, capsys):
     """The launcher says "(LPDT_DEBUG=1 for a traceback)", but the rank's ValueError stayed one
     line with it set: the rank now raises it (its traceback on stderr)."""

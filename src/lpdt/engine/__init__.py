@@ -19,6 +19,7 @@ imports ``lpdt.engine`` itself):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,4 +49,14 @@ def train(
     log = log or print_line
     if cfg.engine == "distributed":
         return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
+    if "WORLD_SIZE" in os.environ:  # started by torchrun: every process would train the run
+        from lpdt.engine.worker import env_rank
+
+        env = env_rank()
+        if env is not None and env[1] > 1:
+            raise ValueError(
+                f"RANK={env[0]} WORLD_SIZE={env[1]} (torchrun) with engine simulated: each of "
+                f"the {env[1]} processes would train the whole run into {out_dir}; set "
+                "engine=distributed, or start one process"
+            )
     return loop.train(cfg, out_dir, resume=resume, force=force, log=log)
