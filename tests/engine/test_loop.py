@@ -568,3 +568,25 @@ def test_a_failed_run_of_several_is_one_line_and_the_others_still_run(tmp_path, 
     assert main(["train", "--config", "a.yaml", "--config", "b.yaml", "--out", "o"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "2 --config need as many --out (got 1)" in err[0]
+
+
+def test_a_subset_larger_than_its_split_is_a_note(tmp_path):
+    """``data.train_subset=100000`` on Fashion-MNIST's 60,000 images trained on all of them
+    without a line (the record says how many were used)."""
+    lines: list[str] = []
+    c = cfg(  # BASE, on the tiny CNN
+        "data.dataset=fashion_mnist",
+        "data.train_subset=100000",
+        "data.test_subset=64",
+        "topology.nodes=2",
+        "train.epochs=1",
+        "train.max_iters_per_epoch=1",
+        "train.final_gossip_rounds=1",
+        "train.curve_images=0",
+    )
+    train(c, tmp_path / "run", log=lines.append)
+    notes = [x for x in lines if x.startswith("note: ")]
+    assert notes == [
+        "note: data.train_subset 100,000 is more than the 60,000 train examples of "
+        "fashion_mnist: all 60,000 are used"
+    ], lines

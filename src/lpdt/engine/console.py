@@ -90,6 +90,21 @@ def start_line(cfg: RunConfig, run: Run) -> str:
     )
 
 
+def subset_notes(cfg: RunConfig, run: Run) -> list[str]:
+    """A line for each ``data.*_subset`` larger than its split: the whole split is used (a
+    record says how many; nothing was printed)."""
+    notes = []
+    for split in ("train", "test"):
+        asked = getattr(cfg.data, f"{split}_subset")
+        has = len(run.data.labels(split))
+        if asked is not None and asked > has:
+            notes.append(
+                f"note: data.{split}_subset {asked:,} is more than the {has:,} {split} examples "
+                f"of {run.data.info.name}: all {has:,} are used"
+            )
+    return notes
+
+
 def epoch_line(row: HistoryRow, epochs: int, eta_s: float | None = None) -> str:
     assert isinstance(row.epoch, int) and row.lr is not None and row.train_loss is not None
     s = f"epoch {row.epoch + 1}/{epochs}  lr {row.lr:.4g}  loss {row.train_loss:.4f}"

@@ -24,7 +24,13 @@ import lpdt
 from lpdt import provenance, record
 from lpdt.config import RunConfig, dump_config
 from lpdt.decentral.group import LocalGroup, NodeGroup
-from lpdt.engine.console import PROGRESS_EVERY_S, Progress, epoch_line, start_line
+from lpdt.engine.console import (
+    PROGRESS_EVERY_S,
+    Progress,
+    epoch_line,
+    start_line,
+    subset_notes,
+)
 from lpdt.engine.device import Log, print_line, resolve_device
 from lpdt.engine.faults import fault_point
 from lpdt.engine.run import Run
@@ -87,8 +93,9 @@ def train(
     if group.writer:
         write_text_atomic(out / "config.yaml", dump_config(cfg))
     log(start_line(cfg, run))
-    if note := schedule_note(cfg):
-        log(note)
+    for note in [*subset_notes(cfg, run), schedule_note(cfg)]:
+        if note:
+            log(note)
 
     status: Status = "ok"
     t_start = time.perf_counter()
