@@ -246,22 +246,9 @@ _FLOAT = (
 )
 
 
-class YamlKeyError(ValueError):
-    """A mapping with a key written twice, or a key that is a list or a mapping (``problem``:
-    the one line that says which). Raised as the ``yaml.YAMLError`` subclass that
-    ``_unique_key_loader`` makes of it, so a YAML reader's ``except yaml.YAMLError`` takes it."""
-
-    problem: str | None
-
-
-@functools.cache  # one class, made where yaml is first imported (lpdt.io imports it lazily)
-def _key_error() -> type:
-    import yaml
-
-    class ConstructorKeyError(yaml.constructor.ConstructorError, YamlKeyError):
-        pass
-
-    return ConstructorKeyError
+class YamlKeyError(LpdtError, ValueError):
+    """A YAML mapping with a key written twice, or a key that is a list or a mapping (one line
+    that says which, with its line numbers)."""
 
 
 @functools.cache  # one class: a loader class per file read was made again each time
@@ -286,17 +273,13 @@ def _unique_key_loader() -> Any:
                 try:
                     hash(key)
                 except TypeError:  # a list or a mapping as a key: a TypeError's traceback
-                    raise _key_error()(
-                        None,
-                        None,
-                        f"the key on line {line} is a {type(key).__name__}, not a name",
+                    raise YamlKeyError(
+                        f"the key on line {line} is a {type(key).__name__}, not a name"
                     ) from None
                 if key in seen:
-                    raise _key_error()(
-                        None,
-                        None,
+                    raise YamlKeyError(
                         f"the key {key!r} is written twice, on lines {seen[key]} and {line} "
-                        "(one of them would be ignored)",
+                        "(one of them would be ignored)"
                     )
                 seen.setdefault(key, line)
             return super().construct_mapping(node, deep)
@@ -336,7 +319,7 @@ def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> di
             raise error(f"{what} is empty (no settings in it: nothing, comments or null)")
     except UnicodeDecodeError:
         raise error(f"{what} is not text (UTF-8)") from None
-    except yaml.YAMLError as e:
+    except (yaml.YAMLError, YamlKeyError) as e:
         detail = " ".join(str(e).split())  # PyYAML's message spans lines, with a caret line
         raise error(f"{what} is not valid YAML: {detail}") from None
     if not isinstance(data, dict):

@@ -117,7 +117,10 @@ def test_load_check(tmp_path: Path) -> None:
     [
         # each said "plateau check <the fallback> not found", or nothing at all
         (("{d}", None), "plateau check {d} is a folder; give the summary CSV's path"),
-        (("{d}/a.csv", "{d}/b.csv"), "neither plateau check {d}/a.csv nor its fallback {d}/b.csv"),
+        (
+            ("{d}/a.csv", "{d}/b.csv"),
+            "plateau check {d}/a.csv and its fallback {d}/b.csv not found",
+        ),
         (("none", "{d}/x.csv"), "--plateau none takes no second file (got {d}/x.csv)"),
     ],
 )

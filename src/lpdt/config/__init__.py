@@ -162,7 +162,7 @@ def parse_value(text: str) -> Any:
     try:
         return load_yaml(text)
     except YamlKeyError as e:
-        raise ConfigError(f"--set value {text!r}: {e.problem}") from None
+        raise ConfigError(f"--set value {text!r}: {e}") from None
     except yaml.YAMLError:  # e.g. `!wip`, a tag: the text as written
         return text
 

@@ -213,7 +213,7 @@ def load_check(path: Path | str | None, fallback: Path | str | None = None) -> p
         role = "this workflow's check"
     if not Path(path).is_file():
         what = (
-            f"neither plateau check {first} nor its fallback {path} exists"
+            f"plateau check {first} and its fallback {path} not found"
             if first != path
             else f"plateau check {path} not found"
         )
