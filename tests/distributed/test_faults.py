@@ -343,6 +343,29 @@ def test_a_rank_the_world_cannot_hold_is_refused_at_once(monkeypatch, rank, worl
     assert env_rank() == (1, 2)
 
 
+def test_a_ranks_line_is_one_write(monkeypatch):
+    """The ranks share the launcher's stderr; ``print`` writes a line and its newline apart, and
+    under PYTHONUNBUFFERED two ranks' lines ran together in the slow suite ("...Connection reset
+    by peer)lpdt rank 3: stopped: ...")."""
+    import io as stdio
+
+    from lpdt.engine.worker import say
+
+    class Writes(stdio.StringIO):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[str] = []
+
+        def write(self, s: str) -> int:
+            self.calls.append(s)
+            return super().write(s)
+
+    err = Writes()
+    monkeypatch.setattr(sys, "stderr", err)
+    say("lpdt rank 1: stopped: lost contact with another rank (Read error)")
+    assert err.calls == ["lpdt rank 1: stopped: lost contact with another rank (Read error)\n"]
+
+
 def test_a_simulated_run_started_by_torchrun_is_refused(tmp_path, monkeypatch):
     """Under torchrun a config left on ``engine: simulated`` trained the whole simulation in
     every process, into one folder (the second then said "already complete")."""
