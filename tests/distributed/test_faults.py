@@ -344,12 +344,12 @@ def test_a_rank_the_world_cannot_hold_is_refused_at_once(monkeypatch, rank, worl
 
 
 def test_a_ranks_line_is_one_write(monkeypatch):
-    """The ranks share the launcher's stderr; ``print`` writes a line and its newline apart, and
+    """The ranks share the launcher's stdout and stderr; ``print`` writes a line and its newline apart, and
     under PYTHONUNBUFFERED two ranks' lines ran together in the slow suite ("...Connection reset
     by peer)lpdt rank 3: stopped: ...")."""
     import io as stdio
 
-    from lpdt.engine.worker import say
+    from lpdt.engine.device import print_line
 
     class Writes(stdio.StringIO):
         def __init__(self) -> None:
@@ -362,7 +362,7 @@ def test_a_ranks_line_is_one_write(monkeypatch):
 
     err = Writes()
     monkeypatch.setattr(sys, "stderr", err)
-    say("lpdt rank 1: stopped: lost contact with another rank (Read error)")
+    print_line("lpdt rank 1: stopped: lost contact with another rank (Read error)", sys.stderr)
     assert err.calls == ["lpdt rank 1: stopped: lost contact with another rank (Read error)\n"]
 
 

@@ -4,7 +4,9 @@ import this one: it is the lowest)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from typing import TextIO
 
 import torch
 
@@ -12,9 +14,15 @@ import torch
 Log = Callable[[str], None]
 
 
-def print_line(msg: str) -> None:
-    """A progress line on stdout, flushed at once (a worker's or a job's log is read live)."""
-    print(msg, flush=True)
+def print_line(msg: str, stream: TextIO | None = None) -> None:
+    """A line on stdout (or ``stream``) in one write, flushed at once: a worker's or a job's log
+    is read live, and the ranks of a distributed run share the launcher's stdout and stderr.
+    ``print`` writes the text and its newline apart, so that under ``PYTHONUNBUFFERED`` two
+    ranks' lines ran together ("...by peer)lpdt rank 3: stopped: ..."); one write of a line
+    (under ``PIPE_BUF``, 4 kB) to a pipe is never split by another process's."""
+    out = sys.stdout if stream is None else stream
+    out.write(msg + "\n")
+    out.flush()
 
 
 def resolve_device(name: str) -> torch.device:

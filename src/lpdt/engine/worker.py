@@ -156,15 +156,6 @@ def _what(e: BaseException) -> str:
     return first
 
 
-def say(line: str) -> None:
-    """``line`` on stderr in one write: the ranks share the launcher's stderr, and ``print``
-    writes the text and its newline apart, so that under ``PYTHONUNBUFFERED`` two ranks' lines
-    ran together ("...by peer)lpdt rank 3: stopped: ..."). One write of a line (under
-    ``PIPE_BUF``, 4 kB) to a pipe is never split by another process's."""
-    sys.stderr.write(line + "\n")
-    sys.stderr.flush()
-
-
 def worker_main(argv: list[str] | None = None) -> int:
     """``python -m lpdt.engine.worker --config C --out D [--resume] [--force]``: one worker started
     by ``lpdt.engine.launch.launch_local`` (rank and rendezvous from the environment). Exit codes: 0 done,
@@ -179,24 +170,24 @@ def worker_main(argv: list[str] | None = None) -> int:
     try:
         env = env_rank()
     except ValueError as e:
-        say(f"lpdt.engine.worker: {e}")
+        print_line(f"lpdt.engine.worker: {e}", sys.stderr)
         return 2
     if env is None:
-        say("lpdt.engine.worker: RANK and WORLD_SIZE must be set")
+        print_line("lpdt.engine.worker: RANK and WORLD_SIZE must be set", sys.stderr)
         return 2
     rank, world = env
     _die_with_launcher()
     try:  # its plugins (the config's key, $LPDT_PLUGINS, the installed ones) imported here
         cfg = load_config(args.config)
     except ConfigError as e:
-        say(f"lpdt rank {rank}: config error: {e}")
+        print_line(f"lpdt rank {rank}: config error: {e}", sys.stderr)
         return REFUSED
     try:
         run_worker(cfg, args.out, rank, world, resume=args.resume, force=args.force, log=print_line)
     except ValueError as e:  # a refused run directory or checkpoint, a bad record: one line
         if os.environ.get("LPDT_DEBUG"):  # the launcher's "(LPDT_DEBUG=1 for a traceback)"
             raise
-        say(f"lpdt rank {rank}: error: {e}")
+        print_line(f"lpdt rank {rank}: error: {e}", sys.stderr)
         return REFUSED
     except BrokenPipeError:
         # Rank 0's log met a closed stdout (`lpdt train ... | head`): stop quietly, as the `lpdt`
@@ -210,7 +201,9 @@ def worker_main(argv: list[str] | None = None) -> int:
             raise
         if output_reader_gone():  # the peer stopped because the output's reader went away
             return reader_gone()
-        say(f"lpdt rank {rank}: stopped: lost contact with another rank ({_what(e)})")
+        print_line(
+            f"lpdt rank {rank}: stopped: lost contact with another rank ({_what(e)})", sys.stderr
+        )
         return PEER_LOST
     return 0
 
