@@ -55,6 +55,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def plateau_paths(args: argparse.Namespace) -> list[str | Path]:
+    """``--plateau``'s paths as a list (one path when a caller's namespace sets it alone)."""
+    return [args.plateau] if isinstance(args.plateau, str | Path) else list(args.plateau)
+
+
 def check_outputs_spare_inputs(args: argparse.Namespace) -> None:
     """Refuse (``ValueError``, one line) an output that is one of the inputs: ``--tables`` the
     cost folder replaced its ``table7.csv`` and others with the report's tables of those names,
@@ -64,7 +69,7 @@ def check_outputs_spare_inputs(args: argparse.Namespace) -> None:
         return Path(a).resolve()
 
     claims = Path(args.claims)
-    plateau = [args.plateau] if isinstance(args.plateau, str | Path) else list(args.plateau)
+    plateau = plateau_paths(args)
     files = {"--manifest": args.manifest, "--paper": args.paper}
     files |= {f"--plateau {p}": p for p in plateau if str(p) != "none"}
     outputs = {"--claims": claims, "--claims (its Markdown)": claims.with_suffix(".md")}
@@ -143,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         claims_md_path(Path(args.claims))  # a --claims ending in .md: refused before any work
     check_outputs_spare_inputs(args)
     df, manifest = aggregate(args.manifest)
-    checks = [args.plateau] if isinstance(args.plateau, str | Path) else list(args.plateau)
+    checks = plateau_paths(args)
     if len(checks) > 2:
         raise ValueError(f"--plateau takes a file and a fallback, got {len(checks)} paths")
     plateau = load_check(*checks)  # a ValueError is lpdt's one-line error
