@@ -54,6 +54,9 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
         # passed every range check and diverged at epoch 0 (exit 3)
         ("optim.lr=inf", "'optim.lr': invalid value 'inf'; expected a finite number"),
         ("skew=-inf", "'partition.skew': invalid value '-inf'; expected a finite number"),
+        # trained to its first step, then torch: "value cannot be converted to type float
+        # without overflow" (before 2026-12-01)
+        ("optim.lr=1e308", "'optim.lr': invalid value '1e308'; expected a number of at most 3.4"),
         # each trained silently (a negative or zero rate, weights grown by a negative decay) or
         # ended diverged, exit 3, before 2026-12-01; the text ones failed late naming no key
         ("schedule.warmup_factor=-5", "'schedule.warmup_factor': must be > 0"),
@@ -66,6 +69,7 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
         ("optim.betas=[2,-1]", "'optim.betas': both must be in [0, 1)"),
         ("data.per_class=-1", "'data.per_class': must be >= 2 or null"),
         ("model.gn_groups=0", "'model.gn_groups': must be >= 1"),
+        # the synthetic dataset drew 10**9 images in memory (before 2026-12-01)
         # YAML 1.1 read these as 60, 8 and 90 epochs; the last of two keys won in a --set value
         ("seed=1:00", "'seed': invalid value '1:00'; expected int"),
         ("seed=010", "'seed': invalid value '010'; expected int"),
@@ -82,6 +86,17 @@ def test_bad_values_are_one_line_errors(override, needle):
     with pytest.raises(ConfigError) as e:
         load_config(None, [override])
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_a_generated_dataset_bounds_its_subsets(split):
+    """``data.dataset=synthetic data.train_subset=1000000000`` drew 10**9 images in memory
+    before 2026-12-01 (its ``DatasetSpec.max_subset``)."""
+    sets = ["data.dataset=synthetic", "model.name=tiny_cnn"]
+    assert load_config(None, [*sets, f"data.{split}_subset=50000"]).data.dataset == "synthetic"
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [*sets, f"data.{split}_subset=50001"])
+    assert f"'data.{split}_subset': must be at most 50,000 for 'synthetic'" in str(e.value)
 
 
 @pytest.mark.parametrize(

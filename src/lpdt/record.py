@@ -51,6 +51,7 @@ SCHEMA_VERSION = 2
 UPGRADABLE = (1,)  # older schema versions ``read`` upgrades (their records lack only defaults)
 METRICS_FILE = "metrics.json"
 HISTORY_FILE = "history.csv"
+CONFIG_FILE = "config.yaml"  # the run's config as it trained (lpdt.config.dump_config)
 
 Status = Literal["ok", "diverged"]
 Engine = Literal["simulated", "distributed"]  # the config's ``engine`` that ran a run

@@ -232,7 +232,7 @@ def test_bad_config_exits_2_with_one_line(tmp_path, capsys):
 
 # -- run records: provenance, run-directory checks, live history, progress ----------------------
 
-TINY = ["train.epochs=1", "data.train_subset=640", "data.test_subset=100"]
+ONE_EPOCH = ["train.epochs=1", "data.train_subset=640", "data.test_subset=100"]
 
 
 def _argv(*overrides):
@@ -240,7 +240,7 @@ def _argv(*overrides):
 
 
 def test_metrics_record_provenance(tmp_path):
-    m = train(cfg(*TINY), tmp_path / "r", log=lambda s: None)
+    m = train(cfg(*ONE_EPOCH), tmp_path / "r", log=lambda s: None)
     p = m.provenance
     assert p.lpdt_version == m.versions.lpdt and p.device == "cpu"
     assert p.host and p.torch and p.command
@@ -298,17 +298,17 @@ def test_git_state_outside_a_checkout_is_none(tmp_path):
 
 def test_output_dir_of_another_config_is_refused(tmp_path, capsys):
     out = str(tmp_path / "run")
-    assert main(["train", *_argv(*TINY), "--out", out]) == 0
+    assert main(["train", *_argv(*ONE_EPOCH), "--out", out]) == 0
     capsys.readouterr()
     # complete run, other config: refused (not "already complete"), naming the keys
-    assert main(["train", *_argv(*TINY, "optim.lr=0.05", "skew=0.5"), "--out", out]) == 2
+    assert main(["train", *_argv(*ONE_EPOCH, "optim.lr=0.05", "skew=0.5"), "--out", out]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "optim.lr, partition.skew" in err[0] and "--force" in err[0]
     # execution settings are not part of the config's identity
-    assert main(["train", *_argv(*TINY, "threads=2", "name=x"), "--out", out]) == 0
+    assert main(["train", *_argv(*ONE_EPOCH, "threads=2", "name=x"), "--out", out]) == 0
     assert "already complete" in capsys.readouterr().out
     # --force overwrites
-    assert main(["train", *_argv(*TINY, "optim.lr=0.05"), "--out", out, "--force"]) == 0
+    assert main(["train", *_argv(*ONE_EPOCH, "optim.lr=0.05"), "--out", out, "--force"]) == 0
     m = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert m["config"]["optim"]["lr"] == 0.05
 
@@ -525,7 +525,7 @@ def test_several_runs_in_one_process_are_the_runs_their_own_processes_make(tmp_p
     paths = []
     for seed in (7, 8):
         p = tmp_path / f"seed{seed}.yaml"
-        p.write_text(dump_config(cfg(*TINY, "precision.mode=int8", f"seed={seed}")))
+        p.write_text(dump_config(cfg(*ONE_EPOCH, "precision.mode=int8", f"seed={seed}")))
         paths.append(p)
     argv = ["train", "--config", str(paths[0]), "--out", str(tmp_path / "a")]
     argv += ["--config", str(paths[1]), "--out", str(tmp_path / "b")]
@@ -551,8 +551,8 @@ def test_several_runs_in_one_process_are_the_runs_their_own_processes_make(tmp_p
 def test_a_failed_run_of_several_is_one_line_and_the_others_still_run(tmp_path, capsys):
     from lpdt.config import dump_config
 
-    (tmp_path / "c.yaml").write_text(dump_config(cfg(*TINY)))
-    (tmp_path / "other.yaml").write_text(dump_config(cfg(*TINY, "optim.lr=0.05")))
+    (tmp_path / "c.yaml").write_text(dump_config(cfg(*ONE_EPOCH)))
+    (tmp_path / "other.yaml").write_text(dump_config(cfg(*ONE_EPOCH, "optim.lr=0.05")))
     assert (
         main(["train", "--config", str(tmp_path / "other.yaml"), "--out", str(tmp_path / "x")]) == 0
     )
@@ -590,3 +590,28 @@ def test_a_subset_larger_than_its_split_is_a_note(tmp_path):
         "note: data.train_subset 100,000 is more than the 60,000 train examples of "
         "fashion_mnist: all 60,000 are used"
     ], lines
+
+
+def test_a_batch_larger_than_every_partition_is_a_note(tmp_path):
+    """``train.batch_size=512`` over 2 nodes of 100 examples each trained one short batch per
+    epoch, and the run's first line said only ``1 it/epoch``."""
+    lines: list[str] = []
+    c = cfg(
+        "data.train_subset=200",
+        "data.test_subset=64",
+        "topology.nodes=2",
+        "train.batch_size=512",
+        "train.epochs=1",
+        "train.final_gossip_rounds=1",
+        "train.curve_images=0",
+    )
+    train(c, tmp_path / "run", log=lines.append)
+    notes = [x for x in lines if x.startswith("note: ")]
+    assert notes == [
+        "note: train.batch_size 512 over 2 nodes is 256 per node, more than the largest "
+        "partition's 100 training examples: each epoch is one batch of a node's whole partition"
+    ], lines
+    # a batch that fits the partitions: no note
+    lines.clear()
+    train(cfg(*ONE_EPOCH, "topology.nodes=2"), tmp_path / "fits", log=lines.append)
+    assert not [x for x in lines if x.startswith("note: ")], lines

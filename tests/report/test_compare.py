@@ -558,3 +558,27 @@ def test_runs_without_results_say_so(tmp_path: Path) -> None:
         r"\(statuses: 11 missing, 1 diverged\)",
     ):
         compare(frame, keys, "precision", "fp32", "int8")
+
+
+def test_unfinished_run_folders_are_named(tmp_path: Path, capsys) -> None:
+    """A run folder with its config.yaml and no metrics.json (a run that stopped, or is still
+    running) was left out without a word, and passed alone read "no manifest.json, no
+    runs/*/metrics.json ..." (before 2026-12-01)."""
+    root = write_runs(tmp_path, known_runs())
+    finished = len(load_runs(root)[0])
+    for name in ("x1", "x2"):
+        (root / "runs" / name).mkdir()
+        (root / "runs" / name / "config.yaml").write_text("seed: 1\n")
+    notes: list[str] = []
+    frame, _ = load_runs(root, note=notes.append)
+    assert len(frame) == finished
+    assert notes == [
+        f"2 run folder(s) hold config.yaml and no metrics.json (not finished), left out: "
+        f"{root / 'runs' / 'x1'}, {root / 'runs' / 'x2'}"
+    ]
+    assert lpdt(str(root), "--vary", "precision", "--a", "int8", "--b", "fp32") == 0
+    assert "lpdt compare: note: 2 run folder(s)" in capsys.readouterr().err
+    # one unfinished run passed alone
+    assert lpdt(str(root / "runs" / "x1"), "--vary", "seed", "--a", "1", "--b", "2") == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{root / 'runs' / 'x1'} is one run, and it has not finished" in err, err

@@ -103,6 +103,10 @@ def result_diff(cfg: RunConfig, stored: dict[str, Any]) -> list[str]:
     return config_diff(result_dict(cfg.to_dict()), result_dict(stored))
 
 
+# The largest float32 (numpy.finfo("float32").max): every float of a config meets float32
+# tensors in training, where a larger one is torch's "cannot be converted ... without overflow"
+FLOAT32_MAX = 3.4028234663852886e38
+
 _MISSING = object()
 
 
@@ -265,6 +269,11 @@ def _coerce(value: Any, tp: Any, path: str, f: dataclasses.Field | None) -> Any:
         if not math.isfinite(number):  # lr=inf passed every range check and diverged at once
             raise ConfigError(
                 f"config key {path!r}: invalid value {value!r}; expected a finite number"
+            )
+        if abs(number) > FLOAT32_MAX:
+            raise ConfigError(
+                f"config key {path!r}: invalid value {value!r}; expected a number of at most "
+                f"{FLOAT32_MAX:.4g} in size (training computes in float32)"
             )
         return number
     if tp is str:

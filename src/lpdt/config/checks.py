@@ -127,6 +127,14 @@ def check_ranges(cfg: RunConfig) -> None:
     for k in ("train_subset", "test_subset"):
         v = getattr(cfg.data, k)
         need(v is None or v >= 1, f"data.{k}", "must be >= 1 or null")
+        cap = data.max_subset if data is not None else None
+        if v is not None and cap is not None:
+            need(
+                v <= cap,
+                f"data.{k}",
+                f"must be at most {cap:,} for {cfg.data.dataset!r}, whose examples are "
+                "generated in memory at the size asked",
+            )
     per_class = cfg.data.per_class
     need(per_class is None or per_class >= 2, "data.per_class", "must be >= 2 or null")
     if spec is not None and spec.inputs == "text":  # image models do not read it

@@ -37,6 +37,10 @@ class DatasetSpec(Spec):
     # what its examples are: images ([C, H, W]) or token ids; a model must take the same
     # (``lpdt.models.ModelSpec.inputs``: the config check)
     inputs: Literal["image", "text"] = "image"
+    # The most examples a split may ask for (``data.*_subset``; None: no bound). A generated
+    # dataset draws its splits in memory at the size asked, so a typo of a few zeros would
+    # allocate until the machine runs out.
+    max_subset: int | None = None
 
 
 DATASETS: Registry[DatasetSpec] = Registry("dataset", DatasetSpec)
@@ -51,7 +55,12 @@ DATASETS.add(  # RandomResizedCrop / CenterCrop to 224 px (lpdt.data.imagenette)
 )
 DATASETS.add(  # its reader's sizes when no subset is set
     "synthetic",
-    DatasetSpec("lpdt.data.synthetic:load_synthetic", SYNTHETIC_SIZES[0], SYNTHETIC_SIZES[1]),
+    DatasetSpec(
+        "lpdt.data.synthetic:load_synthetic",
+        SYNTHETIC_SIZES[0],
+        SYNTHETIC_SIZES[1],
+        max_subset=50_000,  # CIFAR-10's training split; drawing it holds ~1.2 GB of floats
+    ),
 )
 DATASETS.add("agnews", DatasetSpec(f"{_TEXT}:agnews", 120000, 7600, inputs="text"))
 DATASETS.add(  # SentEval tr / te

@@ -105,6 +105,20 @@ def subset_notes(cfg: RunConfig, run: Run) -> list[str]:
     return notes
 
 
+def batch_note(cfg: RunConfig, run: Run) -> str | None:
+    """A line when a node's batch is larger than every held node's partition: each epoch is then
+    one short batch per node (the reference's ``DataLoader`` without ``drop_last`` does the
+    same), which a run's first line does not make plain."""
+    largest = max(len(s.indices) for s in run.samplers)
+    if cfg.per_node_batch <= largest:
+        return None
+    return (
+        f"note: train.batch_size {cfg.train.batch_size} over {cfg.topology.nodes} nodes is "
+        f"{cfg.per_node_batch} per node, more than the largest partition's {largest:,} "
+        f"training examples: each epoch is one batch of a node's whole partition"
+    )
+
+
 def epoch_line(row: HistoryRow, epochs: int, eta_s: float | None = None) -> str:
     assert isinstance(row.epoch, int) and row.lr is not None and row.train_loss is not None
     s = f"epoch {row.epoch + 1}/{epochs}  lr {row.lr:.4g}  loss {row.train_loss:.4f}"

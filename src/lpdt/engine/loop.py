@@ -27,6 +27,7 @@ from lpdt.decentral.group import LocalGroup, NodeGroup
 from lpdt.engine.console import (
     PROGRESS_EVERY_S,
     Progress,
+    batch_note,
     epoch_line,
     start_line,
     subset_notes,
@@ -91,9 +92,9 @@ def train(
     holds, wall0, prov = _resume(cfg, run, ck_path, resume, prov, log)
     out.mkdir(parents=True, exist_ok=True)
     if group.writer:
-        write_text_atomic(out / "config.yaml", dump_config(cfg))
+        write_text_atomic(out / record.CONFIG_FILE, dump_config(cfg))
     log(start_line(cfg, run))
-    for note in [*subset_notes(cfg, run), schedule_note(cfg)]:
+    for note in [*subset_notes(cfg, run), batch_note(cfg, run), schedule_note(cfg)]:
         if note:
             log(note)
 

@@ -58,7 +58,7 @@ def check_run_dir(cfg: RunConfig, out: Path, log: Callable[[str], None]) -> None
     if metrics.exists():  # a record of another schema version is a RecordError (exit 2)
         refuse_other_config(cfg, record.read(metrics).config, metrics)
         return
-    path = out / "config.yaml"
+    path = out / record.CONFIG_FILE
     if path.exists():
         try:
             stored = yaml.safe_load(path.read_bytes())
@@ -73,7 +73,7 @@ def check_run_dir(cfg: RunConfig, out: Path, log: Callable[[str], None]) -> None
 RECORD_COPY = ".record-copy.json"
 # The record's files, in the order they are put back: metrics.json, whose presence means
 # "complete", last
-RECORD_FILES = ("config.yaml", record.HISTORY_FILE, record.METRICS_FILE)
+RECORD_FILES = (record.CONFIG_FILE, record.HISTORY_FILE, record.METRICS_FILE)
 
 
 def keep_record_copy(out: Path) -> None:

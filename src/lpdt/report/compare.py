@@ -30,7 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,9 +67,13 @@ class CompareError(LpdtError, ValueError):
 # --- the runs ----------------------------------------------------------------------------------
 
 
-def load_runs(source: str | Path) -> tuple[pd.DataFrame, list[str]]:
+def load_runs(
+    source: str | Path, note: Callable[[str], None] | None = None
+) -> tuple[pd.DataFrame, list[str]]:
     """(frame, coordinates): one row per (study, run) in the shape of
-    ``lpdt.report.aggregate.aggregate`` (study, run_id, seed, status, coordinates, acc)."""
+    ``lpdt.report.aggregate.aggregate`` (study, run_id, seed, status, coordinates, acc). Run
+    folders that have not finished (a ``config.yaml`` and no record) are left out, with a
+    ``note`` naming them."""
     src = Path(source)
     if not src.exists():
         raise FileNotFoundError(f"{src} does not exist (pass a results directory or a manifest)")
@@ -84,10 +89,28 @@ def load_runs(source: str | Path) -> tuple[pd.DataFrame, list[str]]:
     files = sorted(src.glob(f"runs/*/{record.METRICS_FILE}")) or sorted(
         src.glob(f"*/{record.METRICS_FILE}")
     )
+    if src.is_dir() and not files and (src / record.CONFIG_FILE).is_file():  # a crash, or running
+        raise CompareError(
+            f"{src} is one run, and it has not finished: it holds {record.CONFIG_FILE} and no "
+            f"{record.METRICS_FILE} (pass the folder that holds finished runs)"
+        )
     if not src.is_dir() or not files:
         raise FileNotFoundError(
             f"{src}: no manifest.json, no runs/*/metrics.json and no "
             "*/metrics.json (pass a results directory or a manifest)"
+        )
+    unfinished = [
+        d.parent
+        for d in sorted(src.glob(f"runs/*/{record.CONFIG_FILE}"))
+        + sorted(src.glob(f"*/{record.CONFIG_FILE}"))
+        if not (d.parent / record.METRICS_FILE).is_file()
+    ]
+    if unfinished and note is not None:
+        names = ", ".join(str(d) for d in unfinished[:3])
+        more = f" and {len(unfinished) - 3} more" if len(unfinished) > 3 else ""
+        note(
+            f"{len(unfinished)} run folder(s) hold {record.CONFIG_FILE} and no {record.METRICS_FILE} "
+            f"(not finished), left out: {names}{more}"
         )
     read: dict[str, tuple[Path, record.RunRecord]] = {}
     for f in files:
@@ -481,7 +504,9 @@ def text(res: dict, source: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     threshold = parse_threshold(args.threshold, args.direction)
-    frame, keys = load_runs(args.source)
+    frame, keys = load_runs(
+        args.source, note=lambda line: print(f"lpdt compare: note: {line}", file=sys.stderr)
+    )
     res = compare(
         frame,
         keys,

@@ -69,7 +69,7 @@ REPORT_TAG = "lpdt_report_scale"  # on the one run per scale that holds the repo
 COMPLETE_TAG = "lpdt_logged"  # set last: a run without it was interrupted while logging
 CELL_TAG = "cell"
 NOTE_TAG = "mlflow.note.content"  # the run's description in the UI
-RUN_FILES = (record.METRICS_FILE, record.HISTORY_FILE, "config.yaml")  # logged as artifacts
+RUN_FILES = (record.METRICS_FILE, record.HISTORY_FILE, record.CONFIG_FILE)  # logged as artifacts
 
 T = TypeVar("T")
 
