@@ -36,7 +36,7 @@ def runs(study: str, points: list[tuple[str, str, float, float]], **coords: obje
                 "study": study,
                 "status": "ok",
                 "run_id": f"{study}-{i}",
-                "seed": 1234,
+                "seed": 1234 + i,  # one run per seed: a point over runs averages seeds
                 "algorithm": algo,
                 "precision": prec,
                 "skew": skew,
@@ -356,3 +356,18 @@ def test_fig7_legends_name_what_a_reader_sees_beside_the_bars(tmp_path) -> None:
     assert {"Norm", "Quantization"} <= set(legend_labels(besides))
     assert any("Linear, Average pool" in t for t in texts(besides))
     plt.close(fig)
+
+
+def test_two_runs_of_one_seed_at_a_point_are_refused() -> None:
+    """Figure 4 drew the mean of two runs of one seed as a point with an error bar over
+    "seeds" (the tables refuse such a cell; before 2026-12-01 a manifest whose fig4 study
+    listed a run twice under two ids was drawn)."""
+    df = runs("fig4", [("choco", "fp32", 0.0, 80.0), ("choco", "fp32", 0.0, 82.0)])
+    fig4(df, no_paper())  # seeds 1234 and 1235: a mean over two seeds
+    df.loc[1, "seed"] = 1234
+    with pytest.raises(ValueError) as e:
+        fig4(df, no_paper())
+    assert str(e.value).startswith("runs fig4-0, fig4-1 share seed 1234 at dataset=cifar10, "), e
+    assert str(e.value).endswith(
+        "fig4 would average them as seeds (keep one run per seed in the manifest)"
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -300,6 +300,23 @@ def _num(v: Any) -> float:
     except (TypeError, ValueError):
         return float("nan")
     return f if math.isfinite(f) else float("nan")
+
+
+def shared_seed(runs: pd.DataFrame, keys: Sequence[str]) -> str | None:
+    """The first group of two or more runs (by ``run_id``) with one seed and the same ``keys``,
+    as "runs A, B share seed S at k=v, ...": a table or figure would average them as seeds
+    (the claims leave such a cell out; ``lpdt compare`` refuses it). None: one run per seed."""
+    keys = [k for k in keys if k in runs]
+    seeded = runs[runs["seed"].notna()].drop_duplicates("run_id") if "seed" in runs else runs[:0]
+    for key, g in seeded.groupby([*keys, "seed"], dropna=False, sort=False):
+        if len(g) > 1:
+            values = key if isinstance(key, tuple) else (key,)
+            at = ", ".join(f"{k}={v}" for k, v in zip(keys, values[:-1], strict=True))
+            return (
+                f"runs {', '.join(map(str, g['run_id']))} share seed {int(values[-1])}"
+                f"{' at ' + at if at else ''}"
+            )
+    return None
 
 
 def engine_counts(df: pd.DataFrame) -> dict[str, int]:

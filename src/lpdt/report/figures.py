@@ -23,7 +23,7 @@ import pandas as pd  # noqa: E402
 
 from lpdt.decentral.catalog import ALGORITHMS  # noqa: E402
 from lpdt.report import artifacts  # noqa: E402
-from lpdt.report.aggregate import KEYS, stand_in_names  # noqa: E402
+from lpdt.report.aggregate import KEYS, shared_seed, stand_in_names  # noqa: E402
 from lpdt.report.describe import fixed_text  # noqa: E402
 from lpdt.report.paper import paper_accuracy  # noqa: E402
 from lpdt.report.stats import LEVEL, t_interval  # noqa: E402
@@ -74,6 +74,11 @@ def figure_runs(df: pd.DataFrame, name: str) -> pd.DataFrame:
     runs = _ok(df, *figure.studies)
     for key, value in figure.where:
         runs = runs[runs[key] == value]
+    shared = shared_seed(runs, KEYS)
+    if shared:  # the error bars are over seeds: one run each, as in the tables
+        raise ValueError(
+            f"{shared}; {name} would average them as seeds (keep one run per seed in the manifest)"
+        )
     return runs
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from lpdt.decentral.catalog import ALGORITHMS
 from lpdt.report import artifacts
-from lpdt.report.aggregate import BY_NAME, KEYS, stand_in_names
+from lpdt.report.aggregate import BY_NAME, KEYS, shared_seed, stand_in_names
 from lpdt.report.cost_tables import data_table
 from lpdt.report.describe import illustrative_text, setup_text
 from lpdt.report.formatting import as_text, table_cell
@@ -126,15 +126,14 @@ def compare(df: pd.DataFrame, paper: pd.DataFrame, spec: AccuracyTable) -> pd.Da
             "ok" if len(ok) else ("diverged" if (g["status"] == "diverged").any() else "missing")
         )
         seeds = sorted({int(x) for x in g["seed"].dropna()})
-        shared = g[g["seed"].notna() & g["seed"].duplicated(keep=False)]
-        if len(shared):  # a mean over seeds: one run each (the claims and lpdt compare agree)
+        shared = shared_seed(g, [])  # a mean over seeds: one run each
+        if shared:
             cell = ", ".join(
                 f"{k}={v}" for k, v in zip(spec.match, key if isinstance(key, tuple) else (key,))
             )
             raise ValueError(
-                f"study {spec.study}, cell {cell}: runs {', '.join(shared['run_id'])} share seed "
-                f"{int(shared['seed'].iloc[0])}; Table {spec.table} would average them as seeds "
-                "(keep one run per seed in the manifest)"
+                f"study {spec.study}, cell {cell}: {shared}; Table {spec.table} would average "
+                "them as seeds (keep one run per seed in the manifest)"
             )
         groups.append(
             dict(zip(spec.match, key if isinstance(key, tuple) else (key,)))
