@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -375,3 +376,25 @@ def test_a_pipe_whose_reader_has_gone_is_told_without_writing(tmp_path, monkeypa
         assert not io.output_reader_gone()
         monkeypatch.setattr(sys, "stdout", stdio.StringIO())
         assert not io.output_reader_gone()
+
+
+def test_a_config_from_a_pipe_is_read_and_a_dash_points_to_stdin(tmp_path):
+    """``lpdt train --config <(...)``: "config file '/dev/fd/63' does not exist" (a pipe is no
+    regular file), before 2026-12-01; ``--config -`` says where standard input is."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    done = threading.Event()
+
+    def feed() -> None:
+        with open(fifo, "w") as f:
+            f.write("seed: 7\n")
+        done.set()
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    assert io.read_yaml_mapping(fifo, ValueError, "config file") == {"seed": 7}
+    writer.join(timeout=10)
+    assert done.is_set()
+    with pytest.raises(ValueError) as e:
+        io.read_yaml_mapping("-", ValueError, "config file '-'")
+    assert str(e.value) == "config file '-' does not exist (standard input is /dev/stdin)"

@@ -83,6 +83,11 @@ def run(args: argparse.Namespace) -> int:
     from lpdt.config import dump_config, load_config
 
     paths = args.config or [None]
+    if args.resume and args.force:  # --force won: the checkpoint was discarded without a word
+        raise ValueError(
+            "--resume continues a run from its checkpoint and --force trains it again from its "
+            "start, discarding the checkpoint: pass one of them"
+        )
     if len(paths) > 1 and len(args.out) != len(paths) and not args.print_config:
         raise ValueError(
             f"{len(paths)} --config need as many --out (got {len(args.out)}), in the same order"

@@ -311,8 +311,11 @@ def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> di
     import yaml
 
     p = Path(path)
-    if not p.is_file():
-        raise error(f"{what} {'is a directory, not a file' if p.is_dir() else 'does not exist'}")
+    if p.is_dir():
+        raise error(f"{what} is a directory, not a file")
+    if not p.exists():  # a pipe (<(...), /dev/stdin) exists and is read as a file is
+        stdin = " (standard input is /dev/stdin)" if str(path) == "-" else ""
+        raise error(f"{what} does not exist{stdin}")
     try:
         data = load_yaml(p.read_text())
         if data is None:

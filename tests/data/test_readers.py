@@ -398,3 +398,70 @@ def test_every_spec_names_a_reader_and_the_generated_sizes_are_the_plans() -> No
     spec = DATASETS.get("synthetic")
     ds = load_dataset(DataConfig(dataset="synthetic"))
     assert (len(ds.labels("train")), len(ds.labels("test"))) == (spec.train_size, spec.test_size)
+
+
+def _rewrite_cifar(folder: Path, batch: str, **changes: object) -> None:
+    with open(folder / batch, "rb") as f:
+        d = pickle.load(f)
+    d.update({k.encode(): v for k, v in changes.items()})
+    with open(folder / batch, "wb") as f:
+        pickle.dump(d, f)
+
+
+@pytest.mark.parametrize(
+    ("batch", "changes", "says"),
+    [
+        # each was read without a word before 2026-12-01: pixels wrapped modulo 256, labels cut
+        # to whole numbers, an empty batch; the empty test split failed after an epoch with a
+        # ZeroDivisionError (the accuracy curve's rows)
+        ("data_batch_2", {"data": np.ones((20, 3072), np.float32)}, "images are float32"),
+        ("data_batch_2", {"labels": [1.5] * 20}, "labels are float64, not whole numbers"),
+        (
+            "data_batch_2",
+            {"data": np.zeros((0, 3072), np.uint8), "labels": []},
+            "data_batch_2: ValueError: it holds no images",
+        ),
+        ("test_batch", {"data": np.zeros((0, 3072), np.uint8), "labels": []}, "no images"),
+    ],
+)
+def test_a_damaged_cifar_batch_is_refused_naming_it(tmp_path, batch, changes, says):
+    folder = write_cifar10(tmp_path)
+    _rewrite_cifar(folder, batch, **changes)
+    with pytest.raises(DatasetError) as e:
+        load_dataset(DataConfig(dataset="cifar10", root=str(tmp_path)))
+    assert f"corrupt CIFAR file {folder / batch}" in str(e.value) and says in str(e.value), e
+
+
+@pytest.mark.parametrize("batch", ["test_batch", "data_batch_3"])
+def test_a_class_missing_from_a_whole_split_is_refused(tmp_path, batch):
+    """Imagenette refused a class without images; CIFAR-10 without a label 9 anywhere trained
+    nine classes and ended "ok" (before 2026-12-01). Only the whole split counts: a subset
+    may leave a class out."""
+    folder = write_cifar10(tmp_path)
+    batches = ["test_batch"] if batch == "test_batch" else [f"data_batch_{i}" for i in range(1, 6)]
+    for b in batches:
+        _rewrite_cifar(folder, b, labels=[i % 9 for i in range(20)])
+    split = "test" if batch == "test_batch" else "train"
+    with pytest.raises(DatasetError) as e:
+        load_dataset(DataConfig(dataset="cifar10", root=str(tmp_path)))
+    assert f"cifar10 ({folder}): no {split} example of class 9 (of 0..9): a partial" in str(e.value)
+    write_cifar10(tmp_path / "whole")  # a subset of 4 images holds 4 of the 10 classes
+    ds = load_dataset(DataConfig(dataset="cifar10", root=str(tmp_path / "whole"), train_subset=4))
+    assert sorted(ds.labels("train")) == [0, 1, 2, 3]
+
+
+def test_a_partial_fashion_mnist_copy_is_refused_not_replaced(tmp_path, monkeypatch):
+    """A data root's Fashion-MNIST folder without one of its four files: Debian's copy was read
+    in its place, silently (before 2026-12-01)."""
+    debian = write_fmnist(tmp_path / "debian")
+    monkeypatch.setattr(images, "DEBIAN_FASHION_MNIST", debian)
+    mine = write_fmnist(tmp_path / "mine")
+    (mine / "t10k-labels-idx1-ubyte.gz").unlink()
+    with pytest.raises(DatasetError) as e:
+        load_dataset(DataConfig(dataset="fashion_mnist", root=str(tmp_path / "mine")))
+    assert str(e.value) == (
+        f"fashion_mnist: {mine} holds some of its files but not t10k-labels-idx1-ubyte[.gz]: "
+        "complete the copy, or remove it"
+    )
+    ds = load_dataset(DataConfig(dataset="fashion_mnist", root=str(tmp_path / "empty")))
+    assert ds.info.source == str(debian)  # no copy of the user's: Debian's, as before

@@ -202,3 +202,55 @@ def test_a_damaged_token_cache_is_tokenised_again(tmp_path, damage) -> None:
     assert torch.equal(a.batch("train", torch.arange(12))[0], b.batch("train", torch.arange(12))[0])
     again = torch.load(cache, weights_only=True)  # rewritten: whole and the same ids
     assert all(torch.equal(again[k], v) for k, v in torch.load(io.BytesIO(whole)).items())
+
+
+@pytest.mark.parametrize(
+    ("frame", "says"),
+    [
+        # before 2026-12-01: pyarrow's six lines naming no file, int()'s "invalid literal for
+        # int() with base 10: 'World'", transformers' "text input must be of type str", and
+        # fractional labels cut to whole ones without a word
+        ({"sentence": ["a"], "label": [0]}, "not AG News' parquet (columns text, label 0-3): "),
+        ({"text": ["a"], "label": ["World"]}, "its column label is str, not the class numbers"),
+        ({"text": ["a", None], "label": [0, 1]}, "its column text holds values that are not text"),
+        ({"text": ["a"], "label": [1.5]}, "its column label is float64, not the class"),
+    ],
+)
+def test_a_damaged_agnews_parquet_names_the_file(tmp_path, frame, says) -> None:
+    path = tmp_path / "train-0.parquet"
+    pd.DataFrame(frame).to_parquet(path)
+    with pytest.raises(DatasetError) as e:
+        text_mod.read_agnews_parquet([path])
+    assert str(e.value).startswith(f"{path}: ") and says in str(e.value), e.value
+    assert "\n" not in str(e.value)
+
+
+def test_a_binary_sentlen_file_names_the_file(tmp_path) -> None:
+    """Random bytes: "'utf-8' codec can't decode byte 0x8d ..." without the file's name."""
+    path = tmp_path / "sentence_length.txt"
+    path.write_bytes(bytes(range(128, 256)) * 4)
+    with pytest.raises(DatasetError, match=rf"{path}: not a SentEval probing file \(UTF-8 text\)"):
+        text_mod.read_sentlen(path)
+
+
+@needs_tokenizer
+@pytest.mark.parametrize(
+    ("te_labels", "says"),
+    [
+        # an empty test split failed after an epoch with a ZeroDivisionError; a missing class
+        # trained five of the six and ended "ok" (before 2026-12-01)
+        ([], "no test examples: an empty or truncated file"),
+        ([0, 1, 2, 3, 4] * 2, "no test example of class 5 (of 0..5): a partial or foreign file"),
+    ],
+)
+def test_an_empty_split_or_a_missing_class_is_refused(tmp_path, te_labels, says) -> None:
+    (tmp_path / "sentlen").mkdir()
+    path = tmp_path / "sentlen" / "sentence_length.txt"
+    lines = [f"tr\t{i % 6}\t{'word ' * (i + 3)}" for i in range(12)]
+    lines += [f"te\t{y}\t{'word ' * (y + 3)}" for y in te_labels]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DatasetError) as e:
+        load_dataset(cfg(tmp_path, "sentlen", max_length=32))
+    assert str(e.value) == f"sentlen ({path}): {says}" + (
+        "; a run would learn and score fewer classes than it says" if te_labels else ""
+    )

@@ -350,6 +350,11 @@ def test_a_checkpoint_is_not_overwritten_without_resume_or_force(tmp_path, capsy
     assert len(err) == 1 and "checkpoint.pt" in err[0], err
     assert "--resume" in err[0] and "--force" in err[0], err
     assert (out / "checkpoint.pt").read_bytes() == ck and not (out / "metrics.json").exists()
+    # --resume with --force: --force discarded the checkpoint without a word (before 2026-12-01)
+    assert main([*argv, "--resume", "--force"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pass one of them" in err[0], err
+    assert (out / "checkpoint.pt").read_bytes() == ck
     assert main([*argv, "--resume"]) == 0
     assert "resumed from" in capsys.readouterr().out
     lines: list[str] = []
@@ -615,3 +620,14 @@ def test_a_batch_larger_than_every_partition_is_a_note(tmp_path):
     lines.clear()
     train(cfg(*ONE_EPOCH, "topology.nodes=2"), tmp_path / "fits", log=lines.append)
     assert not [x for x in lines if x.startswith("note: ")], lines
+
+
+def test_resume_with_nothing_to_resume_says_so(tmp_path):
+    """``--resume`` into a folder with no checkpoint (a mistyped ``--out``) trained a new run
+    from its start without a word (before 2026-12-01)."""
+    lines: list[str] = []
+    train(cfg(*SMALL, "train.epochs=1"), tmp_path / "new", resume=True, log=lines.append)
+    assert (
+        f"note: --resume: no checkpoint to resume in {tmp_path / 'new'}; starting at epoch 1"
+        in lines
+    )

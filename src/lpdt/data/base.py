@@ -81,12 +81,7 @@ class TensorDataset(Dataset):
         self._y = {"train": train_y.long(), "test": test_y.long()}
         self._transform = transform
         for split, y in self._y.items():  # a damaged label file: say so before training
-            bad = y[(y < 0) | (y >= info.num_classes)]
-            if len(bad):
-                raise DatasetError(
-                    f"{info.name} ({info.source}): {len(bad)} {split} label(s) outside 0.."
-                    f"{info.num_classes - 1}, e.g. {int(bad[0])}: a damaged or foreign label file"
-                )
+            check_labels(info.name, info.source, split, y.numpy(), info.num_classes)
 
     def labels(self, split: str) -> np.ndarray:
         return self._y[split].numpy()
@@ -105,6 +100,30 @@ class TensorDataset(Dataset):
 
 
 # --- helpers shared by every reader (image and text) -------------------------------------------
+
+
+def check_labels(
+    name: str, source: str, split: str, labels: np.ndarray, num_classes: int, every: bool = False
+) -> None:
+    """Refuse a split with no example or with a label outside ``0..num_classes - 1``, and with
+    ``every`` (a reader's whole split, before any subset) one that lacks a class: a run would
+    learn and score fewer classes than it says, and end "ok"."""
+    y = np.asarray(labels)
+    if len(y) == 0:  # else a traceback after an epoch (the accuracy curve's rows)
+        raise DatasetError(f"{name} ({source}): no {split} examples: an empty or truncated file")
+    bad = y[(y < 0) | (y >= num_classes)]
+    if len(bad):
+        raise DatasetError(
+            f"{name} ({source}): {len(bad)} {split} label(s) outside 0..{num_classes - 1}, e.g. "
+            f"{int(bad[0])}: a damaged or foreign label file"
+        )
+    missing = sorted(set(range(num_classes)) - {int(c) for c in np.unique(y)}) if every else []
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+        raise DatasetError(
+            f"{name} ({source}): no {split} example of class {shown} (of 0..{num_classes - 1}): "
+            "a partial or foreign file; a run would learn and score fewer classes than it says"
+        )
 
 
 def dataset_info(

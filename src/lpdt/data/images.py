@@ -23,6 +23,7 @@ from lpdt.data.base import (
     DatasetError,
     TensorDataset,
     balanced_subset,
+    check_labels,
     data_root,
     dataset_info,
 )
@@ -63,6 +64,8 @@ def _image_tensors(
     std: tuple[float, ...],
 ) -> TensorDataset:
     """Subset, resize and wrap ``splits`` ({split: (uint8 x [N,C,32,32], y)}) as a dataset."""
+    for split, (_, y) in splits.items():  # the whole split, before a subset takes part of it
+        check_labels(name, source, split, y.numpy(), classes, every=True)
     size = cfg.image_size
     train_x, train_y = _subset(*splits["train"], cfg.train_subset)
     test_x, test_y = _subset(*splits["test"], cfg.test_subset)
@@ -106,9 +109,15 @@ def _read_cifar_file(path: Path, key: bytes) -> tuple[np.ndarray, np.ndarray]:
     try:
         with open(path, "rb") as f:
             d = pickle.load(f, encoding="bytes")
-        data = np.asarray(d[b"data"], dtype=np.uint8)
-        labels = np.asarray(d[key], dtype=np.int64)
-        data = data.reshape(len(labels), 3, 32, 32)
+        data, labels = np.asarray(d[b"data"]), np.asarray(d[key])
+        # a cast would wrap other pixels modulo 256 and cut fractional labels to whole ones
+        if len(labels) == 0:
+            raise ValueError("it holds no images")
+        if data.dtype != np.uint8:
+            raise ValueError(f"its images are {data.dtype}, not uint8")
+        if labels.dtype.kind not in "iu":
+            raise ValueError(f"its labels are {labels.dtype}, not whole numbers")
+        data, labels = data.reshape(len(labels), 3, 32, 32), labels.astype(np.int64)
     except Exception as e:  # truncated pickle, wrong keys, wrong sizes
         raise DatasetError(f"corrupt CIFAR file {path}: {type(e).__name__}: {e}") from None
     return data, labels
@@ -204,9 +213,18 @@ def _find_idx(folder: Path, stem: str) -> Path | None:
 
 
 def _find_fmnist_dir(root: Path) -> Path | None:
+    """The first folder that holds the four IDX files; a folder of the data root that holds
+    some of them is refused (a partial copy: Debian's would be read in its place, silently)."""
     for cand in (root / "FashionMNIST" / "raw", root / "fashion-mnist", root, DEBIAN_FASHION_MNIST):
-        if all(_find_idx(cand, s) for pair in _FMNIST_FILES.values() for s in pair):
+        stems = [s for pair in _FMNIST_FILES.values() for s in pair]
+        missing = [s for s in stems if not _find_idx(cand, s)]
+        if not missing:
             return cand
+        if len(missing) < len(stems) and cand != DEBIAN_FASHION_MNIST:
+            raise DatasetError(
+                f"fashion_mnist: {cand} holds some of its files but not "
+                f"{', '.join(m + '[.gz]' for m in missing)}: complete the copy, or remove it"
+            )
     return None
 
 

@@ -26,7 +26,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from lpdt.data.base import DatasetError, TensorDataset, balanced_subset, data_root, dataset_info
+from lpdt.data.base import (
+    DatasetError,
+    TensorDataset,
+    balanced_subset,
+    check_labels,
+    data_root,
+    dataset_info,
+)
 from lpdt.io import TORCH_LOAD_ERRORS
 
 CACHE_VERSION = 1  # bump when the reading/tokenising rules change, to invalidate old caches
@@ -161,6 +168,8 @@ def build_text_dataset(
     data = _cached(cache)
     if data is None:
         tr_text, tr_y, te_text, te_y = read()
+        for split, y in (("train", tr_y), ("test", te_y)):  # the whole split, before a subset
+            check_labels(name, source, split, y, num_classes, every=True)
         tr_keep = balanced_subset(tr_y, cfg.train_subset)
         te_keep = balanced_subset(te_y, cfg.test_subset)
         tokenizer = load_tokenizer(tok_path)
@@ -224,8 +233,24 @@ def read_agnews_parquet(paths: list[Path]) -> tuple[Texts, np.ndarray]:
     """The Hugging Face layout: parquet shards with ``text`` and ``label`` (0-3) columns."""
     import pandas as pd
 
-    df = pd.concat([pd.read_parquet(p, columns=["text", "label"]) for p in paths])
-    return df["text"].astype(str).tolist(), df["label"].to_numpy(np.int64)
+    frames = []
+    for p in paths:
+        try:
+            df = pd.read_parquet(p, columns=["text", "label"])
+        except Exception as e:  # pyarrow's own errors: a missing column, a damaged file
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise DatasetError(
+                f"{p}: not AG News' parquet (columns text, label 0-3): {first}"
+            ) from None
+        if df["text"].isna().any() or not df["text"].map(lambda t: isinstance(t, str)).all():
+            raise DatasetError(f"{p}: its column text holds values that are not text")
+        if df["label"].dtype.kind not in "iu":
+            raise DatasetError(
+                f"{p}: its column label is {df['label'].dtype}, not the class numbers 0-3"
+            )
+        frames.append(df)
+    df = pd.concat(frames)
+    return df["text"].tolist(), df["label"].to_numpy(np.int64)
 
 
 def agnews(cfg: Any) -> TensorDataset:
@@ -253,18 +278,22 @@ def read_sentlen(path: Path) -> Splits:
     """SentEval probing file: ``split<TAB>label<TAB>sentence``; train = tr, test = te (va unused)."""
     split_text: dict[str, Texts] = {"tr": [], "va": [], "te": []}
     split_y: dict[str, list[int]] = {"tr": [], "va": [], "te": []}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.rstrip("\n")
-            if not line.strip():
-                continue
-            parts = line.split("\t", 2)
-            if len(parts) != 3 or parts[0] not in split_text:
-                raise DatasetError(f"{path}:{n}: expected 'tr|va|te<TAB>label<TAB>sentence'")
-            if not parts[1].strip().lstrip("-").isdigit():
-                raise DatasetError(f"{path}:{n}: label {parts[1]!r} is not a number")
-            split_text[parts[0]].append(parts[2])
-            split_y[parts[0]].append(int(parts[1]))
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = list(f)
+    except UnicodeDecodeError as e:
+        raise DatasetError(f"{path}: not a SentEval probing file (UTF-8 text): {e}") from None
+    for n, line in enumerate(lines, 1):
+        line = line.rstrip("\n")
+        if not line.strip():
+            continue
+        parts = line.split("\t", 2)
+        if len(parts) != 3 or parts[0] not in split_text:
+            raise DatasetError(f"{path}:{n}: expected 'tr|va|te<TAB>label<TAB>sentence'")
+        if not parts[1].strip().lstrip("-").isdigit():
+            raise DatasetError(f"{path}:{n}: label {parts[1]!r} is not a number")
+        split_text[parts[0]].append(parts[2])
+        split_y[parts[0]].append(int(parts[1]))
     ys = {k: np.asarray(v, dtype=np.int64) for k, v in split_y.items()}
     for k, y in ys.items():
         if len(y) and (y.min() < 0 or y.max() >= len(SENTLEN_BINS)):

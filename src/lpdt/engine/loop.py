@@ -191,6 +191,8 @@ def _resume(
             f"note: not every process has a checkpoint of one epoch (this one has epochs "
             f"{sorted(found)}); starting from scratch"
         )
+    elif resume and run.group.writer:  # a mistyped --out trained a new run without a word
+        log(f"note: --resume: no checkpoint to resume in {ck_path.parent}; starting at epoch 1")
     return None, 0.0, prov
 
 

@@ -313,7 +313,7 @@ def shared_seed(runs: pd.DataFrame, keys: Sequence[str]) -> str | None:
             values = key if isinstance(key, tuple) else (key,)
             at = ", ".join(f"{k}={v}" for k, v in zip(keys, values[:-1], strict=True))
             return (
-                f"runs {', '.join(map(str, g['run_id']))} share seed {int(values[-1])}"
+                f"runs {', '.join(map(str, g['run_id']))} share seed {int(g['seed'].iloc[0])}"
                 f"{' at ' + at if at else ''}"
             )
     return None
