@@ -45,7 +45,28 @@ def _config_error(schema_path):
     if error is None:
         return None
     where = ".".join(str(p) for p in error.absolute_path)
-    return f"config{f' {where}' if where else ''}: {error.message}"
+    choice = error.parent if error.parent is not None else error
+    if choice.validator in ("oneOf", "anyOf"):  # "'maybe' is not one of ['auto']" said only one
+        expected = ", or ".join(_expected(branch) for branch in choice.validator_value)
+    else:
+        expected = _expected(error.schema) if error.validator == "type" else ""
+    more = f"; expected {expected}" if expected else ""
+    return f"config{f' {where}' if where else ''}: {error.message}{more}"
+
+
+def _expected(schema):
+    """What a schema (a branch of a oneOf) takes, in words: "true or false", "'auto'", "an
+    integer >= 1"; "" for a schema these words do not cover."""
+    if "const" in schema:
+        return repr(schema["const"])
+    if "enum" in schema:
+        return " or ".join(map(repr, schema["enum"]))
+    kind = schema.get("type")
+    if kind == "boolean":
+        return "true or false"
+    if kind == "integer":
+        return "an integer" + (f" >= {schema['minimum']}" if "minimum" in schema else "")
+    return ""
 
 
 if (_error := _config_error("workflow/schemas/config.schema.yaml")) is not None:

@@ -96,6 +96,17 @@ def run(args: argparse.Namespace) -> int:
     twice = [o for i, o in enumerate(args.out) if resolved[i] in resolved[:i]]
     if twice and not args.print_config:  # with --force the second run replaced the first
         raise ValueError(f"--out {twice[0]} is given twice: one run folder per --config")
+    nested = [
+        (args.out[i], args.out[j])
+        for i, a in enumerate(resolved)
+        for j, b in enumerate(resolved)
+        if i != j and b.is_relative_to(a)
+    ]
+    if nested and not args.print_config:  # the second run's files inside the first's folder
+        inner, outer = nested[0][1], nested[0][0]
+        raise ValueError(
+            f"--out {inner} lies inside --out {outer}: one run folder may not hold another"
+        )
     if len(args.out) > len(paths):
         raise ValueError(
             f"{len(args.out)} --out for {len(paths)} config(s): one --out per --config"

@@ -49,6 +49,9 @@ def test_bad_values_are_one_line_with_the_commands_name(capsys):
     assert "skew" in _one_line(capsys, "--class-sizes", "cifar10", "--skew", "1.5")
     assert '"' not in _one_line(capsys, "--dataset", "nope")
     assert "--seed -1" in _one_line(capsys, "--class-sizes", "cifar10", "--seed", "-1")
+    # a skew twice: its table printed twice, the JSON held it once (before 2026-12-01)
+    line = _one_line(capsys, "--class-sizes", "cifar10", "--skew", "0.5", "0.50")
+    assert "--skew 0.5 is given twice" in line
 
 
 def test_class_sizes_refuse_the_options_they_ignore(capsys):

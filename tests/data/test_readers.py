@@ -239,6 +239,21 @@ def test_imagenette_with_a_class_without_images_is_refused(tmp_path, where):
         load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path)))
 
 
+def test_imagenette_val_class_without_a_training_folder_is_refused(tmp_path):
+    """A val class folder that train has not: its images left the test split without a word
+    (before 2026-12-01)."""
+    import shutil
+
+    folder = write_imagenette(tmp_path)
+    shutil.copytree(folder / "val" / "n02102040", folder / "val" / "n09999999")
+    with pytest.raises(DatasetError) as e:
+        load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path)))
+    assert str(e.value) == (
+        f"imagenette: {folder / 'val'} holds class folder(s) n09999999 that {folder / 'train'} "
+        "has not (a run scores the classes it trains)"
+    )
+
+
 def test_imagenette_subset(tmp_path):
     write_imagenette(tmp_path)
     ds = load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path), train_subset=6))

@@ -10,6 +10,7 @@ from lpdt.decentral.topology import (
     matrix_from_peers,
     mixing_matrix,
     out_degrees,
+    shape_note,
     spectral_gap,
     torus_shape,
 )
@@ -146,3 +147,19 @@ def test_the_json_is_written_before_the_listing(tmp_path, monkeypatch) -> None:
         topology.run(argparse.Namespace(name="ring", nodes=8, rows=None, json=str(out)))
     assert printed[0].startswith("ring on 8 nodes")
     assert json.loads(out.read_text())["nodes"] == 8
+
+
+def test_a_torus_of_a_prime_node_count_is_named_a_ring(capsys):
+    """``--name torus --nodes 7`` built a 1 x 7 torus, a ring, without a word (before
+    2026-12-01); a run's notes say the same."""
+    from lpdt.cli import main
+
+    assert main(["topology", "--name", "torus", "--nodes", "7"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == (
+        "note: torus on 7 nodes is 1 x 7, a ring: 7 is prime (choose a node count with "
+        "factors, or set the rows)"
+    )
+    for n, rows in ((8, None), (3, None), (7, 1)):  # 2 x 4; too small to differ; asked for
+        assert shape_note("torus", n, rows) is None
+    assert shape_note("ring", 7, None) is None

@@ -569,6 +569,11 @@ def test_a_failed_run_of_several_is_one_line_and_the_others_still_run(tmp_path, 
     assert err[0].startswith(f"lpdt train: error in run {tmp_path / 'x'}: ")
     assert err[-1] == "lpdt train: 1 of 2 runs complete, 1 failed"
     assert record.read(tmp_path / "y").status == "ok"
+    # one run folder inside another (the second run's files in the first's folder)
+    argv = ["train", "--config", "a.yaml", "--config", "b.yaml", "--out", "m8", "--out", "m8/sub"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--out m8/sub lies inside --out m8" in err[0], err
     # one --out per --config
     assert main(["train", "--config", "a.yaml", "--config", "b.yaml", "--out", "o"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -173,6 +173,11 @@ def test_config_typo_names_the_key(tmp_path):
     assert r.returncode != 0 and "config gpu_jobs_per_gpu: 0 is less than the minimum of 1" in (
         r.stdout + r.stderr
     )
+    # one branch of a choice was named: "'maybe' is not one of ['auto']" (true passes too)
+    r = snakemake(wd, "-n", "--config", "batch_runs=maybe")
+    assert r.returncode != 0 and (
+        "config batch_runs: 'maybe' is not one of ['auto']; expected true or false, or 'auto'"
+    ) in (r.stdout + r.stderr)
 
 
 def test_scale_file_typo_names_the_key(tmp_path):

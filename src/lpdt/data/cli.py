@@ -96,6 +96,9 @@ def run(args: argparse.Namespace) -> int:
     line, ``lpdt partition: error: ...``, exit 2."""
     if not 0 <= args.seed < 2**32:  # numpy's seeds, as a run config's partition.seed
         raise ValueError(f"--seed {args.seed}: must be in [0, 2**32)")
+    twice = sorted({s for s in args.skew if args.skew.count(s) > 1})
+    if twice:  # its table printed twice; the JSON, keyed by skew, held it once
+        raise ValueError(f"--skew {twice[0]:g} is given twice: one table per skew")
     name, source, labels = _labels(args)
     num_classes = int(labels.max()) + 1
     result: dict = {

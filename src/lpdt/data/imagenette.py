@@ -254,6 +254,14 @@ class ImagenetteDataset(Dataset):
         classes = sorted(p.name for p in (folder / "train").iterdir() if p.is_dir())
         if not classes:
             raise DatasetError(f"imagenette: no class folders in {folder / 'train'}")
+        val = folder / "val"
+        held = val.iterdir() if val.is_dir() else iter(())
+        extra = sorted(p.name for p in held if p.is_dir() and p.name not in classes)
+        if extra:  # its images were left out of the test split without a word
+            raise DatasetError(
+                f"imagenette: {val} holds class folder(s) {', '.join(extra)} that "
+                f"{folder / 'train'} has not (a run scores the classes it trains)"
+            )
         self.classes = classes
         self._files: dict[str, list[Path]] = {}
         self._y: dict[str, torch.Tensor] = {}

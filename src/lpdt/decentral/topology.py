@@ -55,6 +55,17 @@ def torus_shape(n: int, rows: int | None = None) -> tuple[int, int]:
     return rows, n // rows
 
 
+def shape_note(name: str, n: int, rows: int | None) -> str | None:
+    """A line when a graph laid out in rows (``TopologySpec.shaped``: the torus) gets one row
+    by itself: a prime node count has no other factorisation, and 1 x n is a ring."""
+    if rows is not None or n < 4 or not TOPOLOGIES.get(name).shaped or torus_shape(n)[0] > 1:
+        return None
+    return (
+        f"note: {name} on {n} nodes is 1 x {n}, a ring: {n} is prime (choose a node count with "
+        "factors, or set the rows)"
+    )
+
+
 def torus(n: int, rows: int | None = None, **_: object) -> list[list[int]]:
     """True 2-D torus: (r, c) talks to (r +- 1, c) and (r, c +- 1), distinct neighbours only."""
     _check_n(n)
@@ -227,6 +238,9 @@ def run(args: argparse.Namespace) -> int:
         f"{d['name']} on {d['nodes']} nodes: spectral gap {_gap_text(d['spectral_gap'])} "
         f"(second eigenvalue modulus {d['second_eigenvalue_modulus']:.4f})"
     )
+    note = shape_note(args.name, args.nodes, args.rows)
+    if note:
+        print(note)
     for j, outs in enumerate(d["out_peers"]):
         print(f"  node {j:>2} -> {outs}")
     if args.json:

@@ -24,6 +24,7 @@ import lpdt
 from lpdt import provenance, record
 from lpdt.config import RunConfig, dump_config
 from lpdt.decentral.group import LocalGroup, NodeGroup
+from lpdt.decentral.topology import shape_note
 from lpdt.engine.console import (
     PROGRESS_EVERY_S,
     Progress,
@@ -94,7 +95,9 @@ def train(
     if group.writer:
         write_text_atomic(out / record.CONFIG_FILE, dump_config(cfg))
     log(start_line(cfg, run))
-    for note in [*subset_notes(cfg, run), batch_note(cfg, run), schedule_note(cfg)]:
+    t = cfg.topology
+    notes = [*subset_notes(cfg, run), batch_note(cfg, run), shape_note(t.name, t.nodes, t.rows)]
+    for note in [*notes, schedule_note(cfg)]:
         if note:
             log(note)
 
