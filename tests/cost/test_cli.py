@@ -76,6 +76,8 @@ def test_cost_comm_json(capsys, tmp_path):
         # torch's "expected input[1, 1, 3, 32] to have 3 channels" before 2026-11-30
         (["cost", "model", "--input-shape", "3,32"], "takes images, channels,height,width"),
         (["cost", "model", "--classes", "0"], "at least one class"),
+        # the allocator's "can't allocate memory: you tried to allocate 120000000000 bytes"
+        (["cost", "model", "--input-shape", "3,100000,100000"], "30,000,000,000 values per"),
         # "layer ... (Embedding) ... is not a priced kind; teach lpdt.cost.trace about it"
         (["cost", "model", "--model", "distilbert_tiny"], "is a text model"),
         (["cost", "comm", "--topology", "ring", "--rows", "2"], "apply only to a graph laid"),

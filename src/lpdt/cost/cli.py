@@ -10,6 +10,7 @@ and every cost table of the paper (``all``).
 from __future__ import annotations
 
 import argparse
+import math
 
 from lpdt.cost.energy import HOROWITZ_45NM, EnergyTable
 from lpdt.cost.ops import LAYER_TYPES, MODES, PRECISIONS
@@ -119,6 +120,11 @@ def parse_energy(items: list[str]) -> EnergyTable:
     return HOROWITZ_45NM.with_overrides(values)
 
 
+# The most values one example may hold: the cost model runs one through the model, and its
+# activations (tens of channels at the full size) must fit in memory
+MAX_INPUT_VALUES = 3 * 1024 * 1024
+
+
 def parse_shape(text: str) -> tuple[int, ...]:
     try:
         shape = tuple(int(s) for s in text.split(","))
@@ -128,6 +134,11 @@ def parse_shape(text: str) -> tuple[int, ...]:
         ) from None
     if not shape or any(s < 1 for s in shape):
         raise ValueError(f"--input-shape {text!r} must be positive integers, e.g. 3,32,32")
+    if math.prod(shape) > MAX_INPUT_VALUES:  # else the allocator's "can't allocate 120 GB"
+        raise ValueError(
+            f"--input-shape {text!r}: {math.prod(shape):,} values per example, more than the "
+            f"{MAX_INPUT_VALUES:,} the cost model runs through a model (3,1024,1024 fits)"
+        )
     return shape
 
 
