@@ -67,7 +67,10 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
         ("optim.weight_decay=-1", "'optim.weight_decay': must be >= 0"),
         ("optim.eps=-1", "'optim.eps': must be > 0"),
         ("optim.betas=[2,-1]", "'optim.betas': both must be in [0, 1)"),
-        ("data.per_class=-1", "'data.per_class': must be >= 2 or null"),
+        ("data.per_class=-1", "'data.per_class': must be >= 3 or null"),
+        # an empty test split (two examples of a class both train): "no test examples: an
+        # empty or truncated file", and a ZeroDivisionError before that (2026-12-01)
+        ("data.per_class=2", "'data.per_class': must be >= 3 or null (80 % of each class"),
         ("model.gn_groups=0", "'model.gn_groups': must be >= 1"),
         # the synthetic dataset drew 10**9 images in memory (before 2026-12-01)
         # YAML 1.1 read these as 60, 8 and 90 epochs; the last of two keys won in a --set value

@@ -398,3 +398,7 @@ def test_a_config_from_a_pipe_is_read_and_a_dash_points_to_stdin(tmp_path):
     with pytest.raises(ValueError) as e:
         io.read_yaml_mapping("-", ValueError, "config file '-'")
     assert str(e.value) == "config file '-' does not exist (standard input is /dev/stdin)"
+    # a device is no file: /dev/zero was read until memory ran out (a review found it)
+    with pytest.raises(ValueError) as e:
+        io.read_yaml_mapping("/dev/zero", ValueError, "config file")
+    assert str(e.value) == "config file is not a file (a device or a socket)"

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from lpdt.config import dump_config, load_config
 
     paths = args.config or [None]
-    if args.resume and args.force:  # --force won: the checkpoint was discarded without a word
+    if args.resume and args.force and not args.print_config:  # --force discarded it, silently
         raise ValueError(
             "--resume continues a run from its checkpoint and --force trains it again from its "
             "start, discarding the checkpoint: pass one of them"

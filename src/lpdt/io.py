@@ -313,9 +313,11 @@ def read_yaml_mapping(path: str | Path, error: type[Exception], what: str) -> di
     p = Path(path)
     if p.is_dir():
         raise error(f"{what} is a directory, not a file")
-    if not p.exists():  # a pipe (<(...), /dev/stdin) exists and is read as a file is
+    if not p.exists():
         stdin = " (standard input is /dev/stdin)" if str(path) == "-" else ""
         raise error(f"{what} does not exist{stdin}")
+    if not (p.is_file() or p.is_fifo()):  # a pipe (<(...), /dev/stdin) is read as a file is
+        raise error(f"{what} is not a file (a device or a socket)")
     try:
         data = load_yaml(p.read_text())
         if data is None:

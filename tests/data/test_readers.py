@@ -480,3 +480,18 @@ def test_a_partial_fashion_mnist_copy_is_refused_not_replaced(tmp_path, monkeypa
     )
     ds = load_dataset(DataConfig(dataset="fashion_mnist", root=str(tmp_path / "empty")))
     assert ds.info.source == str(debian)  # no copy of the user's: Debian's, as before
+
+    # with data.download, torchvision completes an interrupted download (not Debian's copy)
+    def complete(root: str, train: bool, download: bool) -> None:
+        write_fmnist(tmp_path / "fetched")
+        for f in (tmp_path / "fetched" / "FashionMNIST" / "raw").iterdir():
+            if not (mine / f.name).exists():
+                f.rename(mine / f.name)
+
+    import torchvision.datasets
+
+    monkeypatch.setattr(torchvision.datasets, "FashionMNIST", complete)
+    ds = load_dataset(
+        DataConfig(dataset="fashion_mnist", root=str(tmp_path / "mine"), download=True)
+    )
+    assert ds.info.source == str(mine) and (mine / "t10k-labels-idx1-ubyte.gz").is_file()

@@ -582,3 +582,9 @@ def test_unfinished_run_folders_are_named(tmp_path: Path, capsys) -> None:
     assert lpdt(str(root / "runs" / "x1"), "--vary", "seed", "--a", "1", "--b", "2") == 2
     err = capsys.readouterr().err.strip()
     assert f"{root / 'runs' / 'x1'} is one run, and it has not finished" in err, err
+    # one finished run passed alone: not "not finished" (a review found the first form said so)
+    one = root / "runs" / "r000"
+    (one / "config.yaml").write_text("seed: 1\n")
+    assert lpdt(str(one), "--vary", "seed", "--a", "1", "--b", "2") == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{one} is one run's folder: pass the folder that holds the runs ({one.parent})" in err

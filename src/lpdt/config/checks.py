@@ -136,7 +136,11 @@ def check_ranges(cfg: RunConfig) -> None:
                 "generated in memory at the size asked",
             )
     per_class = cfg.data.per_class
-    need(per_class is None or per_class >= 2, "data.per_class", "must be >= 2 or null")
+    need(  # 80 % of a class trains: at 2 per class none would be left to test
+        per_class is None or per_class >= 3,
+        "data.per_class",
+        "must be >= 3 or null (80 % of each class trains, and the test split needs one)",
+    )
     if spec is not None and spec.inputs == "text":  # image models do not read it
         # a model read from files (its weights or its config) holds 512 positions; one built
         # from a config of lpdt's (distilbert_tiny) as many as the examples have tokens

@@ -212,15 +212,18 @@ def _find_idx(folder: Path, stem: str) -> Path | None:
     return None
 
 
-def _find_fmnist_dir(root: Path) -> Path | None:
-    """The first folder that holds the four IDX files; a folder of the data root that holds
-    some of them is refused (a partial copy: Debian's would be read in its place, silently)."""
+def _find_fmnist_dir(root: Path, partial_ok: bool = False) -> Path | None:
+    """The first folder that holds the four IDX files. A folder of the data root that holds
+    some of them is a partial copy, which Debian's would replace silently: refused, or with
+    ``partial_ok`` (``data.download``) None, so that torchvision completes the download."""
+    stems = [s for pair in _FMNIST_FILES.values() for s in pair]
     for cand in (root / "FashionMNIST" / "raw", root / "fashion-mnist", root, DEBIAN_FASHION_MNIST):
-        stems = [s for pair in _FMNIST_FILES.values() for s in pair]
         missing = [s for s in stems if not _find_idx(cand, s)]
         if not missing:
             return cand
         if len(missing) < len(stems) and cand != DEBIAN_FASHION_MNIST:
+            if partial_ok:
+                return None
             raise DatasetError(
                 f"fashion_mnist: {cand} holds some of its files but not "
                 f"{', '.join(m + '[.gz]' for m in missing)}: complete the copy, or remove it"
@@ -246,7 +249,7 @@ def read_fashion_mnist(folder: Path, split: str) -> tuple[np.ndarray, np.ndarray
 
 def load_fashion_mnist(cfg: Any) -> TensorDataset:
     root = data_root(cfg)
-    folder = _find_fmnist_dir(root)
+    folder = _find_fmnist_dir(root, partial_ok=cfg.download)
     if folder is None and cfg.download:
         import torchvision.datasets as tvd
 

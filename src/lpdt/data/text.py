@@ -337,8 +337,8 @@ def balanced_split(texts_per_class: list[Texts], per_class: int | None) -> Split
     n = min(len(t) for t in texts_per_class)
     if per_class is not None:
         n = min(n, int(per_class))
-    if n < 2:
-        raise DatasetError("a stand-in class has fewer than 2 examples")
+    if n < 3:  # 80 % of 2 rounds to both: no test example would be left
+        raise DatasetError(f"a stand-in class has {n} examples, fewer than 3")
     n_train = int(round(n * STAND_IN_TRAIN_FRACTION))
     rng = np.random.default_rng(STAND_IN_SEED)
     tr_t, tr_y, te_t, te_y = [], [], [], []

@@ -194,7 +194,9 @@ def _resume(
             f"note: not every process has a checkpoint of one epoch (this one has epochs "
             f"{sorted(found)}); starting from scratch"
         )
-    elif resume and run.group.writer:  # a mistyped --out trained a new run without a word
+    elif resume and run.group.writer and not any(ck_path.parent.glob("checkpoint*.pt")):
+        # a mistyped --out trained a new run without a word (another rank's checkpoint: the
+        # note above, from that rank)
         log(f"note: --resume: no checkpoint to resume in {ck_path.parent}; starting at epoch 1")
     return None, 0.0, prov
 

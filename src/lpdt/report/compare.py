@@ -89,6 +89,10 @@ def load_runs(
     files = sorted(src.glob(f"runs/*/{record.METRICS_FILE}")) or sorted(
         src.glob(f"*/{record.METRICS_FILE}")
     )
+    if src.is_dir() and not files and (src / record.METRICS_FILE).is_file():
+        raise CompareError(
+            f"{src} is one run's folder: pass the folder that holds the runs ({src.parent})"
+        )
     if src.is_dir() and not files and (src / record.CONFIG_FILE).is_file():  # a crash, or running
         raise CompareError(
             f"{src} is one run, and it has not finished: it holds {record.CONFIG_FILE} and no "
