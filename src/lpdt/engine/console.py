@@ -106,10 +106,10 @@ def subset_notes(cfg: RunConfig, run: Run) -> list[str]:
 
 
 def batch_note(cfg: RunConfig, run: Run) -> str | None:
-    """A line when a node's batch is larger than every held node's partition: each epoch is then
+    """A line when a node's batch is larger than every node's partition: each epoch is then
     one short batch per node (the reference's ``DataLoader`` without ``drop_last`` does the
     same), which a run's first line does not make plain."""
-    largest = max(len(s.indices) for s in run.samplers)
+    largest = run.largest_part
     if cfg.per_node_batch <= largest:
         return None
     return (

@@ -93,6 +93,7 @@ class Run:
             NodeSampler(parts[i], cfg.per_node_batch, seed=cfg.seed * 1000 + i) for i in ids
         ]
         self.train_samples = sum(len(p) for p in parts)  # over all nodes
+        self.largest_part = max(len(p) for p in parts)  # of all nodes, held here or not
         self.iters = max(-(-len(p) // cfg.per_node_batch) for p in parts)  # batches per pass
         if cfg.train.max_iters_per_epoch:
             self.iters = min(self.iters, cfg.train.max_iters_per_epoch)
