@@ -16,13 +16,18 @@ from lpdt.data.transforms import random_crop_flip
 
 
 def write_cifar10(root: Path, per_batch=20) -> Path:
+    """CIFAR-10's six pickles: ``per_batch`` images in each training batch, their labels
+    counting on from batch to batch, so that every class is in the training split (the reader
+    refuses a split without one); the test batch has at least ten."""
     folder = root / "cifar-10-batches-py"
     folder.mkdir(parents=True)
     rng = np.random.default_rng(0)
-    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    for b, name in enumerate(names):
+        n, start = (per_batch, b * per_batch) if b < 5 else (max(per_batch, 10), 0)
         d = {
-            b"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
-            b"labels": [i % 10 for i in range(per_batch)],
+            b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+            b"labels": [(start + i) % 10 for i in range(n)],
         }
         with open(folder / name, "wb") as f:
             pickle.dump(d, f)

@@ -46,6 +46,7 @@ def test_no_note_where_every_milestone_is_reached_or_none_is_used(sets: tuple[st
 
 def test_a_run_prints_the_note_after_its_first_line(tmp_path) -> None:
     sets = ("data.train_subset=240", "data.test_subset=32", "topology.nodes=2", "train.epochs=1")
+    sets += ("train.batch_size=64",)  # no batch note before the schedule's
     lines: list[str] = []
     train(_cfg(*sets, "schedule.milestones=[3]"), tmp_path / "run", log=lines.append)
     assert lines[0].startswith("run ") and lines[1].startswith("note: schedule.milestones 3 "), (
