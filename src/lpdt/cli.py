@@ -97,13 +97,13 @@ def run(args: argparse.Namespace) -> int:
     if twice and not args.print_config:  # with --force the second run replaced the first
         raise ValueError(f"--out {twice[0]} is given twice: one run folder per --config")
     nested = [
-        (args.out[i], args.out[j])
+        (args.out[j], args.out[i])  # (inner, outer)
         for i, a in enumerate(resolved)
         for j, b in enumerate(resolved)
         if i != j and b.is_relative_to(a)
     ]
     if nested and not args.print_config:  # the second run's files inside the first's folder
-        inner, outer = nested[0][1], nested[0][0]
+        inner, outer = nested[0]
         raise ValueError(
             f"--out {inner} lies inside --out {outer}: one run folder may not hold another"
         )

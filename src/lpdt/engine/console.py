@@ -9,8 +9,10 @@ import time
 import torch
 
 from lpdt.config import RunConfig
+from lpdt.decentral.topology import shape_note
 from lpdt.engine.device import Log
 from lpdt.engine.run import Run
+from lpdt.engine.schedule import schedule_note
 from lpdt.record import HistoryRow
 
 PROGRESS_EVERY_S = 30.0  # seconds between in-epoch progress lines (tests lower it)
@@ -117,6 +119,20 @@ def batch_note(cfg: RunConfig, run: Run) -> str | None:
         f"{cfg.per_node_batch} per node, more than the largest partition's {largest:,} "
         f"training examples: each epoch is one batch of a node's whole partition"
     )
+
+
+def run_notes(cfg: RunConfig, run: Run) -> list[str]:
+    """The notes a run prints after its first line: what it does that its config does not make
+    plain (a subset or a batch larger than the data, a torus laid out as a ring, milestones it
+    never reaches)."""
+    t = cfg.topology
+    notes = [
+        *subset_notes(cfg, run),
+        batch_note(cfg, run),
+        shape_note(t.name, t.nodes, t.rows),
+        schedule_note(cfg),
+    ]
+    return [n for n in notes if n]
 
 
 def epoch_line(row: HistoryRow, epochs: int, eta_s: float | None = None) -> str:

@@ -24,20 +24,24 @@ import lpdt
 from lpdt import provenance, record
 from lpdt.config import RunConfig, dump_config
 from lpdt.decentral.group import LocalGroup, NodeGroup
-from lpdt.decentral.topology import shape_note
 from lpdt.engine.console import (
     PROGRESS_EVERY_S,
     Progress,
-    batch_note,
     epoch_line,
+    run_notes,
     start_line,
-    subset_notes,
 )
 from lpdt.engine.device import Log, print_line, resolve_device
 from lpdt.engine.faults import fault_point
 from lpdt.engine.run import Run
-from lpdt.engine.rundir import keep_record_copy, open_run_dir, previous, restorable
-from lpdt.engine.schedule import lr_at, schedule_note
+from lpdt.engine.rundir import (
+    engine_checkpoints,
+    keep_record_copy,
+    open_run_dir,
+    previous,
+    restorable,
+)
+from lpdt.engine.schedule import lr_at
 from lpdt.engine.sysmetrics import SystemSampler
 from lpdt.io import torch_save_atomic, write_text_atomic
 from lpdt.record import (
@@ -95,11 +99,8 @@ def train(
     if group.writer:
         write_text_atomic(out / record.CONFIG_FILE, dump_config(cfg))
     log(start_line(cfg, run))
-    t = cfg.topology
-    notes = [*subset_notes(cfg, run), batch_note(cfg, run), shape_note(t.name, t.nodes, t.rows)]
-    for note in [*notes, schedule_note(cfg)]:
-        if note:
-            log(note)
+    for note in run_notes(cfg, run):
+        log(note)
 
     status: Status = "ok"
     t_start = time.perf_counter()
@@ -194,7 +195,7 @@ def _resume(
             f"note: not every process has a checkpoint of one epoch (this one has epochs "
             f"{sorted(found)}); starting from scratch"
         )
-    elif resume and run.group.writer and not any(ck_path.parent.glob("checkpoint*.pt")):
+    elif resume and run.group.writer and not engine_checkpoints(ck_path.parent):
         # a mistyped --out trained a new run without a word (another rank's checkpoint: the
         # note above, from that rank)
         log(f"note: --resume: no checkpoint to resume in {ck_path.parent}; starting at epoch 1")

@@ -114,17 +114,18 @@ ENGINE_CHECKPOINTS = {
 }
 
 
+def engine_checkpoints(out: Path, engines: Iterable[str] = tuple(ENGINE_CHECKPOINTS)) -> list[Path]:
+    """The checkpoints in ``out`` that ``engines`` (default: every engine) wrote."""
+    return sorted(
+        path for e in engines for pattern in ENGINE_CHECKPOINTS[e] for path in out.glob(pattern)
+    )
+
+
 def other_engine_checkpoints(out: Path, engine: str) -> list[Path]:
     """The checkpoints in ``out`` that another engine than ``engine`` wrote. Neither engine
     reads the other's: a run started by one and continued with the other would train from its
     start beside them, and leave them behind."""
-    return sorted(
-        path
-        for other, patterns in ENGINE_CHECKPOINTS.items()
-        if other != engine
-        for pattern in patterns
-        for path in out.glob(pattern)
-    )
+    return engine_checkpoints(out, [e for e in ENGINE_CHECKPOINTS if e != engine])
 
 
 def discard(out: Path, checkpoints: Iterable[Path]) -> None:

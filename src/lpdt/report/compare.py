@@ -86,18 +86,19 @@ def load_runs(
         return aggregate(src)[0], list(KEYS)
     if (src / "manifest.json").is_file():
         return aggregate(src / "manifest.json")[0], list(KEYS)
-    files = sorted(src.glob(f"runs/*/{record.METRICS_FILE}")) or sorted(
-        src.glob(f"*/{record.METRICS_FILE}")
-    )
-    if src.is_dir() and not files and (src / record.METRICS_FILE).is_file():
-        raise CompareError(
-            f"{src} is one run's folder: pass the folder that holds the runs ({src.parent})"
-        )
-    if src.is_dir() and not files and (src / record.CONFIG_FILE).is_file():  # a crash, or running
-        raise CompareError(
-            f"{src} is one run, and it has not finished: it holds {record.CONFIG_FILE} and no "
-            f"{record.METRICS_FILE} (pass the folder that holds finished runs)"
-        )
+    # the run folders: runs/* as the workflow writes them, else the source's own folders
+    runs = src / "runs" if any(src.glob(f"runs/*/{record.METRICS_FILE}")) else src
+    files = sorted(runs.glob(f"*/{record.METRICS_FILE}"))
+    if src.is_dir() and not files:
+        if (src / record.METRICS_FILE).is_file():
+            raise CompareError(
+                f"{src} is one run's folder: pass the folder that holds the runs ({src.parent})"
+            )
+        if (src / record.CONFIG_FILE).is_file():  # a crash, or still running
+            raise CompareError(
+                f"{src} is one run, and it has not finished: it holds {record.CONFIG_FILE} and "
+                f"no {record.METRICS_FILE} (pass the folder that holds finished runs)"
+            )
     if not src.is_dir() or not files:
         raise FileNotFoundError(
             f"{src}: no manifest.json, no runs/*/metrics.json and no "
@@ -105,8 +106,7 @@ def load_runs(
         )
     unfinished = [
         d.parent
-        for d in sorted(src.glob(f"runs/*/{record.CONFIG_FILE}"))
-        + sorted(src.glob(f"*/{record.CONFIG_FILE}"))
+        for d in sorted(runs.glob(f"*/{record.CONFIG_FILE}"))
         if not (d.parent / record.METRICS_FILE).is_file()
     ]
     if unfinished and note is not None:
