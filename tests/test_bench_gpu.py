@@ -233,6 +233,7 @@ def test_force_int8_compile_lifts_lpdts_guards(
     )
 
 
+@pytest.mark.slow  # a fault path of the benchmark: 19 s of the default suite (2026-12-01)
 @pytest.mark.parametrize(
     ("option", "failure"),
     [
@@ -270,6 +271,7 @@ def test_a_failed_warm_up_starts_no_timed_part(
         assert not _alive(int(pid)), pid
 
 
+@pytest.mark.slow  # 8 s of the default suite (2026-12-01)
 def test_budget_skips_what_would_not_finish(tmp_path: Path) -> None:
     r = _run(
         *TINY,

@@ -134,6 +134,7 @@ def test_memory_that_runs_out_is_one_line() -> None:
     )
 
 
+@pytest.mark.slow  # the retry budget runs out: 6 s of the default suite (2026-12-01)
 def test_an_unreachable_mlflow_server_is_a_short_warning_not_a_silent_wait(
     tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -402,6 +402,7 @@ def test_a_ranks_one_line_error_is_its_traceback_under_lpdt_debug(tmp_path, monk
         worker.worker_main(argv)
 
 
+@pytest.mark.slow  # 8 s of the default suite (2026-12-01)
 def test_a_run_whose_output_reader_goes_away_stops_quietly(tmp_path):
     """``lpdt train --set engine=distributed ... | head -2``: rank 0's next line meets the closed
     pipe; it stops quietly, rank 1 (which loses it while the output's reader is gone) too, and

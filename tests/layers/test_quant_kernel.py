@@ -244,6 +244,7 @@ def test_the_build_directory_names_the_compiler_the_flags_and_the_source(monkeyp
     assert kernel.build_dir() != here
 
 
+@pytest.mark.slow  # a build of the kernel: 4 s of the default suite (2026-12-01)
 def test_checkouts_of_the_same_source_share_one_build(monkeypatch, tmp_path):
     """The build directory is keyed by the source's text, not its path: built from another
     checkout's copy of ``kernel.cpp`` (here, in this process), the library is what a process of
@@ -271,6 +272,7 @@ def test_checkouts_of_the_same_source_share_one_build(monkeypatch, tmp_path):
     assert out.stdout.split() == ["True", str(built.parent)], out.stdout
 
 
+@pytest.mark.slow  # a second process importing torch: 5 s of the default suite (2026-12-01)
 def test_a_held_build_lock_is_waited_on_for_a_bounded_time(monkeypatch, tmp_path):
     """Another process holds the build directory (a build that hangs): this one waits
     ``LPDT_QUANT_BUILD_WAIT`` seconds, not for ever, then warns once, naming the lock and the

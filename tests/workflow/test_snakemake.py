@@ -113,6 +113,7 @@ def test_the_default_mlflow_store_and_report_follow_the_results_folder(tmp_path)
     assert re.search(r"output: .*reports/report\.pdf", r.stdout), r.stdout[-2000:]
 
 
+@pytest.mark.slow  # three Snakemake runs, 12 s of the default suite (2026-12-01)
 def test_a_deleted_store_is_made_again(tmp_path):
     """Deleting results/mlflow.db (to start it afresh) left its receipts, which said it held the
     runs: Snakemake made nothing, and the store stayed empty. Now they go, with a line saying
@@ -262,23 +263,31 @@ def test_unknown_scale_lists_the_scales(tmp_path):
     assert "unknown scale 'huge'" in out and "paper, quick, quick-claims, smoke" in out
 
 
-def test_a_path_the_rules_cannot_take_is_one_line(tmp_path):
-    """results with a space (the rules' shell commands take paths unquoted: `results=my results`
-    would have written to a file named `my`) or a ~ (the shell expands it, Snakemake does not),
-    results that is a file (a 66-line traceback), a report path that is a folder (Snakemake's
-    ChildIOException), a paper_results file that does not exist (a MissingInputException
-    listing ~40 files), a tracking URI of no MLflow store (it stopped the first MLflow job):
-    one line each, before any job."""
+# (setting, what the one line says): results with a space (the rules' shell commands take paths
+# unquoted: `results=my results` would have written to a file named `my`) or a ~ (the shell
+# expands it, Snakemake does not), results that is a file (a 66-line traceback), a report path
+# that is a folder (Snakemake's ChildIOException), a paper_results file that does not exist (a
+# MissingInputException listing ~40 files), a tracking URI of no MLflow store (it stopped the
+# first MLflow job). The first two run in the default suite, the rest (a Snakemake process each,
+# 2.4 s) with the slow tests (2026-12-01).
+UNTAKEN_PATHS = [
+    ("results=my results", "results='my results': a space in a path breaks"),
+    ("tracking_uri=htp://x", "MLflow has no store for the scheme 'htp'"),
+    ("results=~/lpdt", "results='~/lpdt': the character '~' in a path breaks"),
+    ("results=afile", "results=afile is a file, not a folder"),
+    ("report=config", "report=config is a folder; give the path of a file"),
+    ("paper_results=nope.csv", "paper_results=nope.csv: no such file"),
+]
+
+
+@pytest.mark.parametrize(
+    "cases", [UNTAKEN_PATHS[:2], pytest.param(UNTAKEN_PATHS[2:], marks=pytest.mark.slow)]
+)
+def test_a_path_the_rules_cannot_take_is_one_line(tmp_path, cases):
+    """Each setting of ``UNTAKEN_PATHS``: one line saying why, before any job."""
     wd = workdir(tmp_path)
     (wd / "afile").write_text("")
-    for setting, says in (
-        ("results=my results", "results='my results': a space in a path breaks"),
-        ("results=~/lpdt", "results='~/lpdt': the character '~' in a path breaks"),
-        ("results=afile", "results=afile is a file, not a folder"),
-        ("report=config", "report=config is a folder; give the path of a file"),
-        ("paper_results=nope.csv", "paper_results=nope.csv: no such file"),
-        ("tracking_uri=htp://x", "MLflow has no store for the scheme 'htp'"),
-    ):
+    for setting, says in cases:
         r = snakemake(wd, "-n", "--config", "scale=smoke", setting)
         out = r.stdout + r.stderr
         assert r.returncode != 0 and says in out and "Traceback" not in out, out[-2000:]
