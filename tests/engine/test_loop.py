@@ -627,6 +627,24 @@ def test_a_batch_larger_than_every_partition_is_a_note(tmp_path):
     assert not [x for x in lines if x.startswith("note: ")], lines
 
 
+def test_a_norm_the_model_does_not_have_is_a_note(tmp_path):
+    """``model.norm=rangeen`` on ``tiny_cnn`` (no norm layer, 8 bits here) trained the model as
+    it is, silently; the transformers have none either (``has_norm``). The default norm on
+    such a model says nothing (the test above), and a ResNet has the slot in both precisions."""
+    from lpdt.layers.quant.convert import convert_to_int8, has_norm
+    from lpdt.models.resnet import resnet8
+
+    lines: list[str] = []
+    c = cfg(*ONE_EPOCH, "model.norm=rangeen", "precision.mode=int8", "train.curve_images=0")
+    train(c, tmp_path / "run", log=lines.append)
+    notes = [x for x in lines if x.startswith("note: ")]
+    assert notes == [
+        "note: tiny_cnn has no normalisation layer: model.norm=rangeen changes nothing in this run"
+    ], lines
+    resnet = resnet8(c.model, 10, (3, 12, 12))
+    assert has_norm(resnet) and has_norm(convert_to_int8(resnet, c.precision, c.model))
+
+
 def test_resume_with_nothing_to_resume_says_so(tmp_path):
     """``--resume`` into a folder with no checkpoint (a mistyped ``--out``) trained a new run
     from its start without a word (before 2026-12-01)."""

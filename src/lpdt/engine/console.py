@@ -8,14 +8,18 @@ import time
 
 import torch
 
-from lpdt.config import RunConfig
+from lpdt.config import ModelConfig, RunConfig
 from lpdt.decentral.topology import shape_note
 from lpdt.engine.device import Log
 from lpdt.engine.run import Run
 from lpdt.engine.schedule import schedule_note
+from lpdt.layers.quant.convert import has_norm
 from lpdt.record import HistoryRow
 
 PROGRESS_EVERY_S = 30.0  # seconds between in-epoch progress lines (tests lower it)
+
+
+NORM_DEFAULT = ModelConfig().norm
 
 
 def duration(s: float) -> str:
@@ -121,16 +125,28 @@ def batch_note(cfg: RunConfig, run: Run) -> str | None:
     )
 
 
+def norm_note(cfg: RunConfig, run: Run) -> str | None:
+    """A line when ``model.norm`` is set (to other than its default) on a model without a norm
+    layer (``tiny_cnn``, the transformers): the setting changes nothing but the run id."""
+    if cfg.model.norm == NORM_DEFAULT or has_norm(run.state.models[0]):
+        return None
+    return (
+        f"note: {cfg.model.name} has no normalisation layer: model.norm={cfg.model.norm} "
+        "changes nothing in this run"
+    )
+
+
 def run_notes(cfg: RunConfig, run: Run) -> list[str]:
     """The notes a run prints after its first line: what it does that its config does not make
     plain (a subset or a batch larger than the data, a torus laid out as a ring, milestones it
-    never reaches)."""
+    never reaches, a norm the model does not have)."""
     t = cfg.topology
     notes = [
         *subset_notes(cfg, run),
         batch_note(cfg, run),
         shape_note(t.name, t.nodes, t.rows),
         schedule_note(cfg),
+        norm_note(cfg, run),
     ]
     return [n for n in notes if n]
 

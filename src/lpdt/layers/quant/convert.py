@@ -18,6 +18,14 @@ def _is_norm(m: nn.Module) -> bool:
     return isinstance(m, (*NORM_MODULES, nn.BatchNorm2d, nn.GroupNorm))
 
 
+def has_norm(model: nn.Module) -> bool:
+    """Whether ``model`` has a norm slot, full precision or 8-bit: a layer that ``model.norm``
+    chooses (``tiny_cnn`` and the transformers have none)."""
+    return any(
+        _is_norm(m) or isinstance(m, (QRangeEvoNorm, QRangeBatchNormAct2d)) for m in model.modules()
+    )
+
+
 def _channels(m: nn.Module) -> int:
     for attr in ("channels", "num_features", "num_channels"):
         if hasattr(m, attr):
