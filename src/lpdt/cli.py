@@ -244,9 +244,26 @@ def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> None:
     parser.error(f"unrecognized arguments: {' '.join(shown)}")
 
 
+# A list of numbers that starts with a negative one (``--threshold -1,1``): argparse takes only a
+# plain number such as -1 for a value, and anything else that starts with "-" for an option.
+_NEGATIVE_LIST = re.compile(r"-\d*\.?\d+(?:[eE][-+]?\d+)?(?:,-?\d*\.?\d+(?:[eE][-+]?\d+)?)+")
+
+
+def attach_negative_lists(argv: list[str]) -> list[str]:
+    """``argv`` with each negative number list that follows a long option attached to it
+    (``--threshold -1,1`` -> ``--threshold=-1,1``); no option looks like one."""
+    out: list[str] = []
+    for a in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and _NEGATIVE_LIST.fullmatch(a):
+            out[-1] = f"{out[-1]}={a}"
+        else:
+            out.append(a)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
-    argv = sys.argv[1:] if argv is None else argv
+    argv = attach_negative_lists(sys.argv[1:] if argv is None else argv)
     parser, subs = build_parser()
     # Only the chosen subcommand's module is imported (and only it adds its arguments).
     command = next((a for a in argv if not a.startswith("-")), None)

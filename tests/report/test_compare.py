@@ -131,6 +131,24 @@ def test_the_command_prints_table_and_json(tmp_path: Path, capsys: pytest.Captur
     assert res["overall"]["mean"] == pytest.approx(1.0) and res["overall"]["verdict"] is None
 
 
+def test_a_negative_lower_bound_is_read_as_written_and_a_folder_names_its_stand_ins(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``--threshold -1,4`` (the paper's within margins start below zero) was read as an option:
+    argparse's usage and "expected one argument", exit 2. A folder of runs (no manifest) named
+    no stand-in, where a manifest of the same runs did: the records' data stand-in now."""
+    root = write_runs(tmp_path, known_runs())
+    argv = ["--vary", "precision", "--a", "fp32", "--b", "int8", "--direction", "within"]
+    assert lpdt(str(root), *argv, "--threshold", "-1,4", "--json") == 0
+    assert json.loads(capsys.readouterr().out)["overall"]["verdict"] == HELD
+    assert lpdt(str(root), *argv, "--threshold", "-1.5e0,-0.5") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "stand-ins: fashion_mnist standing in for cifar10" in out, out
+    assert cli.attach_negative_lists(["--a", "-1", "--b", "-1,x", "--c=-1,2", "-1,2"]) == [
+        *("--a", "-1", "--b", "-1,x", "--c=-1,2", "-1,2")  # plain numbers argparse reads itself
+    ]
+
+
 def test_runs_differing_in_another_setting_never_pair(tmp_path: Path) -> None:
     """Without a manifest, a config value outside the coordinates that differs between runs
     becomes a coordinate: a 5-epoch FP run has no LP partner and changes nothing."""

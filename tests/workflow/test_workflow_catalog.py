@@ -274,3 +274,9 @@ def test_lint_warns_only_about_what_the_docs_justify(tmp_path):
     docs = " ".join((REPO / "docs" / "workflow.md").read_text().split())
     for w in JUSTIFIED:
         assert w.rstrip(".") in docs, w
+    # the rules a per-rule warning names are the rules the page names for it
+    for w in ("No log directive defined", "Migrate long run directives into scripts or notebooks"):
+        blocks = re.split(r"^Lints for ", out, flags=re.M)[1:]  # "rule NAME (line ...):\n..."
+        linted = {b.split()[1] for b in blocks if b.startswith("rule ") and f"* {w}" in b}
+        named = re.search(rf"\*{w}\* \(rules ([^)]*)\)", docs)
+        assert named and set(re.findall(r"`(\w+)`", named[1])) == linted, (w, linted)

@@ -50,6 +50,7 @@ from lpdt.report.aggregate import (
     compression_key,
     coordinate,
     norm_key,
+    stand_in_label,
     stand_in_names,
 )
 from lpdt.report.formatting import fixed
@@ -162,6 +163,8 @@ def frame_from_records(
                 f"{where}.algorithm.compression: {name!r} with ratio {ratio!r}: {e}"
             ) from None
         row.update({k: f.get(k) for k in extra})
+        # the data's stand-in, from the record (a model's needs a manifest's coordinates)
+        row["stand_in"] = stand_in_label(r, {})
         row["acc"] = getattr(r.final, METRIC) if r.final is not None else math.nan
         row.update({k: getattr(r.final, k) if r.final else math.nan for k in FINAL})
         rows.append(row)
