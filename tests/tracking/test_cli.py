@@ -274,3 +274,27 @@ def test_check_address_accepts_a_free_port_and_leaves_it_free():
     port = free_port()
     cli.check_address("127.0.0.1", port)
     cli.check_address("127.0.0.1", port)  # its socket closed: the port is free again
+
+
+def test_the_servers_own_import_warning_is_not_shown_and_a_users_filters_stay(monkeypatch):
+    """MLflow's server printed a ``StarletteDeprecationWarning`` (a UserWarning) with its
+    source line among its start-up lines; its environment now filters that one warning, and
+    a user's own ``PYTHONWARNINGS`` still applies (after it)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import warnings; "
+        "warnings.warn('starlette.middleware.wsgi is deprecated and will be removed', UserWarning); "
+        "warnings.warn('another warning', UserWarning)"
+    )
+    monkeypatch.delenv("PYTHONWARNINGS", raising=False)
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=cli.ui_env(), capture_output=True, text=True
+    )
+    assert "starlette" not in r.stderr and "another warning" in r.stderr, r.stderr
+    monkeypatch.setenv("PYTHONWARNINGS", "error::UserWarning")
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=cli.ui_env(), capture_output=True, text=True
+    )
+    assert r.returncode != 0 and "UserWarning: starlette" in r.stderr, r.stderr

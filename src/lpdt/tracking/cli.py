@@ -77,10 +77,18 @@ def ui_command(uri: str = DEFAULT_URI, host: str = "127.0.0.1", port: int = 5000
     return cmd + ["--app-name", APP_NAME, "--workers", "1", "--host", host, "--port", str(port)]
 
 
+# What MLflow's server warns about its own imports (mlflow 3.x on starlette 1.x: a Python warning
+# with its source line, in the middle of the server's start-up lines); nothing a user can act on.
+SERVER_WARNINGS = "ignore:starlette.middleware.wsgi is deprecated:UserWarning"
+
+
 def ui_env() -> dict[str, str]:
     """The server's environment: this one, without MLflow's job runner (a separate process
-    that runs GenAI jobs such as judges; lpdt has none)."""
-    return {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    that runs GenAI jobs such as judges; lpdt has none) and ``SERVER_WARNINGS`` (a user's own
+    ``PYTHONWARNINGS`` after it, so that it wins)."""
+    own = os.environ.get("PYTHONWARNINGS")
+    warnings = f"{SERVER_WARNINGS},{own}" if own else SERVER_WARNINGS
+    return {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "PYTHONWARNINGS": warnings}
 
 
 def ui_url(host: str, port: int, experiment_id: str | None = None) -> str:
