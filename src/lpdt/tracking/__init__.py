@@ -26,6 +26,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # before any import o
 
 from lpdt.tracking.cli import (  # noqa: E402
     PORTS,
+    SERVER_WARNINGS,
     WORKFLOW_PARAM,
     add_arguments,
     app_registered,
@@ -133,6 +134,7 @@ __all__ = [
     "SERIES_POINTS",
     "SUMMARY_METRICS",
     "SYSTEM_FIELDS",
+    "SERVER_WARNINGS",
     "SYSTEM_PREFIX",
     "TRACKING_SCHEMES",
     "TrackingError",
