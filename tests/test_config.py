@@ -305,3 +305,43 @@ def test_an_empty_override_of_a_key_that_may_be_null_is_null():
     assert (
         load_config(None, ["data.train_subset=100", "data.train_subset="]).data.train_subset is None
     )
+
+
+def test_the_settings_a_run_does_not_use_are_named_with_why():
+    """``unused_settings``: keys away from their defaults that change nothing (each one still
+    changes the run id); what a run reads is not listed."""
+    from lpdt.config import unused_settings
+
+    def unused(*overrides: str, slot: bool = True) -> list[str]:
+        return unused_settings(load_config(overrides=list(overrides)), norm_slot=slot)
+
+    assert unused() == []
+    assert unused(
+        "precision.weight_bits=4",
+        "precision.lp_init=false",
+        "model.norm=batchnorm",
+        "model.groups=4",
+    ) == [
+        "precision.weight_bits=4 (precision.mode fp32)",
+        "precision.lp_init=False (precision.mode fp32)",
+        "model.groups=4 (model.norm batchnorm)",
+    ]
+    int8 = ("precision.mode=int8", "precision.weight_bits=4")
+    assert unused(*int8, "model.norm=batchnorm", "model.groups=4", "model.gn_groups=4") == [
+        "model.gn_groups=4 (model.norm batchnorm at 8 bits)"  # 8-bit Range-EvoNorm reads groups
+    ]
+    assert unused(*int8, "model.norm=rangebn", "model.range_chunks=3") == [
+        "model.range_chunks=3 (model.norm rangebn at 8 bits)"
+    ]
+    assert unused(
+        "precision.mode=int8", "precision.act_bits=32", "precision.act_rounding=nearest"
+    ) == ["precision.act_rounding=nearest (32-bit activations)"]
+    assert unused("model.norm=rangeen", "model.range_act=sigmoid", "model.range_chunks=3") == []
+    assert unused("model.norm=rangeen", "model.name=tiny_cnn", slot=False) == [
+        "model.norm=rangeen (tiny_cnn has no norm layer)"
+    ]
+    assert unused("model.pretrained=false", "train.compile_mode=max-autotune") == [
+        "model.pretrained=False (image models train from scratch)",
+        "train.compile_mode=max-autotune (train.compile false)",
+    ]
+    assert unused("train.compile=true", "train.compile_mode=max-autotune") == []

@@ -403,6 +403,29 @@ def test_image_size_downsamples_once_and_scales_crop_padding(tmp_path):
         assert any(torch.equal(a, c) or torch.equal(a, c.flip(-1)) for c in crops)
 
 
+def test_generated_images_take_the_size_asked_and_unresized_data_refuses_one():
+    """``synthetic`` was generated at 32 px whatever ``data.image_size`` said (a ResNet-18 at
+    16 px, refused on real data, trained; the plan priced the size asked). Imagenette crops to
+    224 px and text has no pixels: the key is refused there, not ignored."""
+    from lpdt.config import ConfigError, load_config
+    from lpdt.data import load_dataset
+    from lpdt.data.synthetic import load_synthetic
+
+    assert load_synthetic(DataConfig(dataset="synthetic", image_size=12)).info.input_shape == (
+        3,
+        12,
+        12,
+    )
+    default = load_dataset(DataConfig(dataset="synthetic", train_subset=20, test_subset=10))
+    assert default.info.input_shape == (3, 32, 32)
+    for data, says in (("imagenette", "is not resized"), ("fortunes4", "holds text")):
+        model = "distilbert_tiny" if data == "fortunes4" else "resnet18"
+        with pytest.raises(ConfigError, match=f"data.image_size.*{says}"):
+            load_config(
+                overrides=[f"data.dataset={data}", f"model.name={model}", "data.image_size=16"]
+            )
+
+
 def test_image_size_out_of_range_is_a_config_error():
     from lpdt.config import ConfigError, load_config
 

@@ -627,10 +627,14 @@ def test_a_batch_larger_than_every_partition_is_a_note(tmp_path):
     assert not [x for x in lines if x.startswith("note: ")], lines
 
 
-def test_a_norm_the_model_does_not_have_is_a_note(tmp_path):
+def test_settings_the_run_does_not_use_are_a_note(tmp_path):
     """``model.norm=rangeen`` on ``tiny_cnn`` (no norm layer, 8 bits here) trained the model as
-    it is, silently; the transformers have none either (``has_norm``). The default norm on
-    such a model says nothing (the test above), and a ResNet has the slot in both precisions."""
+    it is, silently; the default norm on such a model says nothing (the test above). A
+    BN-style norm at 8 bits trains 8-bit Range-EvoNorm: a note says so, and that a ResNet has
+    the slot in both precisions (``has_norm``)."""
+    from types import SimpleNamespace
+
+    from lpdt.engine.console import settings_notes
     from lpdt.layers.quant.convert import convert_to_int8, has_norm
     from lpdt.models.resnet import resnet8
 
@@ -639,10 +643,18 @@ def test_a_norm_the_model_does_not_have_is_a_note(tmp_path):
     train(c, tmp_path / "run", log=lines.append)
     notes = [x for x in lines if x.startswith("note: ")]
     assert notes == [
-        "note: tiny_cnn has no normalisation layer: model.norm=rangeen changes nothing in this run"
+        "note: settings that change nothing in this run: model.norm=rangeen (tiny_cnn has no "
+        "norm layer)"
     ], lines
-    resnet = resnet8(c.model, 10, (3, 12, 12))
-    assert has_norm(resnet) and has_norm(convert_to_int8(resnet, c.precision, c.model))
+    bn = cfg("model.name=resnet8", "model.norm=batchnorm", "precision.mode=int8")
+    resnet = resnet8(bn.model, 10, (3, 12, 12))
+    int8 = convert_to_int8(resnet, bn.precision, bn.model)
+    assert has_norm(resnet) and has_norm(int8)
+    run = SimpleNamespace(state=SimpleNamespace(models=[int8]))
+    assert settings_notes(bn, run) == [  # type: ignore[arg-type]
+        "note: model.norm=batchnorm at 8 bits trains 8-bit Range-EvoNorm, as every norm but "
+        "Range-BN (model.norm=rangebn) does (docs/int8.md)"
+    ]
 
 
 def test_resume_with_nothing_to_resume_says_so(tmp_path):

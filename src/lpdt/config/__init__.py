@@ -25,7 +25,7 @@ from typing import Any, Literal
 import yaml
 
 from lpdt import plugins
-from lpdt.config.checks import check_ranges
+from lpdt.config.checks import check_ranges, unused_settings
 from lpdt.config.schema import (
     ADDED_KEYS_AT_OLD_DEFAULT,
     EXECUTION_KEYS,
@@ -77,6 +77,7 @@ __all__ = [  # the schema's names too: callers import everything from lpdt.confi
     "result_dict",
     "result_diff",
     "set_path",
+    "unused_settings",
 ]
 
 

@@ -156,3 +156,69 @@ def check_ranges(cfg: RunConfig) -> None:
         "data.image_size",
         "must be between 8 and 64 px, or null (the dataset's 32 px)",
     )
+    need(  # read and ignored, it would have priced (lpdt.plan) a size that never trained
+        cfg.data.image_size is None or data is None or (data.inputs == "image" and data.resized),
+        "data.image_size",
+        f"{cfg.data.dataset!r} "
+        + ("holds text" if data and data.inputs == "text" else "is not resized (its own crops)")
+        + ": leave it null",
+    )
+
+
+# The norm keys each norm layer reads ("rangeen8": every norm at 8 bits but Range-BN, which
+# lpdt.layers.quant.convert makes 8-bit Range-EvoNorm; Range-BN reads none: 16 chunks, fixed)
+_NORM_READS: dict[str, tuple[str, ...]] = {
+    "batchnorm": (),
+    "groupnorm": ("gn_groups",),
+    "evonorm": ("groups",),
+    "rangeen": ("groups", "range_estimator", "range_chunks", "range_act"),
+    "rangebn": (),
+    "rangeen8": ("groups", "range_estimator", "range_chunks"),
+}
+_NORM_KEYS = ("norm", "groups", "gn_groups", "range_estimator", "range_chunks", "range_act")
+_PRECISION_KEYS = (
+    "weight_bits",
+    "act_bits",
+    "grad_bits",
+    "act_rounding",
+    "gossip_ranges",
+    "lp_init",
+)
+
+
+def unused_settings(cfg: RunConfig, norm_slot: bool = True) -> list[str]:
+    """The keys set to other than their defaults that change nothing in this run, each with
+    why (``model.groups=3 (model.norm batchnorm)``); all but the execution keys among them
+    (``train.compile_mode``, ``train.compile_eval``) still change its run id.
+    ``norm_slot``: whether the model has a norm layer that ``model.norm`` chooses (the
+    engine's to say: ``lpdt.layers.quant.convert.has_norm``)."""
+    out: list[str] = []
+
+    def unused(section: str, key: str, why: str) -> None:
+        part = getattr(cfg, section)
+        value, default = getattr(part, key), getattr(type(part)(), key)
+        if value != default:
+            out.append(f"{section}.{key}={value} ({why})")
+
+    p, m = cfg.precision, cfg.model
+    if p.mode == "fp32":
+        for key in _PRECISION_KEYS:
+            unused("precision", key, "precision.mode fp32")
+    elif p.act_bits == 32:
+        unused("precision", "act_rounding", "32-bit activations")
+    if not norm_slot:
+        for key in _NORM_KEYS:
+            unused("model", key, f"{m.name} has no norm layer")
+    else:
+        int8 = p.mode == "int8"
+        kind = ("rangebn" if m.norm == "rangebn" else "rangeen8") if int8 else m.norm
+        why = f"model.norm {m.norm}{' at 8 bits' if int8 else ''}"
+        for key in _NORM_KEYS[1:]:
+            if key not in _NORM_READS[kind]:
+                unused("model", key, why)
+    if MODELS.get(m.name).inputs == "image":
+        unused("model", "pretrained", "image models train from scratch")
+    if not cfg.train.compile:
+        unused("train", "compile_mode", "train.compile false")
+        unused("train", "compile_eval", "train.compile false")
+    return out

@@ -41,6 +41,9 @@ class DatasetSpec(Spec):
     # dataset draws its splits in memory at the size asked, so a typo of a few zeros would
     # allocate until the machine runs out.
     max_subset: int | None = None
+    # Its reader resizes images to ``data.image_size`` (the in-memory image datasets); False:
+    # the key is refused rather than ignored (Imagenette crops to 224 px)
+    resized: bool = True
 
 
 DATASETS: Registry[DatasetSpec] = Registry("dataset", DatasetSpec)
@@ -51,7 +54,8 @@ DATASETS.add("cifar10", DatasetSpec(f"{_IMAGES}:load_cifar10", 50000, 10000))
 DATASETS.add("cifar100", DatasetSpec(f"{_IMAGES}:load_cifar100", 50000, 10000))
 DATASETS.add("fashion_mnist", DatasetSpec(f"{_IMAGES}:load_fashion_mnist", 60000, 10000))
 DATASETS.add(  # RandomResizedCrop / CenterCrop to 224 px (lpdt.data.imagenette)
-    "imagenette", DatasetSpec("lpdt.data.imagenette:load_imagenette", 9469, 3925, input_px=224)
+    "imagenette",
+    DatasetSpec("lpdt.data.imagenette:load_imagenette", 9469, 3925, input_px=224, resized=False),
 )
 DATASETS.add(  # its reader's sizes when no subset is set
     "synthetic",

@@ -50,6 +50,9 @@ def make_synthetic(
 
 
 def load_synthetic(cfg: Any) -> TensorDataset:
+    """Generated at ``data.image_size`` px (None: 32; it was 32 px whatever was asked before
+    2026-12-01)."""
     n_train = cfg.train_subset or SYNTHETIC_SIZES[0]
     n_test = cfg.test_subset or SYNTHETIC_SIZES[1]
-    return make_synthetic(n_train=n_train, n_test=n_test)
+    side = cfg.image_size or 32
+    return make_synthetic(n_train=n_train, n_test=n_test, shape=(3, side, side))

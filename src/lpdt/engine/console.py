@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from lpdt.config import ModelConfig, RunConfig
+from lpdt.config import RunConfig, unused_settings
 from lpdt.decentral.topology import shape_note
 from lpdt.engine.device import Log
 from lpdt.engine.run import Run
@@ -17,9 +17,6 @@ from lpdt.layers.quant.convert import has_norm
 from lpdt.record import HistoryRow
 
 PROGRESS_EVERY_S = 30.0  # seconds between in-epoch progress lines (tests lower it)
-
-
-NORM_DEFAULT = ModelConfig().norm
 
 
 def duration(s: float) -> str:
@@ -85,8 +82,13 @@ class Progress:
 
 def start_line(cfg: RunConfig, run: Run) -> str:
     info = run.data.info
+    p = cfg.precision
+    bits = (p.weight_bits, p.act_bits, p.grad_bits)
+    mode = (
+        p.mode if p.mode == "fp32" or bits == (8, 8, 8) else "int8 w{}/a{}/g{} bits".format(*bits)
+    )
     return (
-        f"run {cfg.run_id()}: {cfg.model.name} ({cfg.precision.mode}, {run.state.p_train:,} "
+        f"run {cfg.run_id()}: {cfg.model.name} ({mode}, {run.state.p_train:,} "
         f"params) on {info.name}"
         f"{' (stand-in for ' + str(info.stand_in_for) + ')' if info.stand_in else ''}, "
         f"{cfg.topology.nodes} nodes {cfg.topology.name}, {cfg.algorithm.name} "
@@ -125,28 +127,34 @@ def batch_note(cfg: RunConfig, run: Run) -> str | None:
     )
 
 
-def norm_note(cfg: RunConfig, run: Run) -> str | None:
-    """A line when ``model.norm`` is set (to other than its default) on a model without a norm
-    layer (``tiny_cnn``, the transformers): the setting changes nothing but the run id."""
-    if cfg.model.norm == NORM_DEFAULT or has_norm(run.state.models[0]):
-        return None
-    return (
-        f"note: {cfg.model.name} has no normalisation layer: model.norm={cfg.model.norm} "
-        "changes nothing in this run"
-    )
+def settings_notes(cfg: RunConfig, run: Run) -> list[str]:
+    """Lines for what the config asks and the run does otherwise: a BN-style or EvoNorm norm at
+    8 bits (it trains 8-bit Range-EvoNorm), and the settings that change nothing here
+    (``lpdt.config.unused_settings``: a norm on a model without one, bits at fp32, ...)."""
+    slot = has_norm(run.state.models[0])
+    m, notes = cfg.model, []
+    if slot and cfg.precision.mode == "int8" and m.norm in ("batchnorm", "groupnorm", "evonorm"):
+        notes.append(
+            f"note: model.norm={m.norm} at 8 bits trains 8-bit Range-EvoNorm, as every norm but "
+            "Range-BN (model.norm=rangebn) does (docs/int8.md)"
+        )
+    unused = unused_settings(cfg, norm_slot=slot)
+    if unused:
+        notes.append("note: settings that change nothing in this run: " + ", ".join(unused))
+    return notes
 
 
 def run_notes(cfg: RunConfig, run: Run) -> list[str]:
     """The notes a run prints after its first line: what it does that its config does not make
     plain (a subset or a batch larger than the data, a torus laid out as a ring, milestones it
-    never reaches, a norm the model does not have)."""
+    never reaches, settings it does not use)."""
     t = cfg.topology
     notes = [
         *subset_notes(cfg, run),
         batch_note(cfg, run),
         shape_note(t.name, t.nodes, t.rows),
         schedule_note(cfg),
-        norm_note(cfg, run),
+        *settings_notes(cfg, run),
     ]
     return [n for n in notes if n]
 
