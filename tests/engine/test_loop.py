@@ -580,10 +580,17 @@ def test_a_failed_run_of_several_is_one_line_and_the_others_still_run(tmp_path, 
     assert len(err) == 1 and "2 --config need as many --out (got 1)" in err[0]
 
 
+def notes_of(c, out: Path) -> tuple[list[str], list[str]]:
+    """The notes a training of ``c`` into ``out`` printed after its first line, and all it
+    printed."""
+    lines: list[str] = []
+    train(c, out, log=lines.append)
+    return [x for x in lines if x.startswith("note: ")], lines
+
+
 def test_a_subset_larger_than_its_split_is_a_note(tmp_path):
     """``data.train_subset=100000`` on Fashion-MNIST's 60,000 images trained on all of them
     without a line (the record says how many were used)."""
-    lines: list[str] = []
     c = cfg(  # BASE, on the tiny CNN
         "data.dataset=fashion_mnist",
         "data.train_subset=100000",
@@ -594,8 +601,7 @@ def test_a_subset_larger_than_its_split_is_a_note(tmp_path):
         "train.final_gossip_rounds=1",
         "train.curve_images=0",
     )
-    train(c, tmp_path / "run", log=lines.append)
-    notes = [x for x in lines if x.startswith("note: ")]
+    notes, lines = notes_of(c, tmp_path / "run")
     assert notes == [
         "note: data.train_subset 100,000 is more than the 60,000 train examples of "
         "fashion_mnist: all 60,000 are used"
@@ -605,7 +611,6 @@ def test_a_subset_larger_than_its_split_is_a_note(tmp_path):
 def test_a_batch_larger_than_every_partition_is_a_note(tmp_path):
     """``train.batch_size=512`` over 2 nodes of 100 examples each trained one short batch per
     epoch, and the run's first line said only ``1 it/epoch``."""
-    lines: list[str] = []
     c = cfg(
         "data.train_subset=200",
         "data.test_subset=64",
@@ -615,16 +620,14 @@ def test_a_batch_larger_than_every_partition_is_a_note(tmp_path):
         "train.final_gossip_rounds=1",
         "train.curve_images=0",
     )
-    train(c, tmp_path / "run", log=lines.append)
-    notes = [x for x in lines if x.startswith("note: ")]
+    notes, lines = notes_of(c, tmp_path / "run")
     assert notes == [
         "note: train.batch_size 512 over 2 nodes is 256 per node, more than the largest "
         "partition's 100 training examples: each epoch is one batch of a node's whole partition"
     ], lines
     # a batch that fits the partitions: no note
-    lines.clear()
-    train(cfg(*ONE_EPOCH, "topology.nodes=2"), tmp_path / "fits", log=lines.append)
-    assert not [x for x in lines if x.startswith("note: ")], lines
+    notes, lines = notes_of(cfg(*ONE_EPOCH, "topology.nodes=2"), tmp_path / "fits")
+    assert not notes, lines
 
 
 def test_settings_the_run_does_not_use_are_a_note(tmp_path):
@@ -638,10 +641,8 @@ def test_settings_the_run_does_not_use_are_a_note(tmp_path):
     from lpdt.layers.quant.convert import convert_to_int8, has_norm
     from lpdt.models.resnet import resnet8
 
-    lines: list[str] = []
     c = cfg(*ONE_EPOCH, "model.norm=rangeen", "precision.mode=int8", "train.curve_images=0")
-    train(c, tmp_path / "run", log=lines.append)
-    notes = [x for x in lines if x.startswith("note: ")]
+    notes, lines = notes_of(c, tmp_path / "run")
     assert notes == [
         "note: settings that change nothing in this run: model.norm=rangeen (tiny_cnn has no "
         "norm layer)"
