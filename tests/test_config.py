@@ -345,3 +345,8 @@ def test_the_settings_a_run_does_not_use_are_named_with_why():
         "train.compile_mode=max-autotune (train.compile false)",
     ]
     assert unused("train.compile=true", "train.compile_mode=max-autotune") == []
+    cfg = load_config(overrides=["model.name=resnet8", "model.dropout_noise=hash"])
+    assert unused_settings(cfg, dropout=False) == [
+        "model.dropout_noise=hash (resnet8 has no dropout layer)"
+    ]
+    assert unused_settings(cfg, dropout=True) == []

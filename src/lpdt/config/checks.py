@@ -186,12 +186,13 @@ _PRECISION_KEYS = (
 )
 
 
-def unused_settings(cfg: RunConfig, norm_slot: bool = True) -> list[str]:
+def unused_settings(cfg: RunConfig, norm_slot: bool = True, dropout: bool = True) -> list[str]:
     """The keys set to other than their defaults that change nothing in this run, each with
     why (``model.groups=3 (model.norm batchnorm)``); all but the execution keys among them
     (``train.compile_mode``, ``train.compile_eval``) still change its run id.
     ``norm_slot``: whether the model has a norm layer that ``model.norm`` chooses (the
-    engine's to say: ``lpdt.layers.quant.convert.has_norm``)."""
+    engine's to say: ``lpdt.layers.quant.convert.has_norm``); ``dropout``: whether it has a
+    dropout layer that ``model.dropout_noise`` draws for."""
     out: list[str] = []
 
     def unused(section: str, key: str, why: str) -> None:
@@ -218,6 +219,8 @@ def unused_settings(cfg: RunConfig, norm_slot: bool = True) -> list[str]:
                 unused("model", key, why)
     if MODELS.get(m.name).inputs == "image":
         unused("model", "pretrained", "image models train from scratch")
+    if not dropout:
+        unused("model", "dropout_noise", f"{m.name} has no dropout layer")
     if not cfg.train.compile:
         unused("train", "compile_mode", "train.compile false")
         unused("train", "compile_eval", "train.compile false")
