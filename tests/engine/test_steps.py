@@ -540,3 +540,24 @@ def test_more_inductor_options_join_the_compile_call():
     }
     with pytest.raises(ValueError, match="need the default mode"):
         prepare_compile("reduce-overhead", False, {"combo_kernels": True})
+
+
+def test_a_cpu_compile_drops_torchs_gpu_only_warnings(caplog):
+    """Without a GPU, a first compile logged "triton not found" and "No CUDA runtime is found"
+    (torch's CUDA build): they go, and the loggers' other warnings stay."""
+    import logging
+
+    from lpdt.engine.steps import CPU_ONLY_WARNINGS, quiet_cpu_only_warnings
+
+    quiet_cpu_only_warnings()
+    quiet_cpu_only_warnings()  # once per process: one filter each
+    for name, start in CPU_ONLY_WARNINGS.items():
+        logger = logging.getLogger(name)
+        assert len(logger.filters) == (0 if torch.cuda.is_available() else 1)
+        if torch.cuda.is_available():  # a GPU's machine keeps them (neither is logged there)
+            continue
+        with caplog.at_level(logging.WARNING, logger=name):
+            caplog.clear()
+            logger.warning(f"{start}; the rest of torch's line %s", "x")
+            logger.warning("another warning")
+        assert [r.getMessage() for r in caplog.records] == ["another warning"]

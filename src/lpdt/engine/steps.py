@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -126,12 +127,43 @@ def compile_allowed(model: nn.Module, log: Log = print, batched: bool = False) -
     return True
 
 
+# torch's CUDA build on a machine without a GPU logs two warnings at a process's first compile
+# that concern GPU code only: Triton is missing (FLOP counts of Triton kernels) and no CUDA
+# runtime was found (cpp_extension's CUDA_HOME). A CPU run's log read them as faults.
+CPU_ONLY_WARNINGS = {
+    "torch.utils.flop_counter": "triton not found",
+    "torch.utils.cpp_extension": "No CUDA runtime is found",
+}
+
+
+class _DropStart(logging.Filter):
+    """Drops the records whose message starts with ``start``."""
+
+    def __init__(self, start: str) -> None:
+        super().__init__()
+        self.start = start
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.start)
+
+
+def quiet_cpu_only_warnings() -> None:
+    """Without a GPU, drop ``CPU_ONLY_WARNINGS`` from torch's loggers (once per process)."""
+    if torch.cuda.is_available():
+        return
+    for name, start in CPU_ONLY_WARNINGS.items():
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropStart) for f in logger.filters):
+            logger.addFilter(_DropStart(start))
+
+
 def prepare_compile(mode: str, quantized: bool, options: dict | None = None) -> dict:
     """Set torch's process-wide compiler flags that lpdt's compiled steps need, and return the
     keyword arguments of their ``torch.compile`` call. Each call counts one more compiled step
     of this process (the recompile limit: see below). ``options``: more inductor options
     (``mode`` "default" only; a benchmark's experiment, e.g. ``{"combo_kernels": True}``: other
     options make another compiled graph, not a reuse of one compiled without them)."""
+    quiet_cpu_only_warnings()  # before the imports that log them
     # Imported here, not at the top: ``torch._dynamo`` costs about 1 s of every process that
     # imports the engine (2-core VM), and a process that trains eagerly never needs it.
     import torch._dynamo.config
