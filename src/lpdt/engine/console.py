@@ -7,14 +7,13 @@ from __future__ import annotations
 import time
 
 import torch
-from torch import nn
 
 from lpdt.config import RunConfig, unused_settings
 from lpdt.decentral.topology import shape_note
 from lpdt.engine.device import Log
 from lpdt.engine.run import Run
 from lpdt.engine.schedule import schedule_note
-from lpdt.layers.dropout import HashDropout
+from lpdt.layers.dropout import has_dropout
 from lpdt.layers.quant.convert import has_norm
 from lpdt.record import HistoryRow
 
@@ -140,8 +139,7 @@ def settings_notes(cfg: RunConfig, run: Run) -> list[str]:
             f"note: model.norm={m.norm} at 8 bits trains 8-bit Range-EvoNorm, as every norm but "
             "Range-BN (model.norm=rangebn) does (docs/int8.md)"
         )
-    dropout = any(isinstance(x, (nn.Dropout, HashDropout)) for x in run.state.models[0].modules())
-    unused = unused_settings(cfg, norm_slot=slot, dropout=dropout)
+    unused = unused_settings(cfg, norm_slot=slot, dropout=has_dropout(run.state.models[0]))
     if unused:
         notes.append("note: settings that change nothing in this run: " + ", ".join(unused))
     return notes

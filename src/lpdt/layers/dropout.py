@@ -47,6 +47,12 @@ class HashDropout(nn.Module):
         return f"p={self.p}, noise_salt={self.noise_salt}"
 
 
+def has_dropout(model: nn.Module) -> bool:
+    """Whether ``model`` has a dropout layer (``nn.Dropout`` or ``HashDropout``): what
+    ``model.dropout_noise`` draws for."""
+    return any(isinstance(m, (nn.Dropout, HashDropout)) for m in model.modules())
+
+
 def hash_dropout_(model: nn.Module) -> nn.Module:
     """Replace every ``nn.Dropout`` of ``model`` by a ``HashDropout`` of the same probability, in
     place, and number the noise sites; returns ``model``."""
