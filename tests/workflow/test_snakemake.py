@@ -309,6 +309,9 @@ def test_a_studies_file_cut_short_is_one_line_naming_it_and_the_key(tmp_path):
     assert "coordinates.compression" in line, line
 
 
+# Slow since 2026-12-02 (two Snakemake invocations, 8.7 s of the default suite, whose CI took
+# 654 s with setup), as the edge paths below are.
+@pytest.mark.slow
 def test_scales_that_drop_studies(tmp_path):
     """Each of these stopped the DAG with an IndexError (2026-11-30): a scale without Figures 2
     and 3 (nothing to analyse), one with no training run (its plan: "no training runs")."""
