@@ -224,6 +224,30 @@ def test_a_non_finite_loss_mid_epoch_makes_that_epoch_diverge():
     assert math.isfinite(clean.train_epoch(0.1))
 
 
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        (["train.batch_size=4"], "train.batch_size=4 over topology.nodes=4 is 1 example per node"),
+        (["data.train_subset=36"], "a node's 9 training examples at train.batch_size=32 over"),
+    ],
+)
+def test_a_batch_norm_that_would_see_one_value_per_channel_is_a_config_error(settings, says):
+    """ResNet-18 at 32 px ends in 1x1 feature maps: a batch of one example there (one per node,
+    or the rest of a node's partition at the end of a pass) gave BN torch's error, at the first
+    such batch (after an epoch of training for the rest of a pass), naming no setting."""
+    from lpdt.config import ConfigError
+    from lpdt.engine.run import Run
+
+    base = [*TINY, "model.name=resnet18", "model.norm=batchnorm", "topology.nodes=4"]
+    cfg = load_config(None, [*base, "data.train_subset=16", "train.batch_size=32", *settings])
+    with pytest.raises(ConfigError, match=says) as e:
+        Run(cfg, log=lambda s: None)
+    assert "batchnorm layer stages.3.0.norm1" in str(e.value) and "model.norm" in str(e.value)
+    # two examples in every batch (a partition of 10 at 8 per node), or a norm of each example
+    for ok in (["data.train_subset=40"], ["data.train_subset=36", "model.norm=evonorm"]):
+        Run(load_config(None, [*base, "train.batch_size=32", "data.test_subset=8", *ok]))
+
+
 def test_bad_config_exits_2_with_one_line(tmp_path, capsys):
     assert main(["train", "--set", "topology.name=star", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -16,6 +16,7 @@ from lpdt.layers.norms import (
     GroupNormAct,
     RangeBatchNormAct2d,
     RangeEvoNorm,
+    batch_statistic_sizes,
     chunk_count,
     group_variance,
     norm_layer,
@@ -248,6 +249,37 @@ def test_batch_norms_do_depend_on_the_batch():
         b = a.clone()
         b[1:] *= 10.0
         assert not torch.allclose(m(a)[0], m(b)[0], atol=1e-3)
+
+
+def test_batch_statistic_sizes_are_each_batch_norms_feature_map_and_touch_nothing():
+    """(name, kind, H*W) of the batch-statistics norms only (BN, Range-BN; full precision and
+    8-bit), as one example meets them; the model's buffers and the random streams as they were
+    (the 8-bit model rounds stochastically in eval mode too)."""
+    from lpdt.config import PrecisionConfig
+    from lpdt.layers.quant import convert_to_int8
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3),
+        BatchNormAct2d(4),
+        GroupNormAct(4),
+        torch.nn.AdaptiveAvgPool2d(1),
+        RangeBatchNormAct2d(4),
+    )
+    assert batch_statistic_sizes(net, (3, 8, 8)) == [("1", "batchnorm", 36), ("4", "rangebn", 1)]
+    q = convert_to_int8(copy.deepcopy(net), PrecisionConfig(), ModelConfig(norm="rangebn"))
+    buffers = {k: v.clone() for k, v in q.state_dict().items()}
+    rng = torch.get_rng_state()
+    # every norm slot is 8-bit Range-BN at model.norm=rangebn (the GroupNorm's too)
+    assert [(k, hw) for _, k, hw in batch_statistic_sizes(q, (3, 8, 8))] == [
+        ("rangebn", 36),
+        ("rangebn", 36),
+        ("rangebn", 1),
+    ]
+    assert torch.equal(torch.get_rng_state(), rng)
+    assert all(torch.equal(v, buffers[k]) for k, v in q.state_dict().items())
+    assert q.training  # the caller's mode
+    assert batch_statistic_sizes(torch.nn.Sequential(EvoNormS0(8)), (8, 4, 4)) == []
 
 
 @pytest.mark.parametrize(

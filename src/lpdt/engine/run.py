@@ -42,6 +42,7 @@ from lpdt.engine.evaluation import (
     evaluate_nodes,
 )
 from lpdt.engine.steps import Steps
+from lpdt.layers.norms import batch_statistic_sizes
 from lpdt.models import build_model
 from lpdt.record import (
     HistoryRow,
@@ -56,6 +57,44 @@ def partition_indices(labels: np.ndarray, cfg: RunConfig) -> list[np.ndarray]:
     if p.kind == "dirichlet":
         return dirichlet_partition(labels, n, p.alpha, seed=p.seed)
     return skew_partition(labels, n, p.skew, seed=p.seed)
+
+
+def smallest_batch(part_sizes: list[int], per_node: int) -> tuple[int, int]:
+    """The fewest examples a node's batch holds, and the partition that gives it: a node's
+    batches hold ``per_node`` examples, and the last of each pass the rest of its partition."""
+    return min(((n % per_node) or per_node, n) for n in part_sizes)
+
+
+def check_norm_batches(
+    cfg: RunConfig, model: torch.nn.Module, input_shape: tuple[int, ...], part_sizes: list[int]
+) -> None:
+    """Refuse, before training, a run in which a batch-statistics norm (BN, Range-BN) would
+    normalise one value per channel: a batch of one example at a 1x1 feature map, from which a
+    batch norm computes nothing (its output would be its bias; Range-BN's range is 0). Such a
+    run stopped at its first such batch, possibly the last of the first pass after an epoch of
+    training, with torch's or the range estimator's error, which named no setting."""
+    b = cfg.per_node_batch
+    fewest, part = smallest_batch(part_sizes, b)
+    if fewest >= 2:
+        return  # every norm sees at least 2 values per channel
+    ones = [(n, k) for n, k, hw in batch_statistic_sizes(model, input_shape) if hw == 1]
+    if not ones:
+        return
+    t = f"train.batch_size={cfg.train.batch_size} over topology.nodes={cfg.topology.nodes}"
+    why = (
+        f"{t} is 1 example per node"
+        if b == 1
+        else f"a node's {part} training examples at {t} ({b} per node) leave 1 example for the "
+        "last batch of each pass"
+    )
+    name, kind = ones[0]
+    where = f"{kind} layer {name}" + (f" (and {len(ones) - 1} more)" if len(ones) > 1 else "")
+    other = "rangeen" if cfg.precision.mode == "int8" else "groupnorm, evonorm or rangeen"
+    raise ConfigError(
+        f"{why}; the {where} of {cfg.model.name} normalises a 1x1 feature map over the batch, "
+        "so it would see 1 value per channel and compute nothing (its output is its bias); give "
+        f"every batch at least 2 examples, or use a norm of each example (model.norm: {other})"
+    )
 
 
 class Run:
@@ -102,6 +141,7 @@ class Run:
         torch.manual_seed(cfg.seed)
         info = self.data.info
         model = build_model(cfg, info.num_classes, info.input_shape)
+        check_norm_batches(cfg, model, info.input_shape, [len(p) for p in parts])
         self.state = NodeState(model, len(ids), self.device)
         self.streams = NodeStreams(cfg.seed, ids, self.device)  # each node's random streams
         # One training step / evaluation forward for all nodes (compiled once if asked), and

@@ -18,6 +18,7 @@ norms keep running statistics as buffers, which stay local to each node (not gos
 from __future__ import annotations
 
 import math
+from copy import deepcopy
 from typing import Any
 
 import torch
@@ -361,6 +362,44 @@ class RangeBatchNormAct2d(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.channels}, act={self.act_kind}, momentum={self.momentum}, eps={self.eps}"
+
+
+# The norms whose statistics are taken over the batch (BN, Range-BN, full precision or 8-bit):
+# over one value per channel they compute nothing (BN's output is its bias, Range-BN's range 0).
+BATCH_STATISTIC_KINDS = frozenset({"batchnorm", "rangebn"})
+
+
+@torch.no_grad()
+def batch_statistic_sizes(
+    model: nn.Module, input_shape: tuple[int, ...]
+) -> list[tuple[str, str, int]]:
+    """(name, kind, H*W) of every batch-statistics norm of ``model`` (``BATCH_STATISTIC_KINDS``),
+    in call order: the values per channel one example gives it. Found by passing one example
+    through a copy of ``model`` in eval mode, with the random streams restored (an 8-bit model
+    rounds stochastically in eval mode too), so ``model`` and the run are not touched; no
+    forward at all when it has no such norm."""
+    if not any(getattr(m, "norm_kind", None) in BATCH_STATISTIC_KINDS for m in model.modules()):
+        return []
+    probe = deepcopy(model).eval()
+    sizes: list[tuple[str, str, int]] = []
+    handles = [
+        m.register_forward_hook(
+            lambda m, args, out, name=name: sizes.append(
+                (name, m.norm_kind, math.prod(args[0].shape[2:]))
+            )
+        )
+        for name, m in probe.named_modules()
+        if getattr(m, "norm_kind", None) in BATCH_STATISTIC_KINDS
+    ]
+    param = next(probe.parameters(), None)
+    device = param.device if param is not None else torch.device("cpu")
+    try:
+        with torch.random.fork_rng(devices=[] if device.type == "cpu" else [device]):
+            probe(torch.zeros(1, *input_shape, device=device))
+    finally:
+        for h in handles:
+            h.remove()
+    return sizes
 
 
 def norm_layer(cfg: Any, channels: int, act: bool = True) -> nn.Module:
