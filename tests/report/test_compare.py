@@ -552,6 +552,29 @@ def test_runs_differing_in_a_config_value_of_the_manifest_never_pair(
     assert res["overall"]["n"] == 3
 
 
+def test_a_coordinate_no_run_names_is_not_printed_as_fixed(
+    seeded_tree: dict, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A manifest whose studies name no dataset (a hand-written one) printed "fixed:
+    dataset=None ..."; a coordinate no run has is no setting held fixed."""
+    import shutil
+
+    root = tmp_path / "tree"
+    shutil.copytree(seeded_tree["root"], root)
+    path = root / "results" / "manifest.json"
+    m = json.loads(path.read_text())
+    for study in m["studies"].values():
+        for e in study.get("runs", []):
+            e["coords"].pop("dataset", None)
+    path.write_text(json.dumps(m))
+    argv = [str(path), *ARGS, "--study", "table3", "--where", "nodes=8"]
+    assert lpdt(*argv) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("fixed: "))
+    assert "None" not in line and "dataset" not in line and "model=resnet20" in line, line
+    assert lpdt(*argv, "--json") == 0
+    assert "dataset" not in json.loads(capsys.readouterr().out)["fixed"]
+
+
 @pytest.mark.parametrize("text", ["nan,inf", "-inf,1", "nan"])
 def test_a_threshold_that_is_not_a_finite_number_is_refused(text):
     """As ``--where`` refuses nan and inf: a NaN or infinite threshold gave the verdict

@@ -299,6 +299,12 @@ def _norms(s: pd.DataFrame) -> set[str]:
     return {str(pairs.effective_norm(n, p)) for n, p in zip(s["norm"], s["precision"], strict=True)}
 
 
+def _named(v: str) -> bool:
+    """Whether a cell's coordinate (a canonical string, ``pairs.cell_key``) names a setting: not
+    the text of None or NaN, no value recorded."""
+    return v not in ("None", "nan")
+
+
 def _cell_label(keys: Sequence[str], cell: Sequence[str]) -> str:
     return " ".join(f"{k}={v}" for k, v in zip(keys, cell, strict=True)) or "(one cell)"
 
@@ -331,7 +337,13 @@ def compare(
     ck = pr.cell_keys
     cells = summary.per_cell(p, threshold, direction, pr.set_aside)
     shown = [k for i, k in enumerate(ck) if len({c["cell"][i] for c in cells}) > 1]
-    fixed = {k: cells[0]["cell"][i] for i, k in enumerate(ck) if k not in shown} if cells else {}
+    # the coordinates all cells share; one that no run names (a manifest's study without it)
+    # holds no setting fixed, and is left out
+    fixed = (
+        {k: v for i, k in enumerate(ck) if k not in shown and _named(v := cells[0]["cell"][i])}
+        if cells
+        else {}
+    )
     for c in cells:
         c["cell"] = dict(zip(ck, c["cell"], strict=True))
     overall = summary.summarize(p, threshold, direction, of=NOTE, set_aside=pr.set_aside)
