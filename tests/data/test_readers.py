@@ -259,6 +259,25 @@ def test_imagenette_val_class_without_a_training_folder_is_refused(tmp_path):
     )
 
 
+def test_imagenette_files_that_are_no_image_are_refused_and_hidden_files_passed_over(tmp_path):
+    """A .webp (or any file not .jpg/.jpeg/.png) in a class folder was left out of the run
+    without a word; a file manager's hidden files are no images and no damage."""
+    folder = write_imagenette(tmp_path)
+    (folder / "val" / "n01440764" / ".DS_Store").write_bytes(b"\0")
+    (folder / "train" / "n02102040" / "img_9.JPG").write_bytes(
+        (folder / "train" / "n02102040" / "img_0.JPEG").read_bytes()
+    )
+    ds = load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path)))
+    assert np.bincount(ds.labels("train")).tolist() == [4, 5, 4]  # .JPG is an image
+    (folder / "train" / "n03000684" / "img_9.webp").write_bytes(b"RIFF")
+    with pytest.raises(DatasetError) as e:
+        load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path)))
+    assert str(e.value).startswith(
+        f"imagenette: 1 file(s) in the class folders of {folder / 'train'} are not .jpg, .jpeg, "
+        f".png images, e.g. {folder / 'train' / 'n03000684' / 'img_9.webp'}: "
+    )
+
+
 def test_imagenette_subset(tmp_path):
     write_imagenette(tmp_path)
     ds = load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path), train_subset=6))

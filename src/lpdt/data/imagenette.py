@@ -54,7 +54,10 @@ def _find_root(root: Path) -> Path | None:
 
 
 def _scan(folder: Path, classes: list[str]) -> tuple[list[Path], np.ndarray]:
-    files, labels = [], []
+    """The images of each class folder under ``folder``, and their labels. Hidden files (a
+    file manager's ``.DS_Store``) are passed over; any other file that is not a .jpg, .jpeg or
+    .png image is refused: its image would be left out of the run without a word."""
+    files, labels, other = [], [], []
     for c, name in enumerate(classes):
         if not (folder / name).is_dir():
             continue  # a class with no folder here has no images (the caller says so)
@@ -62,6 +65,14 @@ def _scan(folder: Path, classes: list[str]) -> tuple[list[Path], np.ndarray]:
             if p.suffix.lower() in _EXTENSIONS:
                 files.append(p)
                 labels.append(c)
+            elif not p.name.startswith("."):
+                other.append(p)
+    if other:
+        raise DatasetError(
+            f"imagenette: {len(other)} file(s) in the class folders of {folder} are not "
+            f"{', '.join(_EXTENSIONS)} images, e.g. {other[0]}: convert them or move them out "
+            "(they would be left out of the run)"
+        )
     return files, np.asarray(labels, dtype=np.int64)
 
 
