@@ -26,6 +26,26 @@ def test_cost_model_json(capsys):
     assert d["params"] == 273_258 and d["precision"] == "int8"
     assert d["training"]["memory_mib"] == pytest.approx(35.15, abs=0.01)
     assert "quant_act" in d["training"]["by_layer_type"]
+    assert "note" not in d  # Range-EvoNorm is what lpdt train builds at 8 bits
+
+
+@pytest.mark.parametrize("norm", ["batchnorm", "rangebn"])
+def test_an_8bit_norm_lpdt_train_would_not_build_is_said(capsys, norm):
+    """BN priced at 8 bits is what the paper's Table 10 does for its own norms, but lpdt train
+    builds 8-bit Range-EvoNorm for every norm but Range-BN: the output says so."""
+    argv = ["cost", "model", "--model", "resnet8", "--norm", norm, "--precision", "int8"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert main([*argv, "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    if norm == "rangebn":  # lpdt train's 8-bit Range-BN
+        assert not any(x.startswith("note: ") for x in lines) and "note" not in d
+        return
+    assert lines[1] == (
+        "note: priced with batchnorm's operations at 8 bits; lpdt train at 8 bits trains "
+        "model.norm=batchnorm as 8-bit Range-EvoNorm (--norm rangeen prices that)"
+    )
+    assert d["note"] == lines[1].removeprefix("note: ")
 
 
 def test_cost_model_text_and_energy_override(capsys):

@@ -142,6 +142,20 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return shape
 
 
+def _norm_note(norm: str | None, precision: str) -> str | None:
+    """What to say when the priced norm is not the one ``lpdt train`` builds at 8 bits (it
+    trains every norm but Range-BN as 8-bit Range-EvoNorm): the operations are those of the norm
+    asked for, as the paper's Table 10 prices its two 8-bit norms."""
+    from lpdt.layers.quant import int8_norm
+
+    if precision != "int8" or norm not in NORMS or int8_norm(norm) == norm:
+        return None
+    return (
+        f"priced with {norm}'s operations at 8 bits; lpdt train at 8 bits trains "
+        f"model.norm={norm} as 8-bit Range-EvoNorm (--norm {int8_norm(norm)} prices that)"
+    )
+
+
 def _run_model(args: argparse.Namespace) -> int:
     from lpdt.cost.model import cost_of
 
@@ -155,8 +169,11 @@ def _run_model(args: argparse.Namespace) -> int:
         energy=parse_energy(args.energy),
         algorithm=args.algorithm,
     )
+    note = _norm_note(c.norm, c.precision)
     if args.json:
         d = c.to_dict()
+        if note:
+            d["note"] = note
         if args.layers:
             d["layers"] = [r.__dict__ for r in c.records]
         emit_json(d, args.json)
@@ -165,6 +182,8 @@ def _run_model(args: argparse.Namespace) -> int:
         f"{c.model} (norm {c.norm}, {c.precision}, batch {c.batch}, {c.params:,} parameters), "
         f"per node per iteration; energy table: {c.energy_table.source}"
     )
+    if note:
+        print(f"note: {note}")
     for mode in MODES:
         e = c.energy_by_type_mj(mode)
         print(f"\n{mode}: {c.energy_mj(mode):.4f} mJ")

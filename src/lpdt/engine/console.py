@@ -14,7 +14,7 @@ from lpdt.engine.device import Log
 from lpdt.engine.run import Run
 from lpdt.engine.schedule import schedule_note
 from lpdt.layers.dropout import has_dropout
-from lpdt.layers.quant.convert import has_norm
+from lpdt.layers.quant.convert import has_norm, int8_norm
 from lpdt.record import HistoryRow
 
 PROGRESS_EVERY_S = 30.0  # seconds between in-epoch progress lines (tests lower it)
@@ -134,7 +134,7 @@ def settings_notes(cfg: RunConfig, run: Run) -> list[str]:
     (``lpdt.config.unused_settings``: a norm on a model without one, bits at fp32, ...)."""
     slot = has_norm(run.state.models[0])
     m, notes = cfg.model, []
-    if slot and cfg.precision.mode == "int8" and m.norm in ("batchnorm", "groupnorm", "evonorm"):
+    if slot and cfg.precision.mode == "int8" and int8_norm(m.norm) != m.norm:
         notes.append(
             f"note: model.norm={m.norm} at 8 bits trains 8-bit Range-EvoNorm, as every norm but "
             "Range-BN (model.norm=rangebn) does (docs/int8.md)"

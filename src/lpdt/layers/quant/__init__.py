@@ -17,7 +17,7 @@ No ``.item()`` or Python branch on tensor values: ranges and steps stay tensors 
 synchronisation per layer), and the whole forward/backward traces into one compiled graph.
 """
 
-from lpdt.layers.quant.convert import convert_to_int8, gossip_buffer_names
+from lpdt.layers.quant.convert import convert_to_int8, gossip_buffer_names, int8_norm
 from lpdt.layers.quant.functions import quantize_grad, ste, ste_minmax
 from lpdt.layers.quant.modules import (
     QAdd,
@@ -44,6 +44,7 @@ __all__ = [
     "QuantSpec",
     "convert_to_int8",
     "gossip_buffer_names",
+    "int8_norm",
     "qparam",
     "quantize",
     "quantize_grad",

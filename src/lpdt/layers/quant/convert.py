@@ -42,9 +42,15 @@ def _copy_affine(src: nn.Module, dst: nn.Module) -> None:
             b.copy_(a.reshape(b.shape))
 
 
+def int8_norm(norm: str) -> str:
+    """The norm an 8-bit model trains for ``model.norm``: 8-bit Range-BN for ``rangebn``,
+    8-bit Range-EvoNorm (``rangeen``) for every other (the paper's 8-bit norms, Table 10)."""
+    return "rangebn" if norm == "rangebn" else "rangeen"
+
+
 def _convert_norm(m: nn.Module, spec: QuantSpec, model_cfg: Any) -> nn.Module:
     c = _channels(m)
-    if model_cfg.norm == "rangebn":
+    if int8_norm(model_cfg.norm) == "rangebn":
         act = getattr(m, "act_kind", "relu") != "none"
         q: nn.Module = QRangeBatchNormAct2d(c, act=act, spec=spec)
     else:
