@@ -118,7 +118,7 @@ def test_steps_table(tmp_path: Path) -> None:
 
 # Slow since 2026-12-02: the jobs were 15 s of the default suite's 26 s for this benchmark (CI
 # took 654 s with setup). The default suite keeps the steps table above and the bad-input test;
-# run `pytest -m slow tests/test_bench_gpu.py` before a GPU call (docs/engine.md, "On a GPU").
+# run `pytest -m "" tests/test_bench_gpu.py` before a GPU call (docs/engine.md, "Benchmarks").
 @pytest.mark.slow
 def test_jobs_table(tmp_path: Path) -> None:
     """k = 1 and 2 8-bit jobs run, batched (fp32's jobs run the same code with the other
