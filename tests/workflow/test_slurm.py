@@ -95,7 +95,8 @@ def test_under_the_slurm_profile_every_process_plans_a_job_per_run(tmp_path):
     ``workflow.local_exec`` whether the jobs run on a cluster; it asked, batched the runs, and
     every SLURM job, a Snakemake process that does not batch, failed to find its batch rule.
     Dry runs: with profiles/slurm (``--jobs``) a job per run, and with a GPU visible on the
-    submitting machine no local GPU slots; locally (``--cores``) the batches."""
+    submitting machine no local GPU slots; locally (``--cores``) the batches. No Snakemake
+    warning of a coroutine never awaited (the profile's ``disk_mb``, snakemake#4280)."""
     profile = slurm_profile(tmp_path / "profile")
     wd = workdir(tmp_path)
     args = ("--config", "scale=smoke", "mlflow=False")
@@ -105,6 +106,8 @@ def test_under_the_slurm_profile_every_process_plans_a_job_per_run(tmp_path):
         assert r.returncode == 0, r.stderr[-2000:]
         assert _train_rules(r.stdout) == {"train"}, (visible, r.stdout[-2000:])
         assert "gpu_slot=" not in r.stderr, (visible, r.stderr[-2000:])
+        # the profile's disk_mb: Snakemake's default from the inputs' sizes warned once a job
+        assert "was never awaited" not in r.stderr, r.stderr[-2000:]
     local = run_workflow(wd, "-n", "--cores", "2", *args, env={"CUDA_VISIBLE_DEVICES": ""})
     assert local.returncode == 0, local.stderr[-2000:]
     rules = _train_rules(local.stdout)
