@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
     from lpdt.engine import train
 
     outs = [Path(o) for o in args.out] or [Path("results/runs") / cfgs[0].run_id()]
+    for path, out in zip(paths, outs, strict=True):
+        _refuse_own_config_file(path, out)
     codes, logged = [], []
     for i, (cfg, out) in enumerate(zip(cfgs, outs, strict=True)):
         if len(cfgs) > 1:
@@ -152,6 +155,28 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 2 if 2 in codes else max(codes)
+
+
+def _refuse_own_config_file(path: str | None, out: Path) -> None:
+    """A ``--config`` that is ``<out>/config.yaml``, where the run writes its whole resolved
+    config, must be such a file already: a hand-written one (its comments, its short form) was
+    overwritten without a word (``--config config.yaml --out .``)."""
+    from lpdt.config import dump_config, load_config
+
+    if path is None or path == "-":
+        return
+    target = out / "config.yaml"
+    if not (target.exists() and Path(path).resolve() == target.resolve()):
+        return
+    try:
+        written = dump_config(load_config(path, [])) == target.read_text()
+    except (OSError, ValueError, ConfigError):
+        written = False
+    if not written:
+        raise ValueError(
+            f"--config {path} is the file the run writes its resolved config to "
+            f"({target}): keep your config outside --out {out}"
+        )
 
 
 def _check_tracking_uri(uri: str) -> None:
@@ -276,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    before = _stop_on_sigterm()
     try:
         # $LPDT_PLUGINS and the installed plugins (lpdt.plugins), before any name is read; a
         # config's own `plugins` are imported where it is read (lpdt.config.config_from_dict)
@@ -290,15 +316,36 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"lpdt {args.command}: error: {line} (LPDT_DEBUG=1 for a traceback)", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # Ctrl-C: one line, and the status of a process SIGINT ended
-        if os.environ.get("LPDT_DEBUG"):
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (Terminated): one line, and the
+        if os.environ.get("LPDT_DEBUG"):  # status of a process that signal ended
             raise
         # a run's files are written atomically: its last checkpoint is whole
         resume = " (--resume continues a run from its last checkpoint)"
-        print(
-            f"lpdt {args.command}: interrupted{resume * (args.command == 'train')}", file=sys.stderr
-        )
-        return 128 + signal.SIGINT
+        what = "stopped by SIGTERM" if isinstance(e, Terminated) else "interrupted"
+        print(f"lpdt {args.command}: {what}{resume * (args.command == 'train')}", file=sys.stderr)
+        return 128 + (signal.SIGTERM if isinstance(e, Terminated) else signal.SIGINT)
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Python next checks for signals, as Ctrl-C's KeyboardInterrupt is:
+    what SLURM, Snakemake and ``kill`` send. It ended ``lpdt train`` with status 143 and no
+    word (the run's files were whole, as after Ctrl-C)."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+def _stop_on_sigterm() -> Any:
+    """Turn SIGTERM into ``Terminated`` while a command runs; the handler it replaces, to put
+    back (None off the main thread, where Python cannot set one)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    before = signal.signal(signal.SIGTERM, _terminate)
+    return signal.SIG_DFL if before is None else before  # None: one set outside Python
 
 
 def user_error_line(e: BaseException) -> str | None:

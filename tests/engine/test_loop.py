@@ -394,7 +394,7 @@ def test_the_other_engines_checkpoint_is_refused_not_left_behind(tmp_path):
     nothing of its own) and left it in the run directory. Now: refused in one line naming the
     engine to resume with, before anything runs; --force discards both engines' files."""
     from lpdt.engine.launch import launch_local
-    from lpdt.engine.rundir import RunDirError, open_run_dir
+    from lpdt.engine.rundir import RunDirError, forced, open_run_dir
 
     c = cfg(*SMALL, "train.epochs=1")
     dist = cfg(*SMALL, "train.epochs=1", "engine=distributed")
@@ -411,7 +411,10 @@ def test_the_other_engines_checkpoint_is_refused_not_left_behind(tmp_path):
     with pytest.raises(RunDirError, match=r"simulated engine \(checkpoint\.pt\)"):
         launch_local(dist, dist_out, resume=True, log=lambda s: None)
     assert (sim_out / "checkpoint.rank1.pt").exists() and (dist_out / "checkpoint.pt").exists()
+    # --force: nothing checked; the files go once the new run has started (rundir.forced)
     assert open_run_dir(c, sim_out, True, [sim_out / "checkpoint.pt"], print) is None
+    assert (sim_out / "checkpoint.rank1.pt").exists()
+    forced(c, sim_out, [sim_out / "checkpoint.pt"])
     assert not any(sim_out.iterdir())
 
 
@@ -450,9 +453,16 @@ def test_progress_lines_have_iteration_loss_throughput_and_eta(tmp_path, monkeyp
     assert "ETA" in next(s for s in lines if s.startswith("epoch 1/2"))
 
 
-def test_killed_process_resumes_with_continuous_history_and_wall_time(tmp_path):
-    """SIGKILL a real `lpdt train` once its first checkpoint exists, then --resume: history.csv
-    (written every epoch) continues where it stopped, and wall_s keeps growing."""
+@pytest.mark.parametrize(
+    "sig",
+    # SIGKILL slow since 2026-12-02: the resume is the same, and SIGTERM's line is new
+    [signal.SIGTERM, pytest.param(signal.SIGKILL, marks=pytest.mark.slow)],
+)
+def test_killed_process_resumes_with_continuous_history_and_wall_time(tmp_path, sig):
+    """SIGTERM (what SLURM and Snakemake send) or SIGKILL a real `lpdt train` once its first
+    checkpoint exists, then --resume: history.csv (written every epoch) continues where it
+    stopped, and wall_s keeps growing. SIGTERM ends it as Ctrl-C does, with one line (it ended
+    with status 143 and no word)."""
     epochs = 8
     extra = [*SMALL, f"train.epochs={epochs}"]
     out = tmp_path / "run"
@@ -469,13 +479,19 @@ def test_killed_process_resumes_with_continuous_history_and_wall_time(tmp_path):
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
             assert time.monotonic() < deadline, "no checkpoint after 120 s"
             time.sleep(0.005)
-        proc.send_signal(signal.SIGKILL)
+        proc.send_signal(sig)
         proc.wait(timeout=30)
+        err = proc.stderr.read().decode()
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
         proc.stderr.close()
+    assert proc.returncode == (128 + sig if sig == signal.SIGTERM else -sig), err[-2000:]
+    if sig == signal.SIGTERM:
+        assert err.splitlines()[-1] == (
+            "lpdt train: stopped by SIGTERM (--resume continues a run from its last checkpoint)"
+        )
     assert not (out / "metrics.json").exists(), "the run ended before it was killed"
     before = list(csv.DictReader((out / "history.csv").open()))
     assert 1 <= len(before) < epochs and [r["epoch"] for r in before] == [
@@ -488,6 +504,73 @@ def test_killed_process_resumes_with_continuous_history_and_wall_time(tmp_path):
     assert all(a < b for a, b in zip(walls, walls[1:])), walls
     assert walls[0] == pytest.approx(float(before[0]["wall_s"]))
     assert m.time.total_s >= walls[-1]
+
+
+def test_one_lpdt_train_at_a_time_in_a_run_folder(tmp_path):
+    """Two runs of other configs into one folder at once both ended "ok", one record lost (the
+    checks come before the run starts): the second is refused while the first holds the lock,
+    naming its pid. A folder made for a run that did not start is not left behind."""
+    from lpdt.engine import train as engine_train
+    from lpdt.engine.rundir import LOCK_FILE, RunDirError, locked
+    from lpdt.errors import LpdtError
+
+    out = tmp_path / "run"
+    with locked(out):  # as a running lpdt train holds it
+        assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+        with pytest.raises(RunDirError, match=rf"{out} is in use by another lpdt train \(pid"):
+            engine_train(cfg("train.epochs=1"), out, log=lambda s: None)
+    assert not out.exists()  # made for the lock, nothing else in it
+    fresh = tmp_path / "fresh"
+    with pytest.raises(LpdtError, match="cifar10 not found"):  # a run that cannot start
+        engine_train(cfg("train.epochs=1", "data.dataset=cifar10", "data.root=/no"), fresh)
+    assert not fresh.exists()
+
+
+def test_a_killed_writes_temporary_files_go_and_a_failed_force_keeps_the_run(tmp_path, capsys):
+    """A process killed while it wrote a checkpoint left ``.checkpoint.pt.<random>.tmp`` behind
+    for good: the next run in the folder removes the run's own (another program's stays). A
+    ``--force`` whose run could not start (its dataset missing) deleted the complete run."""
+    out = tmp_path / "run"
+    argv = ["train", *_argv(*SMALL, "train.epochs=1"), "--out", str(out)]
+    assert main(argv) == 0
+    kept = (out / "metrics.json").read_text()
+    bad = ["--set", "data.dataset=cifar10", "--set", "data.root=/no", "--force"]
+    assert main([*argv, *bad]) == 2 and "cifar10 not found" in capsys.readouterr().err
+    assert (out / "metrics.json").read_text() == kept and (out / ".record-copy.json").exists()
+    stale = [out / ".checkpoint.pt.k1ll3d00.tmp", out / ".history.csv.abcdefgh.tmp"]
+    for p in [*stale, out / ".notes.tmp"]:
+        p.write_bytes(b"partial")
+    assert main([*argv, "--set", "train.epochs=2"]) == 2  # another config: refused, and
+    assert not any(p.exists() for p in stale) and (out / ".notes.tmp").exists()  # swept
+
+
+def test_a_config_file_in_the_run_folder_is_not_overwritten(tmp_path, monkeypatch, capsys):
+    """``--config config.yaml --out .`` replaced the user's file (its comments) with the run's
+    resolved config; a config the run wrote itself may be given back."""
+    monkeypatch.chdir(tmp_path)
+    text = "# mine\n" + yaml.safe_dump(
+        {"data": {"dataset": "synthetic"}, "model": {"name": "tiny_cnn"}, "device": "cpu"}
+    )
+    Path("config.yaml").write_text(text)
+    assert main(["train", "--config", "config.yaml", "--out", "."]) == 2
+    assert "keep your config outside --out ." in capsys.readouterr().err
+    assert Path("config.yaml").read_text() == text
+
+
+def test_a_checkpoint_past_the_runs_epochs_is_refused(tmp_path):
+    """A checkpoint without its config (an older one) of a longer run: resumed, it wrote a record
+    of 57 epochs under train.epochs=10, "ok"."""
+    import torch
+
+    out = tmp_path / "run"
+    stop_at(cfg(*SMALL, "train.epochs=4"), out, "epoch 3/4")  # after epoch 2
+    ck = torch.load(out / "checkpoint.pt", weights_only=False)
+    del ck["run_config"]
+    alone = tmp_path / "alone"  # the checkpoint without the run's other files
+    alone.mkdir()
+    torch.save(ck, alone / "checkpoint.pt")
+    with pytest.raises(ValueError, match="past this run's train.epochs=1: it is another run's"):
+        train(cfg(*SMALL, "train.epochs=1"), alone, resume=True, log=lambda s: None)
 
 
 def test_version(capsys):

@@ -9,8 +9,8 @@ imports ``lpdt.engine`` itself):
 - ``worker``: one rank of a distributed run (``python -m lpdt.engine.worker``);
 - ``loop``: one process's part of a run: the per-run object ``Run`` and the epoch loop
   (``loop.train``; the simulated engine runs all n nodes in it);
-- ``rundir``: the rules of a run directory (refuse another config's files, already complete,
-  load a checkpoint), shared by both engines;
+- ``rundir``: the rules of a run directory (one ``lpdt train`` in it at a time, refuse another
+  config's files, already complete, load a checkpoint), shared by both engines;
 - ``checkpoint``: the typed checkpoint a process saves after each epoch;
 - ``steps``: one node's training step and evaluation forward, eager or compiled;
 - ``device``, ``sysmetrics``: the device a run uses (and ``print_line``, where progress lines
@@ -45,12 +45,11 @@ def train(
     from lpdt.engine import loop
     from lpdt.engine.device import print_line
     from lpdt.engine.launch import train_distributed
+    from lpdt.engine.rundir import locked
 
     log = log or print_line
-    if cfg.engine == "distributed":
-        return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
-    if "WORLD_SIZE" in os.environ:  # started by torchrun: every process would train the run
-        from lpdt.engine.worker import env_rank
+    if cfg.engine != "distributed" and "WORLD_SIZE" in os.environ:  # started by torchrun:
+        from lpdt.engine.worker import env_rank  # every process would train the run
 
         env = env_rank()
         if env is not None and env[1] > 1:
@@ -59,4 +58,7 @@ def train(
                 f"the {env[1]} processes would train the whole run into {out_dir}; set "
                 "engine=distributed, or start one process"
             )
-    return loop.train(cfg, out_dir, resume=resume, force=force, log=log)
+    with locked(Path(out_dir)):  # one lpdt train at a time in a run folder
+        if cfg.engine == "distributed":
+            return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
+        return loop.train(cfg, out_dir, resume=resume, force=force, log=log)

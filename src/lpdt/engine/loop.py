@@ -36,6 +36,7 @@ from lpdt.engine.faults import fault_point
 from lpdt.engine.run import Run
 from lpdt.engine.rundir import (
     engine_checkpoints,
+    forced,
     keep_record_copy,
     open_run_dir,
     previous,
@@ -87,12 +88,15 @@ def train(
     group = group or LocalGroup(cfg.topology.nodes)
     out = Path(out_dir)
     metrics_path, ck_path = out / record.METRICS_FILE, out / group.checkpoint_name
-    done = open_run_dir(cfg, out, force, [ck_path, previous(ck_path)], log, resume)
+    checkpoints = [ck_path, previous(ck_path)]
+    done = open_run_dir(cfg, out, force, checkpoints, log, resume)
     if done is not None:
         return done
     prov = provenance.capture(resolve_device(cfg.device))
 
     run = Run(cfg, log, group)
+    if force:  # the run has started (its data read, its model built): the old one goes now
+        forced(cfg, out, checkpoints)
     # Every process takes part (a distributed run's processes must all start at one epoch).
     holds, wall0, prov = _resume(cfg, run, ck_path, resume, prov, log)
     out.mkdir(parents=True, exist_ok=True)
@@ -120,7 +124,10 @@ def train(
             run.history.append(HistoryRow.from_dict(fields))
             if group.writer:
                 record.write_history(out, run.history)
-            log(f"epoch {epoch}: training diverged (non-finite loss or weights); stopping")
+            log(  # numbered as the epoch lines are, from 1
+                f"epoch {epoch + 1}/{cfg.train.epochs}: training diverged (non-finite loss or "
+                "weights); stopping"
+            )
             break
         last = epoch == cfg.train.epochs - 1
         if cfg.train.curve_images:  # the accuracy curve, every epoch (changes nothing)

@@ -377,6 +377,11 @@ class Run:
             raise ValueError(
                 f"the checkpoint holds nodes {ck.nodes}, this process {self.group.ids}"
             )
+        if ck.epoch > self.cfg.train.epochs:  # a checkpoint without its config, of a longer run
+            raise ValueError(
+                f"the checkpoint is from after epoch {ck.epoch}, past this run's "
+                f"train.epochs={self.cfg.train.epochs}: it is another run's"
+            )
         self.state.load_state_dict(NodeStateDict(x=ck.x, w=ck.w, local_buffers=ck.local_buffers))
         self.opt.load_state_dict(ck.opt)
         self.algo.load_state_dict(ck.algo)

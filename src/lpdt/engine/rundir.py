@@ -16,8 +16,11 @@ trained the run from scratch.
 
 from __future__ import annotations
 
+import fcntl
 import json
-from collections.abc import Callable, Iterable
+import os
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,7 @@ from lpdt import record
 from lpdt.config import RunConfig, result_diff
 from lpdt.engine.checkpoint import Checkpoint, CheckpointError
 from lpdt.errors import LpdtError
-from lpdt.io import TORCH_LOAD_ERRORS, write_json_atomic, write_text_atomic
+from lpdt.io import TORCH_LOAD_ERRORS, make_dirs, write_json_atomic, write_text_atomic
 from lpdt.record import RunRecord
 
 
@@ -128,6 +131,57 @@ def other_engine_checkpoints(out: Path, engine: str) -> list[Path]:
     return engine_checkpoints(out, [e for e in ENGINE_CHECKPOINTS if e != engine])
 
 
+LOCK_FILE = ".lpdt.lock"
+
+
+@contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """Hold ``out``'s lock while a run trains in it (both engines; ``lpdt.engine.train``): a
+    second ``lpdt train`` into the same folder is refused at once, naming the process that holds
+    it. Two runs of other configs started together into one folder both ended "ok", one record
+    lost: the folder's checks come before a run starts and its ``config.yaml`` is written after.
+    An ``flock``, which the kernel lets go however the process ends; where the filesystem has no
+    locks (``ENOLCK``: some network filesystems) none is held. Once held, the temporary files of
+    writes a killed process left are removed (``stale_temporaries``). A folder made for the lock
+    that holds nothing else at the end (a run that did not start) is removed again."""
+    made = not out.exists()
+    make_dirs(out)
+    path = out / LOCK_FILE
+    f = open(path, "a+")  # noqa: SIM115  (held open for the lock's life, closed below)
+    try:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            raise RunDirError(
+                f"{out} is in use by another lpdt train (pid {holder}): wait for it to end, or "
+                "choose another --out"
+            ) from None
+        except OSError:
+            pass  # no locks on this filesystem: as before there were any
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        for tmp in stale_temporaries(out):
+            tmp.unlink(missing_ok=True)
+        yield
+    finally:
+        if made and [p.name for p in out.iterdir()] == [LOCK_FILE]:
+            path.unlink(missing_ok=True)
+            out.rmdir()
+        f.close()
+
+
+def stale_temporaries(out: Path) -> list[Path]:
+    """The temporary files of the run's own atomic writes (``lpdt.io``: ``.<name>.<random>.tmp``
+    beside ``<name>``) left in ``out`` by a process killed while writing: a checkpoint-sized
+    file each, which nothing else removes."""
+    names = [*RECORD_FILES, RECORD_COPY, *(p for ps in ENGINE_CHECKPOINTS.values() for p in ps)]
+    return sorted({t for n in names for t in out.glob(f".{n}.*.tmp") if t.is_file()})
+
+
 def discard(out: Path, checkpoints: Iterable[Path]) -> None:
     """``--force``: remove a complete run's record, its copy and the given checkpoints (both
     engines')."""
@@ -143,16 +197,17 @@ def open_run_dir(
     log: Callable[[str], None],
     resume: bool = False,
 ) -> RunRecord | None:
-    """Make ``out`` ready for ``cfg``: with ``force`` discard its record and ``checkpoints`` (the
-    files its engine resumes from); else refuse another config's files, return the record when
-    the run is complete already (``None``: the run is to be trained, or resumed), and without
-    ``resume`` refuse a checkpoint (training from the start would overwrite it: a forgotten
-    --resume lost a long run's epochs, with one note)."""
+    """Make ``out`` ready for ``cfg``: with ``force`` nothing is checked, and ``None`` returned
+    (the caller discards the old run with ``forced`` once the new one has started: a ``--force``
+    whose run could not start, its dataset missing, had deleted the complete run it was to
+    replace); else refuse another config's files, return the record when the run is complete
+    already (``None``: the run is to be trained, or resumed), and without ``resume`` refuse a
+    checkpoint (training from the start would overwrite it: a forgotten --resume lost a long
+    run's epochs, with one note)."""
     checkpoints = list(checkpoints)
-    others = other_engine_checkpoints(out, cfg.engine)
     if force:
-        discard(out, checkpoints + others)
         return None
+    others = other_engine_checkpoints(out, cfg.engine)
     restore_record_copy(out, log)
     check_run_dir(cfg, out, log)
     metrics = out / record.METRICS_FILE
@@ -174,6 +229,12 @@ def open_run_dir(
             "--resume to continue it, or --force to train the run again from its start"
         )
     return None
+
+
+def forced(cfg: RunConfig, out: Path, checkpoints: Iterable[Path]) -> None:
+    """``--force``, once the new run has started: discard the old run's record and
+    ``checkpoints``, and the other engine's checkpoints."""
+    discard(out, [*checkpoints, *other_engine_checkpoints(out, cfg.engine)])
 
 
 def previous(ck_path: Path) -> Path:
