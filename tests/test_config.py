@@ -48,7 +48,7 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
         ("max_iters_per_epoch=0", "'train.max_iters_per_epoch': must be >= 1 or null"),
         ("eval_batch_size=-1", "'train.eval_batch_size': must be >= 1"),
         ("eval_batch_size=0", "'train.eval_batch_size': must be >= 1"),
-        ("threads=0", "'threads': must be >= 1 or null"),
+        ("threads=0", "'threads': must be between 1 and 1024, or null"),
         ("seed=-1", "'seed': must be in [0, 2**32)"),
         ("partition.seed=4294967296", "'partition.seed': must be in [0, 2**32)"),
         # passed every range check and diverged at epoch 0 (exit 3)
@@ -74,6 +74,8 @@ def test_leaf_aliases_and_yaml_values(tmp_path):
         ("model.gn_groups=0", "'model.gn_groups': must be >= 1"),
         # the synthetic dataset drew 10**9 images in memory (before 2026-12-01)
         # YAML 1.1 read these as 60, 8 and 90 epochs; the last of two keys won in a --set value
+        # no key: "unknown config key ''" and the 70 keys (2026-12-02)
+        ("=1", "override '=1' must look like key=value, e.g. seed=1"),
         ("seed=1:00", "'seed': invalid value '1:00'; expected int"),
         ("seed=010", "'seed': invalid value '010'; expected int"),
         (

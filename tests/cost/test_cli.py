@@ -46,6 +46,10 @@ def test_an_8bit_norm_lpdt_train_would_not_build_is_said(capsys, norm):
         "model.norm=batchnorm as 8-bit Range-EvoNorm (--norm rangeen prices that)"
     )
     assert d["note"] == lines[1].removeprefix("note: ")
+    # a model without a norm layer is priced the same with any --norm
+    assert main(["cost", "model", "--model", "tiny_cnn", "--norm", norm]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line == f"note: tiny_cnn has no norm layer: --norm {norm} changes nothing"
 
 
 def test_cost_model_text_and_energy_override(capsys):
@@ -159,3 +163,15 @@ def test_cost_all_checks_its_folder_before_counting(tmp_path, capsys, monkeypatc
     (tmp_path / "file").write_text("x")
     assert main(["cost", "all", "--out", str(tmp_path / "file" / "sub")]) == 2
     assert "is a file, not a directory" in capsys.readouterr().err
+
+
+def test_cost_comm_says_a_torus_on_a_prime_node_count_is_a_ring(capsys):
+    """lpdt topology and lpdt train say so; cost comm counted a ring silently."""
+    argv = ["cost", "comm", "--topology", "torus", "--nodes", "7"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("note: torus on 7 nodes is 1 x 7, a ring: 7 is prime")
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["note"] == first.removeprefix("note: ")
+    assert main(["cost", "comm", "--topology", "torus", "--nodes", "8", "--json"]) == 0
+    assert "note" not in json.loads(capsys.readouterr().out)

@@ -774,3 +774,23 @@ def test_resume_with_nothing_to_resume_says_so(tmp_path):
         f"note: --resume: no checkpoint to resume in {tmp_path / 'new'}; starting at epoch 1"
         in lines
     )
+
+
+def test_more_threads_than_cores_is_a_note_and_past_the_largest_machines_a_config_error(
+    monkeypatch,
+):
+    """threads=4096 on 2 cores ran a 1-epoch tiny run for minutes without a word; 100,000
+    crashed the process (a segmentation fault in OpenMP) instead of a config error."""
+    from lpdt.config import ConfigError
+    from lpdt.config.checks import MAX_THREADS
+    from lpdt.engine.console import threads_note
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert threads_note(cfg("threads=2")) is None and threads_note(cfg("threads=null")) is None
+    assert threads_note(cfg("threads=64")) == (
+        "note: threads=64 on a machine of 2 cores: the threads take turns, which is slower than "
+        "one per core (threads: null uses them all)"
+    )
+    assert cfg(f"threads={MAX_THREADS}").threads == MAX_THREADS
+    with pytest.raises(ConfigError, match=f"'threads': must be between 1 and {MAX_THREADS}"):
+        cfg(f"threads={MAX_THREADS + 1}")

@@ -299,3 +299,25 @@ def test_a_run_after_the_first_of_a_batch_pays_neither_start_up_nor_compile():
     # another graph of the batch's process: compiled once more
     other = runtime.run_seconds(compiled, 48000, in_batch=True)
     assert other - later == pytest.approx(runtime.warm_compile_seconds(compiled))
+
+
+@pytest.mark.parametrize("machine", ["cpu", "h100"])
+def test_a_plan_of_runs_none_of_which_has_a_cost_says_so(tmp_path, capsys, machine):
+    """The smoke scale's tiny models have no measured cost on either machine: the plan printed
+    "0 training jobs for 0 runs, 32 of them in 2 batches" and "~0 min" (CPU), or "~0 GPU-hours
+    (range 0-0)" with every lever at ~0 (H100). It says that nothing could be priced."""
+    from pathlib import Path
+
+    from lpdt import grid
+    from lpdt.plan.table import write_plan
+
+    root = Path(__file__).resolve().parents[2]
+    runs = grid.expand(grid.load(root / "config/studies.yaml", root / "config/scales/smoke.yaml"))
+    batches = {"b0": sorted(runs)[:2]}
+    config = {"plan_machine": machine, "plan_probe": False}
+    write_plan(runs, batches, config, "smoke", tmp_path / "plan.tsv")
+    out = capsys.readouterr().out
+    assert "GPU-hours" not in out and "training jobs for" not in out, out
+    said = "can be priced on" if machine == "h100" else "has a measured cost on"
+    assert f"none of {'its ' if machine == 'h100' else 'the '}{len(runs)} runs {said}" in out
+    assert (tmp_path / "plan.tsv").is_file()

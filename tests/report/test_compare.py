@@ -372,6 +372,13 @@ def test_refusals_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) ->
     assert "no run has skew=0.5" in _error(capsys, root, *ARGS, "--where", "skew=0.5")
     assert "needs --direction" in _error(capsys, root, *ARGS, "--threshold", "1")
     assert "expected KEY=VALUE" in _error(capsys, root, *ARGS, "--where", "skew")
+    # an order test on a word, or one no run meets, named the empty side of --a
+    assert "--where precision>=1: precision is not a number (values: fp32, int8)" in _error(
+        capsys, root, *ARGS, "--where", "precision>=1"
+    )
+    assert "no run meets --where skew>5 (skew values: 0, 0.8)" in _error(
+        capsys, root, *ARGS, "--where", "skew>5"
+    )
     (tmp_path / "empty").mkdir()
     assert "no manifest.json" in _error(capsys, str(tmp_path / "empty"), *ARGS)
     assert "nothing does not exist" in _error(capsys, str(tmp_path / "nothing"), *ARGS)

@@ -61,10 +61,13 @@ STUDIES_FILE = config["studies"]
 LPDT_SOURCES = Path(lpdt.__file__).parent
 SCALE_FILE = f"{config['scales_dir']}/{SCALE}.yaml"
 
-if not Path(SCALE_FILE).is_file():
+# A scale is a file's name in scales_dir: a path (scale=../scales/smoke) was read, and named
+# results/plan-../scales/smoke.tsv, a folder results/plan-.. made for it.
+if "/" in SCALE or SCALE.startswith(".") or not Path(SCALE_FILE).is_file():
     names = sorted(p.stem for p in Path(config["scales_dir"]).glob("*.yaml"))
     choose = f"choose one of: {', '.join(names)}" if names else f"{config['scales_dir']} holds no scale"
-    raise WorkflowError(f"unknown scale {SCALE!r}: no {SCALE_FILE}; {choose}")
+    what = "a scale is a name in scales_dir, not a path" if "/" in SCALE else f"no {SCALE_FILE}"
+    raise WorkflowError(f"unknown scale {SCALE!r}: {what}; {choose}")
 try:  # the scale and the scales it names as its `base`
     SCALE_FILES = [str(path) for path, _ in grid.scale_chain(SCALE_FILE)]
 except grid.GridError as e:

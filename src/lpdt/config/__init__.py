@@ -345,8 +345,8 @@ def load_config(
     else:
         items = []
         for o in overrides or []:
-            if "=" not in o:
-                raise ConfigError(f"override {o!r} must look like key=value")
+            if "=" not in o or not o.split("=", 1)[0].strip():  # "=1": no key, not 70 keys
+                raise ConfigError(f"override {o!r} must look like key=value, e.g. seed=1")
             k, v = o.split("=", 1)
             items.append((k.strip(), v))
     for k, v in items:

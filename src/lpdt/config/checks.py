@@ -16,6 +16,11 @@ from lpdt.decentral.catalog import (
 )
 from lpdt.models import MODELS
 
+# torch's intra-op threads: a value past the largest machines' cores is a typo. OpenMP cannot
+# start 20,000 threads ("libgomp: Thread creation failed"), and 100,000 crashed the process
+# with a segmentation fault instead of a config error.
+MAX_THREADS = 1024
+
 
 def _ratio_hint(ratio: float) -> str:
     """The error for a compression ratio outside [0, 1): it is a fraction, not the percentage
@@ -99,7 +104,11 @@ def check_ranges(cfg: RunConfig) -> None:
     need(cfg.train.eval_batch_size >= 1, "train.eval_batch_size", "must be >= 1")
     cap = cfg.train.max_iters_per_epoch
     need(cap is None or cap >= 1, "train.max_iters_per_epoch", "must be >= 1 or null (no cap)")
-    need(cfg.threads is None or cfg.threads >= 1, "threads", "must be >= 1 or null (torch's)")
+    need(
+        cfg.threads is None or 1 <= cfg.threads <= MAX_THREADS,
+        "threads",
+        f"must be between 1 and {MAX_THREADS}, or null (torch's: the machine's cores)",
+    )
     for key, seed in (("seed", cfg.seed), ("partition.seed", cfg.partition.seed)):
         need(0 <= seed < 2**32, key, "must be in [0, 2**32)")  # numpy's seeds
     need(cfg.model.groups >= 1, "model.groups", "must be >= 1")

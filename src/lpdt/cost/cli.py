@@ -170,6 +170,8 @@ def _run_model(args: argparse.Namespace) -> int:
         algorithm=args.algorithm,
     )
     note = _norm_note(c.norm, c.precision)
+    if args.norm is not None and not any(r.norm for r in c.records):  # priced the same
+        note = f"{args.model} has no norm layer: --norm {args.norm} changes nothing"
     if args.json:
         d = c.to_dict()
         if note:
@@ -213,6 +215,7 @@ def _run_model(args: argparse.Namespace) -> int:
 def _run_comm(args: argparse.Namespace) -> int:
     from lpdt.cost.comm import comm_volume, gossiped_numels
     from lpdt.cost.model import build
+    from lpdt.decentral.topology import shape_note
 
     net = build(args.model, args.norm, args.classes, parse_shape(args.input_shape), args.precision)
     v = comm_volume(
@@ -227,10 +230,17 @@ def _run_comm(args: argparse.Namespace) -> int:
         rows=args.rows,
         off_by_one=args.off_by_one,
     )
+    # a torus on a prime node count is a ring, as lpdt topology and lpdt train say (comm_volume
+    # above refused a topology that is not one)
+    note = shape_note(args.topology, args.nodes, args.rows)
     if args.json:
         d = {"model": args.model, "norm": args.norm, "precision": args.precision}
-        emit_json(d | v.to_dict(), args.json)
+        emit_json(
+            d | v.to_dict() | ({"note": note.removeprefix("note: ")} if note else {}), args.json
+        )
         return 0
+    if note:
+        print(note)
     print(
         f"{args.model}: P = {v.params:,} gossiped entries, {v.kept:,} sent per message "
         f"({v.bytes_per_message:,} bytes)\n"

@@ -4,6 +4,7 @@ epoch."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import torch
@@ -145,6 +146,19 @@ def settings_notes(cfg: RunConfig, run: Run) -> list[str]:
     return notes
 
 
+def threads_note(cfg: RunConfig) -> str | None:
+    """A line when ``threads`` asks for more threads than the machine has cores: each step's
+    threads then wait on each other (4,096 threads on 2 cores ran a 1-epoch tiny run for more
+    than 100 s)."""
+    cores = os.cpu_count() or 1
+    if cfg.threads is None or cfg.threads <= cores:
+        return None
+    return (
+        f"note: threads={cfg.threads} on a machine of {cores} cores: the threads take turns, "
+        "which is slower than one per core (threads: null uses them all)"
+    )
+
+
 def run_notes(cfg: RunConfig, run: Run) -> list[str]:
     """The notes a run prints after its first line: what it does that its config does not make
     plain (a subset or a batch larger than the data, a torus laid out as a ring, milestones it
@@ -155,6 +169,7 @@ def run_notes(cfg: RunConfig, run: Run) -> list[str]:
         batch_note(cfg, run),
         shape_note(t.name, t.nodes, t.rows),
         schedule_note(cfg),
+        threads_note(cfg),
         *settings_notes(cfg, run),
     ]
     return [n for n in notes if n]

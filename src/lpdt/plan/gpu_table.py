@@ -126,6 +126,14 @@ def write_gpu_plan(
         w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t")
         w.writeheader()
         w.writerows(rows)
+    if unpriced == len(rows):  # it printed "~0 GPU-hours (range 0-0)" and levers at ~0
+        print(
+            f"scale {scale}: none of its {len(rows)} runs can be priced on {gpu.MACHINE}: "
+            "lpdt.plan.counts holds the step counts of the paper grid's models and input sizes "
+            "only; plan_machine=cpu prices this scale on this machine"
+        )
+        print(f"per-run table: {out}")
+        return
     n_gpus = int(config.get("plan_gpus", 1))
     measured = sum(1 for r in rows if str(r["basis"]).startswith("measured"))
     h = [t / 3600 for t in total]

@@ -131,6 +131,14 @@ def write_plan(
     for r in rows:
         if r["est_s"] is not None:
             job_s[r["job"]] += r["est_s"]
+    if not known:  # it printed "0 training jobs for 0 runs, 32 of them in 2 batches", ~0 min
+        print(
+            f"no time estimate: none of the {len(rows)} runs has a measured cost on "
+            f"{runtime.MACHINES[machine]} (lpdt.plan.runtime prices the quick scales' "
+            "models)"
+        )
+        print(f"per-run table: {out}")
+        return
     wall = runtime.packed_wall_seconds(job_s.values(), slots)
     batched = f", {len(batch_of)} of them in {len(batches)} batches" if batches else ""
     print(f"{len(job_s)} training jobs for {len(known)} runs{batched} (config batch_runs)")

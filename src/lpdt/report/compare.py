@@ -200,6 +200,14 @@ def _check_keys(
         if bad:
             raise CompareError(f"unknown study {bad[0]!r}: the studies are {', '.join(known)}")
     for cond in pairs.conditions(where):
+        if cond.op in ("<", "<=", ">", ">="):
+            # precision>=1 left no run, and the refusal spoke of --a's empty side
+            numbers = [v for v in _values(frame, cond.key) if pairs.is_number(v)]
+            if not numbers:
+                raise CompareError(
+                    f"--where {cond.text()}: {cond.key} is not a number (values: "
+                    f"{', '.join(_v(cond.key, x) for x in _values(frame, cond.key))})"
+                )
         if cond.op != "=":
             continue
         have = _values(frame, cond.key)
@@ -330,6 +338,17 @@ def compare(
         raise CompareError(f"--a and --b are the same value ({vary}={_v(vary, va)})")
     pk = pairs.pair_keys(vary, keys)
     sel = pairs.select(frame, studies, where)
+    if not len(sel) and where:  # say which condition, not that --a's side is empty
+        conds = pairs.conditions(where)
+        values = "; ".join(
+            f"{k} values: {', '.join(_v(k, x) for x in _values(frame, k))}"
+            for k in dict.fromkeys(c.key for c in conds)
+        )
+        raise CompareError(
+            f"no run meets --where {' '.join(c.text() for c in conds)}"
+            + (f" in studies {', '.join(studies)}" if studies else "")
+            + f" ({values})"
+        )
     lost = pairs.loss_sides(direction) if threshold is not None else ()
     pr = pairs.pairing(frame, vary, va, vb, studies, where, keys, lost=lost)
     _refuse(sel, vary, va, vb, pk, pr)

@@ -78,6 +78,11 @@ def _missing(v: object) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+def is_number(v: Any) -> bool:
+    """Whether ``v`` reads as a finite number (what the order conditions compare)."""
+    return _number(v) is not None
+
+
 def _number(v: Any) -> float | None:
     try:
         f = float(v)
