@@ -636,3 +636,12 @@ def test_unfinished_run_folders_are_named(tmp_path: Path, capsys) -> None:
     assert lpdt(str(one), "--vary", "seed", "--a", "1", "--b", "2") == 2
     err = capsys.readouterr().err.strip()
     assert f"{one} is one run's folder: pass the folder that holds the runs ({one.parent})" in err
+    # a folder of unfinished runs only, in either layout: said so (it read "no manifest.json,
+    # no runs/*/metrics.json and no */metrics.json")
+    for folder in (tmp_path / "only", tmp_path / "only2" / "runs"):
+        (folder / "x1").mkdir(parents=True)
+        (folder / "x1" / "config.yaml").write_text("seed: 1\n")
+    for src in (tmp_path / "only", tmp_path / "only2"):
+        assert lpdt(str(src), "--vary", "seed", "--a", "1", "--b", "2") == 2
+        err = capsys.readouterr().err.strip()
+        assert f"{src}: its 1 run folder(s) hold config.yaml and no metrics.json: none" in err

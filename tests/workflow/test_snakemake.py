@@ -340,6 +340,11 @@ def test_a_results_path_with_a_slash_a_missing_scales_folder_and_a_broken_studie
     (wd / "bad.yaml").write_text("a: [1,\n")
     r = snakemake(wd, "-n", "--config", "scale=smoke", "studies=bad.yaml")
     assert r.returncode != 0 and "bad.yaml is not valid YAML" in r.stdout + r.stderr
+    # the workflow's own folder: results/plateau_check.csv was config/plateau_check.csv
+    r = snakemake(wd, "-n", "--config", "scale=smoke", "results=config")
+    assert (
+        r.returncode != 0 and "results=config is the workflow's own folder" in r.stdout + r.stderr
+    )
     # a scale is a name: a path was read (and named results/plan-../scales/smoke.tsv)
     r = snakemake(wd, "-n", "--config", "scale=../scales/smoke")
     assert r.returncode != 0, r.stdout[-1500:]

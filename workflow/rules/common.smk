@@ -40,6 +40,15 @@ def check_path(key, path, folder):
 
 check_path("results", config["results"], folder=True)
 RESULTS = os.path.normpath(config["results"])  # results=out/ or results=. : paths Snakemake takes
+# The workflow's own folders, or one above it: results=config made results/plateau_check.csv the
+# shipped config/plateau_check.csv, and results=.. wrote runs/ beside the checkout.
+_OWN = {Path(n).resolve() for n in ("config", "workflow", "profiles", "src", "tests", "docs")}
+_ABOVE = RESULTS != "." and Path.cwd().is_relative_to(Path(RESULTS).resolve())
+if Path(RESULTS).resolve() in _OWN or _ABOVE:
+    raise WorkflowError(
+        f"results={config['results']} is the workflow's own folder {RESULTS} or one above it; "
+        "choose a folder of its own (default: results)"
+    )
 RUNS_DIR = f"{RESULTS}/runs"
 # The MLflow store: auto is a SQLite file in the results folder, so that results=elsewhere keeps
 # its runs apart from the default folder's
@@ -63,10 +72,11 @@ SCALE_FILE = f"{config['scales_dir']}/{SCALE}.yaml"
 
 # A scale is a file's name in scales_dir: a path (scale=../scales/smoke) was read, and named
 # results/plan-../scales/smoke.tsv, a folder results/plan-.. made for it.
-if "/" in SCALE or SCALE.startswith(".") or not Path(SCALE_FILE).is_file():
+_A_PATH = Path(SCALE).name != SCALE  # a separator in it
+if _A_PATH or SCALE.startswith(".") or not Path(SCALE_FILE).is_file():
     names = sorted(p.stem for p in Path(config["scales_dir"]).glob("*.yaml"))
     choose = f"choose one of: {', '.join(names)}" if names else f"{config['scales_dir']} holds no scale"
-    what = "a scale is a name in scales_dir, not a path" if "/" in SCALE else f"no {SCALE_FILE}"
+    what = "a scale is a name in scales_dir, not a path" if _A_PATH else f"no {SCALE_FILE}"
     raise WorkflowError(f"unknown scale {SCALE!r}: {what}; {choose}")
 try:  # the scale and the scales it names as its `base`
     SCALE_FILES = [str(path) for path, _ in grid.scale_chain(SCALE_FILE)]

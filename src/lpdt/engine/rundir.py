@@ -68,7 +68,10 @@ def check_run_dir(cfg: RunConfig, out: Path, log: Callable[[str], None]) -> None
         except yaml.YAMLError:
             stored = None
         if not isinstance(stored, dict) or not stored:
-            log(f"note: {path} is damaged (empty or not a YAML mapping); it is written again")
+            log(  # "is written again", followed by the checkpoint's refusal, contradicted it
+                f"note: {path} is damaged (empty or not a YAML mapping); the run writes it "
+                "again when it starts"
+            )
             return
         refuse_other_config(cfg, stored, path)
 

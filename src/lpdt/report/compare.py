@@ -100,6 +100,12 @@ def load_runs(
                 f"{src} is one run, and it has not finished: it holds {record.CONFIG_FILE} and "
                 f"no {record.METRICS_FILE} (pass the folder that holds finished runs)"
             )
+        started = [*src.glob(f"*/{record.CONFIG_FILE}"), *src.glob(f"runs/*/{record.CONFIG_FILE}")]
+        if started:  # it said "no manifest.json, no runs/*/metrics.json and no */metrics.json"
+            raise CompareError(
+                f"{src}: its {len(started)} run folder(s) hold {record.CONFIG_FILE} and no "
+                f"{record.METRICS_FILE}: none has finished, so there is nothing to compare yet"
+            )
     if not src.is_dir() or not files:
         raise FileNotFoundError(
             f"{src}: no manifest.json, no runs/*/metrics.json and no "
