@@ -124,6 +124,21 @@ def test_a_complete_run_whose_files_were_removed_is_put_back_not_trained(tmp_pat
     assert not any(x.startswith("epoch") for x in logs), logs
     assert again.to_dict() == a.to_dict()
     assert {n: (tmp_path / "a" / n).read_bytes() for n in rundir.RECORD_FILES} == files
+    # metrics.json cut short (it was a dead end, "not valid JSON", beside the good copy)
+    (tmp_path / "a" / record.METRICS_FILE).write_bytes(files[record.METRICS_FILE][:100])
+    logs.clear()
+    assert train(c, tmp_path / "a", log=logs.append).to_dict() == a.to_dict()
+    assert "put back from .record-copy.json" in logs[0] and "not valid JSON" in logs[0], logs
+    assert (tmp_path / "a" / record.METRICS_FILE).read_bytes() == files[record.METRICS_FILE]
+    # a copy whose record is not valid is not written back (it was, under "put back")
+    copy = json.loads((tmp_path / "a" / rundir.RECORD_COPY).read_text())
+    (tmp_path / "a" / rundir.RECORD_COPY).write_text(
+        json.dumps({**copy, record.METRICS_FILE: '{"run_id": 1}'})
+    )
+    (tmp_path / "a" / record.METRICS_FILE).write_text("{")
+    with pytest.raises(record.RecordError, match="not valid JSON"):
+        train(c, tmp_path / "a", log=logs.append)
+    assert (tmp_path / "a" / record.METRICS_FILE).read_text() == "{"
     (tmp_path / "a" / record.METRICS_FILE).unlink()
     (tmp_path / "a" / rundir.RECORD_COPY).write_text("{not json")
     logs.clear()

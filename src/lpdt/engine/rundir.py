@@ -90,25 +90,37 @@ def keep_record_copy(out: Path) -> None:
 
 
 def restore_record_copy(out: Path, log: Callable[[str], None]) -> bool:
-    """Put a complete run's record back from its copy when ``metrics.json`` is gone; whether it
-    did. A damaged copy is left alone, with a line saying so (the run is then trained)."""
-    copy = out / RECORD_COPY
-    if (out / record.METRICS_FILE).exists() or not copy.is_file():
+    """Put a complete run's record back from its copy when ``metrics.json`` is gone or cannot be
+    read (cut short, not JSON: it was a dead end, the good copy beside it); whether it did. A
+    copy that is damaged itself, or whose record is not a valid one, is left alone, with a line
+    saying so (the run is then trained, or the damaged record refused)."""
+    copy, metrics = out / RECORD_COPY, out / record.METRICS_FILE
+    if not copy.is_file():
         return False
+    damage = None
+    if metrics.exists():
+        try:
+            record.read(metrics)
+            return False  # a record that reads: nothing to put back
+        except record.RecordError as e:
+            damage = str(e)
     try:
         files = json.loads(copy.read_text())
         texts = [files[name] for name in RECORD_FILES]
         if not all(isinstance(t, str) for t in texts):
             raise ValueError("not a text")
+        record.RunRecord.from_dict(json.loads(files[record.METRICS_FILE]), str(copy))
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
         log(f"{copy}: damaged ({type(e).__name__}), not used")
         return False
     for name, text in zip(RECORD_FILES, texts, strict=True):
         write_text_atomic(out / name, text)
-    log(
-        f"{out}: its complete record put back from {RECORD_COPY} (its files had been removed, "
-        "as Snakemake does before it reruns a job)"
+    why = (
+        f"{damage}"
+        if damage
+        else "its files had been removed, as Snakemake does before it reruns a job"
     )
+    log(f"{out}: its complete record put back from {RECORD_COPY} ({why})")
     return True
 
 
