@@ -711,3 +711,15 @@ def test_the_energy_table_says_whether_its_file_is_missing_or_damaged(tmp_path: 
     table = {"fp32_add": 0.9, "fp32_mult": 3.7, "int8_add": 0.03, "int8_mult": 0.2}
     (tmp_path / "summary.json").write_text(json.dumps({"energy_table_pj": table}))
     assert energy_text(tmp_path).startswith("Energy per operation (fp32 add 0.9, mult 3.7;")
+
+
+def test_tables_alone_need_no_plateau_check(tree: dict, tmp_path: Path, capsys) -> None:
+    """``--only tables`` (or figures) read the plateau check all the same, and stopped where no
+    file was found; the claims and the PDF, which use it, still need it."""
+    from lpdt.cli import main
+
+    argv = report_argv({**tree, "plateau": tmp_path / "none.csv"}, tmp_path / "out", "tables")
+    assert main(["report", *argv]) == 0, capsys.readouterr().err
+    argv[argv.index("--only") + 1] = "claims"
+    assert main(["report", *argv]) == 2
+    assert "plateau check" in capsys.readouterr().err
