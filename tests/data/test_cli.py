@@ -52,6 +52,8 @@ def test_bad_values_are_one_line_with_the_commands_name(capsys):
     # a skew twice: its table printed twice, the JSON held it once (before 2026-12-01)
     line = _one_line(capsys, "--class-sizes", "cifar10", "--skew", "0.5", "0.50")
     assert "--skew 0.5 is given twice" in line
+    # an empty name read cifar10 without a word (2026-12-02)
+    assert "--dataset '': give a dataset's name" in _one_line(capsys, "--dataset", "")
 
 
 def test_class_sizes_refuse_the_options_they_ignore(capsys):

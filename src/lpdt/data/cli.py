@@ -72,6 +72,8 @@ def _labels(args: argparse.Namespace) -> tuple[str, str, np.ndarray]:
     from lpdt.data import load_dataset
     from lpdt.data.base import DatasetError
 
+    if args.dataset == "":  # read cifar10 without a word
+        raise ValueError("--dataset '': give a dataset's name, or leave --dataset out (cifar10)")
     name = args.dataset or "cifar10"
     try:
         ds = load_dataset(DataConfig(dataset=name, root=args.data_root, download=args.download))
