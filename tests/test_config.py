@@ -352,3 +352,14 @@ def test_the_settings_a_run_does_not_use_are_named_with_why():
         "model.dropout_noise=hash (resnet8 has no dropout layer)"
     ]
     assert unused_settings(cfg, dropout=True) == []
+
+
+def test_a_key_with_two_letters_swapped_gets_the_key_meant():
+    """``sekw`` listed all 70 keys: difflib's ratio for one swap of a short word is 0.75, under
+    its cutoff."""
+    with pytest.raises(ConfigError, match="'sekw'; did you mean partition.skew?"):
+        load_config(None, ["sekw=0.5"])
+    with pytest.raises(ConfigError, match="'ecpohs'; did you mean train.epochs?"):
+        load_config(None, ["ecpohs=2"])
+    with pytest.raises(ConfigError, match="'swke'; allowed keys: "):  # not one swap: no guess
+        load_config(None, ["swke=0.5"])

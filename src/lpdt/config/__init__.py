@@ -145,7 +145,12 @@ def resolve_key(key: str) -> str:
     # a key missing its section (compression.name), or misspelt (train.epoch): the key meant;
     # the whole list (1.3 kB) only when nothing is close
     last = key.rsplit(".", 1)[-1]
-    leaves = difflib.get_close_matches(last, {p.rsplit(".", 1)[-1] for p in paths}, 1, 0.8)
+    names = {p.rsplit(".", 1)[-1] for p in paths}
+    leaves = difflib.get_close_matches(last, names, 1, 0.8) or [
+        n
+        for n in sorted(names)
+        if _one_swap(last, n)  # sekw: difflib's ratio is 0.75
+    ]
     close = (
         [p for p in paths if p.endswith("." + key)]  # its section left out
         or [p for p in paths if p.rsplit(".", 1)[-1] == last]  # another section (train.lr)
@@ -158,6 +163,13 @@ def resolve_key(key: str) -> str:
             "lpdt train --print-config)"
         )
     raise ConfigError(f"unknown config key {key!r}; allowed keys: {', '.join(sorted(paths))}")
+
+
+def _one_swap(a: str, b: str) -> bool:
+    """Whether ``a`` is ``b`` with two neighbouring letters swapped (``sekw``, ``skew``)."""
+    d = [i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y]
+    swapped = len(d) == 2 and d[1] == d[0] + 1
+    return len(a) == len(b) and swapped and (a[d[0]], a[d[1]]) == (b[d[1]], b[d[0]])
 
 
 def parse_value(text: str) -> Any:
