@@ -264,6 +264,7 @@ def test_imagenette_files_that_are_no_image_are_refused_and_hidden_files_passed_
     without a word; a file manager's hidden files are no images and no damage."""
     folder = write_imagenette(tmp_path)
     (folder / "val" / "n01440764" / ".DS_Store").write_bytes(b"\0")
+    (folder / "val" / "n01440764" / "Thumbs.db").write_bytes(b"\0")
     (folder / "train" / "n02102040" / "img_9.JPG").write_bytes(
         (folder / "train" / "n02102040" / "img_0.JPEG").read_bytes()
     )
@@ -273,8 +274,9 @@ def test_imagenette_files_that_are_no_image_are_refused_and_hidden_files_passed_
     with pytest.raises(DatasetError) as e:
         load_dataset(DataConfig(dataset="imagenette", root=str(tmp_path)))
     assert str(e.value).startswith(
-        f"imagenette: 1 file(s) in the class folders of {folder / 'train'} are not .jpg, .jpeg, "
-        f".png images, e.g. {folder / 'train' / 'n03000684' / 'img_9.webp'}: "
+        f"imagenette: 1 entry in the class folders of {folder / 'train'} is not .jpg, .jpeg, "
+        f".png images (a folder, another format), e.g. "
+        f"{folder / 'train' / 'n03000684' / 'img_9.webp'}: "
     )
 
 

@@ -261,6 +261,9 @@ def test_a_batch_norm_that_would_see_one_value_per_channel_is_a_config_error(set
     # two examples in every batch (a partition of 10 at 8 per node), or a norm of each example
     for ok in (["data.train_subset=40"], ["data.train_subset=36", "model.norm=evonorm"]):
         Run(load_config(None, [*base, "train.batch_size=32", "data.test_subset=8", *ok]))
+    # a run that never draws the short batch: one iteration an epoch, a pass of two
+    capped = ["train.epochs=1", "train.max_iters_per_epoch=1", "train.final_gossip_rounds=0"]
+    Run(load_config(None, [*base, "train.batch_size=32", "data.train_subset=36", *capped]))
 
 
 def test_bad_config_exits_2_with_one_line(tmp_path, capsys):
@@ -559,6 +562,42 @@ def test_a_killed_writes_temporary_files_go_and_a_failed_force_keeps_the_run(tmp
     assert not any(p.exists() for p in stale) and (out / ".notes.tmp").exists()  # swept
 
 
+def test_a_distributed_force_that_cannot_start_keeps_the_run(tmp_path, capsys):
+    """The distributed engine discarded the old run before its workers built theirs (the
+    launcher, and rank 0 before the rendezvous): now each rank builds its run first, and the
+    writer discards once every rank has (a barrier before any save)."""
+    out = tmp_path / "run"
+    argv = ["train", *_argv(*SMALL, "train.epochs=1", "topology.nodes=2"), "--out", str(out)]
+    argv += ["--set", "engine=distributed", "--set", "threads=1"]
+    assert main(argv) == 0
+    kept = (out / "metrics.json").read_text()
+    bad = ["--set", "data.dataset=cifar10", "--set", "data.root=/no", "--force"]
+    assert main([*argv, *bad]) == 2
+    assert (out / "metrics.json").read_text() == kept and (out / ".record-copy.json").exists()
+    capsys.readouterr()
+
+
+def test_a_complete_run_on_a_folder_that_cannot_be_written_is_still_read(tmp_path, monkeypatch):
+    """The lock file could not be made on a read-only mount, and a complete run there became
+    an error; it is read as before (a run that trains there fails on its own)."""
+    import errno
+
+    from lpdt.engine import rundir
+    from lpdt.engine import train as engine_train
+
+    out = tmp_path / "run"
+    c = cfg(*SMALL, "train.epochs=1")
+    done = engine_train(c, out, log=lambda s: None)
+
+    def read_only(path, *args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(rundir, "open", read_only, raising=False)  # the lock file's open
+    lines: list[str] = []
+    assert engine_train(c, out, log=lines.append).to_dict() == done.to_dict()
+    assert "already complete" in lines[-1]
+
+
 def test_a_config_file_in_the_run_folder_is_not_overwritten(tmp_path, monkeypatch, capsys):
     """``--config config.yaml --out .`` replaced the user's file (its comments) with the run's
     resolved config; a config the run wrote itself may be given back."""
@@ -570,6 +609,13 @@ def test_a_config_file_in_the_run_folder_is_not_overwritten(tmp_path, monkeypatc
     assert main(["train", "--config", "config.yaml", "--out", "."]) == 2
     assert "keep your config outside --out ." in capsys.readouterr().err
     assert Path("config.yaml").read_text() == text
+    # a run's own config.yaml, as an earlier lpdt wrote it (a key fewer): given back, it runs
+    run = Path("run")
+    assert main(["train", *_argv(*SMALL, "train.epochs=1"), "--out", str(run)]) == 0
+    own = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text("\n".join(x for x in own.split("\n") if x != "name: null"))
+    assert "name: null" in own
+    assert main(["train", "--config", str(run / "config.yaml"), "--out", str(run)]) == 0
 
 
 def test_a_checkpoint_past_the_runs_epochs_is_refused(tmp_path):

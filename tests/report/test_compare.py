@@ -11,6 +11,7 @@ import pytest
 from scipy.stats import t as student_t
 
 from lpdt import cli
+from lpdt.config import dump_config, load_config
 from lpdt.report.aggregate import aggregate
 from lpdt.report.claims import BY_ID, check_claims
 from lpdt.report.compare import compare, load_runs
@@ -21,6 +22,7 @@ from tests.fake_records import fake_record
 from tests.report.conftest import PAPER_CSV
 
 T2 = float(student_t.ppf(0.975, 2))  # three seeds
+RUN_CONFIG = dump_config(load_config(None, []))  # what a started run writes
 
 
 def write_runs(root: Path, runs: list[tuple[dict, int, float | str]]) -> Path:
@@ -616,7 +618,7 @@ def test_unfinished_run_folders_are_named(tmp_path: Path, capsys) -> None:
     finished = len(load_runs(root)[0])
     for name in ("x1", "x2"):
         (root / "runs" / name).mkdir()
-        (root / "runs" / name / "config.yaml").write_text("seed: 1\n")
+        (root / "runs" / name / "config.yaml").write_text(RUN_CONFIG)
     notes: list[str] = []
     frame, _ = load_runs(root, note=notes.append)
     assert len(frame) == finished
@@ -640,7 +642,10 @@ def test_unfinished_run_folders_are_named(tmp_path: Path, capsys) -> None:
     # no runs/*/metrics.json and no */metrics.json")
     for folder in (tmp_path / "only", tmp_path / "only2" / "runs"):
         (folder / "x1").mkdir(parents=True)
-        (folder / "x1" / "config.yaml").write_text("seed: 1\n")
+        (folder / "x1" / "config.yaml").write_text(RUN_CONFIG)
+    # a checkout's root: its config/config.yaml is no run (it was counted as one)
+    (tmp_path / "only" / "config").mkdir()
+    (tmp_path / "only" / "config" / "config.yaml").write_text("scale: quick\n")
     for src in (tmp_path / "only", tmp_path / "only2"):
         assert lpdt(str(src), "--vary", "seed", "--a", "1", "--b", "2") == 2
         err = capsys.readouterr().err.strip()

@@ -42,9 +42,15 @@ check_path("results", config["results"], folder=True)
 RESULTS = os.path.normpath(config["results"])  # results=out/ or results=. : paths Snakemake takes
 # The workflow's own folders, or one above it: results=config made results/plateau_check.csv the
 # shipped config/plateau_check.csv, and results=.. wrote runs/ beside the checkout.
-_OWN = {Path(n).resolve() for n in ("config", "workflow", "profiles", "src", "tests", "docs")}
-_ABOVE = RESULTS != "." and Path.cwd().is_relative_to(Path(RESULTS).resolve())
-if Path(RESULTS).resolve() in _OWN or _ABOVE:
+# The checkout's folders beside the Snakefile (workflow.basedir), and the working directory's
+# config/ (--directory: the workdir's own); the working directory itself (results=.) may hold
+# the results.
+_CHECKOUT = Path(workflow.basedir).resolve()
+_OWN = {_CHECKOUT / n for n in ("workflow", "profiles", "src", "tests", "docs")}
+_OWN.add(Path("config").resolve())
+_HERE = Path(RESULTS).resolve()
+_ABOVE = _HERE != Path.cwd().resolve() and Path.cwd().resolve().is_relative_to(_HERE)
+if _HERE in _OWN or _ABOVE:
     raise WorkflowError(
         f"results={config['results']} is the workflow's own folder {RESULTS} or one above it; "
         "choose a folder of its own (default: results)"

@@ -41,6 +41,7 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 LAYOUTS = ("imagenette2", "imagenette2-320", "imagenette2-160", "imagenette")
 DOWNSIZED_LAYOUTS = ("imagenette2-320", "imagenette2-160")  # fastai's smaller copies
 _EXTENSIONS = (".jpg", ".jpeg", ".png")
+_SYSTEM_FILES = {"thumbs.db", "desktop.ini"}  # Windows' own, passed over as hidden files are
 RESIZE = 256  # the short side every image is decoded to (the reference's Resize(256))
 # The decoded file's layout; a change of ``decode``'s arithmetic must change it too.
 DECODED_VERSION = 1
@@ -55,8 +56,9 @@ def _find_root(root: Path) -> Path | None:
 
 def _scan(folder: Path, classes: list[str]) -> tuple[list[Path], np.ndarray]:
     """The images of each class folder under ``folder``, and their labels. Hidden files (a
-    file manager's ``.DS_Store``) are passed over; any other file that is not a .jpg, .jpeg or
-    .png image is refused: its image would be left out of the run without a word."""
+    file manager's ``.DS_Store``) and Windows' ``Thumbs.db`` and ``desktop.ini`` are passed
+    over; any other entry that is not a .jpg, .jpeg or .png image (a folder, a .webp) is
+    refused: it would be left out of the run without a word."""
     files, labels, other = [], [], []
     for c, name in enumerate(classes):
         if not (folder / name).is_dir():
@@ -65,13 +67,14 @@ def _scan(folder: Path, classes: list[str]) -> tuple[list[Path], np.ndarray]:
             if p.suffix.lower() in _EXTENSIONS:
                 files.append(p)
                 labels.append(c)
-            elif not p.name.startswith("."):
+            elif not p.name.startswith(".") and p.name.lower() not in _SYSTEM_FILES:
                 other.append(p)
     if other:
         raise DatasetError(
-            f"imagenette: {len(other)} file(s) in the class folders of {folder} are not "
-            f"{', '.join(_EXTENSIONS)} images, e.g. {other[0]}: convert them or move them out "
-            "(they would be left out of the run)"
+            f"imagenette: {len(other)} {'entry' if len(other) == 1 else 'entries'} in the class "
+            f"folders of {folder} {'is' if len(other) == 1 else 'are'} not "
+            f"{', '.join(_EXTENSIONS)} images (a folder, another format), e.g. {other[0]}: "
+            "convert them or move them out (they would be left out of the run)"
         )
     return files, np.asarray(labels, dtype=np.int64)
 

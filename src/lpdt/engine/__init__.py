@@ -58,7 +58,9 @@ def train(
                 f"the {env[1]} processes would train the whole run into {out_dir}; set "
                 "engine=distributed, or start one process"
             )
-    with locked(Path(out_dir)):  # one lpdt train at a time in a run folder
-        if cfg.engine == "distributed":
+    if cfg.engine == "distributed" and "WORLD_SIZE" in os.environ:  # a rank started by torchrun:
+        return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)  # no lock,
+    with locked(Path(out_dir)):  # which its other ranks would be refused; else one lpdt train
+        if cfg.engine == "distributed":  # at a time in a run folder
             return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
         return loop.train(cfg, out_dir, resume=resume, force=force, log=log)

@@ -39,7 +39,7 @@ from pathlib import Path
 
 from lpdt import provenance, record
 from lpdt.config import RunConfig, dump_config
-from lpdt.engine.rundir import ENGINE_CHECKPOINTS, forced, load_checkpoint, open_run_dir
+from lpdt.engine.rundir import ENGINE_CHECKPOINTS, load_checkpoint, open_run_dir
 from lpdt.engine.worker import LAUNCHER_PID_ENV, PEER_LOST, REFUSED, env_rank, run_worker
 from lpdt.errors import LpdtError
 from lpdt.io import READER_GONE
@@ -100,9 +100,6 @@ def launch_local(
     done = open_run_dir(cfg, out, force, checkpoints, log, resume)
     if done is not None:
         return done
-    if force:  # here, before the workers start: each builds its run in its own process
-        forced(cfg, out, checkpoints)
-    checkpoints = [c for c in checkpoints if c.exists()]  # (--force removed them)
     if resume and checkpoints:  # another config's is refused here, in one line
         load_checkpoint(cfg, checkpoints[0])
     n = cfg.topology.nodes

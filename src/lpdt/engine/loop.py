@@ -88,15 +88,16 @@ def train(
     group = group or LocalGroup(cfg.topology.nodes)
     out = Path(out_dir)
     metrics_path, ck_path = out / record.METRICS_FILE, out / group.checkpoint_name
-    checkpoints = [ck_path, previous(ck_path)]
-    done = open_run_dir(cfg, out, force, checkpoints, log, resume)
+    done = open_run_dir(cfg, out, force, [ck_path, previous(ck_path)], log, resume)
     if done is not None:
         return done
     prov = provenance.capture(resolve_device(cfg.device))
 
     run = Run(cfg, log, group)
-    if force:  # the run has started (its data read, its model built): the old one goes now
-        forced(cfg, out, checkpoints)
+    if force:  # the run has started (its data read, its model built): the old one goes now,
+        if group.writer:  # every engine's checkpoints (a distributed run's: every rank's)
+            forced(cfg, out, engine_checkpoints(out))
+        group.barrier()  # before any process saves a checkpoint of its own
     # Every process takes part (a distributed run's processes must all start at one epoch).
     holds, wall0, prov = _resume(cfg, run, ck_path, resume, prov, log)
     out.mkdir(parents=True, exist_ok=True)

@@ -59,22 +59,34 @@ def partition_indices(labels: np.ndarray, cfg: RunConfig) -> list[np.ndarray]:
     return skew_partition(labels, n, p.skew, seed=p.seed)
 
 
-def smallest_batch(part_sizes: list[int], per_node: int) -> tuple[int, int]:
-    """The fewest examples a node's batch holds, and the partition that gives it: a node's
-    batches hold ``per_node`` examples, and the last of each pass the rest of its partition."""
-    return min(((n % per_node) or per_node, n) for n in part_sizes)
+def smallest_batch(part_sizes: list[int], per_node: int, draws: int) -> tuple[int, int]:
+    """The fewest examples a node's batch holds over ``draws`` batches, and the partition that
+    gives it: a node's batches hold ``per_node`` examples, and the last of each pass (its
+    ceil(n / per_node)-th draw) the rest of its partition, if the run draws that far."""
+
+    def fewest(n: int) -> int:
+        rest = n % per_node
+        return rest if rest and draws >= -(-n // per_node) else min(n, per_node)
+
+    return min((fewest(n), n) for n in part_sizes)
 
 
 def check_norm_batches(
-    cfg: RunConfig, model: torch.nn.Module, input_shape: tuple[int, ...], part_sizes: list[int]
+    cfg: RunConfig,
+    model: torch.nn.Module,
+    input_shape: tuple[int, ...],
+    part_sizes: list[int],
+    draws: int,
 ) -> None:
     """Refuse, before training, a run in which a batch-statistics norm (BN, Range-BN) would
     normalise one value per channel: a batch of one example at a 1x1 feature map, from which a
     batch norm computes nothing (its output would be its bias; Range-BN's range is 0). Such a
     run stopped at its first such batch, possibly the last of the first pass after an epoch of
-    training, with torch's or the range estimator's error, which named no setting."""
+    training, with torch's or the range estimator's error, which named no setting. ``draws``:
+    the batches a node draws over the run (with ``train.max_iters_per_epoch`` a node may never
+    reach the end of a pass, and never draw its short batch)."""
     b = cfg.per_node_batch
-    fewest, part = smallest_batch(part_sizes, b)
+    fewest, part = smallest_batch(part_sizes, b, draws)
     if fewest >= 2:
         return  # every norm sees at least 2 values per channel
     ones = [(n, k) for n, k, hw in batch_statistic_sizes(model, input_shape) if hw == 1]
@@ -141,7 +153,9 @@ class Run:
         torch.manual_seed(cfg.seed)
         info = self.data.info
         model = build_model(cfg, info.num_classes, info.input_shape)
-        check_norm_batches(cfg, model, info.input_shape, [len(p) for p in parts])
+        # the batches a node draws: every epoch's iterations and the final rounds' forwards
+        draws = cfg.train.epochs * self.iters + cfg.train.final_gossip_rounds
+        check_norm_batches(cfg, model, info.input_shape, [len(p) for p in parts], draws)
         self.state = NodeState(model, len(ids), self.device)
         self.streams = NodeStreams(cfg.seed, ids, self.device)  # each node's random streams
         # One training step / evaluation forward for all nodes (compiled once if asked), and

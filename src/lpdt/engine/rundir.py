@@ -16,11 +16,12 @@ trained the run from scratch.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -100,16 +101,22 @@ def restore_record_copy(out: Path, log: Callable[[str], None]) -> bool:
     damage = None
     if metrics.exists():
         try:
-            record.read(metrics)
-            return False  # a record that reads: nothing to put back
-        except record.RecordError as e:
-            damage = str(e)
+            json.loads(metrics.read_bytes().decode())
+            return False  # JSON: a record, which record.read judges (another version, say)
+        except (OSError, UnicodeDecodeError, ValueError):
+            try:  # record.read's words for it ("not valid JSON (...)", "not text (UTF-8)")
+                record.read(metrics)
+            except record.RecordError as e:
+                damage = str(e)
     try:
         files = json.loads(copy.read_text())
         texts = [files[name] for name in RECORD_FILES]
         if not all(isinstance(t, str) for t in texts):
             raise ValueError("not a text")
         record.RunRecord.from_dict(json.loads(files[record.METRICS_FILE]), str(copy))
+    except record.RecordError as e:  # whole, but not a record this lpdt writes back
+        log(f"{copy}: not used ({e})")
+        return False
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
         log(f"{copy}: damaged ({type(e).__name__}), not used")
         return False
@@ -151,19 +158,30 @@ LOCK_FILE = ".lpdt.lock"
 
 @contextmanager
 def locked(out: Path) -> Iterator[None]:
-    """Hold ``out``'s lock while a run trains in it (both engines; ``lpdt.engine.train``): a
-    second ``lpdt train`` into the same folder is refused at once, naming the process that holds
-    it. Two runs of other configs started together into one folder both ended "ok", one record
-    lost: the folder's checks come before a run starts and its ``config.yaml`` is written after.
-    An ``flock``, which the kernel lets go however the process ends; where the filesystem has no
-    locks (``ENOLCK``: some network filesystems) none is held. Once held, the temporary files of
-    writes a killed process left are removed (``stale_temporaries``). A folder made for the lock
-    that holds nothing else at the end (a run that did not start) is removed again."""
+    """Hold ``out``'s lock while a run trains in it (``lpdt.engine.train``, both engines; not a
+    rank that torchrun started, whose other ranks share the folder): a second ``lpdt train``
+    into the same folder is refused at once, naming the process that holds it. Two runs of other
+    configs started together into one folder both ended "ok", one record lost: the folder's
+    checks come before a run starts and its ``config.yaml`` is written after. An ``flock``,
+    which the kernel lets go however the process ends. None is held where the filesystem has no
+    locks (``ENOLCK``: some network filesystems) or the folder cannot be written (a complete run
+    on a read-only mount is still read). Once it is held, the temporary files of writes a killed
+    process left are removed (``stale_temporaries``). A folder made for the lock that holds
+    nothing else at the end (a run that did not start) is removed again."""
     made = not out.exists()
     make_dirs(out)
     path = out / LOCK_FILE
-    f = open(path, "a+")  # noqa: SIM115  (held open for the lock's life, closed below)
     try:
+        f = open(path, "a+")  # noqa: SIM115  (held open for the lock's life, closed below)
+    except OSError as e:
+        if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        f = None
+    if f is None:  # no lock where nothing can be written: what trains there fails on its own
+        yield
+        return
+    try:
+        held = True
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -174,19 +192,21 @@ def locked(out: Path) -> Iterator[None]:
                 "choose another --out"
             ) from None
         except OSError:
-            pass  # no locks on this filesystem: as before there were any
-        f.seek(0)
-        f.truncate()
-        f.write(f"{os.getpid()}\n")
-        f.flush()
-        for tmp in stale_temporaries(out):
-            tmp.unlink(missing_ok=True)
+            held = False  # no locks on this filesystem: as before there were any
+        if held:
+            f.seek(0)
+            f.truncate()
+            f.write(f"{os.getpid()}\n")
+            f.flush()
+            for tmp in stale_temporaries(out):  # no other writer can be at work: locked
+                tmp.unlink(missing_ok=True)
         yield
     finally:
+        f.close()
         if made and [p.name for p in out.iterdir()] == [LOCK_FILE]:
             path.unlink(missing_ok=True)
-            out.rmdir()
-        f.close()
+            with suppress(OSError):  # another process may have put a file there meanwhile
+                out.rmdir()
 
 
 def stale_temporaries(out: Path) -> list[Path]:

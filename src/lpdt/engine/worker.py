@@ -32,7 +32,6 @@ import torch
 from lpdt.config import ConfigError, RunConfig, load_config
 from lpdt.engine.device import print_line, resolve_device
 from lpdt.engine.loop import train
-from lpdt.engine.rundir import discard
 from lpdt.io import output_reader_gone, reader_gone
 from lpdt.record import RunRecord
 
@@ -106,15 +105,11 @@ def run_worker(
             "cuda", int(os.environ.get("LOCAL_RANK", 0)) % max(1, torch.cuda.device_count())
         )
         cfg = _with_device(cfg, str(device))
-    out = Path(out_dir)
-    if force and rank == 0:  # every rank's checkpoints (and the previous ones), before any saves
-        discard(out, out.glob("checkpoint*.pt"))
+    out = Path(out_dir)  # (--force: loop.train discards the old run once every rank's started)
     if device.type == "cuda":  # NCCL's own communicators and barriers use the current device
         torch.cuda.set_device(device)
     init_process_group(rank, world, device)
     try:
-        if force:
-            dist.barrier()
         group = TorchGroup(rank, world, device)
         return train(
             cfg, out, resume=resume, force=force, log=log if rank == 0 else _quiet, group=group

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from lpdt import record
 from lpdt.errors import LpdtError
@@ -100,7 +101,7 @@ def load_runs(
                 f"{src} is one run, and it has not finished: it holds {record.CONFIG_FILE} and "
                 f"no {record.METRICS_FILE} (pass the folder that holds finished runs)"
             )
-        started = [*src.glob(f"*/{record.CONFIG_FILE}"), *src.glob(f"runs/*/{record.CONFIG_FILE}")]
+        started = [*_unfinished(src), *_unfinished(src / "runs")]
         if started:  # it said "no manifest.json, no runs/*/metrics.json and no */metrics.json"
             raise CompareError(
                 f"{src}: its {len(started)} run folder(s) hold {record.CONFIG_FILE} and no "
@@ -111,11 +112,7 @@ def load_runs(
             f"{src}: no manifest.json, no runs/*/metrics.json and no "
             "*/metrics.json (pass a results directory or a manifest)"
         )
-    unfinished = [
-        d.parent
-        for d in sorted(runs.glob(f"*/{record.CONFIG_FILE}"))
-        if not (d.parent / record.METRICS_FILE).is_file()
-    ]
+    unfinished = _unfinished(runs)
     if unfinished and note is not None:
         names = ", ".join(str(d) for d in unfinished[:3])
         more = f" and {len(unfinished) - 3} more" if len(unfinished) > 3 else ""
@@ -136,6 +133,25 @@ def load_runs(
             continue
         read[rec.run_id] = (f, rec)
     return frame_from_records([r for _, r in read.values()], [str(f) for f, _ in read.values()])
+
+
+def _unfinished(folder: Path) -> list[Path]:
+    """The run folders in ``folder`` that have not finished: a run's ``config.yaml`` (the
+    mapping a run writes, with its model, data and topology) and no record. A checkout's own
+    ``config/config.yaml`` is no run: at a checkout's root it was counted as one."""
+    return [
+        c.parent
+        for c in sorted(folder.glob(f"*/{record.CONFIG_FILE}"))
+        if not (c.parent / record.METRICS_FILE).is_file() and _a_run_config(c)
+    ]
+
+
+def _a_run_config(path: Path) -> bool:
+    try:
+        tree = yaml.safe_load(path.read_bytes())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(tree, dict) and {"model", "data", "topology"} <= set(tree)
 
 
 def _acc(r: record.RunRecord) -> str:
