@@ -58,9 +58,11 @@ def train(
                 f"the {env[1]} processes would train the whole run into {out_dir}; set "
                 "engine=distributed, or start one process"
             )
-    if cfg.engine == "distributed" and "WORLD_SIZE" in os.environ:  # a rank started by torchrun:
-        return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)  # no lock,
-    with locked(Path(out_dir)):  # which its other ranks would be refused; else one lpdt train
-        if cfg.engine == "distributed":  # at a time in a run folder
+    # One lpdt train at a time in a run folder (rundir.locked); but not for a rank that
+    # torchrun started: its other ranks, which share the folder, would be refused.
+    if cfg.engine == "distributed" and "WORLD_SIZE" in os.environ:
+        return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
+    with locked(Path(out_dir)):
+        if cfg.engine == "distributed":
             return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
         return loop.train(cfg, out_dir, resume=resume, force=force, log=log)
