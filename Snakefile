@@ -51,6 +51,8 @@ def _config_error(schema_path):
     else:
         expected = _expected(error.schema) if error.validator == "type" else ""
     more = f"; expected {expected}" if expected else ""
+    if error.instance is None and where:  # `--config scale=` (Snakemake reads it as None)
+        return f"config {where}: empty; give it a value{more} (or leave it out: its default)"
     return f"config{f' {where}' if where else ''}: {error.message}{more}"
 
 

@@ -331,7 +331,7 @@ def test_scales_that_drop_studies(tmp_path):
 def test_a_results_path_with_a_slash_a_missing_scales_folder_and_a_broken_studies_file(tmp_path):
     """The rest of the workflow's edge paths of 2026-11-30 (slow since 2026-11-30: three
     Snakemake invocations, about 10 s of the default suite): ``results=out/`` printed hundreds
-    of warnings, a studies file that is not YAML a traceback."""
+    of warnings, a studies file that is not YAML a traceback; and those of 2026-12-02."""
     wd = workdir(tmp_path)
     r = snakemake(wd, "-n", "--config", "scale=smoke", "results=out/")
     assert r.returncode == 0 and "double '/'" not in r.stdout + r.stderr, r.stderr[-1500:]
@@ -345,6 +345,11 @@ def test_a_results_path_with_a_slash_a_missing_scales_folder_and_a_broken_studie
     assert (
         r.returncode != 0 and "results=config is the workflow's own folder" in r.stdout + r.stderr
     )
+    # an empty value ("None is not of type 'string'"), a report that is no PDF (accepted)
+    r = snakemake(wd, "-n", "--config", "scale=")
+    assert "config scale: empty; give it a value" in r.stdout + r.stderr and r.returncode != 0
+    r = snakemake(wd, "-n", "--config", "scale=smoke", "report=x.txt")
+    assert "report=x.txt: the report is a PDF" in r.stdout + r.stderr and r.returncode != 0
     # a scale is a name: a path was read (and named results/plan-../scales/smoke.tsv)
     r = snakemake(wd, "-n", "--config", "scale=../scales/smoke")
     assert r.returncode != 0, r.stdout[-1500:]

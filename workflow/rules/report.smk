@@ -18,6 +18,8 @@ REPORT_PDF = (
 )
 config["report"] = REPORT_PDF  # the path, in Snakemake's HTML report (workflow/report/workflow.rst)
 check_path("report", REPORT_PDF, folder=False)
+if Path(REPORT_PDF).suffix.lower() != ".pdf":  # report=x.txt wrote a PDF named .txt
+    raise WorkflowError(f"report={config['report']}: the report is a PDF; give a path ending in .pdf")
 PAPER_RESULTS = config["paper_results"]
 check_path("paper_results", PAPER_RESULTS, folder=False)
 # (a missing one was a MissingInputException of ~40 files; said by the process that plans)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -202,6 +203,7 @@ def describe(name: str, n: int, rows: int | None = None) -> dict:
 # eigenproblem, whose time grows as n^3 (a 4,000-node directed ring took 60 s and 1.3 GB on the
 # 2-core VM, 2026-11-30; 50,000 nodes asked for a 20 GB matrix).
 MAX_CLI_NODES = 4096
+SLOW_CLI_NODES = 1024  # from here on the command says what it computes first (1,024: about 4 s)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -227,6 +229,13 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(
             f"--nodes {args.nodes:,}: at most {MAX_CLI_NODES:,} (the spectral gap is a dense "
             "n x n eigenproblem: 4,000 nodes of a directed ring take about a minute, n^3 beyond)"
+        )
+    if args.nodes >= SLOW_CLI_NODES:  # seconds to a minute without a word (a loaded VM: more)
+        print(
+            f"computing the spectral gap of {args.nodes:,} nodes (a dense n x n eigenproblem: "
+            "about a minute at 4,000) ...",
+            file=sys.stderr,
+            flush=True,
         )
     d = describe(args.name, args.nodes, args.rows)
     if args.json == "-":
