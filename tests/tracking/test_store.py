@@ -1,8 +1,10 @@
 """MLflow tracking: store init, idempotent logging, 16 concurrent writers on one SQLite store."""
 
+import contextlib
 import dataclasses
 import json
 import multiprocessing as mp
+import re
 import shutil
 from pathlib import Path
 
@@ -220,6 +222,40 @@ def test_a_file_store_is_refused_as_mlflow_refuses_it(tmp_path, monkeypatch):
     tracking.check_uri(str(tmp_path / "mlruns"))
     for ok in ("sqlite:///r/mlflow.db", "http://127.0.0.1:5000", "postgresql+psycopg2://h/db"):
         tracking.check_uri(ok)
+
+
+def test_sqlite_uris_that_name_no_database_file_and_missing_drivers_are_refused(tmp_path):
+    """Each trained, then failed to log (a folder after about 100 s of MLflow's retries; a
+    database driver that is not installed with ModuleNotFoundError's traceback)."""
+    from lpdt.tracking import store
+
+    (tmp_path / "dir.db").mkdir()
+    for uri, says in [
+        ("sqlite://x.db", "three slashes, then the path): did you mean sqlite:///x.db?"),
+        ("sqlite:///", "no database file named"),
+        (f"sqlite:///{tmp_path / 'dir.db'}", "is a folder, not a database file"),
+    ]:
+        with pytest.raises(tracking.TrackingError, match=re.escape(says)):
+            tracking.check_uri(uri, "tracking.uri=")
+    with pytest.raises(tracking.TrackingError, match=r"needs the Python package psycopg2-binary"):
+        tracking.check_uri("postgresql://u@localhost:1/db")  # no psycopg2 in the lock
+    # the store's lock names its file, not the URI's query
+    assert store.sqlite_path("sqlite:////r/mlflow.db?mode=ro") == Path("/r/mlflow.db")
+
+
+def test_another_programs_database_with_an_experiments_table_is_left_alone(tmp_path):
+    """One generic table name was enough: MLflow's 60 tables were added beside it, and the log
+    failed with a traceback."""
+    import sqlite3
+
+    from lpdt.tracking import store
+
+    db = tmp_path / "other.db"
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        c.execute("create table experiments(id int)")
+        c.commit()
+    with pytest.raises(tracking.TrackingError, match="without MLflow's tables"):
+        store.check_is_mlflow_store(db)
 
 
 def test_mlflows_bare_uris_and_a_plugins_scheme_pass(monkeypatch):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import os
 import random
 import re
@@ -157,6 +158,14 @@ def check_uri(uri: str, given: str = "--uri ") -> None:
     scheme = written.lower()
     if scheme and scheme not in TRACKING_SCHEMES and scheme not in plugin_schemes():
         raise TrackingError(f"{given}{uri}: MLflow has no store for the scheme {written!r} ({use})")
+    if scheme == "sqlite":
+        _check_sqlite_uri(uri, given)
+    driver = _DB_DRIVERS.get(scheme) if m and not m[2] else None  # no +dialect: the default one
+    if driver and importlib.util.find_spec(driver[0]) is None:  # a traceback after training
+        raise TrackingError(
+            f"{given}{uri}: this database needs the Python package {driver[1]}, which is not "
+            f"installed (pip install {driver[1]}), or use sqlite:///<file>"
+        )
     if scheme in ("", "file") and os.environ.get(FILE_STORE_ENV, "").lower() != "true":
         if not scheme and Path(uri).suffix in (".db", ".sqlite", ".sqlite3"):
             raise TrackingError(
@@ -168,10 +177,36 @@ def check_uri(uri: str, given: str = "--uri ") -> None:
         )
 
 
+# The module each database URL's default SQLAlchemy dialect imports, and its package: without
+# it a log failed with ModuleNotFoundError's traceback (after the training, under lpdt train).
+_DB_DRIVERS = {
+    "postgresql": ("psycopg2", "psycopg2-binary"),
+    "mysql": ("MySQLdb", "mysqlclient"),
+    "mssql": ("pyodbc", "pyodbc"),
+}
+
+
+def _check_sqlite_uri(uri: str, given: str) -> None:
+    """``sqlite:///<file>`` with a file's path: ``sqlite://x.db`` (two slashes: x.db read as a
+    host) and ``sqlite:///`` (no file) trained, then failed to log; a folder waited about 100 s
+    on MLflow's retries."""
+    if not uri.startswith("sqlite:///"):
+        rest = uri.split("://", 1)[-1]
+        raise TrackingError(
+            f"{given}{uri}: a SQLite store is sqlite:///<file> (three slashes, then the path): "
+            f"did you mean sqlite:///{rest}?"
+        )
+    path = sqlite_path(uri)
+    if path is None or not path.name:
+        raise TrackingError(f"{given}{uri}: no database file named (sqlite:///<file>)")
+    if path.is_dir():
+        raise TrackingError(f"{given}{uri}: {path} is a folder, not a database file")
+
+
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI (relative to the working directory), else None."""
-    prefix = "sqlite:///"
-    return Path(uri[len(prefix) :]) if uri.startswith(prefix) else None
+    prefix = "sqlite:///"  # (its query, ?mode=ro, is no part of the file's name)
+    return Path(uri[len(prefix) :].split("?", 1)[0]) if uri.startswith(prefix) else None
 
 
 @contextlib.contextmanager
@@ -225,7 +260,9 @@ def check_is_mlflow_store(path: Path) -> None:
         return  # busy or locked (a job writing to it): open_client waits for it under the lock
     except sqlite3.DatabaseError as e:
         raise TrackingError(f"{path} is not a SQLite database ({e}): pass the store's --uri") from e
-    if tables and not {"experiments", "alembic_version"} & tables:  # MLflow's, or its migrations'
+    # MLflow's tables and its migrations' (alembic_version): one of them alone is another
+    # program's (an "experiments" table of its own had MLflow's 60 tables added beside it)
+    if tables and not {"experiments", "alembic_version"} <= tables:
         raise TrackingError(
             f"{path} is a SQLite database without MLflow's tables (another program's?): pass "
             "the MLflow store's --uri"
