@@ -336,3 +336,24 @@ def test_the_curve_is_an_mlflow_series_per_epoch(store, tmp_path):
     mid = tracking.log_run(tmp_path / "curve", store, "lpdt")
     points = tracking.open_client(store).get_metric_history(mid, "epoch/acc_subset_node_mean")
     assert sorted((m.step, m.value) for m in points) == [(0, 30.0), (1, 40.0), (2, 50.0)]
+
+
+def test_a_run_trained_again_is_logged_anew_not_kept_with_the_first_numbers(store, tmp_path):
+    """The same run id trained again (``--force``, or an execution key such as
+    ``train.curve_images`` changed) kept the first training's numbers and files in MLflow, under
+    a description naming the new folder; logging the same record again changes nothing."""
+    from mlflow.tracking import MlflowClient
+
+    c = MlflowClient(store)
+    first = tracking.log_run(write_run(tmp_path / "a", "r9", {}, acc=60.0), store, "lpdt")
+    assert tracking.log_run(tmp_path / "a", store, "lpdt") == first  # the same record: kept
+    later = {"started": "2026-12-02T01:00:00+00:00"}
+    d = write_run(tmp_path / "b", "r9", {}, acc=70.0, provenance=later)
+    second = tracking.log_run(d, store, "lpdt")
+    assert second != first and c.get_run(first).info.lifecycle_stage == "deleted"
+    run = c.get_run(second)
+    assert run.data.metrics["final.acc_node_mean"] == record.read(d).final.acc_node_mean
+    assert run.data.tags[tracking.TRAINED_TAG] == later["started"]
+    exp = c.get_experiment_by_name("lpdt").experiment_id
+    live = c.search_runs([exp], "tags.lpdt_run_id = 'r9'")
+    assert [r.info.run_id for r in live] == [second]

@@ -67,6 +67,10 @@ from lpdt.tracking.store import (
 RUN_ID_TAG = "lpdt_run_id"
 REPORT_TAG = "lpdt_report_scale"  # on the one run per scale that holds the report and figures
 COMPLETE_TAG = "lpdt_logged"  # set last: a run without it was interrupted while logging
+# When the logged record's training started: a run of the same id trained again (--force, or an
+# execution key such as train.curve_images changed) is another record, logged anew (its numbers
+# and files stayed the first training's, under the new description)
+TRAINED_TAG = "lpdt_trained"
 CELL_TAG = "cell"
 NOTE_TAG = "mlflow.note.content"  # the run's description in the UI
 RUN_FILES = (record.METRICS_FILE, record.HISTORY_FILE, record.CONFIG_FILE)  # logged as artifacts
@@ -325,19 +329,27 @@ def log_run(
     """Log one finished run (see the module docstring); return its MLflow run id. Idempotent:
     if the run is already logged, its tags and name are brought up to date, and a run logged
     with an earlier metric layout (``METRICS_LAYOUT``) gets the current per-epoch series; its
-    MLflow run id stays."""
+    MLflow run id stays. A logged run of another training of the same run id (``TRAINED_TAG``)
+    is deleted, and this record logged in its place."""
     from mlflow.entities import Param, RunTag
 
     rec = read_record(run_dir)
     client, exp_id = open_experiment(uri, experiment)
-    all_tags = {**run_tags(rec, tags, run_dir), METRICS_LAYOUT_TAG: METRICS_LAYOUT}
+    trained = str(rec.provenance.started)
+    all_tags = {
+        **run_tags(rec, tags, run_dir),
+        METRICS_LAYOUT_TAG: METRICS_LAYOUT,
+        TRAINED_TAG: trained,
+    }
     name = run_name(rec)
 
     for r in search_runs(client, exp_id, RUN_ID_TAG, rec.run_id):
-        if r.data.tags.get(COMPLETE_TAG) == "true":
+        logged = r.data.tags.get(TRAINED_TAG)  # None: logged before the tag (kept, refreshed)
+        if r.data.tags.get(COMPLETE_TAG) == "true" and logged in (None, trained):
             _refresh(client, r, rec, all_tags, name)
             return r.info.run_id
-        # Interrupted while logging earlier: remove the partial record and log again.
+        # Interrupted while logging earlier, or another training of the run: remove the
+        # logged record and log this one.
         with_retry(partial(client.delete_run, r.info.run_id))
         local = local_artifact_dir(uri, r.info.artifact_uri)
         if local is not None:
