@@ -157,20 +157,18 @@ def run(args: argparse.Namespace) -> int:
     return 2 if 2 in codes else max(codes)
 
 
-RUN_SECTIONS = ("data", "model", "topology", "train", "optim")  # in every config a run writes
-
-
 def _refuse_own_config_file(path: str | None, out: Path) -> None:
     """A ``--config`` that is ``<out>/config.yaml``, where the run writes its whole resolved
     config, must be such a file already: a hand-written one (its comments, its short form) was
     overwritten without a word (``--config config.yaml --out .``)."""
     import yaml
 
-    from lpdt.config import dump_config, load_config
+    from lpdt.config import dump_config, is_run_config_tree, load_config
+    from lpdt.record import CONFIG_FILE
 
     if path is None or path == "-":
         return
-    target = out / "config.yaml"
+    target = out / CONFIG_FILE
     if not (target.exists() and Path(path).resolve() == target.resolve()):
         return
     try:
@@ -178,7 +176,7 @@ def _refuse_own_config_file(path: str | None, out: Path) -> None:
         tree = yaml.safe_load(text)
         # a dump this lpdt writes, or one an earlier lpdt wrote (every section, no comment)
         written = dump_config(load_config(path, [])) == text or (
-            isinstance(tree, dict) and set(RUN_SECTIONS) <= set(tree) and "#" not in text
+            is_run_config_tree(tree) and "#" not in text
         )
     except (OSError, ValueError, ConfigError, yaml.YAMLError):
         written = False

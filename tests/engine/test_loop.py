@@ -432,7 +432,7 @@ def test_the_other_engines_checkpoint_is_refused_not_left_behind(tmp_path):
     # --force: nothing checked; the files go once the new run has started (rundir.forced)
     assert open_run_dir(c, sim_out, True, [sim_out / "checkpoint.pt"], print) is None
     assert (sim_out / "checkpoint.rank1.pt").exists()
-    forced(c, sim_out, [sim_out / "checkpoint.pt"])
+    forced(sim_out)
     assert not any(sim_out.iterdir())
 
 

@@ -367,5 +367,16 @@ def load_config(
     return config_from_dict(tree)
 
 
+# Sections every config a run writes holds (``dump_config``): a YAML tree with all of them is a
+# run's config.yaml, not another file of that name (a checkout's config/config.yaml)
+RUN_SECTIONS = ("data", "model", "topology", "train", "optim")
+
+
+def is_run_config_tree(tree: Any) -> bool:
+    """Whether ``tree`` (a YAML file's content) is a config a run wrote: a mapping holding every
+    ``RUN_SECTIONS``."""
+    return isinstance(tree, dict) and set(RUN_SECTIONS) <= set(tree)
+
+
 def dump_config(cfg: RunConfig) -> str:
     return yaml.safe_dump(cfg.to_dict(), sort_keys=False)

@@ -169,9 +169,11 @@ def _run_model(args: argparse.Namespace) -> int:
         energy=parse_energy(args.energy),
         algorithm=args.algorithm,
     )
-    note = _norm_note(c.norm, c.precision)
-    if args.norm is not None and not any(r.norm for r in c.records):  # priced the same
-        note = f"{args.model} has no norm layer: --norm {args.norm} changes nothing"
+    note = (
+        f"{args.model} has no norm layer: --norm {args.norm} changes nothing"
+        if args.norm is not None and not any(r.norm for r in c.records)  # priced the same
+        else _norm_note(c.norm, c.precision)
+    )
     if args.json:
         d = c.to_dict()
         if note:

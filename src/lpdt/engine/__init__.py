@@ -48,21 +48,21 @@ def train(
     from lpdt.engine.rundir import locked
 
     log = log or print_line
-    if cfg.engine != "distributed" and "WORLD_SIZE" in os.environ:  # started by torchrun:
-        from lpdt.engine.worker import env_rank  # every process would train the run
+    if "WORLD_SIZE" in os.environ:  # started by torchrun
+        # A rank of a distributed run takes no lock (rundir.locked): its other ranks, which
+        # share the folder, would be refused.
+        if cfg.engine == "distributed":
+            return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
+        from lpdt.engine.worker import env_rank
 
         env = env_rank()
-        if env is not None and env[1] > 1:
+        if env is not None and env[1] > 1:  # every process would train the run
             raise ValueError(
                 f"RANK={env[0]} WORLD_SIZE={env[1]} (torchrun) with engine simulated: each of "
                 f"the {env[1]} processes would train the whole run into {out_dir}; set "
                 "engine=distributed, or start one process"
             )
-    # One lpdt train at a time in a run folder (rundir.locked); but not for a rank that
-    # torchrun started: its other ranks, which share the folder, would be refused.
-    if cfg.engine == "distributed" and "WORLD_SIZE" in os.environ:
-        return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
-    with locked(Path(out_dir)):
+    with locked(Path(out_dir)):  # one lpdt train at a time in a run folder
         if cfg.engine == "distributed":
             return train_distributed(cfg, out_dir, resume=resume, force=force, log=log)
         return loop.train(cfg, out_dir, resume=resume, force=force, log=log)

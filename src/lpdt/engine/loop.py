@@ -94,9 +94,9 @@ def train(
     prov = provenance.capture(resolve_device(cfg.device))
 
     run = Run(cfg, log, group)
-    if force:  # the run has started (its data read, its model built): the old one goes now,
-        if group.writer:  # every engine's checkpoints (a distributed run's: every rank's)
-            forced(cfg, out, engine_checkpoints(out))
+    if force:  # the run has started (its data read, its model built): the old one goes now
+        if group.writer:
+            forced(out)
         group.barrier()  # before any process saves a checkpoint of its own
     # Every process takes part (a distributed run's processes must all start at one epoch).
     holds, wall0, prov = _resume(cfg, run, ck_path, resume, prov, log)

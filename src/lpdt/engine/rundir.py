@@ -266,10 +266,10 @@ def open_run_dir(
     return None
 
 
-def forced(cfg: RunConfig, out: Path, checkpoints: Iterable[Path]) -> None:
-    """``--force``, once the new run has started: discard the old run's record and
-    ``checkpoints``, and the other engine's checkpoints."""
-    discard(out, [*checkpoints, *other_engine_checkpoints(out, cfg.engine)])
+def forced(out: Path) -> None:
+    """``--force``, once the new run has started: discard the old run's record and every
+    engine's checkpoints (a distributed run's: every rank's)."""
+    discard(out, engine_checkpoints(out))
 
 
 def previous(ck_path: Path) -> Path:

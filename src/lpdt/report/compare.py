@@ -39,6 +39,7 @@ import pandas as pd
 import yaml
 
 from lpdt import record
+from lpdt.config import is_run_config_tree
 from lpdt.errors import LpdtError
 from lpdt.grid import ManifestError
 from lpdt.report import pairs, summary
@@ -136,8 +137,8 @@ def load_runs(
 
 
 def _unfinished(folder: Path) -> list[Path]:
-    """The run folders in ``folder`` that have not finished: a run's ``config.yaml`` (the
-    mapping a run writes, with its model, data and topology) and no record. A checkout's own
+    """The run folders in ``folder`` that have not finished: a run's ``config.yaml``
+    (``lpdt.config.is_run_config_tree``) and no record. A checkout's own
     ``config/config.yaml`` is no run: at a checkout's root it was counted as one."""
     return [
         c.parent
@@ -151,7 +152,7 @@ def _a_run_config(path: Path) -> bool:
         tree = yaml.safe_load(path.read_bytes())
     except (OSError, yaml.YAMLError):
         return False
-    return isinstance(tree, dict) and {"model", "data", "topology"} <= set(tree)
+    return is_run_config_tree(tree)
 
 
 def _acc(r: record.RunRecord) -> str:
@@ -224,11 +225,11 @@ def _check_keys(
     for cond in pairs.conditions(where):
         if cond.op in ("<", "<=", ">", ">="):
             # precision>=1 left no run, and the refusal spoke of --a's empty side
-            numbers = [v for v in _values(frame, cond.key) if pairs.is_number(v)]
-            if not numbers:
+            values = _values(frame, cond.key)
+            if not any(pairs.is_number(v) for v in values):
                 raise CompareError(
                     f"--where {cond.text()}: {cond.key} is not a number (values: "
-                    f"{', '.join(_v(cond.key, x) for x in _values(frame, cond.key))})"
+                    f"{', '.join(_v(cond.key, x) for x in values)})"
                 )
         if cond.op != "=":
             continue
